@@ -1,0 +1,40 @@
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+
+from apps.accounts.models import ApiToken
+from apps.accounts.services import user_deactivate
+
+User = get_user_model()
+
+
+@admin.action(description="Deactivate selected users (no sign-in, API tokens stop working)")
+def deactivate_users(modeladmin, request, queryset):
+    count = 0
+    for user in queryset.filter(is_active=True):
+        user_deactivate(user=user)
+        modeladmin.log_change(request, user, "Deactivated through the admin action.")
+        count += 1
+    modeladmin.message_user(request, f"Deactivated {count} user(s).", messages.SUCCESS)
+
+
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class LorekeeperUserAdmin(UserAdmin):
+    actions = [deactivate_users]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter), "created_at"]
+    search_fields = ["name", "prefix", "user__username"]
+    list_select_related = ["user"]
+    # The digest is useless to a moderator and the token itself is never stored: nothing secret is shown.
+    fields = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["user", "prefix", "created_at", "last_used_at"]
+
+    def has_add_permission(self, request):
+        return False

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractUser
+from django.db import transaction
+from django.utils import timezone
+
+from apps.accounts.models import ApiToken
+from apps.common.exceptions import ApplicationError
+
+TOKEN_PREFIX = "lk_"
+# Recording every use would turn each API read into a write; a minute's precision is plenty.
+LAST_USED_PRECISION = timedelta(minutes=1)
+
+
+def token_digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@transaction.atomic
+def api_token_create(*, user: AbstractUser, name: str) -> tuple[ApiToken, str]:
+    """Make a token for `user`; answers the stored row and the raw token, which is never retrievable again."""
+    name = name.strip()
+    if not name:
+        raise ApplicationError("A token needs a name.", {"field": "name"})
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(user=user, name=name[:100], prefix=raw[:10], digest=token_digest(raw))
+    return token, raw
+
+
+@transaction.atomic
+def api_token_revoke(*, user: AbstractUser, token_id: int) -> ApiToken:
+    token = ApiToken.objects.select_for_update().get(user=user, pk=token_id)
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
+
+
+def api_token_authenticate(*, raw: str) -> AbstractUser | None:
+    """The active user the token belongs to, or None for an unknown, revoked or deactivated one."""
+    if not raw.startswith(TOKEN_PREFIX):
+        return None
+    token = (
+        ApiToken.objects.select_related("user")
+        .filter(digest=token_digest(raw), revoked_at__isnull=True, user__is_active=True)
+        .first()
+    )
+    if token is None:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_PRECISION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user
+
+
+@transaction.atomic
+def user_deactivate(*, user: AbstractUser) -> AbstractUser:
+    """Switch an account off: no sign-in, and its API tokens stop working (they are checked against is_active)."""
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+    return user
+
+
+@transaction.atomic
+def admin_ensure(*, username: str, password: str | None) -> tuple[AbstractUser | None, str | None]:
+    """Create the first admin if no superuser exists. Answers (user, generated password or None)."""
+    user_model = get_user_model()
+    if user_model.objects.filter(is_superuser=True).exists():
+        return None, None
+    generated = None
+    if not password:
+        password = generated = secrets.token_urlsafe(12)
+    user = user_model.objects.create_superuser(username=username, email="", password=password)
+    return user, generated

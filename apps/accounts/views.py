@@ -1,0 +1,52 @@
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from apps.accounts.forms import ApiTokenForm, SignupForm
+from apps.accounts.models import ApiToken
+from apps.accounts.selectors import api_token_list
+from apps.accounts.services import api_token_create, api_token_revoke
+
+
+@require_http_methods(["GET", "POST"])
+def signup(request):
+    if not settings.LOREKEEPER_SIGNUP_OPEN:
+        raise Http404("Sign-up is closed on this server.")
+    if request.user.is_authenticated:
+        return redirect("chats:home")
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect("chats:welcome")
+    return render(request, "accounts/signup.html", {"form": form})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def token_list(request):
+    form = ApiTokenForm(request.POST or None)
+    new_token = None
+    if request.method == "POST" and form.is_valid():
+        _, new_token = api_token_create(user=request.user, name=form.cleaned_data["name"])
+        form = ApiTokenForm()
+    context = {"tokens": api_token_list(user=request.user), "form": form, "new_token": new_token}
+    template = "accounts/token_list.html#token-panel" if request.htmx else "accounts/token_list.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def token_revoke(request, token_id: int):
+    try:
+        token = api_token_revoke(user=request.user, token_id=token_id)
+    except ApiToken.DoesNotExist as exc:
+        raise Http404 from exc
+    if request.htmx:
+        return render(request, "accounts/token_list.html#token-row", {"token": token})
+    messages.success(request, f"Token “{token.name}” revoked.")
+    return redirect("accounts:tokens")

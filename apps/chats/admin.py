@@ -1,0 +1,90 @@
+from django.contrib import admin, messages
+
+from apps.chats.models import Character, Chat, Message
+from apps.chats.services.chats import chat_delete, chat_lock, chat_touch
+from apps.chats.services.messages import message_delete
+
+
+@admin.register(Character)
+class CharacterAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "created_at", "updated_at"]
+    search_fields = ["name", "user__username", "description"]
+    list_filter = ["created_at"]
+    list_select_related = ["user"]
+    raw_id_fields = ["user"]
+
+
+@admin.action(description="Delete selected chats with all their messages")
+def delete_chats(modeladmin, request, queryset):
+    count = 0
+    for chat in queryset:
+        # Logged first: the admin log keeps the deleted object's repr, not a link.
+        modeladmin.log_deletion(request, chat, str(chat))
+        chat_delete(chat=chat)
+        count += 1
+    modeladmin.message_user(request, f"Deleted {count} chat(s).", messages.SUCCESS)
+
+
+class MessageInline(admin.TabularInline):
+    model = Message
+    fields = ["index", "name", "is_user", "is_system", "mes"]
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+    extra = 0
+    max_num = 0
+    ordering = ["index"]
+
+    def get_queryset(self, request):
+        # A chat can have 100,000 messages; the inline shows the first ones, the Message admin has the rest.
+        return super().get_queryset(request).filter(index__lt=50)
+
+
+@admin.register(Chat)
+class ChatAdmin(admin.ModelAdmin):
+    list_display = ["title", "user", "message_count", "has_header", "updated_at"]
+    search_fields = ["title", "character_name", "user__username"]
+    list_filter = ["has_header", "updated_at", "created_at"]
+    list_select_related = ["user"]
+    raw_id_fields = ["user"]
+    filter_horizontal = ["characters"]
+    readonly_fields = ["integrity", "message_count", "created_at", "updated_at"]
+    actions = [delete_chats]
+    inlines = [MessageInline]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # ours logs each chat and goes through the service
+        return actions
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change:
+            chat_touch(chat=obj)
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = ["chat", "index", "name", "is_user", "is_system"]
+    list_filter = ["is_user", "is_system"]
+    search_fields = ["name", "chat__title", "chat__user__username"]
+    list_select_related = ["chat"]
+    raw_id_fields = ["chat"]
+    show_full_result_count = False
+    ordering = ["chat", "index"]
+    readonly_fields = ["chat", "index"]
+
+    def has_add_permission(self, request):
+        return False  # messages are added through the chat's API, which keeps indices contiguous
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        chat_touch(chat=chat_lock(chat=obj.chat))
+
+    def delete_model(self, request, obj):
+        message_delete(chat=obj.chat, index=obj.index)
+
+    def delete_queryset(self, request, queryset):
+        # Highest index first, so the indices still to delete do not move.
+        for message in queryset.select_related("chat").order_by("chat_id", "-index"):
+            message_delete(chat=message.chat, index=message.index)

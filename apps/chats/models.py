@@ -1,0 +1,98 @@
+"""Characters, chats and messages, shaped after SillyTavern's JSONL chat files.
+
+Every key of an imported line is kept: the keys SillyTavern defines live in typed columns (so they can be queried
+and edited), anything else in `other_fields`, and `absent_fields` remembers which of the typed keys the line did
+not have, so an export writes back exactly the JSON value that was imported (see apps/chats/jsonl.py).
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Character(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="characters")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    personality = models.TextField(blank=True)
+    scenario = models.TextField(blank=True)
+    first_mes = models.TextField(blank=True)
+    mes_example = models.TextField(blank=True)
+    system_prompt = models.TextField(blank=True)
+    creator_notes = models.TextField(blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    card_data = models.JSONField(default=dict, blank=True, help_text="Any other card data, kept verbatim.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        indexes = [models.Index(fields=["user", "name"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Chat(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chats")
+    characters = models.ManyToManyField(Character, related_name="chats", blank=True)
+    title = models.CharField(max_length=300)
+    # Header line of the JSONL file.
+    has_header = models.BooleanField(default=True, help_text="False for headerless (old group) chat files.")
+    user_name = models.TextField(blank=True, default="")
+    character_name = models.TextField(blank=True, default="")
+    create_date = models.JSONField(null=True, blank=True, help_text="Verbatim: ISO string, human string or epoch.")
+    chat_metadata = models.JSONField(default=dict, blank=True)
+    header_other_fields = models.JSONField(default=dict, blank=True)
+    header_absent_fields = models.JSONField(default=list, blank=True)
+    # Changes on every write to the chat or its messages (optimistic locking for clients).
+    integrity = models.UUIDField(default=uuid.uuid4)
+    message_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        indexes = [models.Index(fields=["user", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Message(models.Model):
+    # No separate index on chat: the (chat, index) unique constraint's index serves every lookup by chat.
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="messages", db_index=False)
+    index = models.PositiveIntegerField(help_text="0-based position in the chat.")
+    name = models.TextField(blank=True, default="")
+    is_user = models.BooleanField(default=False)
+    is_system = models.BooleanField(default=False)
+    send_date = models.JSONField(null=True, blank=True, help_text="Verbatim: ISO string, human string or epoch.")
+    mes = models.TextField(blank=True, default="")
+    extra = models.JSONField(default=dict, blank=True)
+    swipes = models.JSONField(null=True, blank=True)
+    swipe_id = models.IntegerField(null=True, blank=True)
+    swipe_info = models.JSONField(null=True, blank=True)
+    other_fields = models.JSONField(default=dict, blank=True)
+    absent_fields = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["chat", "index"]
+        constraints = [
+            # Deferred, so that removing or inserting a message can shift the following indices in one UPDATE.
+            models.UniqueConstraint(
+                fields=["chat", "index"], name="message_unique_index_per_chat", deferrable=models.Deferrable.DEFERRED
+            ),
+            models.CheckConstraint(condition=models.Q(swipe_id__gte=0), name="message_swipe_id_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.index} {self.name}"
+
+    @property
+    def swipe_count(self) -> int:
+        return len(self.swipes) if isinstance(self.swipes, list) else 0
+
+    @property
+    def swipe_number(self) -> int:
+        return (self.swipe_id or 0) + 1

@@ -1,0 +1,62 @@
+"""Reads, always scoped to the requesting user: another user's object is simply not found (404)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractUser
+from django.db.models import Q, QuerySet
+from django.http import Http404
+
+from apps.chats.models import Character, Chat, Message
+
+MAX_PAGE = 500
+
+
+def character_list(*, user: AbstractUser, search: str = "") -> QuerySet[Character]:
+    qs = Character.objects.filter(user=user)
+    if search:
+        qs = qs.filter(name__icontains=search)
+    return qs
+
+
+def character_get(*, user: AbstractUser, character_id: int) -> Character:
+    try:
+        return Character.objects.get(user=user, pk=character_id)
+    except Character.DoesNotExist as exc:
+        raise Http404("No such character.") from exc
+
+
+def chat_list(*, user: AbstractUser, search: str = "") -> QuerySet[Chat]:
+    qs = Chat.objects.filter(user=user).prefetch_related("characters")
+    if search:
+        # A subquery, not a join, so a chat matching through two characters is listed once.
+        by_character = Character.objects.filter(user=user, name__icontains=search).values("chats")
+        qs = qs.filter(Q(title__icontains=search) | Q(character_name__icontains=search) | Q(pk__in=by_character))
+    return qs
+
+
+def chat_get(*, user: AbstractUser, chat_id: int) -> Chat:
+    try:
+        return Chat.objects.prefetch_related("characters").get(user=user, pk=chat_id)
+    except Chat.DoesNotExist as exc:
+        raise Http404("No such chat.") from exc
+
+
+def message_page(*, chat: Chat, from_index: int = 0, limit: int = 100) -> list[Message]:
+    """Messages from `from_index` on, in order, at most `limit` (capped at MAX_PAGE)."""
+    limit = max(1, min(limit, MAX_PAGE))
+    return list(Message.objects.filter(chat=chat, index__gte=from_index).order_by("index")[:limit])
+
+
+def message_page_before(*, chat: Chat, before: int | None, limit: int = 30) -> list[Message]:
+    """The `limit` messages just before index `before` (the newest when None), oldest first."""
+    qs = Message.objects.filter(chat=chat)
+    if before is not None:
+        qs = qs.filter(index__lt=before)
+    return list(reversed(qs.order_by("-index")[: max(1, min(limit, MAX_PAGE))]))
+
+
+def message_get(*, chat: Chat, index: int) -> Message:
+    try:
+        return Message.objects.get(chat=chat, index=index)
+    except Message.DoesNotExist as exc:
+        raise Http404("No such message.") from exc

@@ -1,0 +1,198 @@
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.db import transaction
+from django.utils import timezone
+
+from apps.chats.jsonl import HEADER_FIELDS, MESSAGE_FIELDS, is_header, iter_objects, join_fields, split_fields
+from apps.chats.models import Character, Chat, Message
+from apps.chats.services.characters import characters_for_names
+from apps.common.exceptions import ApplicationError
+
+IMPORT_BATCH = 1000
+EXPORT_CHUNK = 500
+MAX_IMPORTED_SPEAKERS = 20
+# SillyTavern's current header style writes this placeholder instead of names.
+PLACEHOLDER_NAMES = {"", "unused"}
+MESSAGE_COLUMNS = (*MESSAGE_FIELDS, "other_fields", "absent_fields")
+SAMPLE_PATH = Path(__file__).resolve().parent.parent / "samples" / "the-lantern-keeper.jsonl"
+
+
+def chat_lock(*, chat: Chat) -> Chat:
+    """Re-read the chat under a row lock: writes to one chat are serialised, so `integrity` and counts stay true."""
+    return Chat.objects.select_for_update().get(pk=chat.pk)
+
+
+def chat_touch(*, chat: Chat, fields: Iterable[str] = ()) -> Chat:
+    """Record a write: a new integrity UUID, plus whichever other fields the caller changed."""
+    chat.integrity = uuid.uuid4()
+    chat.save(update_fields=["integrity", "updated_at", *fields])
+    return chat
+
+
+def owned_characters(*, user: AbstractUser, character_ids: Iterable[int]) -> list[Character]:
+    ids = list(dict.fromkeys(character_ids))
+    found = {c.pk: c for c in Character.objects.filter(user=user, pk__in=ids)}
+    missing = [pk for pk in ids if pk not in found]
+    if missing:
+        raise ApplicationError("Unknown character id(s).", {"field": "character_ids", "ids": missing})
+    return [found[pk] for pk in ids]
+
+
+@transaction.atomic
+def chat_create(
+    *,
+    user: AbstractUser,
+    title: str,
+    character_ids: Iterable[int] = (),
+    user_name: str = "",
+    character_name: str = "",
+    chat_metadata: dict[str, Any] | None = None,
+) -> Chat:
+    characters = owned_characters(user=user, character_ids=character_ids)
+    chat = Chat.objects.create(
+        user=user,
+        title=title,
+        user_name=user_name or user.get_username(),
+        character_name=character_name or ", ".join(c.name for c in characters),
+        create_date=timezone.now().isoformat(),
+        chat_metadata=chat_metadata or {},
+    )
+    chat.characters.set(characters)
+    return chat
+
+
+@transaction.atomic
+def chat_update(*, chat: Chat, data: dict[str, Any]) -> Chat:
+    """Change title, participants or header fields; `chat_metadata`, when given, replaces the stored object."""
+    chat = chat_lock(chat=chat)
+    changed = []
+    for key in ("title", "user_name", "character_name", "chat_metadata"):
+        if key in data:
+            setattr(chat, key, data[key])
+            changed.append(key)
+            if key in HEADER_FIELDS:
+                chat.header_other_fields.pop(key, None)
+                if key in chat.header_absent_fields:
+                    chat.header_absent_fields.remove(key)
+    if "character_ids" in data:
+        chat.characters.set(owned_characters(user=chat.user, character_ids=data["character_ids"]))
+    return chat_touch(chat=chat, fields=[*changed, "header_other_fields", "header_absent_fields"])
+
+
+@transaction.atomic
+def chat_delete(*, chat: Chat) -> None:
+    chat.delete()
+
+
+@transaction.atomic
+def chat_import(
+    *,
+    user: AbstractUser,
+    stream: BinaryIO,
+    filename: str = "",
+    title: str = "",
+    character_ids: Iterable[int] = (),
+) -> Chat:
+    """Import a SillyTavern JSONL chat, streaming: the file is read a chunk at a time and messages are inserted in
+    batches, so memory does not grow with the file. All or nothing: a bad line raises ImportLineError (400, naming
+    the line) and the transaction leaves no trace."""
+    characters = owned_characters(user=user, character_ids=character_ids)
+    chat = Chat.objects.create(user=user, title=title or "Imported chat")
+    batch: list[Message] = []
+    speakers: dict[str, None] = {}
+    index = 0
+    first = True
+    for _line_no, obj in iter_objects(stream, max_bytes=settings.LOREKEEPER_MAX_IMPORT_BYTES):
+        if first:
+            first = False
+            if is_header(obj):
+                columns, other, absent = split_fields(obj, HEADER_FIELDS)
+                for key, value in columns.items():
+                    setattr(chat, key, value)
+                chat.header_other_fields, chat.header_absent_fields = other, absent
+                continue
+            chat.has_header = False
+        columns, other, absent = split_fields(obj, MESSAGE_FIELDS)
+        batch.append(Message(chat=chat, index=index, other_fields=other, absent_fields=absent, **columns))
+        index += 1
+        if columns["name"] and not columns["is_user"] and not columns["is_system"]:
+            if len(speakers) < MAX_IMPORTED_SPEAKERS:
+                speakers[columns["name"]] = None
+        if len(batch) >= IMPORT_BATCH:
+            Message.objects.bulk_create(batch)
+            batch = []
+    if first:
+        raise ApplicationError("The file is empty: a SillyTavern chat has at least one line.", {"field": "file"})
+    Message.objects.bulk_create(batch)
+
+    if not characters:
+        names = [chat.character_name] if chat.character_name not in PLACEHOLDER_NAMES else list(speakers)
+        characters = characters_for_names(user=user, names=names)
+    chat.characters.set(characters)
+    if not title:
+        chat.title = (Path(filename).stem if filename else "") or chat.character_name or "Imported chat"
+    chat.title = chat.title[:300]
+    chat.message_count = index
+    chat.integrity = uuid.uuid4()
+    chat.save()
+    return chat
+
+
+@transaction.atomic
+def chat_import_sample(*, user: AbstractUser) -> Chat:
+    """The bundled sample story, with its character card, to see everything working on a new account."""
+    with SAMPLE_PATH.open("rb") as stream:
+        chat = chat_import(user=user, stream=stream, title="The Lantern Keeper (sample story)")
+    card = json.loads(SAMPLE_PATH.with_suffix(".card.json").read_text())
+    for character in chat.characters.all():
+        if character.name == card["name"] and not character.description:
+            for key, value in card.items():
+                setattr(character, key, value)
+            character.save()
+    return chat
+
+
+def chat_header(*, chat: Chat) -> dict[str, Any]:
+    columns = {key: getattr(chat, key) for key in HEADER_FIELDS}
+    return join_fields(columns, chat.header_other_fields, chat.header_absent_fields, HEADER_FIELDS)
+
+
+def message_line(row: dict[str, Any]) -> dict[str, Any]:
+    """The SillyTavern JSON object of a stored message (a `.values(*MESSAGE_COLUMNS)` row or a model's fields)."""
+    return join_fields(row, row["other_fields"], row["absent_fields"], MESSAGE_FIELDS)
+
+
+def _dumps(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def chat_export_lines(*, chat: Chat) -> Iterator[bytes]:
+    """The chat as SillyTavern JSONL, a chunk of messages at a time (lines joined by newlines, as SillyTavern
+    writes them). Headerless group files export without a header."""
+    separator = b""
+    if chat.has_header:
+        yield _dumps(chat_header(chat=chat))
+        separator = b"\n"
+    last = -1
+    while True:
+        rows = list(
+            Message.objects.filter(chat_id=chat.pk, index__gt=last)
+            .order_by("index")
+            .values("index", *MESSAGE_COLUMNS)[:EXPORT_CHUNK]
+        )
+        if not rows:
+            return
+        parts = []
+        for row in rows:
+            parts.append(separator + _dumps(message_line(row)))
+            separator = b"\n"
+        yield b"".join(parts)
+        last = rows[-1]["index"]

@@ -1,0 +1,18 @@
+from django.urls import path
+
+from apps.chats import views
+
+app_name = "chats"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("welcome/", views.welcome, name="welcome"),
+    path("chats/", views.chat_list, name="list"),
+    path("chats/import/", views.chat_import_view, name="import"),
+    path("chats/sample/", views.chat_sample, name="sample"),
+    path("chats/<int:chat_id>/", views.chat_detail, name="detail"),
+    path("chats/<int:chat_id>/older/", views.message_older, name="older"),
+    path("chats/<int:chat_id>/messages/<int:index>/swipes/", views.message_swipes, name="swipes"),
+    path("chats/<int:chat_id>/export/", views.chat_export_view, name="export"),
+    path("chats/<int:chat_id>/delete/", views.chat_delete_view, name="delete"),
+]

@@ -1,0 +1,47 @@
+"""What PostgreSQL can store: jsonb and text reject NUL characters, and UTF-8 cannot carry lone surrogates."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# Only a line whose raw text contains one of these escapes can decode to an unstorable value.
+_SUSPECT_ESCAPE = re.compile(r"\\u0000|\\u[dD][89a-fA-F]")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads_strict(text: str) -> Any:
+    """json.loads that refuses NaN/Infinity (not JSON, and jsonb would refuse them)."""
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def unstorable_reason(value: Any, raw: str | None = None) -> str | None:
+    """Why `value` cannot be stored, or None. Pass the raw JSON text to skip the walk for ordinary input."""
+    if raw is not None and not _SUSPECT_ESCAPE.search(raw) and "\x00" not in raw:
+        return None
+    for text in _strings(value):
+        if "\x00" in text:
+            return "contains a NUL character (\\u0000), which cannot be stored"
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "contains an unpaired UTF-16 surrogate, which is not valid Unicode"
+    return None
+
+
+def _strings(value: Any):
+    """Every string in a JSON value, keys included (iteratively: a deep value must not hit the recursion limit)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)

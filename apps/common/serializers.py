@@ -1,0 +1,29 @@
+from rest_framework import serializers
+
+from apps.common.jsonsafe import unstorable_reason
+
+
+class StorableInputSerializer(serializers.Serializer):
+    """Rejects, with the field's name, values PostgreSQL cannot store (NUL characters, lone surrogates)."""
+
+    def validate(self, attrs):
+        errors = {}
+        for key, value in attrs.items():
+            reason = unstorable_reason(value)
+            if reason:
+                errors[key] = [f"This value {reason}."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+class DictField(serializers.JSONField):
+    """A JSON object."""
+
+    default_error_messages = {"not_object": "Expected a JSON object."}
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not isinstance(value, dict):
+            self.fail("not_object")
+        return value

@@ -1,0 +1,19 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from apps.accounts.urls import auth_urlpatterns
+
+api_urlpatterns = [
+    path("", include("apps.chats.api_urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/v1/", include((api_urlpatterns, "api"))),
+    path("accounts/", include(auth_urlpatterns)),
+    path("accounts/", include("apps.accounts.urls")),
+    path("", include("apps.chats.urls")),
+]

@@ -1,0 +1,40 @@
+// Small behaviours the pages need; everything else is htmx.
+(function () {
+  "use strict";
+
+  // The chat view opens on the newest messages, at the bottom.
+  document.addEventListener("DOMContentLoaded", function () {
+    if (document.querySelector("[data-scroll-to-end]")) {
+      window.scrollTo(0, document.body.scrollHeight);
+    }
+  });
+
+  // Older messages are inserted above what the reader is looking at: keep it in place.
+  let heightBefore = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (event.detail.target && event.detail.target.hasAttribute("data-keep-scroll")) {
+      heightBefore = document.body.scrollHeight;
+    }
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (heightBefore !== null) {
+      window.scrollBy(0, document.body.scrollHeight - heightBefore);
+      heightBefore = null;
+    }
+  });
+
+  // Upload progress for forms that name a <progress> element in data-progress.
+  document.addEventListener("htmx:xhr:progress", function (event) {
+    const form = event.target.closest && event.target.closest("form[data-progress]");
+    if (!form || !event.detail.lengthComputable) return;
+    const bar = document.getElementById(form.dataset.progress);
+    const label = form.querySelector(".progress-label");
+    const percent = Math.round((event.detail.loaded / event.detail.total) * 100);
+    bar.hidden = false;
+    bar.value = percent;
+    if (label) {
+      label.hidden = false;
+      label.textContent = percent < 100 ? "Uploading… " + percent + "%" : "Importing…";
+    }
+  });
+})();
