@@ -23,7 +23,7 @@ def postgres_settings() -> dict:
     """Start (or join) the embedded PostgreSQL server and answer a Django DATABASES entry for it."""
     import warnings
 
-    # pgserver keeps its lock file in the user's runtime dir; without XDG_RUNTIME_DIR platformdirs picks /tmp and warns.
+    # pgserver keeps its lock file in the runtime dir; without XDG_RUNTIME_DIR platformdirs picks /tmp and warns.
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
     import pgserver
     import psycopg
