@@ -16,13 +16,11 @@ class CharacterAdmin(admin.ModelAdmin):
 
 @admin.action(description="Delete selected chats with all their messages")
 def delete_chats(modeladmin, request, queryset):
-    count = 0
-    for chat in queryset:
-        # Logged first: the admin log keeps the deleted object's repr, not a link.
-        modeladmin.log_deletion(request, chat, str(chat))
+    chats = list(queryset)
+    modeladmin.log_deletions(request, chats)  # before deleting: the log keeps each chat's repr
+    for chat in chats:
         chat_delete(chat=chat)
-        count += 1
-    modeladmin.message_user(request, f"Deleted {count} chat(s).", messages.SUCCESS)
+    modeladmin.message_user(request, f"Deleted {len(chats)} chat(s).", messages.SUCCESS)
 
 
 class MessageInline(admin.TabularInline):

