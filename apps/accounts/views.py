@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 from apps.accounts.forms import ApiTokenForm, SignupForm
 from apps.accounts.models import ApiToken
@@ -28,6 +29,7 @@ def signup(request):
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
 def token_list(request):
     form = ApiTokenForm(request.POST or None)
     new_token = None

@@ -6,6 +6,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chats import selectors
@@ -34,6 +35,7 @@ def welcome(request):
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def chat_list(request):
     search = request.GET.get("q", "").strip()
     paginator = Paginator(selectors.chat_list(user=request.user, search=search), CHATS_PER_PAGE)
