@@ -2,21 +2,15 @@
 (function () {
   "use strict";
 
-  // The chat view opens on the newest messages, at the bottom.
-  document.addEventListener("DOMContentLoaded", function () {
-    if (document.querySelector("[data-scroll-to-end]")) {
-      window.scrollTo(0, document.body.scrollHeight);
-    }
-  });
-
-  // Older messages are inserted above what the reader is looking at: keep it in place.
+  // Older messages are inserted above what the reader is looking at: keep it in place. This runs on afterSwap,
+  // synchronously, so the new "older" sentinel is already off screen when its IntersectionObserver first looks.
   let heightBefore = null;
   document.addEventListener("htmx:beforeSwap", function (event) {
     if (event.detail.target && event.detail.target.hasAttribute("data-keep-scroll")) {
       heightBefore = document.body.scrollHeight;
     }
   });
-  document.addEventListener("htmx:afterSettle", function () {
+  document.addEventListener("htmx:afterSwap", function () {
     if (heightBefore !== null) {
       window.scrollBy(0, document.body.scrollHeight - heightBefore);
       heightBefore = null;
