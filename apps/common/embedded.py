@@ -11,6 +11,7 @@ Both are used only when DATABASE_URL / CELERY_BROKER_URL are unset.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 from pathlib import Path
 
@@ -27,8 +28,10 @@ def postgres_settings() -> dict:
     # pgserver keeps its lock file in the runtime dir; without XDG_RUNTIME_DIR platformdirs picks /tmp and warns.
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
     import pgserver
+    import pgserver.postgres_server
     import psycopg
 
+    pgserver.postgres_server.DiskList = _AtomicDiskList
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(VAR_DIR / "pgdata", cleanup_mode="stop")
     # Registered after pgserver's own exit hook, so it runs first (atexit is last-in, first-out).
@@ -46,6 +49,41 @@ def postgres_settings() -> dict:
         "HOST": socket_dir,
         "PORT": "",
     }
+
+
+class _AtomicDiskList:
+    """pgserver's list of the processes using the server, written atomically.
+
+    pgserver rewrites the file in place (truncate, then write); a reader or a process killed between the two saw an
+    empty file, which made every later start fail and left the server running forever. Here a write goes to a
+    temporary file that replaces the old one, and an unreadable file counts as no handles rather than an error."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def get(self) -> list[int]:
+        try:
+            values = json.loads(self.path.read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+        return [v for v in values if isinstance(v, int)] if isinstance(values, list) else []
+
+    def put(self, values: list[int]) -> None:
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(values))
+        os.replace(tmp, self.path)
+
+    def get_and_add(self, value: int) -> list[int]:
+        old = self.get()
+        if value not in old:
+            self.put([*old, value])
+        return old
+
+    def get_and_remove(self, value: int) -> list[int]:
+        old = self.get()
+        if value in old:
+            self.put([v for v in old if v != value])
+        return old
 
 
 def _forget_dead_handles(server) -> None:

