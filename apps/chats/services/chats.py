@@ -8,8 +8,9 @@ from typing import Any, BinaryIO
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from apps.chats.jsonl import HEADER_FIELDS, MESSAGE_FIELDS, is_header, iter_objects, join_fields, split_fields
 from apps.chats.models import Character, Chat, Message
@@ -106,7 +107,7 @@ def chat_import(
     the line) and the transaction leaves no trace."""
     characters = owned_characters(user=user, character_ids=character_ids)
     chat = Chat.objects.create(user=user, title=title or "Imported chat")
-    batch: list[Message] = []
+    batch: list[dict[str, Any]] = []
     speakers: dict[str, None] = {}
     index = 0
     first = True
@@ -121,17 +122,17 @@ def chat_import(
                 continue
             chat.has_header = False
         columns, other, absent = split_fields(obj, MESSAGE_FIELDS)
-        batch.append(Message(chat=chat, index=index, other_fields=other, absent_fields=absent, **columns))
+        batch.append({"index": index, **columns, "other_fields": other, "absent_fields": absent})
         index += 1
         if columns["name"] and not columns["is_user"] and not columns["is_system"]:
             if len(speakers) < MAX_IMPORTED_SPEAKERS:
                 speakers[columns["name"]] = None
         if len(batch) >= IMPORT_BATCH:
-            Message.objects.bulk_create(batch)
+            _copy_messages(chat_id=chat.pk, rows=batch)
             batch = []
     if first:
         raise ApplicationError("The file is empty: a SillyTavern chat has at least one line.", {"field": "file"})
-    Message.objects.bulk_create(batch)
+    _copy_messages(chat_id=chat.pk, rows=batch)
 
     if not characters:
         names = [chat.character_name] if chat.character_name not in PLACEHOLDER_NAMES else list(speakers)
@@ -144,6 +145,26 @@ def chat_import(
     chat.integrity = uuid.uuid4()
     chat.save()
     return chat
+
+
+_JSON_COLUMNS = {"send_date", "extra", "swipes", "swipe_info", "other_fields", "absent_fields"}
+
+
+def _copy_messages(*, chat_id: int, rows: list[dict[str, Any]]) -> None:
+    """Insert message rows with COPY: about twice as fast as INSERT, and the SQL is not kept in Django's DEBUG
+    query log (which would otherwise hold a copy of a whole imported file in memory under `make run`)."""
+    if not rows:
+        return
+    fields = ["index", *MESSAGE_FIELDS, "other_fields", "absent_fields"]
+    columns = ", ".join(f'"{Message._meta.get_field(name).column}"' for name in ["chat", *fields])
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f'COPY "{Message._meta.db_table}" ({columns}) FROM STDIN') as copy:
+            for row in rows:
+                # None stays SQL NULL, as Django's JSONField(null=True) stores it.
+                copy.write_row(
+                    [chat_id]
+                    + [Jsonb(row[f]) if f in _JSON_COLUMNS and row[f] is not None else row[f] for f in fields]
+                )
 
 
 @transaction.atomic
