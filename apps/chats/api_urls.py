@@ -4,6 +4,7 @@ from apps.chats import apis
 
 urlpatterns = [
     path("characters/", apis.CharacterListApi.as_view(), name="character-list"),
+    path("characters/import", apis.CharacterImportApi.as_view(), name="character-import"),
     path("characters/<int:character_id>/", apis.CharacterDetailApi.as_view(), name="character-detail"),
     path("chats/", apis.ChatListApi.as_view(), name="chat-list"),
     path("chats/import", apis.ChatImportApi.as_view(), name="chat-import"),

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from apps.chats import selectors
 from apps.chats.models import Message
+from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import character_create, character_delete, character_update
 from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_import, chat_update
 from apps.chats.services.messages import message_append, message_delete, message_update
@@ -116,6 +117,27 @@ class CharacterDetailApi(APIView):
     def delete(self, request, character_id: int):
         character_delete(character=selectors.character_get(user=request.user, character_id=character_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CharacterCardImportInputSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="A character card: SillyTavern PNG, or V1/V2/V3 JSON.")
+
+
+class CharacterImportApi(APIView):
+    """Import a character card; the whole card is kept verbatim in `card_data`."""
+
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        operation_id="characters_import",
+        request={"multipart/form-data": CharacterCardImportInputSerializer},
+        responses={201: CharacterOutputSerializer},
+    )
+    def post(self, request):
+        serializer = CharacterCardImportInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        character = character_import_card(user=request.user, data=serializer.validated_data["file"].read())
+        return Response(CharacterOutputSerializer(character).data, status=status.HTTP_201_CREATED)
 
 
 # ---------------------------------------------------------------------------------------------------------- chats

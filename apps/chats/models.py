@@ -22,7 +22,9 @@ class Character(models.Model):
     system_prompt = models.TextField(blank=True)
     creator_notes = models.TextField(blank=True)
     tags = models.JSONField(default=list, blank=True)
-    card_data = models.JSONField(default=dict, blank=True, help_text="Any other card data, kept verbatim.")
+    card_data = models.JSONField(
+        default=dict, blank=True, help_text="The card as imported (V1/V2/V3 JSON), or any other card data, verbatim."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -1,8 +1,9 @@
-"""Pages for chats (full page, or the fragment htmx asks for)."""
+"""Pages for chats and characters (full page, or the fragment htmx asks for)."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Count
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -11,7 +12,9 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chats import selectors
 from apps.chats.apis import export_response
-from apps.chats.forms import ChatImportForm
+from apps.chats.forms import CharacterCardForm, CharacterForm, ChatImportForm
+from apps.chats.services.cards import character_import_card
+from apps.chats.services.characters import character_create, character_delete, character_update
 from apps.chats.services.chats import chat_delete, chat_import, chat_import_sample
 from apps.common.exceptions import ApplicationError
 
@@ -120,3 +123,68 @@ def chat_delete_view(request, chat_id: int):
     chat_delete(chat=chat)
     messages.success(request, f"Deleted “{title}”.")
     return HttpResponseClientRedirect(reverse("chats:list")) if request.htmx else redirect("chats:list")
+
+
+# ---------------------------------------------------------------------------------------------------- characters
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def character_list(request):
+    search = request.GET.get("q", "").strip()
+    characters = (
+        selectors.character_list(user=request.user, search=search)
+        .annotate(chat_count=Count("chats"))
+        .order_by("name", "id")
+    )
+    page = Paginator(characters, CHATS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"page": page, "search": search, "card_form": CharacterCardForm()}
+    template = "chats/character_list.html#character-results" if request.htmx else "chats/character_list.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def character_import_view(request):
+    form = CharacterCardForm(request.POST, request.FILES)
+    if form.is_valid():
+        try:
+            character = character_import_card(user=request.user, data=form.cleaned_data["file"].read())
+        except ApplicationError as exc:
+            form.add_error("file", exc.message)
+        else:
+            messages.success(request, f"Imported the card of {character.name}.")
+            return redirect("chats:character", character.pk)
+    for error in form.errors.get("file", []):
+        messages.error(request, error)
+    return redirect("chats:characters")
+
+
+@login_required
+def character_detail(request, character_id: int | None = None):
+    """Shows and edits a card; without an id, makes a new one."""
+    character = selectors.character_get(user=request.user, character_id=character_id) if character_id else None
+    initial = None
+    if character is not None:
+        initial = {field: getattr(character, field) for field in CharacterForm.base_fields}
+        initial["tags"] = ", ".join(character.tags)
+    form = CharacterForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        if character is None:
+            character = character_create(user=request.user, **form.cleaned_data)
+        else:
+            character = character_update(character=character, data=form.cleaned_data)
+        messages.success(request, f"Saved {character.name}.")
+        return redirect("chats:character", character.pk)
+    chats = selectors.chat_list(user=request.user).filter(characters=character)[:50] if character else []
+    return render(request, "chats/character_detail.html", {"character": character, "form": form, "chats": chats})
+
+
+@login_required
+@require_POST
+def character_delete_view(request, character_id: int):
+    character = selectors.character_get(user=request.user, character_id=character_id)
+    character_delete(character=character)
+    messages.success(request, f"Deleted {character.name}; their chats are kept.")
+    return redirect("chats:characters")

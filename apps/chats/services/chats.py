@@ -160,8 +160,7 @@ def _copy_messages(*, chat_id: int, rows: list[dict[str, Any]]) -> None:
             for row in rows:
                 # None stays SQL NULL, as Django's JSONField(null=True) stores it.
                 copy.write_row(
-                    [chat_id]
-                    + [Jsonb(row[f]) if f in json_fields and row[f] is not None else row[f] for f in fields]
+                    [chat_id] + [Jsonb(row[f]) if f in json_fields and row[f] is not None else row[f] for f in fields]
                 )
 
 

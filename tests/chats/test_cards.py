@@ -1,0 +1,129 @@
+import base64
+import json
+import struct
+import zlib
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from apps.chats.models import Character
+from apps.chats.services.cards import character_import_card
+from apps.common.exceptions import ApplicationError
+
+pytestmark = pytest.mark.django_db
+
+V2_CARD = {
+    "spec": "chara_card_v2",
+    "spec_version": "2.0",
+    "data": {
+        "name": "Seraphina",
+        "description": "A guardian of the forest glade. 🌲",
+        "personality": "kind, protective",
+        "scenario": "You wake in her glade.",
+        "first_mes": "*She tends your wounds.*",
+        "mes_example": "<START>\n{{char}}: Rest.",
+        "creator_notes": "Made for testing.",
+        "system_prompt": "",
+        "post_history_instructions": "",
+        "alternate_greetings": ["Hello again."],
+        "character_book": {"entries": [{"keys": ["glade"], "content": "A magical clearing."}]},
+        "tags": ["fantasy", "guardian"],
+        "creator": "someone",
+        "character_version": "1.1",
+        "extensions": {"talkativeness": "0.5", "depth_prompt": {"prompt": "", "depth": 4}},
+    },
+}
+
+
+def png_with_text(chunks: dict[bytes, bytes]) -> bytes:
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0))
+    texts = b"".join(chunk(b"tEXt", key + b"\x00" + value) for key, value in chunks.items())
+    return b"\x89PNG\r\n\x1a\n" + header + texts + chunk(b"IEND", b"")
+
+
+def b64(card: dict) -> bytes:
+    return base64.b64encode(json.dumps(card).encode())
+
+
+def test_v2_json_card_fills_the_fields_and_keeps_the_card_verbatim(user):
+    character = character_import_card(user=user, data=json.dumps(V2_CARD).encode())
+    assert character.name == "Seraphina" and character.first_mes == "*She tends your wounds.*"
+    assert character.tags == ["fantasy", "guardian"] and character.creator_notes == "Made for testing."
+    character.refresh_from_db()
+    assert character.card_data == V2_CARD
+
+
+def test_png_card_prefers_the_v3_chunk(user):
+    v3 = {**V2_CARD, "spec": "chara_card_v3", "spec_version": "3.0", "data": {**V2_CARD["data"], "name": "Sera V3"}}
+    data = png_with_text({b"chara": b64(V2_CARD), b"ccv3": b64(v3)})
+    assert character_import_card(user=user, data=data).name == "Sera V3"
+
+
+def test_png_card_with_only_the_v2_chunk(user):
+    assert character_import_card(user=user, data=png_with_text({b"chara": b64(V2_CARD)})).name == "Seraphina"
+
+
+def test_v1_and_tavernai_cards(user):
+    v1 = {"name": "Aqua", "description": "Goddess.", "first_mes": "Hi!", "talkativeness": "0.5"}
+    assert character_import_card(user=user, data=json.dumps(v1).encode()).description == "Goddess."
+    tavern = {"char_name": "Old", "char_persona": "From TavernAI.", "char_greeting": "Greetings."}
+    old = character_import_card(user=user, data=json.dumps(tavern).encode())
+    assert (old.name, old.description, old.first_mes) == ("Old", "From TavernAI.", "Greetings.")
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"not json", "not JSON"),
+        (b"[1]", "JSON object"),
+        (b'{"description": "no name"}', "no name"),
+        (png_with_text({b"Comment": b"hello"}), "no 'chara'"),
+        (b'{"name": "x\\u0000"}', "NUL"),
+    ],
+)
+def test_a_file_that_is_not_a_card_is_refused_naming_the_problem(user, data, problem):
+    with pytest.raises(ApplicationError) as caught:
+        character_import_card(user=user, data=data)
+    assert problem in caught.value.message and caught.value.extra["field"] == "file"
+    assert not Character.objects.exists()
+
+
+def test_card_import_api(api, other_api):
+    upload = SimpleUploadedFile("sera.png", png_with_text({b"chara": b64(V2_CARD)}), content_type="image/png")
+    response = api.post("/api/v1/characters/import", {"file": upload}, format="multipart")
+    assert response.status_code == 201
+    assert response.json()["name"] == "Seraphina" and response.json()["card_data"] == V2_CARD
+    assert other_api.get(f"/api/v1/characters/{response.json()['id']}/").status_code == 404
+    bad = api.post("/api/v1/characters/import", {"file": SimpleUploadedFile("x.json", b"{}")}, format="multipart")
+    assert bad.status_code == 400 and bad.json()["extra"]["field"] == "file"
+
+
+def test_character_pages(web, user, other_user):
+    upload = SimpleUploadedFile("sera.json", json.dumps(V2_CARD).encode())
+    response = web.post("/characters/import/", {"file": upload})
+    character = Character.objects.get(user=user)
+    assert response.url == f"/characters/{character.pk}/"
+    page = web.get(response.url).content.decode()
+    assert "A guardian of the forest glade." in page and "The card as imported" in page
+    response = web.post(f"/characters/{character.pk}/", {"name": "Seraphina", "personality": "stern", "tags": "a, b"})
+    character.refresh_from_db()
+    assert character.personality == "stern" and character.tags == ["a", "b"]
+    fragment = web.get("/characters/?q=sera", HTTP_HX_REQUEST="true").content.decode()
+    assert "Seraphina" in fragment and "<html" not in fragment
+    created = web.post("/characters/new/", {"name": "Brand new"})
+    assert Character.objects.get(name="Brand new").user == user and created.status_code == 302
+    theirs = Character.objects.create(user=other_user, name="Theirs")
+    assert web.get(f"/characters/{theirs.pk}/").status_code == 404
+    assert web.post(f"/characters/{theirs.pk}/", {"name": "Stolen"}).status_code == 404
+    assert web.post(f"/characters/{theirs.pk}/delete/").status_code == 404
+    assert "Theirs" not in web.get("/characters/").content.decode()
+    assert web.post(f"/characters/{character.pk}/delete/").status_code == 302
+    assert not Character.objects.filter(pk=character.pk).exists()
+
+
+def test_a_bad_card_upload_in_the_page_says_why(web):
+    response = web.post("/characters/import/", {"file": SimpleUploadedFile("x.json", b"nope")}, follow=True)
+    assert "Not a character card" in response.content.decode()
