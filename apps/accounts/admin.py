@@ -8,8 +8,14 @@ from apps.accounts.services import user_deactivate
 User = get_user_model()
 
 
-@admin.action(description="Deactivate selected users (no sign-in, API tokens stop working)")
+@admin.action(description="Deactivate selected users (no sign-in, API tokens stop working)", permissions=["change"])
 def deactivate_users(modeladmin, request, queryset):
+    if queryset.filter(pk=request.user.pk).exists():
+        modeladmin.message_user(request, "You cannot deactivate your own account.", messages.ERROR)
+        queryset = queryset.exclude(pk=request.user.pk)
+    if not request.user.is_superuser and queryset.filter(is_superuser=True).exists():
+        modeladmin.message_user(request, "Only a superuser can deactivate a superuser.", messages.ERROR)
+        queryset = queryset.exclude(is_superuser=True)
     count = 0
     for user in queryset.filter(is_active=True):
         user_deactivate(user=user)

@@ -14,7 +14,7 @@ class CharacterAdmin(admin.ModelAdmin):
     raw_id_fields = ["user"]
 
 
-@admin.action(description="Delete selected chats with all their messages")
+@admin.action(description="Delete selected chats with all their messages", permissions=["delete"])
 def delete_chats(modeladmin, request, queryset):
     chats = list(queryset)
     modeladmin.log_deletions(request, chats)  # before deleting: the log keeps each chat's repr

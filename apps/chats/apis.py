@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 
 from django.http import StreamingHttpResponse
+from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import CursorPagination
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -32,13 +33,23 @@ class ListPagination(CursorPagination):
     ordering = "-id"
 
 
-def _parse_ids(value: str | list[str] | None, field: str) -> list[int]:
-    """character_ids as a list, a comma-separated string or repeated form fields."""
-    if value in (None, ""):
-        return []
-    items = value if isinstance(value, list) else [value]
-    parts = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
-    if not all(part.isdigit() for part in parts):
+class JsonlPassthroughParser(BaseParser):
+    """Accepts any other body without reading it: the import view streams `application/jsonl` itself, and this keeps
+    DRF (its CSRF check for session clients reads request.POST) from answering 415 first."""
+
+    media_type = "*/*"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return {}
+
+
+_ID = re.compile(r"[0-9]{1,18}")
+
+
+def _parse_ids(values: list[str], field: str) -> list[int]:
+    """character_ids as a comma-separated string, or repeated form fields."""
+    parts = [part.strip() for value in values for part in str(value).split(",") if part.strip()]
+    if not all(_ID.fullmatch(part) for part in parts):
         raise ApplicationError("Expected integer ids, comma-separated.", {"field": field})
     return [int(part) for part in parts]
 
@@ -136,7 +147,7 @@ class CharacterImportApi(APIView):
     def post(self, request):
         serializer = CharacterCardImportInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        character = character_import_card(user=request.user, data=serializer.validated_data["file"].read())
+        character = character_import_card(user=request.user, stream=serializer.validated_data["file"])
         return Response(CharacterOutputSerializer(character).data, status=status.HTTP_201_CREATED)
 
 
@@ -213,10 +224,20 @@ class ChatDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ChatImportInputSerializer(serializers.Serializer):
+class ChatImportParamsSerializer(serializers.Serializer):
+    title = serializers.CharField(
+        required=False, allow_blank=True, max_length=300, help_text="Defaults to the file name."
+    )
+    character_ids = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="Comma-separated character ids; by default the characters named "
+        "in the file are linked, created when missing.",
+    )
+
+
+class ChatImportInputSerializer(ChatImportParamsSerializer):
     file = serializers.FileField(help_text="A SillyTavern .jsonl chat file.")
-    title = serializers.CharField(required=False, max_length=300)
-    character_ids = serializers.CharField(required=False, help_text="Comma-separated character ids.")
 
 
 class ChatImportOutputSerializer(serializers.Serializer):
@@ -230,7 +251,7 @@ class ChatImportApi(APIView):
     """Import a SillyTavern JSONL chat: multipart field `file`, or the raw body as `application/jsonl` (then
     `title` and `character_ids` come as query parameters). All or nothing; a bad line answers 400 naming it."""
 
-    parser_classes = [MultiPartParser, JSONParser]
+    parser_classes = [MultiPartParser, JsonlPassthroughParser]
 
     @extend_schema(
         operation_id="chats_import",
@@ -256,7 +277,11 @@ class ChatImportApi(APIView):
                 {"field": "Content-Type", "received": content_type},
                 status=status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
             )
-        title = str(params.get("title", "")).strip()[:300]
+        checked = ChatImportParamsSerializer(
+            data={k: params.get(k) for k in ("title", "character_ids") if k in params}
+        )
+        checked.is_valid(raise_exception=True)
+        title = checked.validated_data.get("title", "")
         ids = _parse_ids(params.getlist("character_ids"), "character_ids")
         chat = chat_import(user=request.user, stream=stream, filename=filename, title=title, character_ids=ids)
         return Response(ChatImportOutputSerializer(chat).data, status=status.HTTP_201_CREATED)
@@ -269,7 +294,7 @@ def export_filename(title: str) -> str:
 
 def export_response(chat) -> StreamingHttpResponse:
     response = StreamingHttpResponse(chat_export_lines(chat=chat), content_type="application/jsonl; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{export_filename(chat.title)}"'
+    response["Content-Disposition"] = content_disposition_header(True, export_filename(chat.title))
     return response
 
 

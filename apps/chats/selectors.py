@@ -11,7 +11,13 @@ from apps.chats.models import Character, Chat, Message
 MAX_PAGE = 500
 
 
+def _search_term(search: str) -> str:
+    # PostgreSQL text cannot hold NUL, and no stored name or title contains one.
+    return search.replace("\x00", "").strip()
+
+
 def character_list(*, user: AbstractUser, search: str = "") -> QuerySet[Character]:
+    search = _search_term(search)
     qs = Character.objects.filter(user=user)
     if search:
         qs = qs.filter(name__icontains=search)
@@ -26,6 +32,7 @@ def character_get(*, user: AbstractUser, character_id: int) -> Character:
 
 
 def chat_list(*, user: AbstractUser, search: str = "") -> QuerySet[Chat]:
+    search = _search_term(search)
     qs = Chat.objects.filter(user=user).prefetch_related("characters")
     if search:
         # A subquery, not a join, so a chat matching through two characters is listed once.

@@ -150,7 +150,7 @@ def character_import_view(request):
     form = CharacterCardForm(request.POST, request.FILES)
     if form.is_valid():
         try:
-            character = character_import_card(user=request.user, data=form.cleaned_data["file"].read())
+            character = character_import_card(user=request.user, stream=form.cleaned_data["file"])
         except ApplicationError as exc:
             form.add_error("file", exc.message)
         else:

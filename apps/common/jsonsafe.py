@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -14,9 +15,16 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is too large to store")
+    return value
+
+
 def loads_strict(text: str) -> Any:
-    """json.loads that refuses NaN/Infinity (not JSON, and jsonb would refuse them)."""
-    return json.loads(text, parse_constant=_reject_constant)
+    """json.loads that refuses NaN/Infinity and numbers beyond a float's range (jsonb cannot store them)."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def unstorable_reason(value: Any, raw: str | None = None) -> str | None:

@@ -1,4 +1,5 @@
 import base64
+import io
 import json
 import struct
 import zlib
@@ -49,7 +50,7 @@ def b64(card: dict) -> bytes:
 
 
 def test_v2_json_card_fills_the_fields_and_keeps_the_card_verbatim(user):
-    character = character_import_card(user=user, data=json.dumps(V2_CARD).encode())
+    character = character_import_card(user=user, stream=io.BytesIO(json.dumps(V2_CARD).encode()))
     assert character.name == "Seraphina" and character.first_mes == "*She tends your wounds.*"
     assert character.tags == ["fantasy", "guardian"] and character.creator_notes == "Made for testing."
     character.refresh_from_db()
@@ -59,18 +60,21 @@ def test_v2_json_card_fills_the_fields_and_keeps_the_card_verbatim(user):
 def test_png_card_prefers_the_v3_chunk(user):
     v3 = {**V2_CARD, "spec": "chara_card_v3", "spec_version": "3.0", "data": {**V2_CARD["data"], "name": "Sera V3"}}
     data = png_with_text({b"chara": b64(V2_CARD), b"ccv3": b64(v3)})
-    assert character_import_card(user=user, data=data).name == "Sera V3"
+    assert character_import_card(user=user, stream=io.BytesIO(data)).name == "Sera V3"
 
 
 def test_png_card_with_only_the_v2_chunk(user):
-    assert character_import_card(user=user, data=png_with_text({b"chara": b64(V2_CARD)})).name == "Seraphina"
+    assert (
+        character_import_card(user=user, stream=io.BytesIO(png_with_text({b"chara": b64(V2_CARD)}))).name
+        == "Seraphina"
+    )
 
 
 def test_v1_and_tavernai_cards(user):
     v1 = {"name": "Aqua", "description": "Goddess.", "first_mes": "Hi!", "talkativeness": "0.5"}
-    assert character_import_card(user=user, data=json.dumps(v1).encode()).description == "Goddess."
+    assert character_import_card(user=user, stream=io.BytesIO(json.dumps(v1).encode())).description == "Goddess."
     tavern = {"char_name": "Old", "char_persona": "From TavernAI.", "char_greeting": "Greetings."}
-    old = character_import_card(user=user, data=json.dumps(tavern).encode())
+    old = character_import_card(user=user, stream=io.BytesIO(json.dumps(tavern).encode()))
     assert (old.name, old.description, old.first_mes) == ("Old", "From TavernAI.", "Greetings.")
 
 
@@ -86,7 +90,7 @@ def test_v1_and_tavernai_cards(user):
 )
 def test_a_file_that_is_not_a_card_is_refused_naming_the_problem(user, data, problem):
     with pytest.raises(ApplicationError) as caught:
-        character_import_card(user=user, data=data)
+        character_import_card(user=user, stream=io.BytesIO(data))
     assert problem in caught.value.message and caught.value.extra["field"] == "file"
     assert not Character.objects.exists()
 

@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 import struct
-from typing import Any
+from typing import Any, BinaryIO
 
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
@@ -91,7 +91,8 @@ def card_fields(card: dict[str, Any]) -> dict[str, Any]:
 
 
 @transaction.atomic
-def character_import_card(*, user: AbstractUser, data: bytes) -> Character:
+def character_import_card(*, user: AbstractUser, stream: BinaryIO) -> Character:
+    data = stream.read(MAX_CARD_BYTES + 1)
     if len(data) > MAX_CARD_BYTES:
         raise ApplicationError("The card is larger than 20 MB.", {"field": "file"}, status=413)
     return character_create(user=user, **card_fields(card_parse(data)))

@@ -80,12 +80,13 @@ def chat_update(*, chat: Chat, data: dict[str, Any]) -> Chat:
             setattr(chat, key, data[key])
             changed.append(key)
             if key in HEADER_FIELDS:
+                chat.has_header = True  # a headerless (old group) chat given header fields exports with a header
                 chat.header_other_fields.pop(key, None)
                 if key in chat.header_absent_fields:
                     chat.header_absent_fields.remove(key)
     if "character_ids" in data:
         chat.characters.set(owned_characters(user=chat.user, character_ids=data["character_ids"]))
-    return chat_touch(chat=chat, fields=[*changed, "header_other_fields", "header_absent_fields"])
+    return chat_touch(chat=chat, fields=[*changed, "has_header", "header_other_fields", "header_absent_fields"])
 
 
 @transaction.atomic
@@ -194,23 +195,37 @@ def _dumps(obj: dict[str, Any]) -> bytes:
 
 def chat_export_lines(*, chat: Chat) -> Iterator[bytes]:
     """The chat as SillyTavern JSONL, a chunk of messages at a time (lines joined by newlines, as SillyTavern
-    writes them). Headerless group files export without a header."""
-    separator = b""
-    if chat.has_header:
-        yield _dumps(chat_header(chat=chat))
-        separator = b"\n"
-    last = -1
-    while True:
-        rows = list(
-            Message.objects.filter(chat_id=chat.pk, index__gt=last)
-            .order_by("index")
-            .values("index", *MESSAGE_COLUMNS)[:EXPORT_CHUNK]
-        )
-        if not rows:
-            return
-        parts = []
-        for row in rows:
-            parts.append(separator + _dumps(message_line(row)))
+    writes them). Headerless group files export without a header.
+
+    The whole export reads one snapshot (a REPEATABLE READ transaction), so a write landing while a large chat
+    streams out cannot shift indices under it and skip or repeat messages."""
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        if outermost:
+            _repeatable_read()
+        chat = Chat.objects.get(pk=chat.pk)
+        separator = b""
+        if chat.has_header:
+            yield _dumps(chat_header(chat=chat))
             separator = b"\n"
-        yield b"".join(parts)
-        last = rows[-1]["index"]
+        last = -1
+        while True:
+            rows = list(
+                Message.objects.filter(chat_id=chat.pk, index__gt=last)
+                .order_by("index")
+                .values("index", *MESSAGE_COLUMNS)[:EXPORT_CHUNK]
+            )
+            if not rows:
+                return
+            parts = []
+            for row in rows:
+                parts.append(separator + _dumps(message_line(row)))
+                separator = b"\n"
+            yield b"".join(parts)
+            last = rows[-1]["index"]
+
+
+def _repeatable_read() -> None:
+    """Make the transaction just opened a snapshot; inside an outer transaction (tests) that one is used as is."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")

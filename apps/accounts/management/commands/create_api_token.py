@@ -2,6 +2,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.accounts.services import api_token_create
+from apps.common.exceptions import ApplicationError
 
 
 class Command(BaseCommand):
@@ -16,5 +17,8 @@ class Command(BaseCommand):
             user = get_user_model().objects.get(username=username)
         except get_user_model().DoesNotExist as exc:
             raise CommandError(f"No user named {username!r}.") from exc
-        _, raw = api_token_create(user=user, name=name)
+        try:
+            _, raw = api_token_create(user=user, name=name)
+        except ApplicationError as exc:
+            raise CommandError(exc.message) from exc
         self.stdout.write(raw)
