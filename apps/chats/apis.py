@@ -21,6 +21,7 @@ from apps.chats.services.characters import character_create, character_delete, c
 from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_import, chat_update
 from apps.chats.services.messages import message_append, message_delete, message_update
 from apps.common.exceptions import ApplicationError
+from apps.common.integrity import request_integrity, with_etag
 from apps.common.serializers import DictField, StorableInputSerializer
 
 JSONL_CONTENT_TYPES = ("application/jsonl", "application/x-ndjson", "application/json-lines", "text/plain")
@@ -208,15 +209,16 @@ class ChatListApi(APIView):
 class ChatDetailApi(APIView):
     @extend_schema(operation_id="chats_retrieve", responses=ChatDetailSerializer)
     def get(self, request, chat_id: int):
-        return Response(ChatDetailSerializer(selectors.chat_get(user=request.user, chat_id=chat_id)).data)
+        chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+        return with_etag(Response(ChatDetailSerializer(chat).data), chat.integrity)
 
     @extend_schema(operation_id="chats_update", request=ChatInputSerializer, responses=ChatDetailSerializer)
     def patch(self, request, chat_id: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
         serializer = ChatInputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        chat = chat_update(chat=chat, data=serializer.validated_data)
-        return Response(ChatDetailSerializer(chat).data)
+        chat = chat_update(chat=chat, data=serializer.validated_data, integrity=request_integrity(request))
+        return with_etag(Response(ChatDetailSerializer(chat).data), chat.integrity)
 
     @extend_schema(operation_id="chats_destroy", responses={204: None})
     def delete(self, request, chat_id: int):
@@ -395,8 +397,8 @@ class MessageListApi(APIView):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
         serializer = MessageInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        message, chat = message_append(chat=chat, data=serializer.validated_data)
-        return Response(_write_answer(message, chat), status=status.HTTP_201_CREATED)
+        message, chat = message_append(chat=chat, data=serializer.validated_data, integrity=request_integrity(request))
+        return with_etag(Response(_write_answer(message, chat), status=status.HTTP_201_CREATED), chat.integrity)
 
 
 class MessageDetailApi(APIView):
@@ -413,11 +415,14 @@ class MessageDetailApi(APIView):
         selectors.message_get(chat=chat, index=index)
         serializer = MessageInputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        message, chat = message_update(chat=chat, index=index, data=serializer.validated_data)
-        return Response(_write_answer(message, chat))
+        message, chat = message_update(
+            chat=chat, index=index, data=serializer.validated_data, integrity=request_integrity(request)
+        )
+        return with_etag(Response(_write_answer(message, chat)), chat.integrity)
 
     @extend_schema(operation_id="messages_destroy", responses=ChatWriteOutputSerializer)
     def delete(self, request, chat_id: int, index: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
         selectors.message_get(chat=chat, index=index)
-        return Response(_write_answer(None, message_delete(chat=chat, index=index)))
+        chat = message_delete(chat=chat, index=index, integrity=request_integrity(request))
+        return with_etag(Response(_write_answer(None, chat)), chat.integrity)

@@ -15,7 +15,7 @@ from apps.common.exceptions import ApplicationError
 
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ApplicationError):
-        return Response({"message": exc.message, "extra": exc.extra}, status=exc.status)
+        return Response(exc.body(), status=exc.status)
     if isinstance(exc, DjangoValidationError):
         exc = drf_exceptions.ValidationError(as_serializer_error(exc))
     if isinstance(exc, Http404 | ObjectDoesNotExist):

@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "apps.common",
     "apps.accounts",
     "apps.chats",
+    "apps.sync",
 ]
 
 MIDDLEWARE = [

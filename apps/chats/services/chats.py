@@ -26,9 +26,24 @@ MESSAGE_COLUMNS = (*MESSAGE_FIELDS, "other_fields", "absent_fields")
 SAMPLE_PATH = Path(__file__).resolve().parent.parent / "samples" / "the-lantern-keeper.jsonl"
 
 
-def chat_lock(*, chat: Chat) -> Chat:
-    """Re-read the chat under a row lock: writes to one chat are serialised, so `integrity` and counts stay true."""
-    return Chat.objects.select_for_update().get(pk=chat.pk)
+class IntegrityConflict(ApplicationError):
+    def __init__(self, chat: Chat) -> None:
+        super().__init__(
+            "The chat was changed by another client since you read it; read it again and re-apply your change.",
+            {"current_integrity": str(chat.integrity), "total_messages": chat.message_count},
+            status=409,
+            code="integrity",
+        )
+
+
+def chat_lock(*, chat: Chat, integrity: uuid.UUID | None = None) -> Chat:
+    """Re-read the chat under a row lock: writes to one chat are serialised, so `integrity` and counts stay true.
+    Given the integrity the client last saw, a chat changed since answers IntegrityConflict (409): the check and
+    the write that follows are one atomic step, as the lock is held until the transaction ends."""
+    locked = Chat.objects.select_for_update().get(pk=chat.pk)
+    if integrity is not None and locked.integrity != integrity:
+        raise IntegrityConflict(locked)
+    return locked
 
 
 def chat_touch(*, chat: Chat, fields: Iterable[str] = ()) -> Chat:
@@ -71,9 +86,9 @@ def chat_create(
 
 
 @transaction.atomic
-def chat_update(*, chat: Chat, data: dict[str, Any]) -> Chat:
+def chat_update(*, chat: Chat, data: dict[str, Any], integrity: uuid.UUID | None = None) -> Chat:
     """Change title, participants or header fields; `chat_metadata`, when given, replaces the stored object."""
-    chat = chat_lock(chat=chat)
+    chat = chat_lock(chat=chat, integrity=integrity)
     changed = []
     for key in ("title", "user_name", "character_name", "chat_metadata"):
         if key in data:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db import transaction
@@ -50,9 +51,9 @@ def message_as_line(message: Message) -> dict[str, Any]:
 
 
 @transaction.atomic
-def message_append(*, chat: Chat, data: dict[str, Any]) -> tuple[Message, Chat]:
+def message_append(*, chat: Chat, data: dict[str, Any], integrity: uuid.UUID | None = None) -> tuple[Message, Chat]:
     """Add a message at the end. Keys SillyTavern always writes get its defaults when not given."""
-    chat = chat_lock(chat=chat)
+    chat = chat_lock(chat=chat, integrity=integrity)
     defaults = {"name": "", "is_user": False, "is_system": False, "send_date": timezone.now().isoformat(), "extra": {}}
     line = _line_from_input(data, defaults)
     message = _apply_line(Message(chat=chat, index=chat.message_count), line)
@@ -62,8 +63,10 @@ def message_append(*, chat: Chat, data: dict[str, Any]) -> tuple[Message, Chat]:
 
 
 @transaction.atomic
-def message_update(*, chat: Chat, index: int, data: dict[str, Any]) -> tuple[Message, Chat]:
-    chat = chat_lock(chat=chat)
+def message_update(
+    *, chat: Chat, index: int, data: dict[str, Any], integrity: uuid.UUID | None = None
+) -> tuple[Message, Chat]:
+    chat = chat_lock(chat=chat, integrity=integrity)
     message = Message.objects.get(chat=chat, index=index)
     _apply_line(message, _line_from_input(data, message_as_line(message)))
     message.save()
@@ -71,9 +74,9 @@ def message_update(*, chat: Chat, index: int, data: dict[str, Any]) -> tuple[Mes
 
 
 @transaction.atomic
-def message_delete(*, chat: Chat, index: int) -> Chat:
+def message_delete(*, chat: Chat, index: int, integrity: uuid.UUID | None = None) -> Chat:
     """Remove one message; the ones after it move up by one, so indices stay 0..n-1 without gaps."""
-    chat = chat_lock(chat=chat)
+    chat = chat_lock(chat=chat, integrity=integrity)
     deleted, _ = Message.objects.filter(chat=chat, index=index).delete()
     if not deleted:
         raise Message.DoesNotExist
