@@ -123,10 +123,28 @@ def chat_import(
     the line) and the transaction leaves no trace."""
     characters = owned_characters(user=user, character_ids=character_ids)
     chat = Chat.objects.create(user=user, title=title or "Imported chat")
+    speakers = chat_load_jsonl(chat=chat, stream=stream)
+    if not characters:
+        names = [chat.character_name] if chat.character_name not in PLACEHOLDER_NAMES else speakers
+        characters = characters_for_names(user=user, names=names)
+    chat.characters.set(characters)
+    if not title:
+        chat.title = (Path(filename).stem if filename else "") or chat.character_name or "Imported chat"
+    chat.title = chat.title[:300]
+    chat.integrity = uuid.uuid4()
+    chat.save()
+    return chat
+
+
+def chat_load_jsonl(*, chat: Chat, stream: BinaryIO) -> list[str]:
+    """Fill a chat that has no messages from SillyTavern JSONL: its header (if the file has one) and messages.
+    Sets the header fields and `message_count` on `chat` without saving it; answers the names of the first
+    speakers that are neither the user nor the system (for linking characters to a headerless group chat)."""
     batch: list[dict[str, Any]] = []
     speakers: dict[str, None] = {}
     index = 0
     first = True
+    chat.has_header = True
     for _line_no, obj in iter_objects(stream, max_bytes=settings.LOREKEEPER_MAX_IMPORT_BYTES):
         if first:
             first = False
@@ -137,35 +155,31 @@ def chat_import(
                 chat.header_other_fields, chat.header_absent_fields = other, absent
                 continue
             chat.has_header = False
-        columns, other, absent = split_fields(obj, MESSAGE_FIELDS)
-        batch.append({"index": index, **columns, "other_fields": other, "absent_fields": absent})
+        row = message_row(index=index, line=obj)
+        batch.append(row)
         index += 1
-        if columns["name"] and not columns["is_user"] and not columns["is_system"]:
-            if len(speakers) < MAX_IMPORTED_SPEAKERS:
-                speakers[columns["name"]] = None
+        if row["name"] and not row["is_user"] and not row["is_system"] and len(speakers) < MAX_IMPORTED_SPEAKERS:
+            speakers[row["name"]] = None
         if len(batch) >= IMPORT_BATCH:
-            _copy_messages(chat_id=chat.pk, rows=batch)
+            message_rows_insert(chat_id=chat.pk, rows=batch)
             batch = []
     if first:
         raise ApplicationError("The file is empty: a SillyTavern chat has at least one line.", {"field": "file"})
-    _copy_messages(chat_id=chat.pk, rows=batch)
-
-    if not characters:
-        names = [chat.character_name] if chat.character_name not in PLACEHOLDER_NAMES else list(speakers)
-        characters = characters_for_names(user=user, names=names)
-    chat.characters.set(characters)
-    if not title:
-        chat.title = (Path(filename).stem if filename else "") or chat.character_name or "Imported chat"
-    chat.title = chat.title[:300]
+    message_rows_insert(chat_id=chat.pk, rows=batch)
     chat.message_count = index
-    chat.integrity = uuid.uuid4()
-    chat.save()
-    return chat
+    return list(speakers)
 
 
-def _copy_messages(*, chat_id: int, rows: list[dict[str, Any]]) -> None:
-    """Insert message rows with COPY: about twice as fast as INSERT, and the SQL is not kept in Django's DEBUG
-    query log (which would otherwise hold a copy of a whole imported file in memory under `make run`)."""
+def message_row(*, index: int, line: dict[str, Any]) -> dict[str, Any]:
+    """A message's columns from its SillyTavern object, for message_rows_insert."""
+    columns, other, absent = split_fields(line, MESSAGE_FIELDS)
+    return {"index": index, **columns, "other_fields": other, "absent_fields": absent}
+
+
+def message_rows_insert(*, chat_id: int, rows: list[dict[str, Any]]) -> None:
+    """Insert message rows (from message_row) with COPY: about twice as fast as INSERT, and the SQL is not kept in
+    Django's DEBUG query log (which would otherwise hold a copy of a whole imported file in memory under `make run`).
+    """
     if not rows:
         return
     fields = ["index", *MESSAGE_FIELDS, "other_fields", "absent_fields"]
