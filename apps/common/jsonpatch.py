@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from apps.common.exceptions import ApplicationError
+
 OPERATIONS = ("add", "remove", "replace", "move", "copy", "test")
 
 
@@ -26,6 +28,18 @@ class PatchInvalid(PatchError):
 
 class PatchConflict(PatchError):
     pass
+
+
+def as_application_error(exc: PatchError) -> ApplicationError:
+    """400 `patch_invalid` or 409 `patch_conflict`, naming the operation."""
+    conflict = isinstance(exc, PatchConflict)
+    where = f"Operation {exc.op_index}: " if exc.op_index is not None else ""
+    return ApplicationError(
+        f"{where}{exc.message}.",
+        {"operation": exc.op_index},
+        status=409 if conflict else 400,
+        code="patch_conflict" if conflict else "patch_invalid",
+    )
 
 
 def parse_pointer(pointer: Any) -> list[str]:

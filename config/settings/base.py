@@ -98,6 +98,8 @@ STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 LOREKEEPER_MAX_IMPORT_BYTES = env.int("LOREKEEPER_MAX_IMPORT_BYTES", default=200 * 1024 * 1024)
+# JSON request bodies (a save carries a whole chat and is limited by LOREKEEPER_MAX_IMPORT_BYTES instead).
+LOREKEEPER_MAX_JSON_BYTES = env.int("LOREKEEPER_MAX_JSON_BYTES", default=10 * 1024 * 1024)
 
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="lorekeeper@localhost")
@@ -113,6 +115,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "apps.common.parsers.LimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "apps.common.api_errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": [

@@ -231,7 +231,7 @@ def chat_export_lines(*, chat: Chat) -> Iterator[bytes]:
     outermost = not connection.in_atomic_block
     with transaction.atomic():
         if outermost:
-            _repeatable_read()
+            repeatable_read()
         chat = Chat.objects.get(pk=chat.pk)
         separator = b""
         if chat.has_header:
@@ -254,7 +254,7 @@ def chat_export_lines(*, chat: Chat) -> Iterator[bytes]:
             last = rows[-1]["index"]
 
 
-def _repeatable_read() -> None:
+def repeatable_read() -> None:
     """Make the transaction just opened a snapshot; inside an outer transaction (tests) that one is used as is."""
     with connection.cursor() as cursor:
         cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")

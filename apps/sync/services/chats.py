@@ -1,0 +1,350 @@
+"""The incremental write path for chats (Luker's append / patch / metadata, SillyTavern's save), and delta reads.
+
+Every write takes the chat's row lock and compares the integrity the client last saw in the same transaction, so
+the check and the write are one step: of several writers holding the same integrity exactly one wins, the others
+answer 409 and change nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import io
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from django.db import transaction
+from django.db.models import F
+
+from apps.chats.jsonl import MESSAGE_FIELDS, split_fields
+from apps.chats.models import Chat, Message
+from apps.chats.services.chats import (
+    MESSAGE_COLUMNS,
+    IntegrityConflict,
+    chat_export_lines,
+    chat_load_jsonl,
+    chat_lock,
+    chat_touch,
+    chat_update,
+    message_line,
+    message_row,
+    message_rows_insert,
+    repeatable_read,
+)
+from apps.common import jsonpatch
+from apps.common.exceptions import ApplicationError
+from apps.common.jsonsafe import unstorable_reason
+from apps.sync.models import ChatRevision, SeenGeneration
+
+MAX_APPEND_MESSAGES = 1000
+MAX_PATCH_OPERATIONS = 10_000
+# A retried append is recognised by its messages matching the chat's last ones; this bounds that comparison.
+RETRY_OVERLAP_MAX = 100
+
+
+@dataclass
+class WriteResult:
+    chat: Chat
+    applied: int = 0
+    skipped: int = 0
+
+
+def _check_messages(messages: list[Any]) -> None:
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise ApplicationError(f"messages[{i}] is not a JSON object.", {"field": f"messages[{i}]"})
+        reason = unstorable_reason(message)
+        if reason:
+            raise ApplicationError(f"messages[{i}] {reason}.", {"field": f"messages[{i}]"})
+
+
+def _last_lines(chat: Chat, count: int) -> list[dict[str, Any]]:
+    rows = Message.objects.filter(chat=chat).order_by("-index").values(*MESSAGE_COLUMNS)[:count]
+    return [message_line(row) for row in reversed(rows)]
+
+
+def _retry_overlap(stored_tail: list[dict[str, Any]], incoming: list[dict[str, Any]]) -> int:
+    """How many of the incoming messages the chat already ends with (a retry of an append that landed)."""
+    for size in range(min(len(stored_tail), len(incoming)), 0, -1):
+        if all(jsonpatch.json_equal(a, b) for a, b in zip(stored_tail[-size:], incoming[:size], strict=True)):
+            return size
+    return 0
+
+
+@transaction.atomic
+def chat_append(
+    *, chat: Chat, messages: list[dict[str, Any]], integrity: uuid.UUID, generation_id: str | None = None
+) -> WriteResult:
+    """Append messages at the end, at a cost independent of the chat's length.
+
+    A retry is recognised and answered as a success with nothing doubled: a `generation_id` already seen for this
+    chat (stored, so it survives restarts and is shared by every web worker), or incoming messages the chat already
+    ends with. Because a retry whose first answer was lost carries the integrity from before that write, it is
+    recognised before the integrity is compared."""
+    if len(messages) > MAX_APPEND_MESSAGES:
+        raise ApplicationError(f"At most {MAX_APPEND_MESSAGES} messages per append.", {"field": "messages"})
+    _check_messages(messages)
+    chat = chat_lock(chat=chat)
+    if generation_id and SeenGeneration.objects.filter(chat=chat, generation_id=generation_id).exists():
+        return WriteResult(chat=chat, skipped=len(messages))
+    overlap = _retry_overlap(_last_lines(chat, min(len(messages), RETRY_OVERLAP_MAX)), messages)
+    if chat.integrity != integrity:
+        if messages and overlap == len(messages):
+            return WriteResult(chat=chat, skipped=len(messages))
+        raise IntegrityConflict(chat)
+    new = messages[overlap:]
+    if generation_id:
+        SeenGeneration.objects.create(chat=chat, generation_id=generation_id)
+    if new:
+        rows = [message_row(index=chat.message_count + i, line=line) for i, line in enumerate(new)]
+        message_rows_insert(chat_id=chat.pk, rows=rows)
+        chat.message_count += len(new)
+        chat_touch(chat=chat, fields=["message_count"])
+    return WriteResult(chat=chat, applied=len(new), skipped=overlap)
+
+
+class _MessageArray:
+    """The chat's messages as the JSON array an RFC 6902 patch addresses, loaded a message at a time.
+
+    Edits inside a message stay in memory until `flush`; inserting or removing a whole message flushes first and
+    then shifts the following indices in one UPDATE (the unique index constraint is deferred for this)."""
+
+    def __init__(self, chat: Chat) -> None:
+        self.chat = chat
+        self.loaded: dict[int, dict[str, Any]] = {}
+        self.dirty: set[int] = set()
+
+    def position(self, token: str, *, allow_end: bool) -> int:
+        return jsonpatch.array_index(token, self.chat.message_count, allow_end=allow_end)
+
+    def message(self, index: int) -> dict[str, Any]:
+        if index not in self.loaded:
+            row = Message.objects.filter(chat=self.chat, index=index).values(*MESSAGE_COLUMNS).get()
+            self.loaded[index] = message_line(row)
+        return self.loaded[index]
+
+    def get(self, tokens: list[str]) -> Any:
+        message = self.message(self.position(tokens[0], allow_end=False))
+        return jsonpatch.get(message, tokens[1:])
+
+    def add(self, tokens: list[str], value: Any) -> None:
+        if len(tokens) == 1:
+            self._insert(self.position(tokens[0], allow_end=True), _as_message(value))
+            return
+        index = self.position(tokens[0], allow_end=False)
+        self._set(index, jsonpatch.add(self.message(index), tokens[1:], value))
+
+    def remove(self, tokens: list[str]) -> None:
+        index = self.position(tokens[0], allow_end=False)
+        if len(tokens) == 1:
+            self._delete(index)
+        else:
+            self._set(index, jsonpatch.remove(self.message(index), tokens[1:]))
+
+    def replace(self, tokens: list[str], value: Any) -> None:
+        index = self.position(tokens[0], allow_end=False)
+        if len(tokens) == 1:
+            self._set(index, _as_message(value))
+            return
+        message = self.message(index)
+        jsonpatch.get(message, tokens[1:])  # must exist
+        self._set(index, jsonpatch.add(jsonpatch.remove(message, tokens[1:]), tokens[1:], value))
+
+    def _set(self, index: int, message: Any) -> None:
+        self.loaded[index] = _as_message(message)
+        self.dirty.add(index)
+
+    def _insert(self, index: int, message: dict[str, Any]) -> None:
+        self.flush()
+        Message.objects.filter(chat=self.chat, index__gte=index).update(index=F("index") + 1)
+        message_rows_insert(chat_id=self.chat.pk, rows=[message_row(index=index, line=message)])
+        self.chat.message_count += 1
+        self.loaded.clear()
+
+    def _delete(self, index: int) -> None:
+        self.flush()
+        Message.objects.filter(chat=self.chat, index=index).delete()
+        Message.objects.filter(chat=self.chat, index__gt=index).update(index=F("index") - 1)
+        self.chat.message_count -= 1
+        self.loaded.clear()
+
+    def flush(self) -> None:
+        for index in sorted(self.dirty):
+            columns, other, absent = split_fields(self.loaded[index], MESSAGE_FIELDS)
+            Message.objects.filter(chat=self.chat, index=index).update(
+                **columns, other_fields=other, absent_fields=absent
+            )
+        self.dirty.clear()
+
+
+def _as_message(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise jsonpatch.PatchInvalid("a message must be a JSON object")
+    return value
+
+
+def _apply_to_messages(messages: _MessageArray, op: dict[str, Any]) -> bool:
+    """One operation; False when it is an `add` of the message already at that index (a retry: skipped)."""
+    name, tokens = op["op"], jsonpatch.parse_pointer(op["path"])
+    if not tokens:
+        raise jsonpatch.PatchInvalid("operations address messages: /N, /N/field…, or /- to add at the end")
+    value = copy.deepcopy(op.get("value"))
+    if name == "add":
+        if len(tokens) == 1 and tokens[0] != "-":
+            index = messages.position(tokens[0], allow_end=True)
+            if index < messages.chat.message_count and jsonpatch.json_equal(messages.message(index), value):
+                return False
+        messages.add(tokens, value)
+    elif name == "remove":
+        messages.remove(tokens)
+    elif name == "replace":
+        messages.replace(tokens, value)
+    elif name == "test":
+        if not jsonpatch.json_equal(messages.get(tokens), value):
+            raise jsonpatch.PatchConflict(f"test failed at {op['path']!r}")
+    else:
+        source = jsonpatch.parse_pointer(op["from"])
+        if not source:
+            raise jsonpatch.PatchInvalid("'from' must address a message or a field in one")
+        if name == "move" and tokens[: len(source)] == source and tokens != source:
+            raise jsonpatch.PatchConflict("cannot move a value into one of its own children")
+        moved = copy.deepcopy(messages.get(source))
+        if name == "move":
+            messages.remove(source)
+        messages.add(tokens, moved)
+    return True
+
+
+@transaction.atomic
+def chat_patch(*, chat: Chat, operations: list[Any], integrity: uuid.UUID) -> WriteResult:
+    """RFC 6902 JSON Patch against the chat's message array (header excluded), all operations or none.
+
+    `/5` addresses message 5, `/5/mes` a field in it, `/5/extra/ns/key` deeper, `/-` the end. An `add` whose value
+    equals the message already at that index counts as already applied (skipped), as in Luker."""
+    if not isinstance(operations, list) or not operations:
+        raise ApplicationError("`operations` must be a non-empty JSON array.", {"field": "operations"})
+    if len(operations) > MAX_PATCH_OPERATIONS:
+        raise ApplicationError(f"At most {MAX_PATCH_OPERATIONS} operations per patch.", {"field": "operations"})
+    chat = chat_lock(chat=chat, integrity=integrity)
+    messages = _MessageArray(chat)
+    result = WriteResult(chat=chat)
+    for i, op in enumerate(operations):
+        try:
+            jsonpatch.validate_operation(op)
+            reason = unstorable_reason(op.get("value"))
+            if reason:
+                raise jsonpatch.PatchInvalid(f"the value {reason}")
+            if _apply_to_messages(messages, op):
+                result.applied += 1
+            else:
+                result.skipped += 1
+        except jsonpatch.PatchError as exc:
+            exc.op_index = i
+            raise jsonpatch.as_application_error(exc) from exc
+    messages.flush()
+    if result.applied:
+        chat_touch(chat=chat, fields=["message_count"])
+    return result
+
+
+@transaction.atomic
+def chat_metadata_patch(*, chat: Chat, patch: Any, kind: str, integrity: uuid.UUID) -> Chat:
+    """`kind` "merge": RFC 7386 (true deep merge, null deletes, arrays replace); "json": RFC 6902. Keys the patch
+    does not mention are untouched."""
+    chat = chat_lock(chat=chat, integrity=integrity)
+    try:
+        if kind == "merge":
+            if not isinstance(patch, dict):
+                raise jsonpatch.PatchInvalid("a merge patch for chat_metadata must be a JSON object")
+            metadata = jsonpatch.merge_patch(chat.chat_metadata, patch)
+        else:
+            metadata = jsonpatch.apply_patch(chat.chat_metadata, patch)
+        if not isinstance(metadata, dict):
+            raise jsonpatch.PatchInvalid("chat_metadata must stay a JSON object")
+    except jsonpatch.PatchError as exc:
+        raise jsonpatch.as_application_error(exc) from exc
+    reason = unstorable_reason(metadata)
+    if reason:
+        raise ApplicationError(f"The patched chat_metadata {reason}.", {"field": "chat_metadata"})
+    return chat_update(chat=chat, data={"chat_metadata": metadata})
+
+
+def _snapshot(chat: Chat, reason: str) -> ChatRevision:
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=6) as gz:
+        for part in chat_export_lines(chat=chat):
+            gz.write(part)
+    return ChatRevision.objects.create(
+        chat=chat,
+        reason=reason,
+        integrity=chat.integrity,
+        message_count=chat.message_count,
+        jsonl_gzip=buffer.getvalue(),
+    )
+
+
+def _replace_contents(chat: Chat, jsonl: BinaryIO) -> Chat:
+    Message.objects.filter(chat=chat).delete()
+    chat.header_other_fields, chat.header_absent_fields = {}, []
+    chat_load_jsonl(chat=chat, stream=jsonl)
+    return chat_touch(
+        chat=chat,
+        fields=[
+            "message_count",
+            "has_header",
+            "user_name",
+            "character_name",
+            "create_date",
+            "chat_metadata",
+            "header_other_fields",
+            "header_absent_fields",
+        ],
+    )
+
+
+@transaction.atomic
+def chat_save(*, chat: Chat, jsonl: BinaryIO, integrity: uuid.UUID | None, force: bool = False) -> Chat:
+    """SillyTavern's full overwrite, for legacy clients: the whole chat (header line first, when it has one) as
+    JSONL. A stale integrity answers 409 unless `force`; a forced save first keeps the replaced chat as a
+    revision that can be restored, so no overwrite is silent or final."""
+    chat = chat_lock(chat=chat)
+    if integrity != chat.integrity:
+        if not force:
+            raise IntegrityConflict(chat)
+        _snapshot(chat, reason="forced save")
+    return _replace_contents(chat, jsonl)
+
+
+@transaction.atomic
+def chat_revision_restore(*, chat: Chat, revision_id: int, integrity: uuid.UUID) -> Chat:
+    """Put a kept revision back; the current contents become a revision in turn, so a restore can be undone."""
+    chat = chat_lock(chat=chat, integrity=integrity)
+    revision = ChatRevision.objects.get(chat=chat, pk=revision_id)
+    _snapshot(chat, reason=f"restore of revision {revision.pk}")
+    return _replace_contents(chat, io.BytesIO(gzip.decompress(bytes(revision.jsonl_gzip))))
+
+
+@dataclass
+class Delta:
+    chat: Chat
+    messages: list[dict[str, Any]]
+    from_index: int
+
+
+def chat_delta(*, chat: Chat, from_index: int, limit: int) -> Delta:
+    """Messages from `from_index` on (SillyTavern-shaped), with the chat's state, read from one snapshot."""
+    outermost = not transaction.get_connection().in_atomic_block
+    with transaction.atomic():
+        if outermost:
+            repeatable_read()
+        chat = Chat.objects.get(pk=chat.pk)
+        rows = (
+            Message.objects.filter(chat=chat, index__gte=from_index).order_by("index").values(*MESSAGE_COLUMNS)[:limit]
+        )
+        return Delta(chat=chat, messages=[message_line(row) for row in rows], from_index=from_index)
+
+
+def revision_lines(*, revision: ChatRevision) -> Iterator[bytes]:
+    yield gzip.decompress(bytes(revision.jsonl_gzip))

@@ -1,0 +1,77 @@
+"""Per-message extension data (the seed's get_data / set_data): `message.extra[namespace][key]`, swipe-aware."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from apps.chats.models import Chat, Message
+from apps.chats.services.chats import chat_lock, chat_touch
+from apps.common.exceptions import ApplicationError
+from apps.common.jsonsafe import unstorable_reason
+
+
+@dataclass
+class ExtensionData:
+    message: Message
+    namespace: str
+
+    @property
+    def data(self) -> Any:
+        return self.message.extra.get(self.namespace)
+
+    @property
+    def swipe_data(self) -> Any:
+        """The current swipe's own copy (`swipe_info[swipe_id].extra[namespace]`), when it has one."""
+        extra = _current_swipe_extra(self.message, create=False)
+        return extra.get(self.namespace) if extra is not None else None
+
+
+def _current_swipe_extra(message: Message, *, create: bool) -> dict[str, Any] | None:
+    info, swipe_id = message.swipe_info, message.swipe_id
+    if not isinstance(info, list) or swipe_id is None or not 0 <= swipe_id < len(info):
+        return None
+    entry = info[swipe_id]
+    if not isinstance(entry, dict):
+        return None
+    if not isinstance(entry.get("extra"), dict):
+        if not create:
+            return None
+        entry["extra"] = {}
+    return entry["extra"]
+
+
+def extension_data_get(*, chat: Chat, index: int, namespace: str) -> ExtensionData:
+    return ExtensionData(message=Message.objects.get(chat=chat, index=index), namespace=namespace)
+
+
+@transaction.atomic
+def extension_data_set(
+    *, chat: Chat, index: int, namespace: str, values: dict[str, Any], integrity: uuid.UUID
+) -> tuple[ExtensionData, Chat]:
+    """set_data for several keys at once: each key of `values` is set in `extra[namespace]` (null is stored as
+    null, as set_data does), then the whole namespace is copied into the current swipe's `swipe_info` entry, so
+    each swipe keeps its own data. Switching swipes does not copy anything back: until the next write,
+    `extra[namespace]` still shows the previous swipe's data, as in the seed."""
+    if not isinstance(values, dict) or not values:
+        raise ApplicationError("`values` must be a non-empty JSON object of keys to set.", {"field": "values"})
+    reason = unstorable_reason(values)
+    if reason:
+        raise ApplicationError(f"`values` {reason}.", {"field": "values"})
+    chat = chat_lock(chat=chat, integrity=integrity)
+    message = Message.objects.get(chat=chat, index=index)
+    current = message.extra.get(namespace)
+    namespace_data = dict(current) if isinstance(current, dict) else {}
+    namespace_data.update(values)
+    message.extra[namespace] = namespace_data
+    swipe_extra = _current_swipe_extra(message, create=True)
+    if swipe_extra is not None:
+        swipe_extra[namespace] = copy.deepcopy(namespace_data)
+    if "extra" in message.absent_fields:
+        message.absent_fields.remove("extra")
+    message.save(update_fields=["extra", "swipe_info", "absent_fields"])
+    return ExtensionData(message=message, namespace=namespace), chat_touch(chat=chat)

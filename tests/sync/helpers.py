@@ -1,0 +1,11 @@
+from apps.chats.models import Chat
+from apps.chats.services.chats import chat_export_lines
+from tests.chats.helpers import json_lines
+
+
+def exported(chat) -> list:
+    return json_lines(b"".join(chat_export_lines(chat=Chat.objects.get(pk=chat.pk))))
+
+
+def if_match(integrity) -> dict:
+    return {"HTTP_IF_MATCH": f'"{integrity}"'}
