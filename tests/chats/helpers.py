@@ -11,8 +11,9 @@ def fixture_bytes(name: str) -> bytes:
 
 
 def json_lines(data: bytes) -> list:
-    """The JSON value of every non-blank line."""
-    return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    """The JSON value of every non-blank line. Lines end at "\n" only, as SillyTavern splits them: U+0085 and
+    U+2028 are ordinary characters inside JSON strings (str.splitlines would cut there)."""
+    return [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
 
 
 def stream(data: bytes) -> io.BytesIO:
