@@ -12,3 +12,7 @@ STORAGES = {
 # Static files straight from the source folders, no collectstatic needed.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
+
+# Live-server and race tests open connections from many threads: close each at the end of its request, so none
+# outlives the test database.
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405

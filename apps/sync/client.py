@@ -1,0 +1,223 @@
+"""A Python client for Lorekeeper's sync API (used by the tests and the benchmarks; usable by scripts).
+
+It keeps the integrity of each chat it writes, serialises its writes per chat, gathers bursts of edits into one
+patch (the debounce window, 1 s by default), sends every write with an Idempotency-Key (so a network retry never
+applies twice), and on a 409 integrity conflict re-reads the chat's state with `delta` and re-applies its pending
+change: the conflict loop of the seed.
+
+    client = SyncClient("http://127.0.0.1:8000", token="lk_…")
+    chat = client.chat(42)
+    chat.append([{"name": "You", "is_user": True, "mes": "Hello"}])
+    chat.edit(3, "mes", "A corrected line")      # debounced
+    chat.flush()                                 # or wait for the window to pass
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+NETWORK_ERRORS = (httpx.TransportError,)
+
+
+class SyncError(Exception):
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"{status}: {body}")
+        self.status = status
+        self.body = body
+
+
+@dataclass
+class WriteStats:
+    requests: int = 0
+    conflicts: int = 0
+    network_retries: int = 0
+    bytes_sent: int = 0
+
+
+@dataclass
+class _Pending:
+    operations: list[dict[str, Any]] = field(default_factory=list)
+    timer: threading.Timer | None = None
+    error: Exception | None = None
+
+
+class SyncClient:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str,
+        debounce: float = 1.0,
+        max_conflict_retries: int = 50,
+        network_retries: int = 3,
+        timeout: float = 30.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self.http = http or httpx.Client(base_url=base_url.rstrip("/") + "/api/v1", timeout=timeout)
+        self.http.headers["Authorization"] = f"Bearer {token}"
+        self.debounce = debounce
+        self.max_conflict_retries = max_conflict_retries
+        self.network_retries = network_retries
+        self.stats = WriteStats()
+        self._chats: dict[int, ChatSync] = {}
+        self._lock = threading.Lock()
+
+    def chat(self, chat_id: int) -> ChatSync:
+        with self._lock:
+            if chat_id not in self._chats:
+                self._chats[chat_id] = ChatSync(self, chat_id)
+            return self._chats[chat_id]
+
+    def close(self) -> None:
+        for chat in list(self._chats.values()):
+            chat.flush()
+        self.http.close()
+
+    def request(self, method: str, path: str, *, idempotency_key: str | None = None, **kwargs) -> httpx.Response:
+        """One request; on a network error the very same request (same Idempotency-Key) is sent again."""
+        headers = dict(kwargs.pop("headers", {}))
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        for attempt in range(self.network_retries + 1):
+            try:
+                request = self.http.build_request(method, path, headers=headers, **kwargs)
+                self.stats.requests += 1
+                self.stats.bytes_sent += len(request.content or b"")
+                return self.http.send(request)
+            except NETWORK_ERRORS:
+                if attempt == self.network_retries:
+                    raise
+                self.stats.network_retries += 1
+        raise AssertionError("unreachable")
+
+
+class ChatSync:
+    """One chat's write queue. Writes hold the chat's lock, so they go out one at a time, in order."""
+
+    def __init__(self, client: SyncClient, chat_id: int) -> None:
+        self.client = client
+        self.chat_id = chat_id
+        self.integrity: str | None = None
+        self.total_messages: int | None = None
+        self._lock = threading.RLock()
+        self._pending = _Pending()
+
+    # ----------------------------------------------------------------------------------------------------- reads
+
+    def refresh(self) -> dict[str, Any]:
+        """Re-read the chat's state (integrity, length, metadata) with a one-message delta from its end."""
+        response = self.client.request("GET", f"/chats/{self.chat_id}/delta", params={"from_index": 0, "limit": 1})
+        body = self._check(response)
+        self.integrity, self.total_messages = body["integrity"], body["total_messages"]
+        return body
+
+    def read_all(self, page: int = 500) -> list[dict[str, Any]]:
+        """Every message, paged with delta."""
+        messages, start = [], 0
+        while True:
+            response = self.client.request(
+                "GET", f"/chats/{self.chat_id}/delta", params={"from_index": start, "limit": page}
+            )
+            body = self._check(response)
+            messages += body["messages"]
+            self.integrity, self.total_messages = body["integrity"], body["total_messages"]
+            if not body["has_more"]:
+                return messages
+            start = body["next_index"]
+
+    # ---------------------------------------------------------------------------------------------------- writes
+
+    def append(self, messages: list[dict[str, Any]], *, generation_id: str | None = None) -> dict[str, Any]:
+        """Append at the end; on a conflict (someone else wrote first) re-read and append again at the new end."""
+        generation_id = generation_id or str(uuid.uuid4())
+        return self._write("POST", "append", {"messages": messages, "generation_id": generation_id})
+
+    def edit(self, index: int, path: str, value: Any) -> None:
+        """Set a field of a message (`path` is a JSON pointer inside it, e.g. "mes" or "extra/ns/key"), debounced."""
+        # `add` sets a member whether or not it exists yet (RFC 6902), so it serves for new and changed fields.
+        self.queue({"op": "add", "path": f"/{index}/{path}", "value": value})
+
+    def queue(self, operation: dict[str, Any]) -> None:
+        """Add a JSON Patch operation to the pending patch; it goes out when the debounce window has passed."""
+        with self._lock:
+            self._pending.operations.append(operation)
+            if self._pending.timer is not None:
+                self._pending.timer.cancel()
+            if self.client.debounce <= 0:
+                self.flush()
+                return
+            self._pending.timer = threading.Timer(self.client.debounce, self._flush_in_background)
+            self._pending.timer.daemon = True
+            self._pending.timer.start()
+
+    def flush(self) -> dict[str, Any] | None:
+        """Send the pending patch now (one request for the whole burst)."""
+        with self._lock:
+            if self._pending.timer is not None:
+                self._pending.timer.cancel()
+            operations, error = self._pending.operations, self._pending.error
+            self._pending = _Pending()
+            if error is not None:
+                raise error
+            if not operations:
+                return None
+            return self._write("POST", "patch", {"operations": operations})
+
+    def _flush_in_background(self) -> None:
+        try:
+            self.flush()
+        except Exception as exc:  # kept for the next flush() to raise, not lost in the timer thread
+            with self._lock:
+                self._pending.error = exc
+
+    def patch_metadata(self, merge_patch: dict[str, Any]) -> dict[str, Any]:
+        return self._write(
+            "PATCH",
+            "metadata",
+            merge_patch,
+            content_type="application/merge-patch+json",
+        )
+
+    def set_data(self, index: int, namespace: str, values: dict[str, Any]) -> dict[str, Any]:
+        return self._write("PATCH", f"messages/{index}/data/{namespace}", {"values": values})
+
+    def _write(self, method: str, endpoint: str, body: Any, *, content_type: str = "application/json") -> dict:
+        """The conflict loop: send with the integrity we know; on 409 integrity re-read and send again."""
+        with self._lock:
+            if self.integrity is None:
+                self.refresh()
+            content = json.dumps(body, ensure_ascii=False).encode()
+            for _ in range(self.client.max_conflict_retries + 1):
+                response = self.client.request(
+                    method,
+                    f"/chats/{self.chat_id}/{endpoint}",
+                    # A new key per attempt: after a conflict the request differs (a new If-Match).
+                    idempotency_key=str(uuid.uuid4()),
+                    content=content,
+                    headers={"Content-Type": content_type, "If-Match": f'"{self.integrity}"'},
+                )
+                if response.status_code == 409 and response.json().get("error") == "integrity":
+                    self.client.stats.conflicts += 1
+                    self.refresh()
+                    continue
+                answer = self._check(response)
+                self.integrity = answer.get("integrity", self.integrity)
+                self.total_messages = answer.get("total_messages", self.total_messages)
+                return answer
+            raise SyncError(409, f"still conflicting after {self.client.max_conflict_retries} re-reads")
+
+    @staticmethod
+    def _check(response: httpx.Response) -> dict[str, Any]:
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+            except ValueError:
+                body = response.text
+            raise SyncError(response.status_code, body)
+        return response.json()
