@@ -15,7 +15,9 @@ change: the conflict loop of the seed.
 from __future__ import annotations
 
 import json
+import random
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +56,7 @@ class SyncClient:
         *,
         token: str,
         debounce: float = 1.0,
-        max_conflict_retries: int = 50,
+        max_conflict_retries: int = 100,
         network_retries: int = 3,
         timeout: float = 30.0,
         http: httpx.Client | None = None,
@@ -193,6 +195,7 @@ class ChatSync:
             if self.integrity is None:
                 self.refresh()
             content = json.dumps(body, ensure_ascii=False).encode()
+            conflicts = 0
             for _ in range(self.client.max_conflict_retries + 1):
                 response = self.client.request(
                     method,
@@ -204,6 +207,10 @@ class ChatSync:
                 )
                 if response.status_code == 409 and response.json().get("error") == "integrity":
                     self.client.stats.conflicts += 1
+                    conflicts += 1
+                    # Back off a little (with jitter), so clients racing on one chat take turns instead of
+                    # colliding again at once; then re-read and re-apply.
+                    time.sleep(random.uniform(0, min(0.5, 0.01 * 2 ** min(conflicts, 6))))
                     self.refresh()
                     continue
                 answer = self._check(response)

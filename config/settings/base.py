@@ -160,7 +160,8 @@ CELERY_BEAT_SCHEDULE = {}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # The level on the handler too: Django's own "django" logger is at INFO and propagates past the root's level.
+    "handlers": {"console": {"class": "logging.StreamHandler", "level": env("LOG_LEVEL", default="INFO")}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"pgserver": {"level": "WARNING"}},
 }
