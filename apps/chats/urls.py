@@ -12,6 +12,7 @@ urlpatterns = [
     path("chats/sample/", views.chat_sample, name="sample"),
     path("chats/<int:chat_id>/", views.chat_detail, name="detail"),
     path("chats/<int:chat_id>/older/", views.message_older, name="older"),
+    path("chats/<int:chat_id>/messages/<int:index>/", views.message_fragment, name="message"),
     path("chats/<int:chat_id>/messages/<int:index>/swipes/", views.message_swipes, name="swipes"),
     path("chats/<int:chat_id>/export/", views.chat_export_view, name="export"),
     path("chats/<int:chat_id>/delete/", views.chat_delete_view, name="delete"),

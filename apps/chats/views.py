@@ -71,6 +71,15 @@ def message_older(request, chat_id: int):
 
 @login_required
 @require_GET
+def message_fragment(request, chat_id: int, index: int):
+    """One message, rendered as in the chat view (the editor swaps it in after a write)."""
+    chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+    message = selectors.message_get(chat=chat, index=index)
+    return render(request, "chats/partials/message.html", {"chat": chat, "message": message})
+
+
+@login_required
+@require_GET
 def message_swipes(request, chat_id: int, index: int):
     chat = selectors.chat_get(user=request.user, chat_id=chat_id)
     message = selectors.message_get(chat=chat, index=index)

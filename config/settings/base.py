@@ -155,7 +155,12 @@ CELERY_TASK_SOFT_TIME_LIMIT = 300
 CELERY_TASK_TIME_LIMIT = 360
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.VAR_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE = {}
+CELERY_BEAT_SCHEDULE = {
+    "sync-prune-records": {"task": "sync.prune_records", "schedule": 24 * 60 * 60},
+}
+# How long a retry is still recognised: by its Idempotency-Key, and by an append's generation id.
+LOREKEEPER_IDEMPOTENCY_TTL_HOURS = env.int("LOREKEEPER_IDEMPOTENCY_TTL_HOURS", default=48)
+LOREKEEPER_GENERATION_ID_TTL_DAYS = env.int("LOREKEEPER_GENERATION_ID_TTL_DAYS", default=30)
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,204 @@
+// Editing a chat in the browser through the same sync API every client uses: JSON Patch with If-Match.
+// When another tab or device changed the chat meanwhile (409), the pending change is kept and shown, and one
+// click re-reads the chat's integrity and re-applies it. Each change carries `test` operations guarding what it
+// was made against, so a re-apply never lands on a message that moved or changed.
+(function () {
+  "use strict";
+  const list = document.getElementById("messages");
+  if (!list) return;
+  const api = list.dataset.api; // /api/v1/chats/<id>/
+  const notice = document.getElementById("sync-notice");
+  let pending = null; // {send: () => Promise, describe: string, text: string}
+
+  function csrfToken() {
+    const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+    return match ? decodeURIComponent(match[1]) : "";
+  }
+
+  async function request(method, path, body, contentType) {
+    const response = await fetch(api + path, {
+      method,
+      credentials: "same-origin",
+      headers: {
+        "Content-Type": contentType || "application/json",
+        "If-Match": '"' + list.dataset.integrity + '"',
+        "X-CSRFToken": csrfToken(),
+        "Idempotency-Key": crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random(),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const data = await response.json().catch(() => ({}));
+    if (response.ok && data.integrity) {
+      list.dataset.integrity = data.integrity;
+      if (data.total_messages !== undefined) list.dataset.total = data.total_messages;
+    }
+    return { status: response.status, data };
+  }
+
+  async function readMessage(index) {
+    const response = await fetch(api + "messages/" + index + "/", { credentials: "same-origin" });
+    if (!response.ok) throw new Error("could not read message " + index);
+    return response.json();
+  }
+
+  async function refreshMessage(index) {
+    const url = list.dataset.fragment.replace(/\/0\/$/, "/" + index + "/");
+    const response = await fetch(url, { credentials: "same-origin" });
+    const article = document.getElementById("m" + index);
+    if (response.ok && article) {
+      article.outerHTML = await response.text();
+      htmx.process(document.getElementById("m" + index));
+    }
+  }
+
+  function showNotice(text, pendingText) {
+    notice.querySelector(".sync-notice-text").textContent = text;
+    const pre = notice.querySelector(".sync-pending");
+    pre.hidden = !pendingText;
+    pre.textContent = pendingText ? "Your change: " + pendingText : "";
+    notice.querySelector(".sync-reapply").hidden = !pending;
+    notice.hidden = false;
+  }
+
+  // Send a change; on a conflict keep it pending and tell the person.
+  async function apply(change) {
+    const result = await change.send();
+    if (result.status === 409 && result.data.error === "integrity") {
+      pending = change;
+      showNotice(
+        "This chat was changed in another tab or on another device since you opened it. Nothing was saved yet.",
+        change.text,
+      );
+      return false;
+    }
+    if (result.status === 409 && result.data.error === "patch_conflict") {
+      pending = null;
+      showNotice(
+        "The message you changed has moved or changed meanwhile, so your change was not applied. Reload the page " +
+          "to see the current chat.",
+        change.text,
+      );
+      return false;
+    }
+    if (result.status >= 400) {
+      pending = null;
+      showNotice("Not saved: " + (result.data.message || JSON.stringify(result.data)), change.text);
+      return false;
+    }
+    pending = null;
+    notice.hidden = true;
+    await change.done(result.data);
+    return true;
+  }
+
+  notice.querySelector(".sync-reapply").addEventListener("click", async () => {
+    if (!pending) return;
+    const response = await fetch(api, { credentials: "same-origin" });
+    const chat = await response.json();
+    list.dataset.integrity = chat.integrity;
+    list.dataset.total = chat.total_messages;
+    const change = pending;
+    change.done = () => window.location.reload(); // show the merged chat
+    await apply(change);
+  });
+  notice.querySelector(".sync-dismiss").addEventListener("click", () => {
+    notice.hidden = true;
+  });
+
+  function patch(operations) {
+    return () => request("POST", "patch", { operations });
+  }
+
+  async function startEdit(article) {
+    const index = Number(article.dataset.index);
+    const message = await readMessage(index);
+    const text = article.querySelector(".text");
+    const form = document.createElement("form");
+    form.className = "edit-form";
+    const area = document.createElement("textarea");
+    area.rows = Math.min(20, Math.max(4, message.mes.split("\n").length + 1));
+    area.value = message.mes;
+    form.append(area);
+    form.insertAdjacentHTML(
+      "beforeend",
+      '<button type="submit">Save</button> <button type="button" class="link cancel-edit">Cancel</button>',
+    );
+    text.replaceWith(form);
+    area.focus();
+    form.querySelector(".cancel-edit").addEventListener("click", () => refreshMessage(index));
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const operations = [
+        { op: "test", path: "/" + index + "/mes", value: message.mes },
+        { op: "replace", path: "/" + index + "/mes", value: area.value },
+      ];
+      const swipes = message.swipes;
+      if (Array.isArray(swipes) && Number.isInteger(message.swipe_id) && message.swipe_id < swipes.length) {
+        operations.push({ op: "replace", path: "/" + index + "/swipes/" + message.swipe_id, value: area.value });
+      }
+      await apply({ send: patch(operations), text: area.value, done: () => refreshMessage(index) });
+    });
+  }
+
+  async function useSwipe(article, swipe) {
+    const index = Number(article.dataset.index);
+    const message = await readMessage(index);
+    const operations = [
+      { op: "test", path: "/" + index + "/swipe_id", value: message.swipe_id },
+      { op: "replace", path: "/" + index + "/swipe_id", value: swipe },
+      { op: "replace", path: "/" + index + "/mes", value: message.swipes[swipe] },
+    ];
+    await apply({
+      send: patch(operations),
+      text: "use swipe " + (swipe + 1) + " of message #" + index,
+      done: () => refreshMessage(index),
+    });
+  }
+
+  async function deleteFrom(article) {
+    const index = Number(article.dataset.index);
+    const total = Number(list.dataset.total);
+    const count = total - index;
+    if (!window.confirm("Delete message #" + index + (count > 1 ? " and the " + (count - 1) + " after it" : "") + "?")) {
+      return;
+    }
+    const message = await readMessage(index);
+    const operations = [{ op: "test", path: "/" + index + "/mes", value: message.mes }];
+    for (let i = total - 1; i >= index; i--) operations.push({ op: "remove", path: "/" + i });
+    await apply({
+      send: patch(operations),
+      text: "delete from message #" + index,
+      done: () => {
+        for (let i = index; i < total; i++) document.getElementById("m" + i)?.remove();
+      },
+    });
+  }
+
+  list.addEventListener("click", (event) => {
+    const article = event.target.closest("article.message");
+    if (!article) return;
+    if (event.target.matches(".edit-message")) startEdit(article);
+    else if (event.target.matches(".delete-from")) deleteFrom(article);
+    else if (event.target.matches(".use-swipe")) useSwipe(article, Number(event.target.dataset.swipe));
+  });
+
+  const metadataForm = document.getElementById("metadata-form");
+  metadataForm?.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const raw = metadataForm.elements.metadata.value;
+    let value;
+    try {
+      value = JSON.parse(raw);
+    } catch (error) {
+      showNotice("The metadata is not valid JSON: " + error.message, null);
+      return;
+    }
+    await apply({
+      send: () => request("PATCH", "metadata", [{ op: "replace", path: "", value }], "application/json-patch+json"),
+      text: raw,
+      done: (data) => {
+        metadataForm.elements.metadata.value = JSON.stringify(data.chat_metadata, null, 2);
+      },
+    });
+  });
+})();
