@@ -31,3 +31,4 @@ lint: install
 
 bench: install
 	$(BIN)/python bench/import_export.py
+	$(BIN)/python bench/sync.py

@@ -1,0 +1,69 @@
+"""The chat view's editor: the page carries what the script needs, and the browser's path (session + CSRF) works."""
+
+import json
+
+import pytest
+from django.test import Client
+
+from apps.chats.models import Chat
+from apps.chats.services.chats import chat_update
+from tests.sync.helpers import exported, if_match
+
+pytestmark = pytest.mark.django_db
+
+
+def test_chat_page_carries_the_editor(web, chat):
+    page = web.get(f"/chats/{chat.pk}/").content.decode()
+    assert f'data-integrity="{chat.integrity}"' in page and 'data-total="3"' in page
+    assert f'data-api="/api/v1/chats/{chat.pk}/"' in page and "js/chat-edit.js" in page
+    assert "Edit</button>" in page and "Delete from here" in page and 'id="metadata-form"' in page
+    assert 'id="sync-notice"' in page
+
+
+def test_metadata_in_the_editor_is_escaped(web, chat):
+    chat_update(chat=chat, data={"chat_metadata": {"x": "</textarea><script>alert(1)</script>"}})
+    page = web.get(f"/chats/{chat.pk}/").content.decode()
+    assert "<script>alert(1)</script>" not in page and "&lt;/textarea&gt;" in page
+
+
+def test_message_fragment_and_swipe_choices(web, chat):
+    fragment = web.get(f"/chats/{chat.pk}/messages/1/").content.decode()
+    assert 'id="m1"' in fragment and "<html" not in fragment
+    swipes = web.get(f"/chats/{chat.pk}/messages/0/swipes/").content.decode()
+    assert swipes.count('class="link use-swipe"') == 2  # every swipe but the selected one
+
+
+def test_the_browser_patches_with_its_session_and_csrf_token(user, chat):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(user)
+    browser.get(f"/chats/{chat.pk}/")
+    token = browser.cookies["csrftoken"].value
+    ops = [
+        {"op": "test", "path": "/1/mes", "value": exported(chat)[2]["mes"]},
+        {"op": "replace", "path": "/1/mes", "value": "typed in the browser"},
+    ]
+    response = browser.post(
+        f"/api/v1/chats/{chat.pk}/patch",
+        json.dumps({"operations": ops}),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=token,
+        **if_match(chat.integrity),
+    )
+    assert response.status_code == 200, response.content
+    assert exported(chat)[2]["mes"] == "typed in the browser"
+    without_csrf = browser.post(
+        f"/api/v1/chats/{chat.pk}/patch",
+        json.dumps({"operations": ops}),
+        content_type="application/json",
+        **if_match(response.json()["integrity"]),
+    )
+    assert without_csrf.status_code == 403
+    assert Chat.objects.get(pk=chat.pk).integrity.hex == response.json()["integrity"].replace("-", "")
+
+
+def test_the_fragment_of_another_users_message_is_404(web, other_user):
+    from tests.chats.factories import ChatFactory, add_messages
+
+    theirs = ChatFactory(user=other_user)
+    add_messages(theirs, 2)
+    assert web.get(f"/chats/{theirs.pk}/messages/0/").status_code == 404
