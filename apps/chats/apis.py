@@ -23,6 +23,7 @@ from apps.chats.services.messages import message_append, message_delete, message
 from apps.common.exceptions import ApplicationError
 from apps.common.integrity import request_integrity, with_etag
 from apps.common.serializers import DictField, StorableInputSerializer
+from apps.sync.idempotency import idempotent
 
 JSONL_CONTENT_TYPES = ("application/jsonl", "application/x-ndjson", "application/json-lines", "text/plain")
 
@@ -102,6 +103,7 @@ class CharacterListApi(APIView):
     @extend_schema(
         operation_id="characters_create", request=CharacterInputSerializer, responses={201: CharacterOutputSerializer}
     )
+    @idempotent
     def post(self, request):
         serializer = CharacterInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -118,6 +120,7 @@ class CharacterDetailApi(APIView):
     @extend_schema(
         operation_id="characters_update", request=CharacterInputSerializer, responses=CharacterOutputSerializer
     )
+    @idempotent
     def patch(self, request, character_id: int):
         character = selectors.character_get(user=request.user, character_id=character_id)
         serializer = CharacterInputSerializer(data=request.data, partial=True)
@@ -126,6 +129,7 @@ class CharacterDetailApi(APIView):
         return Response(CharacterOutputSerializer(character).data)
 
     @extend_schema(operation_id="characters_destroy", responses={204: None})
+    @idempotent
     def delete(self, request, character_id: int):
         character_delete(character=selectors.character_get(user=request.user, character_id=character_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -145,6 +149,7 @@ class CharacterImportApi(APIView):
         request={"multipart/form-data": CharacterCardImportInputSerializer},
         responses={201: CharacterOutputSerializer},
     )
+    @idempotent
     def post(self, request):
         serializer = CharacterCardImportInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -199,6 +204,7 @@ class ChatListApi(APIView):
         return paginator.get_paginated_response(ChatSummarySerializer(page, many=True).data)
 
     @extend_schema(operation_id="chats_create", request=ChatInputSerializer, responses={201: ChatDetailSerializer})
+    @idempotent
     def post(self, request):
         serializer = ChatInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -213,14 +219,18 @@ class ChatDetailApi(APIView):
         return with_etag(Response(ChatDetailSerializer(chat).data), chat.integrity)
 
     @extend_schema(operation_id="chats_update", request=ChatInputSerializer, responses=ChatDetailSerializer)
+    @idempotent
     def patch(self, request, chat_id: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
         serializer = ChatInputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        chat = chat_update(chat=chat, data=serializer.validated_data, integrity=request_integrity(request))
+        chat = chat_update(
+            chat=chat, data=serializer.validated_data, integrity=request_integrity(request, required=True)
+        )
         return with_etag(Response(ChatDetailSerializer(chat).data), chat.integrity)
 
     @extend_schema(operation_id="chats_destroy", responses={204: None})
+    @idempotent
     def delete(self, request, chat_id: int):
         chat_delete(chat=selectors.chat_get(user=request.user, chat_id=chat_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -254,6 +264,7 @@ class ChatImportApi(APIView):
     `title` and `character_ids` come as query parameters). All or nothing; a bad line answers 400 naming it."""
 
     parser_classes = [MultiPartParser, JsonlPassthroughParser]
+    streamed_body = True
 
     @extend_schema(
         operation_id="chats_import",
@@ -264,6 +275,7 @@ class ChatImportApi(APIView):
         ],
         responses={201: ChatImportOutputSerializer},
     )
+    @idempotent
     def post(self, request):
         content_type = request.content_type.split(";")[0].strip().lower()
         if content_type == "multipart/form-data":
@@ -272,7 +284,9 @@ class ChatImportApi(APIView):
                 raise ApplicationError("Send the chat file in the multipart field `file`.", {"field": "file"})
             params, stream, filename = request.data, upload, upload.name
         elif content_type in JSONL_CONTENT_TYPES:
-            params, stream, filename = request.query_params, request._request, ""
+            # Spooled already when an Idempotency-Key asked for the body's hash; streamed straight otherwise.
+            spooled = getattr(request._request, "_lorekeeper_spool", None)
+            params, stream, filename = request.query_params, spooled[0] if spooled else request._request, ""
         else:
             raise ApplicationError(
                 "Send multipart/form-data with a `file` field, or the raw file as application/jsonl.",
@@ -393,11 +407,13 @@ class MessageListApi(APIView):
     @extend_schema(
         operation_id="messages_create", request=MessageInputSerializer, responses={201: MessageWriteOutputSerializer}
     )
+    @idempotent
     def post(self, request, chat_id: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
         serializer = MessageInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        message, chat = message_append(chat=chat, data=serializer.validated_data, integrity=request_integrity(request))
+        integrity = request_integrity(request, required=True)
+        message, chat = message_append(chat=chat, data=serializer.validated_data, integrity=integrity)
         return with_etag(Response(_write_answer(message, chat), status=status.HTTP_201_CREATED), chat.integrity)
 
 
@@ -410,19 +426,21 @@ class MessageDetailApi(APIView):
     @extend_schema(
         operation_id="messages_update", request=MessageInputSerializer, responses=MessageWriteOutputSerializer
     )
+    @idempotent
     def patch(self, request, chat_id: int, index: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
         selectors.message_get(chat=chat, index=index)
         serializer = MessageInputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         message, chat = message_update(
-            chat=chat, index=index, data=serializer.validated_data, integrity=request_integrity(request)
+            chat=chat, index=index, data=serializer.validated_data, integrity=request_integrity(request, required=True)
         )
         return with_etag(Response(_write_answer(message, chat)), chat.integrity)
 
     @extend_schema(operation_id="messages_destroy", responses=ChatWriteOutputSerializer)
+    @idempotent
     def delete(self, request, chat_id: int, index: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
         selectors.message_get(chat=chat, index=index)
-        chat = message_delete(chat=chat, index=index, integrity=request_integrity(request))
+        chat = message_delete(chat=chat, index=index, integrity=request_integrity(request, required=True))
         return with_etag(Response(_write_answer(None, chat)), chat.integrity)

@@ -8,11 +8,13 @@ range: 409). Both carry the operation's position in the request.
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 from apps.common.exceptions import ApplicationError
 
 OPERATIONS = ("add", "remove", "replace", "move", "copy", "test")
+_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]{0,17}")  # ASCII digits, no leading zeros (RFC 6901)
 
 
 class PatchError(Exception):
@@ -61,7 +63,7 @@ def array_index(token: str, length: int, *, allow_end: bool) -> int:
     """The array position a token names; `-` (and `length` itself) only where a new element may go."""
     if token == "-" and allow_end:
         return length
-    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
+    if not _ARRAY_INDEX.fullmatch(token):
         raise PatchConflict(f"{token!r} is not an array index")
     index = int(token)
     if index > length or (index == length and not allow_end):
@@ -150,7 +152,10 @@ def json_equal(a: Any, b: Any) -> bool:
         return a == b
     if isinstance(a, int | float) and isinstance(b, int | float):
         # As JSON readers see them (doubles): PostgreSQL writes 5.360518876743166e+16 back as 53605188767431660.
-        return float(a) == float(b)
+        try:
+            return float(a) == float(b)
+        except OverflowError:  # an integer beyond any double equals no float
+            return False
     return type(a) is type(b) and a == b
 
 

@@ -22,6 +22,7 @@ from apps.common.exceptions import ApplicationError
 from apps.common.integrity import request_integrity, with_etag
 from apps.common.parsers import JSONPatchParser, LimitedJSONParser, MergePatchParser
 from apps.common.serializers import DictField
+from apps.common.streams import spool_body
 from apps.sync.idempotency import idempotent
 from apps.sync.models import ChatRevision
 from apps.sync.services import chats as sync
@@ -188,54 +189,46 @@ class ChatDeltaApi(APIView):
         return with_etag(Response(DeltaOutputSerializer(body).data), delta.chat.integrity)
 
 
-def _save_body(stream) -> tuple[tempfile.SpooledTemporaryFile, object, bool]:
-    """Stream `{"chat": [...], "integrity", "force"}` into a JSONL spool (disk past 8 MB): a 100 MB save never sits
-    in memory whole."""
-    spool = tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024)
-    integrity, force, seen_chat, builder, item = None, False, False, None, 0
-    limit = settings.LOREKEEPER_MAX_IMPORT_BYTES
+def _save_to_jsonl(body) -> tuple[tempfile.SpooledTemporaryFile, object, bool]:
+    """Turn `{"chat": [...], "integrity", "force"}` into a JSONL spool (disk past 8 MB) item by item, so a 100 MB
+    save never sits in memory whole. ijson's C parser stops at integers beyond 64 bits, which SillyTavern files
+    may hold (ids, seeds): those bodies are parsed again with its pure-Python parser."""
     try:
-        for prefix, event, value in ijson.parse(_Reader(stream, limit), use_float=True):
-            if builder is not None:
-                builder.event(event, value)
-                if prefix == "chat.item" and event == "end_map":
-                    spool.write(json.dumps(builder.value, ensure_ascii=False).encode() + b"\n")
-                    builder, item = None, item + 1
-            elif prefix == "chat.item":
-                if event != "start_map":
-                    raise ApplicationError(f"chat[{item}] is not a JSON object.", {"field": f"chat[{item}]"})
-                builder = ijson.ObjectBuilder()
-                builder.event(event, value)
-            elif prefix == "chat" and event == "start_array":
-                seen_chat = True
-            elif prefix == "integrity" and event in ("string", "null"):
-                integrity = value
-            elif prefix == "force" and event == "boolean":
-                force = value
+        return _parse_save(body, ijson)
+    except ijson.JSONError as exc:
+        if "overflow" not in str(exc).lower():
+            raise ApplicationError(f"The body is not valid JSON: {exc}.", {"field": "body"}) from exc
+    body.seek(0)
+    try:
+        return _parse_save(body, ijson.get_backend("python"))
     except ijson.JSONError as exc:
         raise ApplicationError(f"The body is not valid JSON: {exc}.", {"field": "body"}) from exc
+
+
+def _parse_save(body, backend) -> tuple[tempfile.SpooledTemporaryFile, object, bool]:
+    spool = tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024)
+    integrity, force, seen_chat, builder, item = None, False, False, None, 0
+    for prefix, event, value in backend.parse(body, use_float=True):
+        if builder is not None:
+            builder.event(event, value)
+            if prefix == "chat.item" and event == "end_map":
+                spool.write(json.dumps(builder.value, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+                builder, item = None, item + 1
+        elif prefix == "chat.item":
+            if event != "start_map":
+                raise ApplicationError(f"chat[{item}] is not a JSON object.", {"field": f"chat[{item}]"})
+            builder = ijson.ObjectBuilder()
+            builder.event(event, value)
+        elif prefix == "chat" and event == "start_array":
+            seen_chat = True
+        elif prefix == "integrity" and event in ("string", "null"):
+            integrity = value
+        elif prefix == "force" and event == "boolean":
+            force = value
     if not seen_chat:
         raise ApplicationError("`chat` must be a JSON array: the header, then the messages.", {"field": "chat"})
     spool.seek(0)
     return spool, integrity, force
-
-
-class _Reader:
-    """A request stream that answers 413 once more than `limit` bytes have been read."""
-
-    def __init__(self, stream, limit: int) -> None:
-        self.stream, self.total, self.limit = stream, 0, limit
-
-    def read(self, size: int = 64 * 1024) -> bytes:
-        data = self.stream.read(size)
-        self.total += len(data)
-        if self.total > self.limit:
-            raise ApplicationError(
-                f"The chat is larger than this server accepts ({self.limit // (1024 * 1024)} MB).",
-                {"max_bytes": self.limit},
-                status=413,
-            )
-        return data
 
 
 class SaveInputSerializer(serializers.Serializer):
@@ -252,6 +245,7 @@ class ChatSaveApi(APIView):
     """SillyTavern's full overwrite, for legacy clients (and the benchmark baseline). Prefer append and patch."""
 
     parser_classes = [JsonlPassthroughParser]
+    streamed_body = True
 
     @extend_schema(
         operation_id="chats_save",
@@ -266,7 +260,8 @@ class ChatSaveApi(APIView):
             raise ApplicationError(
                 "Send the save as application/json.", {"field": "Content-Type"}, status=415, code="unsupported_media"
             )
-        spool, body_integrity, force = _save_body(request._request)
+        body, _ = spool_body(request, limit=settings.LOREKEEPER_MAX_IMPORT_BYTES)
+        spool, body_integrity, force = _save_to_jsonl(body)
         integrity = request_integrity(request, {"integrity": body_integrity}, required=not force)
         try:
             chat = sync.chat_save(chat=chat, jsonl=spool, integrity=integrity, force=force)

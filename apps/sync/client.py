@@ -141,7 +141,10 @@ class ChatSync:
         return self._write("POST", "append", {"messages": messages, "generation_id": generation_id})
 
     def edit(self, index: int, path: str, value: Any) -> None:
-        """Set a field of a message (`path` is a JSON pointer inside it, e.g. "mes" or "extra/ns/key"), debounced."""
+        """Set a field of a message (`path` is a JSON pointer inside it, e.g. "mes" or "extra/ns/key"), debounced.
+
+        On a conflict the pending patch is re-applied as it is, by index; to make sure it still lands on the same
+        message after someone else inserted or removed messages, queue a `test` operation before it."""
         # `add` sets a member whether or not it exists yet (RFC 6902), so it serves for new and changed fields.
         self.queue({"op": "add", "path": f"/{index}/{path}", "value": value})
 
@@ -159,17 +162,29 @@ class ChatSync:
             self._pending.timer.start()
 
     def flush(self) -> dict[str, Any] | None:
-        """Send the pending patch now (one request for the whole burst)."""
+        """Send the pending patch now (one request for the whole burst).
+
+        If it cannot be sent (network down, server error) the operations stay queued, in order, for the next
+        flush; a patch the server refuses (4xx, e.g. a failed `test`) is dropped and its error raised."""
         with self._lock:
             if self._pending.timer is not None:
                 self._pending.timer.cancel()
-            operations, error = self._pending.operations, self._pending.error
-            self._pending = _Pending()
+                self._pending.timer = None
+            error, self._pending.error = self._pending.error, None
             if error is not None:
-                raise error
+                raise error  # from a background flush; its operations are still queued
+            operations, self._pending.operations = self._pending.operations, []
             if not operations:
                 return None
-            return self._write("POST", "patch", {"operations": operations})
+            try:
+                return self._write("POST", "patch", {"operations": operations})
+            except SyncError as exc:
+                if exc.status >= 500:
+                    self._pending.operations[:0] = operations
+                raise
+            except NETWORK_ERRORS:
+                self._pending.operations[:0] = operations
+                raise
 
     def _flush_in_background(self) -> None:
         try:

@@ -7,27 +7,34 @@ import functools
 import hashlib
 import json
 
+from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import connection, transaction
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from apps.common.exceptions import ApplicationError
+from apps.common.streams import spool_body
 from apps.sync.models import IdempotencyRecord
 
 MAX_KEY_LENGTH = 200
 REPLAYED_HEADERS = ("ETag", "Location")
 
 
-def _fingerprint(request) -> str:
-    data = request.data
+def _fingerprint(view, request) -> str:
+    """Method, path, If-Match and body. A view that streams its body (`streamed_body = True`) is fingerprinted by
+    the SHA-256 of the raw bytes, which are spooled for the view to read afterwards."""
+    streamed = getattr(view, "streamed_body", False) and not request.content_type.startswith("multipart/")
+    data = spool_body(request, limit=settings.LOREKEEPER_MAX_IMPORT_BYTES)[1] if streamed else request.data
     if hasattr(data, "lists"):  # a QueryDict (forms, multipart): uploads count by name and size
         data = {
             key: [f"{v.name}:{v.size}" if isinstance(v, UploadedFile) else v for v in values]
             for key, values in data.lists()
         }
-    files = {key: f"{upload.name}:{upload.size}" for key, upload in getattr(request, "FILES", {}).items()}
-    body = json.dumps({"data": data, "files": files}, sort_keys=True, default=str)
+    files = {} if streamed else {key: f"{upload.name}:{upload.size}" for key, upload in request.FILES.items()}
+    body = json.dumps(
+        {"data": data, "files": files, "if_match": request.headers.get("If-Match")}, sort_keys=True, default=str
+    )
     return hashlib.sha256(f"{request.method} {request.get_full_path()} {body}".encode()).hexdigest()
 
 
@@ -50,7 +57,7 @@ def idempotent(method):
             raise ApplicationError(
                 f"Idempotency-Key is longer than {MAX_KEY_LENGTH} characters.", {"field": "Idempotency-Key"}
             )
-        fingerprint = _fingerprint(request)
+        fingerprint = _fingerprint(self, request)
         with transaction.atomic():
             _lock(request.user.pk, key)
             record = IdempotencyRecord.objects.filter(user=request.user, key=key).first()

@@ -74,8 +74,8 @@
     if (result.status === 409 && result.data.error === "patch_conflict") {
       pending = null;
       showNotice(
-        "The message you changed has moved or changed meanwhile, so your change was not applied. Reload the page " +
-          "to see the current chat.",
+        "What you changed was itself changed or moved elsewhere meanwhile, so your change was not applied. " +
+          "Reload the page to see the current chat; your text is kept below.",
         change.text,
       );
       return false;
@@ -91,10 +91,21 @@
     return true;
   }
 
+  async function readChat() {
+    const response = await fetch(api, { credentials: "same-origin" });
+    if (!response.ok) throw new Error("could not read the chat (" + response.status + ")");
+    return response.json();
+  }
+
   notice.querySelector(".sync-reapply").addEventListener("click", async () => {
     if (!pending) return;
-    const response = await fetch(api, { credentials: "same-origin" });
-    const chat = await response.json();
+    let chat;
+    try {
+      chat = await readChat();
+    } catch (error) {
+      showNotice("Could not reach the server to re-read the chat: " + error.message, pending.text);
+      return;
+    }
     list.dataset.integrity = chat.integrity;
     list.dataset.total = chat.total_messages;
     const change = pending;
@@ -157,19 +168,26 @@
 
   async function deleteFrom(article) {
     const index = Number(article.dataset.index);
-    const total = Number(list.dataset.total);
-    const count = total - index;
+    const shown = Number(list.dataset.total);
+    const count = shown - index;
     if (!window.confirm("Delete message #" + index + (count > 1 ? " and the " + (count - 1) + " after it" : "") + "?")) {
       return;
     }
     const message = await readMessage(index);
-    const operations = [{ op: "test", path: "/" + index + "/mes", value: message.mes }];
-    for (let i = total - 1; i >= index; i--) operations.push({ op: "remove", path: "/" + i });
+    let removed = 0;
     await apply({
-      send: patch(operations),
+      // Built when sent (again on a re-apply), from the chat's length then: messages added elsewhere since
+      // the page loaded go too, and the `test` makes sure #index is still the message the person chose.
+      send: async () => {
+        const total = (await readChat()).total_messages;
+        const operations = [{ op: "test", path: "/" + index + "/mes", value: message.mes }];
+        for (let i = total - 1; i >= index; i--) operations.push({ op: "remove", path: "/" + i });
+        removed = total - index;
+        return request("POST", "patch", { operations });
+      },
       text: "delete from message #" + index,
       done: () => {
-        for (let i = index; i < total; i++) document.getElementById("m" + i)?.remove();
+        for (let i = index; i < index + removed; i++) document.getElementById("m" + i)?.remove();
       },
     });
   }
@@ -183,6 +201,9 @@
   });
 
   const metadataForm = document.getElementById("metadata-form");
+  // What the person's edit was made against: a re-apply after a conflict must not overwrite another device's
+  // metadata changes, so the patch tests it first.
+  let metadataSeen = metadataForm ? JSON.parse(metadataForm.elements.metadata.value) : null;
   metadataForm?.addEventListener("submit", async (event) => {
     event.preventDefault();
     const raw = metadataForm.elements.metadata.value;
@@ -193,10 +214,15 @@
       showNotice("The metadata is not valid JSON: " + error.message, null);
       return;
     }
+    const operations = [
+      { op: "test", path: "", value: metadataSeen },
+      { op: "replace", path: "", value },
+    ];
     await apply({
-      send: () => request("PATCH", "metadata", [{ op: "replace", path: "", value }], "application/json-patch+json"),
+      send: () => request("PATCH", "metadata", operations, "application/json-patch+json"),
       text: raw,
       done: (data) => {
+        metadataSeen = data.chat_metadata;
         metadataForm.elements.metadata.value = JSON.stringify(data.chat_metadata, null, 2);
       },
     });

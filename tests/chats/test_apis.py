@@ -6,6 +6,7 @@ from apps.chats.models import Character, Chat, Message
 from apps.chats.services.chats import chat_import
 from tests.chats.factories import CharacterFactory, ChatFactory, add_messages
 from tests.chats.helpers import fixture_bytes, json_lines, stream
+from tests.sync.helpers import if_match
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +65,7 @@ def test_lists_show_only_the_users_own_objects(api, other_api, chat, character):
 
 def test_chat_cannot_be_given_another_users_character(api, other_user, chat):
     theirs = CharacterFactory(user=other_user)
-    response = api.patch(f"/api/v1/chats/{chat.pk}/", {"character_ids": [theirs.pk]}, format="json")
+    response = api.patch(f"/api/v1/chats/{chat.pk}/", {"character_ids": [theirs.pk]}, format="json", **if_match(chat))
     assert response.status_code == 400
     assert response.json()["extra"]["field"] == "character_ids"
 
@@ -125,7 +126,12 @@ def test_chat_create_update_delete(api, character):
     assert response.status_code == 201
     created = response.json()
     assert created["character_name"] == "Aqua" and created["total_messages"] == 0
-    response = api.patch(f"/api/v1/chats/{created['id']}/", {"chat_metadata": {"note": 1}}, format="json")
+    response = api.patch(
+        f"/api/v1/chats/{created['id']}/",
+        {"chat_metadata": {"note": 1}},
+        format="json",
+        **if_match(created["integrity"]),
+    )
     assert response.json()["chat_metadata"] == {"note": 1}
     assert response.json()["integrity"] != created["integrity"]
     assert api.delete(f"/api/v1/chats/{created['id']}/").status_code == 204
@@ -209,13 +215,18 @@ def test_bad_paging_parameters_answer_400(api, chat, query):
 
 
 def test_message_writes_return_the_new_integrity(api, chat):
-    created = api.post(f"/api/v1/chats/{chat.pk}/messages/", {"mes": "hello", "is_user": True}, format="json")
+    created = api.post(
+        f"/api/v1/chats/{chat.pk}/messages/", {"mes": "hello", "is_user": True}, format="json", **if_match(chat)
+    )
     assert created.status_code == 201
     body = created.json()
     assert body["message"]["index"] == 5 and body["total_messages"] == 6
-    updated = api.patch(f"/api/v1/chats/{chat.pk}/messages/5/", {"mes": "hello!"}, format="json").json()
+    assert created["ETag"] == f'"{body["integrity"]}"'
+    updated = api.patch(
+        f"/api/v1/chats/{chat.pk}/messages/5/", {"mes": "hello!"}, format="json", **if_match(body["integrity"])
+    ).json()
     assert updated["message"]["mes"] == "hello!" and updated["integrity"] != body["integrity"]
-    deleted = api.delete(f"/api/v1/chats/{chat.pk}/messages/0/").json()
+    deleted = api.delete(f"/api/v1/chats/{chat.pk}/messages/0/", **if_match(updated["integrity"])).json()
     assert deleted["total_messages"] == 5 and deleted["integrity"] != updated["integrity"]
     assert api.get(f"/api/v1/chats/{chat.pk}/").json()["integrity"] == deleted["integrity"]
 
@@ -238,6 +249,15 @@ def test_invalid_message_answers_400_naming_the_field(api, chat, body, field):
     assert field in response.json()
     chat.refresh_from_db()
     assert chat.integrity == integrity and chat.message_count == 5
+
+
+def test_message_writes_need_the_integrity_and_refuse_a_stale_one(api, chat):
+    url = f"/api/v1/chats/{chat.pk}/messages/0/"
+    assert api.patch(url, {"mes": "x"}, format="json").status_code == 428
+    stale = api.patch(url, {"mes": "x"}, format="json", **if_match("00000000-0000-4000-8000-000000000000"))
+    assert stale.status_code == 409 and stale.json()["error"] == "integrity"
+    assert api.delete(url).status_code == 428
+    assert api.get(url).json()["mes"] == "The tavern is loud tonight."
 
 
 def test_missing_message_answers_404(api, chat):

@@ -39,10 +39,11 @@ def messages(draw):
 
 
 def overlap(stored: list, incoming: list) -> int:
-    for size in range(min(len(stored), len(incoming), 100), 0, -1):
-        if all(json_equal(a, b) for a, b in zip(stored[-size:], incoming[:size], strict=True)):
-            return size
-    return 0
+    """Luker's retry rule: incoming messages equal to the last stored one are dropped while they are."""
+    skipped = 0
+    while stored and skipped < len(incoming) and json_equal(incoming[skipped], stored[-1]):
+        skipped += 1
+    return skipped
 
 
 def pointer_token(key: str) -> str:

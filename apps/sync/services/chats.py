@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 from django.db import transaction
 from django.db.models import F
 
-from apps.chats.jsonl import MESSAGE_FIELDS, split_fields
+from apps.chats.jsonl import HEADER_FIELDS, MESSAGE_FIELDS, split_fields
 from apps.chats.models import Chat, Message
 from apps.chats.services.chats import (
     MESSAGE_COLUMNS,
@@ -40,8 +40,6 @@ from apps.sync.models import ChatRevision, SeenGeneration
 
 MAX_APPEND_MESSAGES = 1000
 MAX_PATCH_OPERATIONS = 10_000
-# A retried append is recognised by its messages matching the chat's last ones; this bounds that comparison.
-RETRY_OVERLAP_MAX = 100
 
 
 @dataclass
@@ -65,12 +63,10 @@ def _last_lines(chat: Chat, count: int) -> list[dict[str, Any]]:
     return [message_line(row) for row in reversed(rows)]
 
 
-def _retry_overlap(stored_tail: list[dict[str, Any]], incoming: list[dict[str, Any]]) -> int:
-    """How many of the incoming messages the chat already ends with (a retry of an append that landed)."""
-    for size in range(min(len(stored_tail), len(incoming)), 0, -1):
-        if all(jsonpatch.json_equal(a, b) for a, b in zip(stored_tail[-size:], incoming[:size], strict=True)):
-            return size
-    return 0
+def _ends_with(chat: Chat, incoming: list[dict[str, Any]]) -> bool:
+    """Does the chat already end with exactly these messages (an append that landed, its answer lost)?"""
+    tail = _last_lines(chat, len(incoming))
+    return len(tail) == len(incoming) and all(jsonpatch.json_equal(a, b) for a, b in zip(tail, incoming, strict=True))
 
 
 @transaction.atomic
@@ -80,21 +76,25 @@ def chat_append(
     """Append messages at the end, at a cost independent of the chat's length.
 
     A retry is recognised and answered as a success with nothing doubled: a `generation_id` already seen for this
-    chat (stored, so it survives restarts and is shared by every web worker), or incoming messages the chat already
-    ends with. Because a retry whose first answer was lost carries the integrity from before that write, it is
-    recognised before the integrity is compared."""
+    chat (stored, so it survives restarts and is shared by every web worker), or, as Luker does, incoming messages
+    deep-equal to the last stored one (dropped while they are). A retry whose first answer was lost carries the
+    integrity from before that write: with a stale integrity, a request whose messages the chat already ends with
+    is that retry; anything else is a conflict (409)."""
     if len(messages) > MAX_APPEND_MESSAGES:
         raise ApplicationError(f"At most {MAX_APPEND_MESSAGES} messages per append.", {"field": "messages"})
     _check_messages(messages)
     chat = chat_lock(chat=chat)
     if generation_id and SeenGeneration.objects.filter(chat=chat, generation_id=generation_id).exists():
         return WriteResult(chat=chat, skipped=len(messages))
-    overlap = _retry_overlap(_last_lines(chat, min(len(messages), RETRY_OVERLAP_MAX)), messages)
     if chat.integrity != integrity:
-        if messages and overlap == len(messages):
+        if messages and _ends_with(chat, messages):
             return WriteResult(chat=chat, skipped=len(messages))
         raise IntegrityConflict(chat)
-    new = messages[overlap:]
+    last = _last_lines(chat, 1)
+    skipped = 0
+    while last and skipped < len(messages) and jsonpatch.json_equal(messages[skipped], last[0]):
+        skipped += 1
+    new = messages[skipped:]
     if generation_id:
         SeenGeneration.objects.create(chat=chat, generation_id=generation_id)
     if new:
@@ -102,7 +102,7 @@ def chat_append(
         message_rows_insert(chat_id=chat.pk, rows=rows)
         chat.message_count += len(new)
         chat_touch(chat=chat, fields=["message_count"])
-    return WriteResult(chat=chat, applied=len(new), skipped=overlap)
+    return WriteResult(chat=chat, applied=len(new), skipped=skipped)
 
 
 class _MessageArray:
@@ -230,21 +230,23 @@ def chat_patch(*, chat: Chat, operations: list[Any], integrity: uuid.UUID) -> Wr
     chat = chat_lock(chat=chat, integrity=integrity)
     messages = _MessageArray(chat)
     result = WriteResult(chat=chat)
+    changed = False
     for i, op in enumerate(operations):
         try:
             jsonpatch.validate_operation(op)
-            reason = unstorable_reason(op.get("value"))
+            reason = unstorable_reason(op)
             if reason:
-                raise jsonpatch.PatchInvalid(f"the value {reason}")
+                raise jsonpatch.PatchInvalid(f"the operation {reason}")
             if _apply_to_messages(messages, op):
                 result.applied += 1
+                changed = changed or op["op"] != "test"
             else:
                 result.skipped += 1
         except jsonpatch.PatchError as exc:
             exc.op_index = i
             raise jsonpatch.as_application_error(exc) from exc
     messages.flush()
-    if result.applied:
+    if changed:
         chat_touch(chat=chat, fields=["message_count"])
     return result
 
@@ -287,7 +289,9 @@ def _snapshot(chat: Chat, reason: str) -> ChatRevision:
 
 def _replace_contents(chat: Chat, jsonl: BinaryIO) -> Chat:
     Message.objects.filter(chat=chat).delete()
-    chat.header_other_fields, chat.header_absent_fields = {}, []
+    for key, (_, default) in HEADER_FIELDS.items():
+        setattr(chat, key, default())
+    chat.header_other_fields, chat.header_absent_fields = {}, list(HEADER_FIELDS)
     chat_load_jsonl(chat=chat, stream=jsonl)
     return chat_touch(
         chat=chat,

@@ -59,7 +59,7 @@ def extension_data_set(
     `extra[namespace]` still shows the previous swipe's data, as in the seed."""
     if not isinstance(values, dict) or not values:
         raise ApplicationError("`values` must be a non-empty JSON object of keys to set.", {"field": "values"})
-    reason = unstorable_reason(values)
+    reason = unstorable_reason({namespace: values})
     if reason:
         raise ApplicationError(f"`values` {reason}.", {"field": "values"})
     chat = chat_lock(chat=chat, integrity=integrity)
@@ -68,10 +68,11 @@ def extension_data_set(
     namespace_data = dict(current) if isinstance(current, dict) else {}
     namespace_data.update(values)
     message.extra[namespace] = namespace_data
+    message.other_fields.pop("extra", None)  # a non-object `extra` kept verbatim gives way to the real one
     swipe_extra = _current_swipe_extra(message, create=True)
     if swipe_extra is not None:
         swipe_extra[namespace] = copy.deepcopy(namespace_data)
     if "extra" in message.absent_fields:
         message.absent_fields.remove("extra")
-    message.save(update_fields=["extra", "swipe_info", "absent_fields"])
+    message.save(update_fields=["extra", "swipe_info", "other_fields", "absent_fields"])
     return ExtensionData(message=message, namespace=namespace), chat_touch(chat=chat)
