@@ -170,17 +170,25 @@ def wire_comparison(client, user, tmp: Path, repeats: int) -> None:
 
 
 def append_latency(client, user, tmp: Path, sizes: list[int], repeats: int) -> None:
-    figures = {}
+    """All chats are built first, then appends go round-robin across them, so whatever the machine does in the
+    background (checkpoints after the large imports, autovacuum) weighs on every size alike."""
+    from django.db import connection
+
+    handles = {}
     for size in sizes:
-        chat = make_chat(user, size, tmp)
-        handle = client.chat(chat.pk)
-        handle.refresh()
-        samples = []
-        for i in range(repeats):
+        handles[size] = client.chat(make_chat(user, size, tmp).pk)
+        handles[size].refresh()
+    with connection.cursor() as cursor:
+        cursor.execute("CHECKPOINT")
+        cursor.execute("ANALYZE chats_message")
+    samples: dict[int, list[float]] = {size: [] for size in sizes}
+    for i in range(repeats):
+        for size, handle in handles.items():
             message = {"name": "You", "is_user": True, "mes": f"append {i}", "send_date": str(i), "extra": {}}
             seconds, _ = timed(lambda message=message, handle=handle: handle.append([message]))
-            samples.append(seconds)
-        figures[size] = statistics.median(samples)
+            samples[size].append(seconds)
+    figures = {size: statistics.median(values) for size, values in samples.items()}
+    for size in sizes:
         print(f"append latency at {size:>7,} messages: median {figures[size] * 1000:6.1f} ms over {repeats}")
     small, large = min(sizes), max(sizes)
     print(f"  {large:,} vs {small:,} messages: {figures[large] / figures[small]:.2f}x")

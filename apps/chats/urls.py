@@ -16,6 +16,11 @@ urlpatterns = [
     path("chats/<int:chat_id>/messages/<int:index>/swipes/", views.message_swipes, name="swipes"),
     path("chats/<int:chat_id>/export/", views.chat_export_view, name="export"),
     path("chats/<int:chat_id>/delete/", views.chat_delete_view, name="delete"),
+    path(
+        "chats/<int:chat_id>/revisions/<int:revision_id>/restore/",
+        views.chat_revision_restore_view,
+        name="revision-restore",
+    ),
     path("characters/", views.character_list, name="characters"),
     path("characters/new/", views.character_detail, name="character-new"),
     path("characters/import/", views.character_import_view, name="character-import"),

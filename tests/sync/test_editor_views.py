@@ -67,3 +67,29 @@ def test_the_fragment_of_another_users_message_is_404(web, other_user):
     theirs = ChatFactory(user=other_user)
     add_messages(theirs, 2)
     assert web.get(f"/chats/{theirs.pk}/messages/0/").status_code == 404
+
+
+def test_earlier_versions_are_listed_and_restored_from_the_page(web, api, chat):
+    original = exported(chat)
+    forced = api.post(
+        f"/api/v1/chats/{chat.pk}/save",
+        {"chat": [{"user_name": "x"}, {"mes": "overwritten"}], "force": True},
+        format="json",
+    )
+    assert forced.status_code == 200
+    page = web.get(f"/chats/{chat.pk}/").content.decode()
+    assert "Earlier versions (1)" in page and "forced save" in page
+    revision = chat.revisions.get()
+    stale = web.post(f"/chats/{chat.pk}/revisions/{revision.pk}/restore/", {"integrity": str(chat.integrity)})
+    assert stale.status_code == 302 and exported(chat)[1] == {"mes": "overwritten"}
+    web.post(f"/chats/{chat.pk}/revisions/{revision.pk}/restore/", {"integrity": forced.json()["integrity"]})
+    assert exported(chat) == original
+
+
+def test_restoring_another_users_revision_is_404(web, other_user):
+    from apps.chats.services.chats import chat_create
+
+    theirs = chat_create(user=other_user, title="theirs")
+    assert (
+        web.post(f"/chats/{theirs.pk}/revisions/1/restore/", {"integrity": str(theirs.integrity)}).status_code == 404
+    )
