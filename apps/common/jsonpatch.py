@@ -196,6 +196,23 @@ def apply_patch(doc: Any, operations: Any) -> Any:
     return doc
 
 
+def patch_object(document: dict[str, Any], patch: Any, *, kind: str, what: str) -> dict[str, Any]:
+    """A JSON object patched by a merge patch (`kind` "merge", RFC 7386) or a JSON Patch ("json", RFC 6902),
+    which must leave it an object; errors answer as the sync API does (400 / 409, naming the operation)."""
+    try:
+        if kind == "merge":
+            if not isinstance(patch, dict):
+                raise PatchInvalid(f"a merge patch for {what} must be a JSON object")
+            patched = merge_patch(document, patch)
+        else:
+            patched = apply_patch(document, patch)
+        if not isinstance(patched, dict):
+            raise PatchInvalid(f"{what} must stay a JSON object")
+    except PatchError as exc:
+        raise as_application_error(exc) from exc
+    return patched
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, null deletes a member, anything else (arrays too) replaces."""
     if not isinstance(patch, dict):

@@ -256,17 +256,7 @@ def chat_metadata_patch(*, chat: Chat, patch: Any, kind: str, integrity: uuid.UU
     """`kind` "merge": RFC 7386 (true deep merge, null deletes, arrays replace); "json": RFC 6902. Keys the patch
     does not mention are untouched."""
     chat = chat_lock(chat=chat, integrity=integrity)
-    try:
-        if kind == "merge":
-            if not isinstance(patch, dict):
-                raise jsonpatch.PatchInvalid("a merge patch for chat_metadata must be a JSON object")
-            metadata = jsonpatch.merge_patch(chat.chat_metadata, patch)
-        else:
-            metadata = jsonpatch.apply_patch(chat.chat_metadata, patch)
-        if not isinstance(metadata, dict):
-            raise jsonpatch.PatchInvalid("chat_metadata must stay a JSON object")
-    except jsonpatch.PatchError as exc:
-        raise jsonpatch.as_application_error(exc) from exc
+    metadata = jsonpatch.patch_object(chat.chat_metadata, patch, kind=kind, what="chat_metadata")
     reason = unstorable_reason(metadata)
     if reason:
         raise ApplicationError(f"The patched chat_metadata {reason}.", {"field": "chat_metadata"})

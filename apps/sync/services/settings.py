@@ -36,16 +36,8 @@ def settings_patch(*, user: AbstractUser, patch: Any, kind: str, integrity: uuid
     document = SettingsDocument.objects.select_for_update().get(user=user)
     if document.integrity != integrity:
         raise SettingsConflict(document)
-    try:
-        if kind == "merge":
-            if not isinstance(patch, dict):
-                raise jsonpatch.PatchInvalid("a merge patch for settings must be a JSON object")
-            data = jsonpatch.merge_patch(document.data, patch)
-        else:
-            data = jsonpatch.apply_patch(document.data, patch)
-    except jsonpatch.PatchError as exc:
-        raise jsonpatch.as_application_error(exc) from exc
-    if not isinstance(data, dict) or not all(isinstance(value, dict) for value in data.values()):
+    data = jsonpatch.patch_object(document.data, patch, kind=kind, what="settings")
+    if not all(isinstance(value, dict) for value in data.values()):
         raise ApplicationError(
             "Settings are namespaced: a JSON object whose every value is an object (one per extension).",
             {"field": "settings"},
