@@ -14,7 +14,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chats import selectors
-from apps.chats.apis import export_response
+from apps.chats.apis.chats import export_response
 from apps.chats.forms import CharacterCardForm, CharacterForm, ChatImportForm
 from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import character_create, character_delete, character_update

@@ -1,0 +1,114 @@
+"""Characters: CRUD and card import."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.chats import selectors
+from apps.chats.apis.common import ListPagination
+from apps.chats.services.cards import character_import_card
+from apps.chats.services.characters import character_create, character_delete, character_update
+from apps.common.serializers import DictField, StorableInputSerializer
+from apps.sync.idempotency import idempotent
+
+
+class CharacterOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    personality = serializers.CharField()
+    scenario = serializers.CharField()
+    first_mes = serializers.CharField()
+    mes_example = serializers.CharField()
+    system_prompt = serializers.CharField()
+    creator_notes = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    card_data = serializers.DictField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class CharacterInputSerializer(StorableInputSerializer):
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
+    personality = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
+    scenario = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
+    first_mes = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
+    mes_example = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
+    system_prompt = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
+    creator_notes = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
+    tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=100)
+    card_data = DictField(required=False, help_text="Any other card data, kept verbatim.")
+
+
+class CharacterListApi(APIView):
+    @extend_schema(
+        operation_id="characters_list",
+        parameters=[OpenApiParameter("search", str, description="Filter by name (case-insensitive substring).")],
+        responses=CharacterOutputSerializer(many=True),
+    )
+    def get(self, request):
+        paginator = ListPagination()
+        qs = selectors.character_list(user=request.user, search=request.query_params.get("search", ""))
+        page = paginator.paginate_queryset(qs.order_by("-id"), request, view=self)
+        return paginator.get_paginated_response(CharacterOutputSerializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="characters_create", request=CharacterInputSerializer, responses={201: CharacterOutputSerializer}
+    )
+    @idempotent
+    def post(self, request):
+        serializer = CharacterInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        character = character_create(user=request.user, **serializer.validated_data)
+        return Response(CharacterOutputSerializer(character).data, status=status.HTTP_201_CREATED)
+
+
+class CharacterDetailApi(APIView):
+    @extend_schema(operation_id="characters_retrieve", responses=CharacterOutputSerializer)
+    def get(self, request, character_id: int):
+        character = selectors.character_get(user=request.user, character_id=character_id)
+        return Response(CharacterOutputSerializer(character).data)
+
+    @extend_schema(
+        operation_id="characters_update", request=CharacterInputSerializer, responses=CharacterOutputSerializer
+    )
+    @idempotent
+    def patch(self, request, character_id: int):
+        character = selectors.character_get(user=request.user, character_id=character_id)
+        serializer = CharacterInputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        character = character_update(character=character, data=serializer.validated_data)
+        return Response(CharacterOutputSerializer(character).data)
+
+    @extend_schema(operation_id="characters_destroy", responses={204: None})
+    @idempotent
+    def delete(self, request, character_id: int):
+        character_delete(character=selectors.character_get(user=request.user, character_id=character_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CharacterCardImportInputSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="A character card: SillyTavern PNG, or V1/V2/V3 JSON.")
+
+
+class CharacterImportApi(APIView):
+    """Import a character card; the whole card is kept verbatim in `card_data`."""
+
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        operation_id="characters_import",
+        request={"multipart/form-data": CharacterCardImportInputSerializer},
+        responses={201: CharacterOutputSerializer},
+    )
+    @idempotent
+    def post(self, request):
+        serializer = CharacterCardImportInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        character = character_import_card(user=request.user, stream=serializer.validated_data["file"])
+        return Response(CharacterOutputSerializer(character).data, status=status.HTTP_201_CREATED)

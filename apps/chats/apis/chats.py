@@ -1,0 +1,182 @@
+"""Chats: CRUD, SillyTavern JSONL import and export."""
+
+from __future__ import annotations
+
+import re
+
+from django.http import StreamingHttpResponse
+from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.chats import selectors
+from apps.chats.apis.common import JSONL_CONTENT_TYPES, JsonlPassthroughParser, ListPagination, parse_ids
+from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_import, chat_update
+from apps.common.exceptions import ApplicationError
+from apps.common.integrity import request_integrity, with_etag
+from apps.common.serializers import DictField, StorableInputSerializer
+from apps.sync.idempotency import idempotent
+
+
+class CharacterRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
+class ChatSummarySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    characters = CharacterRefSerializer(many=True, source="characters.all")
+    user_name = serializers.CharField()
+    character_name = serializers.CharField()
+    total_messages = serializers.IntegerField(source="message_count")
+    integrity = serializers.UUIDField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class ChatDetailSerializer(ChatSummarySerializer):
+    create_date = serializers.JSONField()
+    chat_metadata = serializers.DictField()
+    has_header = serializers.BooleanField()
+
+
+class ChatInputSerializer(StorableInputSerializer):
+    title = serializers.CharField(max_length=300)
+    character_ids = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=50)
+    user_name = serializers.CharField(allow_blank=True, required=False, max_length=200)
+    character_name = serializers.CharField(allow_blank=True, required=False, max_length=200)
+    chat_metadata = DictField(required=False, help_text="Replaces the stored chat_metadata object.")
+
+
+class ChatListApi(APIView):
+    @extend_schema(
+        operation_id="chats_list",
+        parameters=[OpenApiParameter("search", str, description="Filter by title or character name.")],
+        responses=ChatSummarySerializer(many=True),
+    )
+    def get(self, request):
+        paginator = ListPagination()
+        qs = selectors.chat_list(user=request.user, search=request.query_params.get("search", ""))
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(ChatSummarySerializer(page, many=True).data)
+
+    @extend_schema(operation_id="chats_create", request=ChatInputSerializer, responses={201: ChatDetailSerializer})
+    @idempotent
+    def post(self, request):
+        serializer = ChatInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        chat = chat_create(user=request.user, **serializer.validated_data)
+        return Response(ChatDetailSerializer(chat).data, status=status.HTTP_201_CREATED)
+
+
+class ChatDetailApi(APIView):
+    @extend_schema(operation_id="chats_retrieve", responses=ChatDetailSerializer)
+    def get(self, request, chat_id: int):
+        chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+        return with_etag(Response(ChatDetailSerializer(chat).data), chat.integrity)
+
+    @extend_schema(operation_id="chats_update", request=ChatInputSerializer, responses=ChatDetailSerializer)
+    @idempotent
+    def patch(self, request, chat_id: int):
+        chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+        serializer = ChatInputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        chat = chat_update(
+            chat=chat, data=serializer.validated_data, integrity=request_integrity(request, required=True)
+        )
+        return with_etag(Response(ChatDetailSerializer(chat).data), chat.integrity)
+
+    @extend_schema(operation_id="chats_destroy", responses={204: None})
+    @idempotent
+    def delete(self, request, chat_id: int):
+        chat_delete(chat=selectors.chat_get(user=request.user, chat_id=chat_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ChatImportParamsSerializer(serializers.Serializer):
+    title = serializers.CharField(
+        required=False, allow_blank=True, max_length=300, help_text="Defaults to the file name."
+    )
+    character_ids = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="Comma-separated character ids; by default the characters named "
+        "in the file are linked, created when missing.",
+    )
+
+
+class ChatImportInputSerializer(ChatImportParamsSerializer):
+    file = serializers.FileField(help_text="A SillyTavern .jsonl chat file.")
+
+
+class ChatImportOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    total_messages = serializers.IntegerField(source="message_count")
+    integrity = serializers.UUIDField()
+
+
+class ChatImportApi(APIView):
+    """Import a SillyTavern JSONL chat: multipart field `file`, or the raw body as `application/jsonl` (then
+    `title` and `character_ids` come as query parameters). All or nothing; a bad line answers 400 naming it."""
+
+    parser_classes = [MultiPartParser, JsonlPassthroughParser]
+    streamed_body = True
+
+    @extend_schema(
+        operation_id="chats_import",
+        request={"multipart/form-data": ChatImportInputSerializer, "application/jsonl": OpenApiTypes.BINARY},
+        parameters=[
+            OpenApiParameter("title", str, description="Raw-body imports: the chat's title."),
+            OpenApiParameter("character_ids", str, description="Raw-body imports: comma-separated character ids."),
+        ],
+        responses={201: ChatImportOutputSerializer},
+    )
+    @idempotent
+    def post(self, request):
+        content_type = request.content_type.split(";")[0].strip().lower()
+        if content_type == "multipart/form-data":
+            upload = request.FILES.get("file")
+            if upload is None:
+                raise ApplicationError("Send the chat file in the multipart field `file`.", {"field": "file"})
+            params, stream, filename = request.data, upload, upload.name
+        elif content_type in JSONL_CONTENT_TYPES:
+            # Spooled already when an Idempotency-Key asked for the body's hash; streamed straight otherwise.
+            spooled = getattr(request._request, "_lorekeeper_spool", None)
+            params, stream, filename = request.query_params, spooled[0] if spooled else request._request, ""
+        else:
+            raise ApplicationError(
+                "Send multipart/form-data with a `file` field, or the raw file as application/jsonl.",
+                {"field": "Content-Type", "received": content_type},
+                status=status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            )
+        checked = ChatImportParamsSerializer(
+            data={k: params.get(k) for k in ("title", "character_ids") if k in params}
+        )
+        checked.is_valid(raise_exception=True)
+        title = checked.validated_data.get("title", "")
+        ids = parse_ids(params.getlist("character_ids"), "character_ids")
+        chat = chat_import(user=request.user, stream=stream, filename=filename, title=title, character_ids=ids)
+        return Response(ChatImportOutputSerializer(chat).data, status=status.HTTP_201_CREATED)
+
+
+def export_filename(title: str) -> str:
+    safe = re.sub(r"[^\w\- .@]+", "_", title).strip() or "chat"
+    return f"{safe[:120]}.jsonl"
+
+
+def export_response(chat) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(chat_export_lines(chat=chat), content_type="application/jsonl; charset=utf-8")
+    response["Content-Disposition"] = content_disposition_header(True, export_filename(chat.title))
+    return response
+
+
+class ChatExportApi(APIView):
+    @extend_schema(operation_id="chats_export", responses={(200, "application/jsonl"): OpenApiTypes.BINARY})
+    def get(self, request, chat_id: int):
+        return export_response(selectors.chat_get(user=request.user, chat_id=chat_id))

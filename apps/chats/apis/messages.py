@@ -1,0 +1,138 @@
+"""Messages of a chat: paged reads and single-message writes (with If-Match)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.chats import selectors
+from apps.chats.models import Message
+from apps.chats.services.messages import message_append, message_delete, message_update
+from apps.common.integrity import request_integrity, with_etag
+from apps.common.serializers import DictField, StorableInputSerializer
+from apps.sync.idempotency import idempotent
+
+
+class MessageOutputSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    name = serializers.CharField()
+    is_user = serializers.BooleanField()
+    is_system = serializers.BooleanField()
+    send_date = serializers.JSONField()
+    mes = serializers.CharField()
+    extra = serializers.DictField()
+    swipes = serializers.JSONField()
+    swipe_id = serializers.IntegerField(allow_null=True)
+    swipe_info = serializers.JSONField()
+    other_fields = serializers.DictField(help_text="Keys of the SillyTavern message beyond the ones above.")
+
+
+class MessageInputSerializer(StorableInputSerializer):
+    name = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
+    is_user = serializers.BooleanField(required=False)
+    is_system = serializers.BooleanField(required=False)
+    send_date = serializers.JSONField(required=False)
+    mes = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    extra = DictField(required=False)
+    swipes = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False, allow_null=True
+    )
+    swipe_id = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
+    swipe_info = serializers.ListField(child=DictField(), required=False, allow_null=True)
+    other_fields = DictField(required=False, help_text="Replaces all keys beyond the known ones.")
+
+
+class MessageWriteOutputSerializer(serializers.Serializer):
+    message = MessageOutputSerializer()
+    integrity = serializers.UUIDField()
+    total_messages = serializers.IntegerField()
+
+
+class ChatWriteOutputSerializer(serializers.Serializer):
+    integrity = serializers.UUIDField()
+    total_messages = serializers.IntegerField()
+
+
+class MessagePageSerializer(serializers.Serializer):
+    from_index = serializers.IntegerField()
+    next_index = serializers.IntegerField(allow_null=True)
+    total_messages = serializers.IntegerField()
+    has_more = serializers.BooleanField()
+    integrity = serializers.UUIDField()
+    results = MessageOutputSerializer(many=True)
+
+
+class MessageQuerySerializer(serializers.Serializer):
+    from_index = serializers.IntegerField(min_value=0, default=0)
+    limit = serializers.IntegerField(min_value=1, max_value=selectors.MAX_PAGE, default=100)
+
+
+def _write_answer(message: Message | None, chat) -> dict:
+    answer = {"integrity": chat.integrity, "total_messages": chat.message_count}
+    if message is not None:
+        answer["message"] = MessageOutputSerializer(message).data
+    return answer
+
+
+class MessageListApi(APIView):
+    @extend_schema(operation_id="messages_list", parameters=[MessageQuerySerializer], responses=MessagePageSerializer)
+    def get(self, request, chat_id: int):
+        chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+        query = MessageQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        from_index, limit = query.validated_data["from_index"], query.validated_data["limit"]
+        messages = selectors.message_page(chat=chat, from_index=from_index, limit=limit)
+        next_index = from_index + len(messages)
+        has_more = next_index < chat.message_count
+        page = {
+            "from_index": from_index,
+            "next_index": next_index if has_more else None,
+            "total_messages": chat.message_count,
+            "has_more": has_more,
+            "integrity": chat.integrity,
+            "results": messages,
+        }
+        return Response(MessagePageSerializer(page).data)
+
+    @extend_schema(
+        operation_id="messages_create", request=MessageInputSerializer, responses={201: MessageWriteOutputSerializer}
+    )
+    @idempotent
+    def post(self, request, chat_id: int):
+        chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+        serializer = MessageInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        integrity = request_integrity(request, required=True)
+        message, chat = message_append(chat=chat, data=serializer.validated_data, integrity=integrity)
+        return with_etag(Response(_write_answer(message, chat), status=status.HTTP_201_CREATED), chat.integrity)
+
+
+class MessageDetailApi(APIView):
+    @extend_schema(operation_id="messages_retrieve", responses=MessageOutputSerializer)
+    def get(self, request, chat_id: int, index: int):
+        chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+        return Response(MessageOutputSerializer(selectors.message_get(chat=chat, index=index)).data)
+
+    @extend_schema(
+        operation_id="messages_update", request=MessageInputSerializer, responses=MessageWriteOutputSerializer
+    )
+    @idempotent
+    def patch(self, request, chat_id: int, index: int):
+        chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+        selectors.message_get(chat=chat, index=index)
+        serializer = MessageInputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        message, chat = message_update(
+            chat=chat, index=index, data=serializer.validated_data, integrity=request_integrity(request, required=True)
+        )
+        return with_etag(Response(_write_answer(message, chat)), chat.integrity)
+
+    @extend_schema(operation_id="messages_destroy", responses=ChatWriteOutputSerializer)
+    @idempotent
+    def delete(self, request, chat_id: int, index: int):
+        chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+        selectors.message_get(chat=chat, index=index)
+        chat = message_delete(chat=chat, index=index, integrity=request_integrity(request, required=True))
+        return with_etag(Response(_write_answer(None, chat)), chat.integrity)

@@ -1,0 +1,1 @@
+"""The incremental sync API, settings and extension data."""

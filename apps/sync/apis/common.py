@@ -1,0 +1,42 @@
+"""What the sync API views share: parsers, header parameters, the chat state answer."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
+
+from apps.common.parsers import JSONPatchParser, LimitedJSONParser, MergePatchParser
+
+PATCH_PARSERS = [MergePatchParser, JSONPatchParser, LimitedJSONParser]
+INTEGRITY_PARAMETER = OpenApiParameter(
+    "If-Match", str, OpenApiParameter.HEADER, description="The integrity you last read (or an `integrity` field)."
+)
+IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, description="Retries with the same key answer the first answer."
+)
+WRITE_PARAMETERS = [INTEGRITY_PARAMETER, IDEMPOTENCY_PARAMETER]
+
+
+def patch_kind(request) -> str:
+    """merge-patch+json or json-patch+json; plain JSON is a merge patch when it is an object, else a JSON Patch."""
+    media = request.content_type.split(";")[0].strip().lower()
+    if media == "application/merge-patch+json":
+        return "merge"
+    if media == "application/json-patch+json":
+        return "json"
+    return "merge" if isinstance(request.data, dict) else "json"
+
+
+class ChatStateSerializer(serializers.Serializer):
+    integrity = serializers.UUIDField()
+    total_messages = serializers.IntegerField()
+
+
+def chat_state(result_chat) -> dict:
+    return {"integrity": result_chat.integrity, "total_messages": result_chat.message_count}
+
+
+def valid(serializer_class, data) -> dict:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
