@@ -21,6 +21,7 @@ from apps.sync.apis.common import (
 )
 from apps.sync.idempotency import idempotent
 from apps.sync.services import chats as sync
+from apps.sync.services.patch import chat_patch
 
 
 class AppendInputSerializer(serializers.Serializer):
@@ -78,7 +79,7 @@ class ChatPatchApi(APIView):
     def post(self, request, chat_id: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
         data = valid(PatchInputSerializer, request.data)
-        result = sync.chat_patch(
+        result = chat_patch(
             chat=chat,
             operations=data["operations"],
             integrity=request_integrity(request, request.data, required=True),
