@@ -6,7 +6,22 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from drf_spectacular.utils import OpenApiParameter
+
 from apps.common.exceptions import ApplicationError
+
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    str,
+    OpenApiParameter.HEADER,
+    description='The integrity you last read, as "<uuid>" (or an `integrity` field).',
+)
+IF_MATCH_REQUIRED = OpenApiParameter(
+    "If-Match", str, OpenApiParameter.HEADER, required=True, description='The integrity you last read, as "<uuid>".'
+)
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, description="Retries with the same key answer the first answer."
+)
 
 
 def request_integrity(request, body: Any = None, *, required: bool = False) -> uuid.UUID | None:

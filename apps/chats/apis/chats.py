@@ -17,7 +17,7 @@ from apps.chats import selectors
 from apps.chats.apis.common import JSONL_CONTENT_TYPES, JsonlPassthroughParser, ListPagination, parse_ids
 from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_import, chat_update
 from apps.common.exceptions import ApplicationError
-from apps.common.integrity import request_integrity, with_etag
+from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import DictField, StorableInputSerializer
 from apps.sync.idempotency import idempotent
 
@@ -80,7 +80,12 @@ class ChatDetailApi(APIView):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
         return with_etag(Response(ChatDetailSerializer(chat).data), chat.integrity)
 
-    @extend_schema(operation_id="chats_update", request=ChatInputSerializer, responses=ChatDetailSerializer)
+    @extend_schema(
+        operation_id="chats_update",
+        request=ChatInputSerializer,
+        responses=ChatDetailSerializer,
+        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY],
+    )
     @idempotent
     def patch(self, request, chat_id: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from apps.chats import selectors
 from apps.chats.models import Message
 from apps.chats.services.messages import message_append, message_delete, message_update
-from apps.common.integrity import request_integrity, with_etag
+from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import DictField, StorableInputSerializer
 from apps.sync.idempotency import idempotent
 
@@ -97,7 +97,10 @@ class MessageListApi(APIView):
         return Response(MessagePageSerializer(page).data)
 
     @extend_schema(
-        operation_id="messages_create", request=MessageInputSerializer, responses={201: MessageWriteOutputSerializer}
+        operation_id="messages_create",
+        request=MessageInputSerializer,
+        responses={201: MessageWriteOutputSerializer},
+        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY],
     )
     @idempotent
     def post(self, request, chat_id: int):
@@ -116,7 +119,10 @@ class MessageDetailApi(APIView):
         return Response(MessageOutputSerializer(selectors.message_get(chat=chat, index=index)).data)
 
     @extend_schema(
-        operation_id="messages_update", request=MessageInputSerializer, responses=MessageWriteOutputSerializer
+        operation_id="messages_update",
+        request=MessageInputSerializer,
+        responses=MessageWriteOutputSerializer,
+        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY],
     )
     @idempotent
     def patch(self, request, chat_id: int, index: int):
@@ -129,7 +135,11 @@ class MessageDetailApi(APIView):
         )
         return with_etag(Response(_write_answer(message, chat)), chat.integrity)
 
-    @extend_schema(operation_id="messages_destroy", responses=ChatWriteOutputSerializer)
+    @extend_schema(
+        operation_id="messages_destroy",
+        responses=ChatWriteOutputSerializer,
+        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY],
+    )
     @idempotent
     def delete(self, request, chat_id: int, index: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors
-from apps.common.integrity import request_integrity, with_etag
+from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.sync.apis.common import (
-    IDEMPOTENCY_PARAMETER,
     PATCH_PARSERS,
     WRITE_PARAMETERS,
     ChatStateSerializer,
@@ -109,8 +108,8 @@ class ChatMetadataApi(APIView):
         },
         responses=MetadataOutputSerializer,
         parameters=[
-            OpenApiParameter("If-Match", str, OpenApiParameter.HEADER, required=True),
-            IDEMPOTENCY_PARAMETER,
+            IF_MATCH_REQUIRED,
+            IDEMPOTENCY_KEY,
         ],
     )
     @idempotent

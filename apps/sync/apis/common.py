@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
+from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH
 from apps.common.parsers import JSONPatchParser, LimitedJSONParser, MergePatchParser
 
 PATCH_PARSERS = [MergePatchParser, JSONPatchParser, LimitedJSONParser]
-INTEGRITY_PARAMETER = OpenApiParameter(
-    "If-Match", str, OpenApiParameter.HEADER, description="The integrity you last read (or an `integrity` field)."
-)
-IDEMPOTENCY_PARAMETER = OpenApiParameter(
-    "Idempotency-Key", str, OpenApiParameter.HEADER, description="Retries with the same key answer the first answer."
-)
-WRITE_PARAMETERS = [INTEGRITY_PARAMETER, IDEMPOTENCY_PARAMETER]
+WRITE_PARAMETERS = [IF_MATCH, IDEMPOTENCY_KEY]
 
 
 def patch_kind(request) -> str:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors
-from apps.common.integrity import request_integrity, with_etag
+from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import DictField
 from apps.sync.apis.common import (
-    IDEMPOTENCY_PARAMETER,
     PATCH_PARSERS,
     WRITE_PARAMETERS,
     ChatStateSerializer,
@@ -97,7 +96,7 @@ class SettingsApi(APIView):
             "application/json-patch+json": {"type": "array", "items": {"type": "object"}},
         },
         responses=SettingsOutputSerializer,
-        parameters=[OpenApiParameter("If-Match", str, OpenApiParameter.HEADER, required=True), IDEMPOTENCY_PARAMETER],
+        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY],
     )
     @idempotent
     def patch(self, request):
