@@ -141,3 +141,16 @@ def test_queued_edits_survive_a_network_failure(live_server, user):
     handle.edit(0, "extra", {"k": 1})
     handle.flush()
     assert exported(chat)[1]["mes"] == "b" and exported(chat)[1]["extra"] == {"k": 1}
+
+
+@pytest.mark.django_db
+def test_a_save_with_a_lone_surrogate_is_refused_naming_the_item(api, chat):
+    def save(items: str):
+        body = '{"chat": [' + items + '], "integrity": "' + str(Chat.objects.get(pk=chat.pk).integrity) + '"}'
+        return api.generic("POST", f"/api/v1/chats/{chat.pk}/save", body, content_type="application/json")
+
+    response = save('{"user_name": "a"}, {"mes": "ok"}, {"mes": "bad \\ud800 here"}')
+    assert response.status_code == 400, response.content
+    assert response.json()["extra"]["field"] == "chat[2]"
+    assert save('{"user_name": "a"}, {"mes": "emoji \\ud83d\\ude00"}').status_code == 200
+    assert exported(chat)[1]["mes"] == "emoji 😀"

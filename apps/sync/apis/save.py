@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 
 import ijson
@@ -30,21 +31,42 @@ from apps.sync.idempotency import idempotent
 from apps.sync.models import ChatRevision
 from apps.sync.services import chats as sync
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _has_surrogate_escape(body) -> bool:
+    """ijson's C parser turns a lone surrogate escape into "?"; bodies with any surrogate escape (a valid pair
+    too) go to the pure-Python parser, which keeps them, so an unpaired one is refused as it is on import."""
+    tail = b""
+    while chunk := body.read(256 * 1024):
+        if _SURROGATE_ESCAPE.search(tail + chunk):
+            body.seek(0)
+            return True
+        tail = chunk[-6:]
+    body.seek(0)
+    return False
+
 
 def _save_to_jsonl(body) -> tuple[tempfile.SpooledTemporaryFile, object, bool]:
     """Turn `{"chat": [...], "integrity", "force"}` into a JSONL spool (disk past 8 MB) item by item, so a 100 MB
     save never sits in memory whole. ijson's C parser stops at integers beyond 64 bits, which SillyTavern files
     may hold (ids, seeds): those bodies are parsed again with its pure-Python parser."""
+    backends = [ijson.get_backend("python")] if _has_surrogate_escape(body) else [ijson, ijson.get_backend("python")]
+    for i, backend in enumerate(backends):
+        try:
+            return _parse_save(body, backend)
+        except ijson.JSONError as exc:
+            if i == len(backends) - 1 or "overflow" not in str(exc).lower():
+                raise ApplicationError(f"The body is not valid JSON: {exc}.", {"field": "body"}) from exc
+        body.seek(0)
+    raise AssertionError("unreachable")
+
+
+def _json_line(value) -> bytes:
     try:
-        return _parse_save(body, ijson)
-    except ijson.JSONError as exc:
-        if "overflow" not in str(exc).lower():
-            raise ApplicationError(f"The body is not valid JSON: {exc}.", {"field": "body"}) from exc
-    body.seek(0)
-    try:
-        return _parse_save(body, ijson.get_backend("python"))
-    except ijson.JSONError as exc:
-        raise ApplicationError(f"The body is not valid JSON: {exc}.", {"field": "body"}) from exc
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    except UnicodeEncodeError:  # a lone surrogate: escaped, so the loader can refuse it naming the item
+        return json.dumps(value, separators=(",", ":")).encode() + b"\n"
 
 
 def _parse_save(body, backend) -> tuple[tempfile.SpooledTemporaryFile, object, bool]:
@@ -54,7 +76,7 @@ def _parse_save(body, backend) -> tuple[tempfile.SpooledTemporaryFile, object, b
         if builder is not None:
             builder.event(event, value)
             if prefix == "chat.item" and event == "end_map":
-                spool.write(json.dumps(builder.value, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+                spool.write(_json_line(builder.value))
                 builder, item = None, item + 1
         elif prefix == "chat.item":
             if event != "start_map":
