@@ -16,5 +16,6 @@ urlpatterns = [
     path("api/v1/", include((api_urlpatterns, "api"))),
     path("accounts/", include(auth_urlpatterns)),
     path("accounts/", include("apps.accounts.urls")),
+    path("", include("apps.sync.urls")),
     path("", include("apps.chats.urls")),
 ]

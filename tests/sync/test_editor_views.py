@@ -93,3 +93,18 @@ def test_restoring_another_users_revision_is_404(web, other_user):
     assert (
         web.post(f"/chats/{theirs.pk}/revisions/1/restore/", {"integrity": str(theirs.integrity)}).status_code == 404
     )
+
+
+def test_settings_page_saves_and_refuses_a_stale_or_broken_document(web, user):
+    from apps.sync.services.settings import settings_get
+
+    page = web.get("/settings/")
+    integrity = settings_get(user=user).integrity
+    assert page.status_code == 200 and str(integrity) in page.content.decode()
+    saved = web.post("/settings/", {"settings": '{"smartMemory": {"budget": 500}}', "integrity": str(integrity)})
+    assert saved.status_code == 302 and settings_get(user=user).data == {"smartMemory": {"budget": 500}}
+    stale = web.post("/settings/", {"settings": '{"x": {}}', "integrity": str(integrity)})
+    assert stale.status_code == 400 and "changed by another client" in stale.content.decode()
+    assert '{"x": {}}' in stale.content.decode().replace("&quot;", '"')  # the person's text is kept
+    broken = web.post("/settings/", {"settings": "{nope", "integrity": str(settings_get(user=user).integrity)})
+    assert broken.status_code == 400 and settings_get(user=user).data == {"smartMemory": {"budget": 500}}
