@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -12,6 +11,7 @@ from apps.chats import selectors
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.sync.apis.common import (
     PATCH_PARSERS,
+    PATCH_REQUEST_BODIES,
     WRITE_PARAMETERS,
     ChatStateSerializer,
     chat_state,
@@ -102,10 +102,7 @@ class ChatMetadataApi(APIView):
 
     @extend_schema(
         operation_id="chats_metadata_patch",
-        request={
-            "application/merge-patch+json": OpenApiTypes.OBJECT,
-            "application/json-patch+json": {"type": "array", "items": {"type": "object"}},
-        },
+        request=PATCH_REQUEST_BODIES,
         responses=MetadataOutputSerializer,
         parameters=[
             IF_MATCH_REQUIRED,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -13,6 +12,7 @@ from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_in
 from apps.common.serializers import DictField
 from apps.sync.apis.common import (
     PATCH_PARSERS,
+    PATCH_REQUEST_BODIES,
     WRITE_PARAMETERS,
     ChatStateSerializer,
     chat_state,
@@ -91,10 +91,7 @@ class SettingsApi(APIView):
 
     @extend_schema(
         operation_id="settings_patch",
-        request={
-            "application/merge-patch+json": OpenApiTypes.OBJECT,
-            "application/json-patch+json": {"type": "array", "items": {"type": "object"}},
-        },
+        request=PATCH_REQUEST_BODIES,
         responses=SettingsOutputSerializer,
         parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY],
     )
