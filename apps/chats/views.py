@@ -6,7 +6,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -20,7 +19,7 @@ from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import character_create, character_delete, character_update
 from apps.chats.services.chats import chat_delete, chat_import, chat_import_sample
 from apps.common.exceptions import ApplicationError
-from apps.sync.models import ChatRevision
+from apps.sync.selectors import revision_list
 from apps.sync.services.chats import chat_revision_restore
 
 CHATS_PER_PAGE = 25
@@ -58,7 +57,7 @@ def chat_list(request):
 def chat_detail(request, chat_id: int):
     chat = selectors.chat_get(user=request.user, chat_id=chat_id)
     page = selectors.message_page_before(chat=chat, before=None, limit=MESSAGES_PER_PAGE)
-    revisions = chat.revisions.defer("jsonl_gzip")[:20]
+    revisions = revision_list(chat=chat)[:20]
     return render(request, "chats/chat_detail.html", {"chat": chat, "page": page, "revisions": revisions})
 
 
@@ -139,8 +138,6 @@ def chat_revision_restore_view(request, chat_id: int, revision_id: int):
         chat_revision_restore(chat=chat, revision_id=revision_id, integrity=integrity)
     except ValueError:
         messages.error(request, "The form was incomplete; reload the page and try again.")
-    except ChatRevision.DoesNotExist as exc:
-        raise Http404 from exc
     except ApplicationError as exc:
         messages.error(request, f"Not restored: {exc.message}")
     else:

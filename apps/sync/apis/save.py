@@ -28,7 +28,7 @@ from apps.sync.apis.common import (
     chat_state,
 )
 from apps.sync.idempotency import idempotent
-from apps.sync.models import ChatRevision
+from apps.sync.selectors import REVISION_LIST_LIMIT, revision_get, revision_lines, revision_list
 from apps.sync.services import chats as sync
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -147,7 +147,7 @@ class ChatRevisionListApi(APIView):
     @extend_schema(operation_id="chats_revisions_list", responses=RevisionSerializer(many=True))
     def get(self, request, chat_id: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
-        revisions = ChatRevision.objects.filter(chat=chat).defer("jsonl_gzip")[:100]
+        revisions = revision_list(chat=chat)[:REVISION_LIST_LIMIT]
         return Response(RevisionSerializer(revisions, many=True).data)
 
 
@@ -155,8 +155,8 @@ class ChatRevisionExportApi(APIView):
     @extend_schema(operation_id="chats_revisions_export", responses={(200, "application/jsonl"): OpenApiTypes.BINARY})
     def get(self, request, chat_id: int, revision_id: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
-        revision = ChatRevision.objects.get(chat=chat, pk=revision_id)
-        response = StreamingHttpResponse(sync.revision_lines(revision=revision), content_type="application/jsonl")
+        revision = revision_get(chat=chat, revision_id=revision_id)
+        response = StreamingHttpResponse(revision_lines(revision=revision), content_type="application/jsonl")
         response["Content-Disposition"] = content_disposition_header(
             True, f"{chat.title} (revision {revision.pk}).jsonl"
         )

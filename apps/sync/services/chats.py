@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import io
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -35,6 +34,7 @@ from apps.common import jsonpatch
 from apps.common.exceptions import ApplicationError
 from apps.common.jsonsafe import unstorable_reason
 from apps.sync.models import ChatRevision, SeenGeneration
+from apps.sync.selectors import revision_get, revision_stream
 
 MAX_APPEND_MESSAGES = 1000
 
@@ -166,9 +166,10 @@ def chat_save(*, chat: Chat, jsonl: BinaryIO, integrity: uuid.UUID | None, force
 def chat_revision_restore(*, chat: Chat, revision_id: int, integrity: uuid.UUID) -> Chat:
     """Put a kept revision back; the current contents become a revision in turn, so a restore can be undone."""
     chat = chat_lock(chat=chat, integrity=integrity)
-    revision = ChatRevision.objects.get(chat=chat, pk=revision_id)
+    revision = revision_get(chat=chat, revision_id=revision_id)
     _snapshot(chat, reason=f"restore of revision {revision.pk}")
-    return _replace_contents(chat, io.BytesIO(gzip.decompress(bytes(revision.jsonl_gzip))))
+    with revision_stream(revision=revision) as jsonl:
+        return _replace_contents(chat, jsonl)
 
 
 @dataclass
@@ -189,7 +190,3 @@ def chat_delta(*, chat: Chat, from_index: int, limit: int) -> Delta:
             Message.objects.filter(chat=chat, index__gte=from_index).order_by("index").values(*MESSAGE_COLUMNS)[:limit]
         )
         return Delta(chat=chat, messages=[message_line(row) for row in rows], from_index=from_index)
-
-
-def revision_lines(*, revision: ChatRevision) -> Iterator[bytes]:
-    yield gzip.decompress(bytes(revision.jsonl_gzip))

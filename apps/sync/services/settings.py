@@ -25,8 +25,12 @@ class SettingsConflict(ApplicationError):
 
 
 def settings_get(*, user: AbstractUser) -> SettingsDocument:
-    SettingsDocument.objects.bulk_create([SettingsDocument(user=user)], ignore_conflicts=True)
-    return SettingsDocument.objects.get(user=user)
+    """The user's document, made empty on first use (ON CONFLICT DO NOTHING: two first reads cannot collide)."""
+    document = SettingsDocument.objects.filter(user=user).first()
+    if document is None:
+        SettingsDocument.objects.bulk_create([SettingsDocument(user=user)], ignore_conflicts=True)
+        document = SettingsDocument.objects.get(user=user)
+    return document
 
 
 @transaction.atomic
