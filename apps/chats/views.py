@@ -8,7 +8,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -192,6 +192,7 @@ def character_import_view(request):
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def character_detail(request, character_id: int | None = None):
     """Shows and edits a card; without an id, makes a new one."""
     character = selectors.character_get(user=request.user, character_id=character_id) if character_id else None
