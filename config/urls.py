@@ -7,6 +7,7 @@ from apps.accounts.urls import auth_urlpatterns
 api_urlpatterns = [
     path("", include("apps.chats.api_urls")),
     path("", include("apps.sync.api_urls")),
+    path("", include("apps.memories.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
 ]

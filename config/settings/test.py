@@ -16,3 +16,8 @@ WHITENOISE_AUTOREFRESH = True
 # Live-server and race tests open connections from many threads: close each at the end of its request, so none
 # outlives the test database.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+
+# Tasks run where they are sent (on commit), so tests see their effect; tests of the real background path start a
+# worker of their own (tests/common/test_platform.py, tests/memories/test_tasks.py).
+CELERY_TASK_ALWAYS_EAGER = True
+CELERY_TASK_EAGER_PROPAGATES = True

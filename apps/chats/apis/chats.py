@@ -19,6 +19,7 @@ from apps.chats.services.chats import chat_create, chat_delete, chat_export_line
 from apps.common.exceptions import ApplicationError
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import DictField, StorableInputSerializer
+from apps.memories.services.indexing import chat_index_progress
 from apps.sync.idempotency import idempotent
 
 
@@ -43,6 +44,19 @@ class ChatDetailSerializer(ChatSummarySerializer):
     create_date = serializers.JSONField()
     chat_metadata = serializers.DictField()
     has_header = serializers.BooleanField()
+    indexed_messages = serializers.SerializerMethodField(help_text="Messages indexed for recall as they are now.")
+    pending = serializers.SerializerMethodField(help_text="Messages still waiting to be (re-)indexed for recall.")
+
+    def _progress(self, chat) -> dict[str, int]:
+        if not hasattr(chat, "_recall_progress"):
+            chat._recall_progress = chat_index_progress(chat=chat)
+        return chat._recall_progress
+
+    def get_indexed_messages(self, chat) -> int:
+        return self._progress(chat)["indexed_messages"]
+
+    def get_pending(self, chat) -> int:
+        return self._progress(chat)["pending"]
 
 
 class ChatInputSerializer(StorableInputSerializer):

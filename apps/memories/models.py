@@ -1,0 +1,247 @@
+"""The memory store: what extraction writes, what search and injection read.
+
+A memory belongs to a user and either to a character (persistent across that character's chats) or to one chat
+(`chat` set: isolated to that conversation, as ST-BME keeps one graph per chat). Chat messages themselves are
+memories of kind `message`, one per message, so recall works before any LLM has extracted anything.
+
+Vectors of any dimension share the `embedding` column; `embedding_model` and `embedding_dim` say which space each
+lies in, and one HNSW index per common dimension (partial, on a cast of the column) serves KNN within a space. The
+column `search_vector` (a generated tsvector, GIN-indexed) is made by migration 0001 and read by raw SQL only.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from pgvector.django import VectorField
+
+# Dimensions with an HNSW index (all-MiniLM 384, nomic-embed-text 768, mxbai/bge-large 1024, OpenAI small 1536).
+# Other dimensions are searched exactly, which is fine for a user's few thousand vectors, slow past that.
+INDEXED_DIMENSIONS = (384, 768, 1024, 1536)
+SEARCH_CONFIG = "english"
+
+
+class Kind(models.TextChoices):
+    FACT = "fact"
+    RELATIONSHIP = "relationship"
+    PREFERENCE = "preference"
+    EVENT = "event"
+    SCENE = "scene"
+    REVELATION = "revelation"
+    DEVELOPMENT = "development"
+    DETAIL = "detail"
+    ARC = "arc"
+    STATE = "state"
+    EPISTEMIC = "epistemic"
+    SUMMARY = "summary"
+    SCENE_RECAP = "scene_recap"
+    PROFILE = "profile"
+    CANON = "canon"
+    DAILY = "daily"
+    WEEKLY = "weekly"
+    MONTHLY = "monthly"
+    YEARLY = "yearly"
+    SIGNIFICANT = "significant"
+    MESSAGE = "message"
+
+
+class Status(models.TextChoices):
+    ACTIVE = "active"
+    RETIRED = "retired"
+
+
+class Entity(models.Model):
+    """A named thing of a user's stories (a person, place, object, faction…), per character or user-wide."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="entities")
+    character = models.ForeignKey(
+        "chats.Character", null=True, blank=True, on_delete=models.CASCADE, related_name="entities"
+    )
+    name = models.CharField(max_length=200)
+    type = models.CharField(max_length=50, blank=True, default="")
+    aliases = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "entities"
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                "user",
+                "character",
+                models.functions.Lower("name"),
+                name="entity_unique_name_per_character",
+                nulls_distinct=False,
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Memory(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memories")
+    character = models.ForeignKey(
+        "chats.Character", null=True, blank=True, on_delete=models.CASCADE, related_name="memories"
+    )
+    chat = models.ForeignKey(
+        "chats.Chat",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="memories",
+        help_text="Set for chat-scoped memories (summaries, scenes, session details, messages).",
+    )
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    content = models.TextField()
+    content_hash = models.CharField(max_length=64, help_text="sha256 of content, hex.")
+    data = models.JSONField(default=dict, blank=True, help_text="Structured fields of the kind (state, descriptors).")
+
+    embedding = VectorField(null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True, default="")
+    embedding_dim = models.PositiveSmallIntegerField(null=True, blank=True)
+
+    importance = models.PositiveSmallIntegerField(default=2, help_text="1 (minor) to 3 (major).")
+    confidence = models.FloatField(default=0.7)
+    unconfirmed_count = models.PositiveIntegerField(default=0)
+    time_scope = models.CharField(max_length=20, blank=True, default="", help_text="scene, session or permanent.")
+    valid_from = models.PositiveIntegerField(null=True, blank=True, help_text="Message index it holds from.")
+    valid_to = models.PositiveIntegerField(null=True, blank=True, help_text="Message index it stopped holding at.")
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    contradicts = models.ManyToManyField("self", blank=True, symmetrical=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
+    retired_reason = models.CharField(max_length=50, blank=True, default="")
+
+    source_chat = models.ForeignKey(
+        "chats.Chat", null=True, blank=True, on_delete=models.SET_NULL, related_name="sourced_memories"
+    )
+    source_message_indices = ArrayField(models.PositiveIntegerField(), default=list, blank=True)
+    message_index = models.PositiveIntegerField(
+        null=True, blank=True, help_text="For kind=message: the message it indexes (kept in step with edits)."
+    )
+    occurred_at = models.DateTimeField(null=True, blank=True, help_text="When it happened in the story, if known.")
+    entities = models.ManyToManyField(Entity, blank=True, related_name="memories")
+    source_instance = models.CharField(max_length=100, blank=True, default="")
+    participating_instances = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        verbose_name_plural = "memories"
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["user", "character", "status", "kind"], name="memory_user_character"),
+            models.Index(fields=["chat", "status", "kind"], name="memory_chat"),
+            models.Index(fields=["user", "embedding_model"], name="memory_user_model"),
+            models.Index(fields=["user", "content_hash"], name="memory_user_hash"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(character__isnull=False) | models.Q(chat__isnull=False),
+                name="memory_has_scope",
+            ),
+            models.CheckConstraint(condition=models.Q(importance__gte=1, importance__lte=3), name="memory_importance"),
+            models.CheckConstraint(
+                condition=models.Q(confidence__gte=0, confidence__lte=1), name="memory_confidence_range"
+            ),
+            models.CheckConstraint(condition=models.Q(kind__in=Kind.values), name="memory_kind_valid"),
+            models.CheckConstraint(condition=models.Q(status__in=Status.values), name="memory_status_valid"),
+            models.CheckConstraint(
+                condition=models.Q(kind=Kind.MESSAGE, chat__isnull=False, message_index__isnull=False)
+                | (~models.Q(kind=Kind.MESSAGE) & models.Q(message_index__isnull=True)),
+                name="memory_message_index_iff_message",
+            ),
+            models.UniqueConstraint(
+                # message_index is NULL on every other kind, and NULLs never collide.
+                fields=["chat", "message_index"],
+                name="memory_one_per_message",
+                deferrable=models.Deferrable.DEFERRED,
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.content[:60]}"
+
+    @property
+    def is_message(self) -> bool:
+        return self.kind == Kind.MESSAGE
+
+
+class EmbeddingCache(models.Model):
+    """One vector per (model, text): identical text is never embedded twice, whoever wrote it."""
+
+    model = models.CharField(max_length=200)
+    content_hash = models.CharField(max_length=64)
+    dim = models.PositiveSmallIntegerField()
+    vector = VectorField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model", "content_hash"], name="embedding_cache_key")]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.content_hash[:12]}"
+
+
+class EmbeddingSettings(models.Model):
+    """A user's own embedding provider, overriding the deployment's (LOREKEEPER_EMBEDDINGS_*)."""
+
+    class Provider(models.TextChoices):
+        LOCAL = "local", "Local (sentence-transformers)"
+        OPENAI = "openai", "OpenAI-compatible /v1/embeddings"
+        OLLAMA = "ollama", "Ollama /api/embed"
+        NONE = "none", "None (text search only)"
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="embedding_settings")
+    provider = models.CharField(max_length=10, choices=Provider.choices)
+    model = models.CharField(max_length=200, blank=True, default="")
+    base_url = models.URLField(max_length=500, blank=True, default="")
+    api_key_encrypted = models.TextField(blank=True, default="")
+    dimensions = models.PositiveIntegerField(null=True, blank=True, help_text="Ask the provider for this size.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "embedding settings"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(provider__in=["local", "openai", "ollama", "none"]),
+                name="embedding_settings_provider_valid",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.provider} {self.model}"
+
+
+class MemoryScope(models.Model):
+    """The memory schema version of one character or one chat (seed section 09: versioned, never destructive)."""
+
+    character = models.OneToOneField(
+        "chats.Character", null=True, blank=True, on_delete=models.CASCADE, related_name="memory_scope"
+    )
+    chat = models.OneToOneField(
+        "chats.Chat", null=True, blank=True, on_delete=models.CASCADE, related_name="memory_scope"
+    )
+    schema_version = models.PositiveIntegerField(default=0)
+    indexed_integrity = models.UUIDField(
+        null=True, blank=True, help_text="The chat's integrity when its messages were last indexed (chats only)."
+    )
+    migrated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"memory scope of {self.chat or self.character} (v{self.schema_version})"
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(character__isnull=False, chat__isnull=True)
+                | models.Q(character__isnull=True, chat__isnull=False),
+                name="memory_scope_one_owner",
+            )
+        ]

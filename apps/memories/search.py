@@ -1,0 +1,310 @@
+"""memory_search: hybrid retrieval over a user's memories (and chat messages), scored with entity-core's signals.
+
+1. The query is split into sentences (at most 5); each is embedded (cache first) and searched by KNN in pgvector,
+   within the user's scope and the user's current embedding model only.
+2. Beside it PostgreSQL full-text ranks the memories sharing the query's words (any of them, stemmed), because
+   embedding similarity alone is weak on names, dates and rare words.
+3. The rankings are fused by reciprocal rank fusion (the best rank of a memory over the sentences counts once
+   for the vector side), and scaled so that a memory first in every ranking that ran scores 1: this is the
+   `relevance` signal, taking the place of entity-core's vector score.
+4. score = w_relevance·relevance + w_recency·1/(1 + age_days·0.007) + w_graph·graph + w_instance·instance, with
+   graph = 1 for memories linked to an entity named in the query and instance = 1 for memories from the asking
+   instance (weights in settings.LOREKEEPER_SEARCH). Results under `min_score` are dropped.
+
+With no vector possible (embeddings off, provider down) the text ranking alone answers, and `method` says so.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.chats import selectors as chat_selectors
+from apps.common.exceptions import ApplicationError
+from apps.memories.embeddings import config_for, embed_query
+from apps.memories.models import INDEXED_DIMENSIONS, SEARCH_CONFIG, Entity, Kind, Memory, Status
+
+MAX_LIMIT = 100
+MAX_QUERY_LEXEMES = 32
+# Document frequencies are counted up to these caps: exact on small scopes, bounded work on large ones.
+DF_CAP = 2000
+N_CAP = 50000
+EXCERPT_CHARS = 2000
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class SearchHit:
+    memory: Memory
+    score: float
+    relevance: float
+    excerpt: str
+    signals: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass
+class SearchOutcome:
+    method: str  # hybrid | vector | text
+    results: list[SearchHit]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def split_sentences(query: str, *, limit: int) -> list[str]:
+    sentences = [s.strip() for s in _SENTENCE_END.split(query) if s and s.strip()]
+    if len(sentences) > limit:
+        # Keep the longest: a question's topic is rarely in the "Hi!" before it.
+        keep = sorted(sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))[:limit])
+        sentences = [sentences[i] for i in keep]
+    return sentences
+
+
+class _Scope:
+    """The WHERE clause every candidate query shares: the user's own memories, within character/chat/kinds."""
+
+    def __init__(self, *, user: AbstractUser, character_id, chat_id, kinds, include_retired: bool) -> None:
+        self.sql = ["m.user_id = %s"]
+        self.params: list = [user.pk]
+        self.character_ids: list[int] = []
+        if chat_id is not None:
+            chat = chat_selectors.chat_get(user=user, chat_id=chat_id)
+            self.character_ids = [c.pk for c in chat.characters.all()]
+            # The chat's own memories and messages, plus its characters' persistent memories; never another chat's.
+            self.sql.append("(m.chat_id = %s OR (m.chat_id IS NULL AND m.character_id = ANY(%s)))")
+            self.params += [chat.pk, self.character_ids]
+        if character_id is not None:
+            character = chat_selectors.character_get(user=user, character_id=character_id)
+            self.character_ids = [character.pk]
+            self.sql.append(
+                "(m.character_id = %s OR m.chat_id IN "
+                "(SELECT cc.chat_id FROM chats_chat_characters cc WHERE cc.character_id = %s))"
+            )
+            self.params += [character.pk, character.pk]
+        if kinds:
+            self.sql.append("m.kind = ANY(%s)")
+            self.params.append(list(kinds))
+        if not include_retired:
+            self.sql.append("m.status = %s")
+            self.params.append(Status.ACTIVE)
+
+    @property
+    def where(self) -> str:
+        return " AND ".join(self.sql)
+
+
+def _vector_candidates(scope: _Scope, *, vectors: list[list[float]], model_key: str, k: int) -> dict[int, float]:
+    """Best cosine similarity per memory over the query sentences (KNN through the HNSW index of the dimension)."""
+    dim = len(vectors[0])
+    if dim in INDEXED_DIMENSIONS:
+        column, cast = f"(m.embedding::vector({dim}))", f"%s::vector({dim})"
+    else:
+        column, cast = "m.embedding", "%s::vector"
+    parts, params = [], []
+    for vector in vectors:
+        literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
+        parts.append(
+            f"(SELECT m.id, {column} <=> {cast} AS d FROM memories_memory m "
+            f"WHERE {scope.where} AND m.embedding_dim = {int(dim)} AND m.embedding_model = %s "
+            f"ORDER BY {column} <=> {cast} LIMIT {int(k)})"
+        )
+        params += [literal, *scope.params, model_key, literal]
+    best: dict[int, float] = {}
+    with connection.cursor() as cursor:
+        # Filtered HNSW scans stop early without iterative scanning; relaxed order is re-sorted below.
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(settings.LOREKEEPER_SEARCH['ef_search'])}")
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cursor.execute(" UNION ALL ".join(parts), params)
+        for pk, distance in cursor.fetchall():
+            similarity = 1.0 - float(distance)
+            if similarity > best.get(pk, -2.0):
+                best[pk] = similarity
+    return best
+
+
+def _text_candidates(scope: _Scope, *, query: str, k: int) -> dict[int, float]:
+    """Memories sharing words with the query, ranked by the summed IDF of the words they share (BM25 without its
+    length normalisation, which on chat turns cost recall). PostgreSQL's ts_rank has no IDF, so a speaker's name
+    in half the turns would outweigh the one rare word that matters; document frequencies are counted within the
+    scope, each capped (DF_CAP, N_CAP) so that the cost stays bounded on large scopes."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT lexeme FROM unnest(to_tsvector('{SEARCH_CONFIG}', %s))", [query])
+        lexemes = [row[0] for row in cursor.fetchall()][:MAX_QUERY_LEXEMES]
+        if not lexemes:
+            return {}
+        counts = [f"(SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {scope.where} LIMIT {N_CAP}) s)"]
+        params: list = [*scope.params]
+        for lexeme in lexemes:
+            counts.append(
+                f"(SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {scope.where} "
+                f"AND m.search_vector @@ quote_literal(%s)::tsquery LIMIT {DF_CAP}) s)"
+            )
+            params += [*scope.params, lexeme]
+        cursor.execute("SELECT " + ", ".join(counts), params)
+        total, *frequencies = cursor.fetchone()
+        weights = {
+            f"'{lexeme}'": math.log(1 + (total - df + 0.5) / (df + 0.5))
+            for lexeme, df in zip(lexemes, frequencies, strict=True)
+            if df
+        }
+        if not weights:
+            return {}
+        any_word = " | ".join(weights)
+        cursor.execute(
+            f"SELECT m.id, (SELECT sum(t.w) FROM unnest(%s::tsquery[], %s::float8[]) t(q, w) "
+            f"WHERE m.search_vector @@ t.q) + 0.001 * ts_rank_cd(m.search_vector, %s::tsquery, 32) AS s "
+            f"FROM memories_memory m WHERE {scope.where} AND m.search_vector @@ %s::tsquery "
+            f"ORDER BY s DESC, m.id LIMIT {int(k)}",
+            [list(weights), list(weights.values()), any_word, *scope.params, any_word],
+        )
+        return {pk: float(score) for pk, score in cursor.fetchall()}
+
+
+def _ranks(scores: dict[int, float]) -> dict[int, int]:
+    return {pk: rank for rank, pk in enumerate(sorted(scores, key=lambda pk: (-scores[pk], pk)), start=1)}
+
+
+def _entities_named(*, user: AbstractUser, query: str, character_ids: list[int]) -> list[int]:
+    lowered = query.lower()
+    words = set(_WORD.findall(lowered))
+    candidates = Entity.objects.filter(user=user)
+    if character_ids:
+        candidates = candidates.filter(character_id__in=character_ids) | Entity.objects.filter(
+            user=user, character__isnull=True
+        )
+    found = []
+    for pk, name, aliases in candidates.values_list("id", "name", "aliases"):
+        for label in (name, *aliases):
+            label = label.lower().strip()
+            if label and (label in words or (" " in label and re.search(rf"\b{re.escape(label)}\b", lowered))):
+                found.append(pk)
+                break
+    return found
+
+
+def _graph_linked(*, entity_ids: list[int], memory_ids: list[int]) -> set[int]:
+    if not entity_ids or not memory_ids:
+        return set()
+    through = Memory.entities.through
+    return set(
+        through.objects.filter(entity_id__in=entity_ids, memory_id__in=memory_ids).values_list("memory_id", flat=True)
+    )
+
+
+def excerpt(content: str, query: str, *, size: int = EXCERPT_CHARS) -> str:
+    """The whole memory when short; else the passage richest in the query's words, with context around it."""
+    if len(content) < size:
+        return content
+    words = {w.lower() for w in _WORD.findall(query) if len(w) > 2}
+    pieces = [m for m in re.finditer(r"[^\n.!?]+[.!?]?", content)]
+    if not pieces or not words:
+        return content[:size].rstrip() + "…"
+    best = max(pieces, key=lambda m: sum(w.lower() in words for w in _WORD.findall(m.group())))
+    middle = (best.start() + best.end()) // 2
+    start = max(0, min(middle - size // 2, len(content) - size))
+    text = content[start : start + size].strip()
+    return ("…" if start > 0 else "") + text + ("…" if start + size < len(content) else "")
+
+
+def _recency(moment: datetime, now: datetime, per_day: float) -> float:
+    age_days = max((now - moment).total_seconds() / 86400.0, 0.0)
+    return 1.0 / (1.0 + age_days * per_day)
+
+
+@transaction.atomic
+def memory_search(
+    *,
+    user: AbstractUser,
+    query: str,
+    character_id: int | None = None,
+    chat_id: int | None = None,
+    kinds: list[str] | None = None,
+    limit: int = 10,
+    min_score: float | None = None,
+    include_retired: bool = False,
+    instance: str = "",
+) -> SearchOutcome:
+    config = settings.LOREKEEPER_SEARCH
+    query = query.replace("\x00", "").strip()
+    if not query:
+        raise ApplicationError("Give a query to search for.", {"field": "query"})
+    unknown = [k for k in kinds or [] if k not in Kind.values]
+    if unknown:
+        raise ApplicationError("Unknown memory kind(s).", {"field": "kinds", "kinds": unknown})
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    min_score = config["min_score"] if min_score is None else min_score
+    scope = _Scope(user=user, character_id=character_id, chat_id=chat_id, kinds=kinds, include_retired=include_retired)
+    k = max(config["candidates"], limit * 2)
+    timings: dict[str, float] = {}
+
+    started = time.perf_counter()
+    embedding = config_for(user)
+    sentences = split_sentences(query, limit=config["max_sentences"]) or [query]
+    vectors = embed_query(embedding, sentences)
+    timings["embed"] = (time.perf_counter() - started) * 1000
+
+    started = time.perf_counter()
+    rankings: list[tuple[float, dict[int, int]]] = []
+    vector_scores = _vector_candidates(scope, vectors=vectors, model_key=embedding.key, k=k) if vectors else {}
+    text_scores = _text_candidates(scope, query=query, k=k)
+    if vectors:
+        rankings.append((config["fusion"]["vector"], _ranks(vector_scores)))
+    if text_scores:
+        rankings.append((config["fusion"]["text"], _ranks(text_scores)))
+    method = "hybrid" if vectors and text_scores else ("vector" if vectors else "text")
+
+    rrf_k = config["rrf_k"]
+    fused: dict[int, float] = {}
+    for weight, ranking in rankings:
+        for pk, rank in ranking.items():
+            fused[pk] = fused.get(pk, 0.0) + weight / (rrf_k + rank)
+    best_possible = sum(weight for weight, _ in rankings) / (rrf_k + 1) if rankings else 1.0
+
+    entity_ids = _entities_named(user=user, query=query, character_ids=scope.character_ids)
+    linked = _graph_linked(entity_ids=entity_ids, memory_ids=list(fused))
+    rows = Memory.objects.filter(pk__in=list(fused)).only(
+        "id", "occurred_at", "updated_at", "source_instance", "participating_instances"
+    )
+    weights, now = config["weights"], timezone.now()
+    scored: list[tuple[float, float, int, dict]] = []
+    for memory in rows:
+        relevance = fused[memory.pk] / best_possible
+        signals = {
+            "vector": vector_scores.get(memory.pk),
+            "text": text_scores.get(memory.pk),
+            "recency": _recency(memory.occurred_at or memory.updated_at, now, config["recency_per_day"]),
+            "graph": 1.0 if memory.pk in linked else 0.0,
+            "instance": 1.0
+            if instance and (memory.source_instance == instance or instance in memory.participating_instances)
+            else 0.0,
+        }
+        score = (
+            weights["relevance"] * relevance
+            + weights["recency"] * signals["recency"]
+            + weights["graph"] * signals["graph"]
+            + weights["instance"] * signals["instance"]
+        )
+        if score >= min_score:
+            scored.append((score, relevance, memory.pk, signals))
+    scored.sort(key=lambda item: (-item[0], item[2]))
+    top = scored[:limit]
+    memories = Memory.objects.in_bulk([pk for _, _, pk, _ in top])
+    results = [
+        SearchHit(
+            memory=memories[pk],
+            score=round(score, 6),
+            relevance=round(relevance, 6),
+            excerpt=excerpt(memories[pk].content, query),
+            signals={key: (round(value, 6) if value is not None else None) for key, value in signals.items()},
+        )
+        for score, relevance, pk, signals in top
+    ]
+    timings["search"] = (time.perf_counter() - started) * 1000
+    return SearchOutcome(method=method, results=results, timings_ms=timings)

@@ -1,0 +1,87 @@
+"""Reads of the memory store, always scoped to the requesting user (another user's memory is a 404)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractUser
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404
+
+from apps.chats import selectors as chat_selectors
+from apps.memories.models import Entity, Memory
+
+
+def memory_list(
+    *,
+    user: AbstractUser,
+    character_id: int | None = None,
+    chat_id: int | None = None,
+    kinds: list[str] | None = None,
+    status: str | None = None,
+    entity_id: int | None = None,
+    include_messages: bool = True,
+) -> QuerySet[Memory]:
+    """The user's memories; with `character_id`, that character's own and those of its chats; with `chat_id`,
+    that chat's own plus its characters' persistent ones (what search and injection see for the chat)."""
+    qs = Memory.objects.filter(user=user)
+    if chat_id is not None:
+        chat = chat_selectors.chat_get(user=user, chat_id=chat_id)
+        qs = qs.filter(Q(chat=chat) | Q(chat__isnull=True, character__in=chat.characters.all()))
+    if character_id is not None:
+        character = chat_selectors.character_get(user=user, character_id=character_id)
+        qs = qs.filter(Q(character=character) | Q(chat__characters=character)).distinct()
+    if kinds:
+        qs = qs.filter(kind__in=kinds)
+    elif not include_messages:
+        qs = qs.exclude(kind="message")
+    if status:
+        qs = qs.filter(status=status)
+    if entity_id is not None:
+        qs = qs.filter(entities__id=entity_id)
+    return qs.select_related("character", "chat").defer("embedding")
+
+
+def memory_get(*, user: AbstractUser, memory_id: int) -> Memory:
+    try:
+        return Memory.objects.select_related("character", "chat", "superseded_by").get(user=user, pk=memory_id)
+    except Memory.DoesNotExist as exc:
+        raise Http404("No such memory.") from exc
+
+
+def memory_history(*, memory: Memory) -> list[Memory]:
+    """The supersession chain through this memory, oldest first: what it replaced (following `supersedes`, the
+    earliest first when several were folded into one) and what replaced it (following `superseded_by`)."""
+    earlier: list[Memory] = []
+    frontier = [memory]
+    seen = {memory.pk}
+    while frontier:
+        older = list(
+            Memory.objects.filter(superseded_by__in=frontier).exclude(pk__in=seen).defer("embedding").order_by("id")
+        )
+        seen.update(m.pk for m in older)
+        earlier = older + earlier
+        frontier = older
+    later: list[Memory] = []
+    current = memory
+    while current.superseded_by_id and current.superseded_by_id not in seen:
+        current = Memory.objects.defer("embedding").get(pk=current.superseded_by_id)
+        seen.add(current.pk)
+        later.append(current)
+    return [*earlier, memory, *later]
+
+
+def entity_list(*, user: AbstractUser, character_id: int | None = None, search: str = "") -> QuerySet[Entity]:
+    qs = Entity.objects.filter(user=user)
+    if character_id is not None:
+        character = chat_selectors.character_get(user=user, character_id=character_id)
+        qs = qs.filter(Q(character=character) | Q(character__isnull=True))
+    search = search.replace("\x00", "").strip()
+    if search:
+        qs = qs.filter(Q(name__icontains=search) | Q(aliases__contains=[search]))
+    return qs.annotate(memory_count=Count("memories", filter=Q(memories__status="active")))
+
+
+def entity_get(*, user: AbstractUser, entity_id: int) -> Entity:
+    try:
+        return Entity.objects.select_related("character").get(user=user, pk=entity_id)
+    except Entity.DoesNotExist as exc:
+        raise Http404("No such entity.") from exc

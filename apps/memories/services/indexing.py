@@ -1,0 +1,200 @@
+"""The message recall layer, and the vectors of every memory.
+
+Every non-empty chat message (its selected swipe, which SillyTavern keeps in `mes`) has one memory of kind
+`message` whose content is "Name: text". `chat_index_messages` brings those in step with the chat: it runs after
+every write (scheduled by `chat_index_schedule` from chat_touch and import) and is a reconciliation, not a replay,
+so a lost or doubled task does no harm and the periodic sweep repairs anything missed. A message that only moved
+(an earlier one was deleted or inserted) keeps its memory and vector: memories are matched by content hash first.
+
+`memories_embed_pending` gives vectors to a user's memories that have none under the user's current model: new
+ones, edited ones, and all of them after a model change. It commits in batches, so progress is visible while it
+runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import UTC, datetime
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils.dateparse import parse_datetime
+
+from apps.chats.models import Chat, Message
+from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash
+from apps.memories.models import Kind, Memory, MemoryScope
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 256
+# SQL twin of message_content(): the hash of exactly that text, computed without fetching the texts.
+CONTENT_SQL = "CASE WHEN m.name <> '' THEN m.name || ': ' || m.mes ELSE m.mes END"
+HASH_SQL = f"encode(sha256(convert_to({CONTENT_SQL}, 'UTF8')), 'hex')"
+LOCK_NAMESPACE = 0x4C4B  # "LK": pg_advisory_xact_lock(namespace, chat id)
+
+
+def message_content(*, name: str, mes: str) -> str:
+    return f"{name}: {mes}" if name else mes
+
+
+def chat_index_schedule(*, chat_id: int) -> None:
+    """Bring the chat's message memories in step once the current transaction commits."""
+    from apps.memories.tasks import enqueue_index_chat
+
+    transaction.on_commit(lambda: enqueue_index_chat(chat_id))
+
+
+def parse_send_date(value) -> datetime | None:
+    """SillyTavern's send_date: ISO string, epoch (ms or s), or the old "2026-09-25 @23h59m28s" form."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        if isinstance(value, int | float):
+            seconds = value / 1000 if value > 10**11 else value
+            return datetime.fromtimestamp(seconds, tz=UTC)
+        if isinstance(value, str):
+            text = value.strip()
+            if "@" in text:
+                text = text.replace(" @", "T").replace("h", ":").replace("m", ":").rstrip("s")
+            parsed = parse_datetime(text)
+            if parsed is not None and parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=UTC)
+            return parsed
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+@transaction.atomic
+def chat_index_messages(*, chat_id: int) -> dict[str, int]:
+    """Reconcile the chat's message memories with its messages. Answers counts of what it did."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_NAMESPACE, chat_id % 2**31])
+    chat = Chat.objects.filter(pk=chat_id).first()
+    if chat is None or MemoryScope.objects.filter(chat_id=chat_id, indexed_integrity=chat.integrity).exists():
+        return {"created": 0, "moved": 0, "deleted": 0}  # gone, or already indexed as it is (a doubled task)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT m.index, {HASH_SQL} FROM chats_message m WHERE m.chat_id = %s AND m.mes <> '' ORDER BY m.index",
+            [chat_id],
+        )
+        wanted: list[tuple[int, str]] = cursor.fetchall()
+    existing = Memory.objects.filter(chat_id=chat_id, kind=Kind.MESSAGE).values_list(
+        "id", "message_index", "content_hash"
+    )
+    at_index = {index: (pk, h) for pk, index, h in existing}
+    by_hash: dict[str, list[int]] = defaultdict(list)
+    keep: set[int] = set()
+    for index, content_hash in wanted:
+        pk, h = at_index.get(index, (None, None))
+        if h == content_hash:
+            keep.add(pk)
+    for pk, _index, h in existing:
+        if pk not in keep:
+            by_hash[h].append(pk)
+    moves: list[tuple[int, int]] = []
+    create: list[int] = []
+    for index, content_hash in wanted:
+        pk, h = at_index.get(index, (None, None))
+        if h == content_hash:
+            continue
+        if by_hash.get(content_hash):
+            moves.append((by_hash[content_hash].pop(), index))
+        else:
+            create.append(index)
+    stale = [pk for pks in by_hash.values() for pk in pks]
+    if stale:
+        Memory.objects.filter(pk__in=stale).delete()
+    if moves:
+        # The unique (chat, message_index) is deferred, so indices may pass through each other here.
+        Memory.objects.bulk_update(
+            [Memory(pk=pk, message_index=index, source_message_indices=[index]) for pk, index in moves],
+            ["message_index", "source_message_indices"],
+            batch_size=1000,
+        )
+    for start in range(0, len(create), 1000):
+        chunk = create[start : start + 1000]
+        rows = Message.objects.filter(chat_id=chat_id, index__in=chunk).values_list(
+            "index", "name", "mes", "send_date"
+        )
+        memories = []
+        for index, name, mes, send_date in rows:
+            content = message_content(name=name, mes=mes)
+            memories.append(
+                Memory(
+                    user_id=chat.user_id,
+                    chat_id=chat_id,
+                    kind=Kind.MESSAGE,
+                    content=content,
+                    content_hash=text_hash(content),
+                    message_index=index,
+                    source_chat_id=chat_id,
+                    source_message_indices=[index],
+                    occurred_at=parse_send_date(send_date),
+                )
+            )
+        Memory.objects.bulk_create(memories, batch_size=1000)
+    MemoryScope.objects.filter(chat_id=chat_id).update(indexed_integrity=chat.integrity)
+    return {"created": len(create), "moved": len(moves), "deleted": len(stale)}
+
+
+def _needs_vector(config: EmbeddingConfig) -> Q:
+    return Q(embedding__isnull=True) | ~Q(embedding_model=config.key)
+
+
+def memories_embed_pending(*, user_id: int, chat_id: int | None = None, max_batches: int | None = None) -> int:
+    """Embed the user's memories lacking a vector under their current model (first those of `chat_id`, if given).
+    Each batch commits on its own. Answers how many memories got a vector."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(pk=user_id).first()
+    if user is None:
+        return 0
+    config = config_for(user)
+    if not config.enabled:
+        return 0
+    done = batches = 0
+    scopes = [Q(chat_id=chat_id), Q()] if chat_id else [Q()]
+    for scope in scopes:
+        while max_batches is None or batches < max_batches:
+            pending = list(
+                Memory.objects.filter(_needs_vector(config), scope, user_id=user_id)
+                .order_by("id")
+                .values_list("id", "content", "content_hash")[:EMBED_BATCH]
+            )
+            if not pending:
+                break
+            vectors = embed_texts(config, [content for _, content, _ in pending])
+            with transaction.atomic():
+                for (pk, _content, content_hash), vector in zip(pending, vectors, strict=True):
+                    # Only if the content is still what was embedded: an edit meanwhile waits for the next pass.
+                    Memory.objects.filter(pk=pk, content_hash=content_hash).update(
+                        embedding=vector, embedding_model=config.key, embedding_dim=len(vector)
+                    )
+            done += len(pending)
+            batches += 1
+    return done
+
+
+def chat_index_progress(*, chat: Chat) -> dict[str, int]:
+    """How many of the chat's messages are indexed for recall as they are now (right text, current model's
+    vector), and how many wait. With embeddings switched off, indexed means findable by text."""
+    config = config_for(chat.user)
+    model_check = "AND mm.embedding_model = %s" if config.enabled else "AND %s = %s"
+    params = [config.key] if config.enabled else ["", ""]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT count(*) FILTER (WHERE m.mes <> ''),
+                   count(mm.id)
+            FROM chats_message m
+            LEFT JOIN memories_memory mm
+              ON mm.chat_id = m.chat_id AND mm.message_index = m.index AND mm.kind = 'message'
+             AND mm.content_hash = {HASH_SQL} {model_check}
+            WHERE m.chat_id = %s
+            """,
+            [*params, chat.pk],
+        )
+        total, indexed = cursor.fetchone()
+    return {"indexable_messages": total, "indexed_messages": indexed, "pending": max(total - indexed, 0)}

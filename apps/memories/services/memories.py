@@ -1,0 +1,179 @@
+"""Writing memories and entities by hand (the API, the memory browser) or from extraction (issue 6).
+
+Edits bump `version` and clear the vector when the content changes; the vector is made again in the background
+(apps.memories.tasks.embed_pending), never inside the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.contrib.auth.models import AbstractUser
+from django.db import transaction
+from django.db.models import F
+
+from apps.chats.models import Character, Chat
+from apps.common.exceptions import ApplicationError
+from apps.memories.embeddings import text_hash
+from apps.memories.models import Entity, Kind, Memory, Status
+
+CHAT_ONLY_KINDS = {Kind.MESSAGE, Kind.SUMMARY, Kind.SCENE_RECAP}
+EDITABLE_FIELDS = ("content", "kind", "importance", "confidence", "time_scope", "valid_from", "valid_to", "data")
+
+
+def embed_later(*, user_id: int) -> None:
+    from apps.memories.tasks import enqueue_embed_pending
+
+    transaction.on_commit(lambda: enqueue_embed_pending(user_id))
+
+
+def _check_scope(*, user: AbstractUser, character: Character | None, chat: Chat | None, kind: str) -> None:
+    if character is None and chat is None:
+        raise ApplicationError("A memory belongs to a character or to a chat: give one.", {"field": "character"})
+    if character is not None and character.user_id != user.pk or chat is not None and chat.user_id != user.pk:
+        raise ApplicationError("Unknown character or chat.", {"field": "character"})
+    if kind in CHAT_ONLY_KINDS and chat is None:
+        raise ApplicationError(f"A {kind} memory belongs to a chat: give `chat`.", {"field": "chat"})
+    if chat is not None and character is not None and not chat.characters.filter(pk=character.pk).exists():
+        raise ApplicationError("That character does not take part in that chat.", {"field": "character"})
+
+
+@transaction.atomic
+def memory_create(
+    *,
+    user: AbstractUser,
+    kind: str,
+    content: str,
+    character: Character | None = None,
+    chat: Chat | None = None,
+    importance: int = 2,
+    confidence: float = 0.7,
+    entities: Iterable[dict[str, Any]] = (),
+    source_chat: Chat | None = None,
+    source_message_indices: Iterable[int] = (),
+    source_instance: str = "",
+    **fields: Any,
+) -> Memory:
+    if kind == Kind.MESSAGE:
+        raise ApplicationError("Message memories are made from the chat itself, not by hand.", {"field": "kind"})
+    _check_scope(user=user, character=character, chat=chat, kind=kind)
+    content = content.strip()
+    if not content:
+        raise ApplicationError("A memory needs content.", {"field": "content"})
+    memory = Memory.objects.create(
+        user=user,
+        character=character,
+        chat=chat,
+        kind=kind,
+        content=content,
+        content_hash=text_hash(content),
+        importance=importance,
+        confidence=confidence,
+        source_chat=source_chat or chat,
+        source_message_indices=sorted(set(source_message_indices)),
+        source_instance=source_instance,
+        participating_instances=[source_instance] if source_instance else [],
+        **{k: v for k, v in fields.items() if k in EDITABLE_FIELDS or k in ("occurred_at", "superseded_by")},
+    )
+    entity_list = list(entities)
+    if entity_list:
+        memory.entities.set(entities_ensure(user=user, character=character, entities=entity_list))
+    embed_later(user_id=user.pk)
+    return memory
+
+
+@transaction.atomic
+def memory_update(*, memory: Memory, data: dict[str, Any], entities: Iterable[dict[str, Any]] | None = None) -> Memory:
+    """Change a memory in place (a user's correction): version + 1, and a new vector when the content changed.
+    Message memories follow their message and are not edited here."""
+    if memory.kind == Kind.MESSAGE:
+        raise ApplicationError("A message memory follows its message: edit the message instead.", {"field": "kind"})
+    memory = Memory.objects.select_for_update().get(pk=memory.pk)
+    if data.get("kind") == Kind.MESSAGE:
+        raise ApplicationError("A memory cannot become a message memory.", {"field": "kind"})
+    changed = [key for key in EDITABLE_FIELDS if key in data and data[key] != getattr(memory, key)]
+    for key in changed:
+        setattr(memory, key, data[key])
+    if "content" in changed:
+        memory.content = memory.content.strip()
+        if not memory.content:
+            raise ApplicationError("A memory needs content.", {"field": "content"})
+        memory.content_hash = text_hash(memory.content)
+        memory.embedding, memory.embedding_model, memory.embedding_dim = None, "", None
+        changed += ["content_hash", "embedding", "embedding_model", "embedding_dim"]
+        embed_later(user_id=memory.user_id)
+    if entities is not None:
+        memory.entities.set(entities_ensure(user=memory.user, character=memory.character, entities=entities))
+    if changed or entities is not None:
+        memory.version = F("version") + 1
+        memory.save(update_fields=[*changed, "version", "updated_at"])
+        memory.refresh_from_db()
+    return memory
+
+
+@transaction.atomic
+def memory_retire(*, memory: Memory, reason: str = "deleted") -> Memory:
+    """Retiring keeps the memory (its history, the supersession chain) but takes it out of search and injection."""
+    if memory.kind == Kind.MESSAGE:
+        raise ApplicationError("A message memory leaves the index when its message is deleted.", {"field": "kind"})
+    # Retiring a retired memory changes nothing (a retried DELETE answers the same).
+    Memory.objects.filter(pk=memory.pk, status=Status.ACTIVE).update(
+        status=Status.RETIRED, retired_reason=reason, version=F("version") + 1
+    )
+    memory.refresh_from_db()
+    return memory
+
+
+@transaction.atomic
+def memory_restore(*, memory: Memory) -> Memory:
+    Memory.objects.filter(pk=memory.pk, status=Status.RETIRED, superseded_by__isnull=True).update(
+        status=Status.ACTIVE, retired_reason="", version=F("version") + 1
+    )
+    memory.refresh_from_db()
+    if memory.status != Status.ACTIVE:
+        raise ApplicationError(
+            "A superseded memory stays retired: restore the one that replaced it instead.", {"field": "status"}
+        )
+    return memory
+
+
+def entities_ensure(
+    *, user: AbstractUser, character: Character | None, entities: Iterable[dict[str, Any]]
+) -> list[Entity]:
+    """The registry entries for these `{name, type?, aliases?}`, made where missing (matched by name, any case)."""
+    result: list[Entity] = []
+    for item in entities:
+        name = str(item.get("name", "")).strip()[:200]
+        if not name:
+            raise ApplicationError("An entity needs a name.", {"field": "entities"})
+        entity = Entity.objects.filter(user=user, character=character, name__iexact=name).first()
+        if entity is None:
+            entity = Entity.objects.create(
+                user=user,
+                character=character,
+                name=name,
+                type=str(item.get("type", ""))[:50],
+                aliases=[str(a)[:200] for a in item.get("aliases", [])],
+            )
+        else:
+            new_aliases = [str(a)[:200] for a in item.get("aliases", []) if str(a) not in entity.aliases]
+            if new_aliases or (item.get("type") and not entity.type):
+                entity.aliases = [*entity.aliases, *new_aliases]
+                entity.type = entity.type or str(item["type"])[:50]
+                entity.save(update_fields=["aliases", "type", "updated_at"])
+        result.append(entity)
+    return result
+
+
+@transaction.atomic
+def entity_update(*, entity: Entity, data: dict[str, Any]) -> Entity:
+    changed = [key for key in ("name", "type", "aliases") if key in data]
+    for key in changed:
+        setattr(entity, key, data[key])
+    if "name" in changed:
+        clash = Entity.objects.filter(user=entity.user, character=entity.character, name__iexact=entity.name)
+        if clash.exclude(pk=entity.pk).exists():
+            raise ApplicationError("Another entity already has that name.", {"field": "name"})
+    entity.save(update_fields=[*changed, "updated_at"])
+    return entity

@@ -1,0 +1,66 @@
+"""Versioned memory schema per character and per chat (seed section 09): registries of steps applied in order on
+load, each once, never removed, so a chat or character from any earlier version can be brought up to date.
+
+A step is a function of the character or chat; it must be safe to run on data that already looks migrated
+(a step can be interrupted after its work and before the version is recorded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.db import transaction
+
+from apps.chats.models import Character, Chat
+from apps.memories.models import Entity, MemoryScope
+
+
+def _character_v1_register_self(character: Character) -> None:
+    """The character is the first entity of its own registry (so the graph boost knows its name)."""
+    Entity.objects.get_or_create(
+        user_id=character.user_id,
+        character=character,
+        name__iexact=character.name,
+        defaults={"name": character.name[:200], "type": "character"},
+    )
+
+
+def _chat_v1_index_messages(chat: Chat) -> None:
+    """Chats from before the recall layer existed get their messages indexed."""
+    from apps.memories.services.indexing import chat_index_schedule
+
+    chat_index_schedule(chat_id=chat.pk)
+
+
+CHARACTER_MIGRATIONS: list[tuple[int, str, Callable[[Character], None]]] = [
+    (1, "register the character as an entity", _character_v1_register_self),
+]
+CHAT_MIGRATIONS: list[tuple[int, str, Callable[[Chat], None]]] = [
+    (1, "index messages for recall", _chat_v1_index_messages),
+]
+CHARACTER_SCHEMA_VERSION = CHARACTER_MIGRATIONS[-1][0]
+CHAT_SCHEMA_VERSION = CHAT_MIGRATIONS[-1][0]
+
+
+@transaction.atomic
+def character_schema_ensure(*, character: Character) -> MemoryScope:
+    scope, _ = MemoryScope.objects.select_for_update().get_or_create(character=character)
+    for version, _name, step in CHARACTER_MIGRATIONS:
+        if version > scope.schema_version:
+            step(character)
+            scope.schema_version = version
+    scope.save()
+    return scope
+
+
+@transaction.atomic
+def chat_schema_ensure(*, chat: Chat) -> MemoryScope:
+    scope, _ = MemoryScope.objects.select_for_update().get_or_create(chat=chat)
+    for version, _name, step in CHAT_MIGRATIONS:
+        if version > scope.schema_version:
+            step(chat)
+            scope.schema_version = version
+    scope.save()
+    for character in chat.characters.all():
+        character_schema_ensure(character=character)
+    return scope

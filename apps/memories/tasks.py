@@ -1,0 +1,74 @@
+"""Background work of the memory store: thin tasks over apps.memories.services.indexing.
+
+Enqueueing never fails a request: if the broker is down the work is only late, because the periodic sweep finds
+every chat whose messages are not indexed at its current integrity and every memory without a current vector.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.db.models import F, Q
+
+from apps.chats.models import Chat
+from apps.memories.embeddings import deployment_config
+from apps.memories.models import Memory, MemoryScope
+from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
+from apps.memories.services.schema import chat_schema_ensure
+
+log = logging.getLogger(__name__)
+
+
+def _send(task, *args) -> None:
+    try:
+        task.delay(*args)
+    except Exception as exc:  # noqa: BLE001 — broker trouble must not fail the write that asked
+        log.warning("could not enqueue %s%s (the sweep will catch up): %s", task.name, args, exc)
+
+
+def enqueue_index_chat(chat_id: int) -> None:
+    _send(index_chat, chat_id)
+
+
+def enqueue_embed_pending(user_id: int) -> None:
+    _send(embed_pending, user_id)
+
+
+@shared_task(name="memories.index_chat", acks_late=True, soft_time_limit=1800, time_limit=1900)
+def index_chat(chat_id: int) -> dict:
+    """Reconcile a chat's message memories, then embed what lacks a vector (this chat's first)."""
+    chat = Chat.objects.filter(pk=chat_id).first()
+    if chat is None:
+        return {}
+    chat_schema_ensure(chat=chat)
+    counts = chat_index_messages(chat_id=chat_id)
+    counts["embedded"] = memories_embed_pending(user_id=chat.user_id, chat_id=chat_id)
+    return counts
+
+
+@shared_task(name="memories.embed_pending", acks_late=True, soft_time_limit=1800, time_limit=1900)
+def embed_pending(user_id: int) -> int:
+    return memories_embed_pending(user_id=user_id)
+
+
+@shared_task(name="memories.sweep", soft_time_limit=300, time_limit=360)
+def sweep() -> dict:
+    """Enqueue what writes asked for but may not have got: chats not indexed at their current integrity, and users
+    with memories lacking a vector. Cheap: two indexed queries."""
+    stale_chats = Chat.objects.exclude(
+        pk__in=MemoryScope.objects.filter(chat__isnull=False, indexed_integrity=F("chat__integrity")).values("chat_id")
+    ).values_list("pk", flat=True)[:1000]
+    stale_chats = list(stale_chats)
+    for chat_id in stale_chats:
+        enqueue_index_chat(chat_id)
+    deployment_key = deployment_config().key
+    lacking = Q(embedding__isnull=True) | (
+        ~Q(embedding_model=deployment_key) & Q(user__embedding_settings__isnull=True)
+    )
+    if not deployment_key:  # embeddings off by default: only users with a provider of their own get vectors
+        lacking = Q(embedding__isnull=True, user__embedding_settings__isnull=False)
+    users = list(Memory.objects.filter(lacking).values_list("user_id", flat=True).distinct()[:1000])
+    for user_id in users:
+        enqueue_embed_pending(user_id)
+    return {"chats": len(stale_chats), "users": len(users)}
