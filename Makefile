@@ -3,6 +3,10 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# PyTorch for the local embedding model, always the CPU build: from a wheel the machine already has (pip's
+# find-links) when there is one, else from PyTorch's CPU index. Plain PyPI would bring a multi-GB CUDA build.
+TORCH_VERSION ?= 2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: run test test-all install lint bench
 
@@ -12,6 +16,9 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	( $(BIN)/python -m pip install --quiet --no-deps --no-index "torch==$(TORCH_VERSION)" 2>/dev/null \
+		&& $(BIN)/python -m pip install --quiet "torch==$(TORCH_VERSION)" ) \
+		|| $(BIN)/python -m pip install --quiet "torch==$(TORCH_VERSION)" --extra-index-url $(TORCH_INDEX)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
@@ -32,3 +39,6 @@ lint: install
 bench: install
 	$(BIN)/python bench/import_export.py
 	$(BIN)/python bench/sync.py
+	$(BIN)/python bench/embeddings.py
+	$(BIN)/python bench/locomo_recall.py
+	$(BIN)/python bench/memory_search.py

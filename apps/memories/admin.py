@@ -1,0 +1,101 @@
+"""Moderators' view of the memory store. Edits go through the services (version bump, re-embedding); vectors and
+hashes are read-only here."""
+
+from django.contrib import admin, messages
+
+from apps.memories.models import EmbeddingSettings, Entity, Memory, MemoryScope
+from apps.memories.services.memories import memory_retire, memory_update
+
+EDITABLE = ["kind", "content", "importance", "confidence", "time_scope", "valid_from", "valid_to", "data"]
+
+
+@admin.action(description="Retire selected memories", permissions=["change"])
+def retire_memories(modeladmin, request, queryset):
+    count = 0
+    for memory in queryset.exclude(kind="message").filter(status="active"):
+        memory_retire(memory=memory, reason="moderator")
+        count += 1
+    modeladmin.message_user(request, f"Retired {count} memory(ies).", messages.SUCCESS)
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "kind",
+        "short_content",
+        "user",
+        "character",
+        "chat",
+        "status",
+        "embedding_model",
+        "updated_at",
+    ]
+    list_filter = ["kind", "status", "embedding_model"]
+    search_fields = ["content", "user__username"]
+    list_select_related = ["user", "character", "chat"]
+    raw_id_fields = ["user", "character", "chat", "source_chat", "superseded_by", "contradicts", "entities"]
+    readonly_fields = [
+        "user",
+        "character",
+        "chat",
+        "content_hash",
+        "embedding_model",
+        "embedding_dim",
+        "message_index",
+        "source_chat",
+        "source_message_indices",
+        "superseded_by",
+        "status",
+        "retired_reason",
+        "source_instance",
+        "participating_instances",
+        "created_at",
+        "updated_at",
+        "version",
+    ]
+    fields = [*readonly_fields[:3], *EDITABLE, *readonly_fields[3:]]
+    actions = [retire_memories]
+
+    @admin.display(description="content")
+    def short_content(self, memory: Memory) -> str:
+        return memory.content[:80]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("embedding")
+
+    def has_add_permission(self, request) -> bool:
+        return False  # memories come from chats, extraction and the API, which check their scope
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and obj.is_message:
+            return self.fields  # a message memory follows its message
+        return self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        memory_update(memory=obj, data={key: form.cleaned_data[key] for key in form.changed_data if key in EDITABLE})
+
+
+@admin.register(Entity)
+class EntityAdmin(admin.ModelAdmin):
+    list_display = ["name", "type", "user", "character", "updated_at"]
+    search_fields = ["name", "user__username"]
+    list_filter = ["type"]
+    raw_id_fields = ["user", "character"]
+
+
+@admin.register(EmbeddingSettings)
+class EmbeddingSettingsAdmin(admin.ModelAdmin):
+    list_display = ["user", "provider", "model", "base_url", "updated_at"]
+    list_filter = ["provider"]
+    exclude = ["api_key_encrypted"]
+    raw_id_fields = ["user"]
+
+
+@admin.register(MemoryScope)
+class MemoryScopeAdmin(admin.ModelAdmin):
+    list_display = ["id", "character", "chat", "schema_version", "migrated_at"]
+    readonly_fields = ["character", "chat", "schema_version", "indexed_integrity", "migrated_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False

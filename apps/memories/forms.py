@@ -1,0 +1,112 @@
+"""The shapes the memory browser accepts; domain rules stay in the services."""
+
+from django import forms
+
+from apps.memories.embeddings import DEFAULT_MODELS
+from apps.memories.models import Kind, Status
+
+STATUS_ALL = "all"
+EDITABLE_KINDS = [(value, label) for value, label in Kind.choices if value != Kind.MESSAGE]
+TIME_SCOPES = [("", "—"), ("scene", "Scene"), ("session", "Session"), ("permanent", "Permanent")]
+PROVIDERS = [
+    ("deployment", "Deployment default"),
+    ("local", "Local (sentence-transformers)"),
+    ("openai", "OpenAI-compatible /v1/embeddings"),
+    ("ollama", "Ollama /api/embed"),
+    ("none", "None (text search only)"),
+]
+
+
+def _split_list(text: str) -> list[str]:
+    return list(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
+
+
+class MemoryFilterForm(forms.Form):
+    """The browser's filters and search box (GET). An empty `q` browses; a non-empty one searches."""
+
+    q = forms.CharField(required=False, max_length=2000, label="Search")
+    kind = forms.ChoiceField(choices=[("", "All kinds"), *Kind.choices], required=False)
+    messages = forms.BooleanField(required=False, label="Show chat messages")
+    status = forms.ChoiceField(
+        choices=[(Status.ACTIVE, "Active"), (Status.RETIRED, "Retired"), (STATUS_ALL, "Active and retired")],
+        required=False,
+    )
+    entity = forms.ModelChoiceField(queryset=None, required=False, empty_label="Any entity")
+
+    def __init__(self, *args, entities, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["entity"].queryset = entities
+
+    def clean_q(self) -> str:
+        return self.cleaned_data["q"].replace("\x00", "").strip()
+
+    def clean_status(self) -> str:
+        return self.cleaned_data["status"] or Status.ACTIVE
+
+
+class MemoryEditForm(forms.Form):
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), max_length=50_000)
+    kind = forms.ChoiceField(choices=EDITABLE_KINDS)
+    importance = forms.TypedChoiceField(
+        choices=[(1, "1 · minor"), (2, "2 · normal"), (3, "3 · major")], coerce=int
+    )
+    confidence = forms.FloatField(
+        min_value=0, max_value=1, widget=forms.NumberInput(attrs={"step": "0.05"}), help_text="0 to 1."
+    )
+    time_scope = forms.ChoiceField(choices=TIME_SCOPES, required=False)
+    valid_from = forms.IntegerField(
+        min_value=0, required=False, help_text="Index of the message from which it holds."
+    )
+    valid_to = forms.IntegerField(min_value=0, required=False, help_text="Index of the message at which it stopped.")
+
+    def clean(self):
+        data = super().clean()
+        start, end = data.get("valid_from"), data.get("valid_to")
+        if start is not None and end is not None and end < start:
+            self.add_error("valid_to", "Must not be before “valid from”.")
+        return data
+
+
+class EntityForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    type = forms.CharField(max_length=50, required=False, help_text="person, place, object, faction…")
+    aliases = forms.CharField(required=False, max_length=5000, help_text="Comma-separated.")
+
+    def clean_aliases(self) -> list[str]:
+        aliases = _split_list(self.cleaned_data["aliases"])
+        if len(aliases) > 50:
+            raise forms.ValidationError("At most 50 aliases.")
+        if any(len(alias) > 200 for alias in aliases):
+            raise forms.ValidationError("An alias is at most 200 characters.")
+        return aliases
+
+
+class EmbeddingSettingsForm(forms.Form):
+    provider = forms.ChoiceField(choices=PROVIDERS)
+    model = forms.CharField(
+        max_length=200,
+        required=False,
+        help_text="Empty for the provider's default: "
+        + ", ".join(f"{name} {model}" for name, model in DEFAULT_MODELS.items())
+        + ".",
+    )
+    base_url = forms.URLField(
+        max_length=500, required=False, label="Base URL", help_text="e.g. http://localhost:11434 for Ollama."
+    )
+    api_key = forms.CharField(
+        max_length=500,
+        required=False,
+        label="API key",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Stored encrypted and never shown. Leave empty to keep the stored key.",
+    )
+    clear_api_key = forms.BooleanField(required=False, label="Clear the stored key")
+    dimensions = forms.IntegerField(
+        min_value=1, max_value=4096, required=False, help_text="Ask the provider for vectors of this size (optional)."
+    )
+
+    def clean(self):
+        data = super().clean()
+        if data.get("api_key") and data.get("clear_api_key"):
+            self.add_error("api_key", "Enter a new key or clear the stored one, not both.")
+        return data
