@@ -5,8 +5,9 @@
 2. Beside it PostgreSQL full-text ranks the memories sharing the query's words (any of them, stemmed), because
    embedding similarity alone is weak on names, dates and rare words.
 3. The rankings are fused by reciprocal rank fusion (the best rank of a memory over the sentences counts once
-   for the vector side), and scaled so that a memory first in every ranking that ran scores 1: this is the
-   `relevance` signal, taking the place of entity-core's vector score.
+   for the vector side); a chat turn also gains a share of its best neighbouring turn's score (an answer follows
+   its question). Scaled so that the best possible memory scores 1, this is the `relevance` signal, taking the
+   place of entity-core's vector score.
 4. score = w_relevance·relevance + w_recency·1/(1 + age_days·0.007) + w_graph·graph + w_instance·instance, with
    graph = 1 for memories linked to an entity named in the query and instance = 1 for memories from the asking
    instance (weights in settings.LOREKEEPER_SEARCH). Results under `min_score` are dropped.
@@ -171,6 +172,31 @@ def _ranks(scores: dict[int, float]) -> dict[int, int]:
     return {pk: rank for rank, pk in enumerate(sorted(scores, key=lambda pk: (-scores[pk], pk)), start=1)}
 
 
+def _spread_to_neighbours(fused: dict[int, float], share: float) -> dict[int, float]:
+    """A chat turn gains `share` of its best neighbour's fused score: the answer to a question is often the turn
+    after the one that shares the question's words. Neighbours not yet candidates join (same chat, so same scope)."""
+    rows = list(
+        Memory.objects.filter(pk__in=list(fused), kind=Kind.MESSAGE).values_list("id", "chat_id", "message_index")
+    )
+    if not rows:
+        return fused
+    at = {(chat_id, index): pk for pk, chat_id, index in rows}
+    wanted = {(chat_id, index + step) for chat_id, index in at for step in (-1, 1)} - at.keys()
+    if wanted:
+        extra = Memory.objects.filter(
+            kind=Kind.MESSAGE,
+            chat_id__in={chat_id for chat_id, _ in wanted},
+            message_index__in={index for _, index in wanted},
+        ).values_list("id", "chat_id", "message_index")
+        at.update({(chat_id, index): pk for pk, chat_id, index in extra if (chat_id, index) in wanted})
+    spread = dict(fused)
+    for (chat_id, index), pk in at.items():
+        best = max(fused.get(at.get((chat_id, index + step), -1), 0.0) for step in (-1, 1))
+        if best:
+            spread[pk] = fused.get(pk, 0.0) + share * best
+    return spread
+
+
 def _entities_named(*, user: AbstractUser, query: str, character_ids: list[int]) -> list[int]:
     lowered = query.lower()
     words = set(_WORD.findall(lowered))
@@ -266,6 +292,10 @@ def memory_search(
         for pk, rank in ranking.items():
             fused[pk] = fused.get(pk, 0.0) + weight / (rrf_k + rank)
     best_possible = sum(weight for weight, _ in rankings) / (rrf_k + 1) if rankings else 1.0
+    spread = config.get("neighbours", 0.0)
+    if spread:
+        fused = _spread_to_neighbours(fused, spread)
+        best_possible *= 1 + spread
 
     entity_ids = _entities_named(user=user, query=query, character_ids=scope.character_ids)
     linked = _graph_linked(entity_ids=entity_ids, memory_ids=list(fused))

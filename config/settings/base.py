@@ -201,6 +201,8 @@ LOREKEEPER_SEARCH = {
     "candidates": env.int("LOREKEEPER_SEARCH_CANDIDATES", default=100),
     "ef_search": env.int("LOREKEEPER_SEARCH_EF", default=100),
     "rrf_k": 60,
+    # Share of its best neighbour's score a chat turn gains (answers follow questions).
+    "neighbours": env.float("LOREKEEPER_SEARCH_NEIGHBOURS", default=0.2),
     # Reciprocal rank fusion weights of the two rankings (bench/locomo_recall.py measures the choice).
     "fusion": {
         "vector": env.float("LOREKEEPER_SEARCH_FUSION_VECTOR", default=0.4),
