@@ -152,9 +152,8 @@ def main() -> None:
     print("recall_any@5 {}  @10 {}  @25 {}".format(*(pct(hits[("any", k)]) for k in KS)))
     print(f"recall_all@10 {pct(hits[('all', 10)])}")
     for category, name in CATEGORIES.items():
-        print(
-            f"  category {category} {name:12s} recall_any@10 {pct(by_category[category])} ({len(by_category[category])})"
-        )
+        scores = by_category[category]
+        print(f"  category {category} {name:12s} recall_any@10 {pct(scores)} ({len(scores)} questions)")
     print(
         f"search latency ms: p50 {statistics.median(latencies):.1f}, "
         f"p95 {statistics.quantiles(latencies, n=20)[18]:.1f}"

@@ -16,7 +16,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 from django.conf import settings
@@ -42,6 +42,7 @@ class EmbeddingConfig:
     dimensions: int | None = None
     batch_size: int = 128
     timeout: float = 30.0
+    retries: int = 2
 
     @property
     def key(self) -> str:
@@ -132,7 +133,10 @@ def _embed_openai(config: EmbeddingConfig, texts: list[str]) -> list[list[float]
     import openai
 
     client = openai.OpenAI(
-        base_url=config.base_url or None, api_key=config.api_key or "unused", timeout=config.timeout, max_retries=2
+        base_url=config.base_url or None,
+        api_key=config.api_key or "unused",
+        timeout=config.timeout,
+        max_retries=config.retries,
     )
     extra = {"dimensions": config.dimensions} if config.dimensions else {}
     try:
@@ -200,12 +204,16 @@ def embed_texts(config: EmbeddingConfig, texts: Sequence[str]) -> list[list[floa
     return [found[h] for h in hashes]
 
 
+QUERY_TIMEOUT = 10.0
+
+
 def embed_query(config: EmbeddingConfig, sentences: Sequence[str]) -> list[list[float]] | None:
-    """Vectors for a search's sentences, or None when no embedding is possible (search falls back to text)."""
+    """Vectors for a search's sentences, or None when no embedding is possible (search falls back to text). A
+    person is waiting: a remote provider gets one try of at most QUERY_TIMEOUT seconds."""
     if not config.enabled or not sentences:
         return None
     try:
-        return embed_texts(config, sentences)
+        return embed_texts(replace(config, timeout=min(config.timeout, QUERY_TIMEOUT), retries=0), sentences)
     except EmbeddingUnavailable as exc:
         log.warning("search without vectors: %s", exc)
         return None

@@ -234,9 +234,6 @@ class MemoryScope(models.Model):
     )
     migrated_at = models.DateTimeField(auto_now=True)
 
-    def __str__(self) -> str:
-        return f"memory scope of {self.chat or self.character} (v{self.schema_version})"
-
     class Meta:
         constraints = [
             models.CheckConstraint(
@@ -245,3 +242,6 @@ class MemoryScope(models.Model):
                 name="memory_scope_one_owner",
             )
         ]
+
+    def __str__(self) -> str:
+        return f"memory scope of {self.chat or self.character} (v{self.schema_version})"

@@ -12,7 +12,7 @@ from celery import shared_task
 from django.db.models import F, Q
 
 from apps.chats.models import Chat
-from apps.memories.embeddings import deployment_config
+from apps.memories.embeddings import EmbeddingUnavailable, deployment_config
 from apps.memories.models import Memory, MemoryScope
 from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
 from apps.memories.services.schema import chat_schema_ensure
@@ -46,13 +46,22 @@ def index_chat(chat_id: int) -> dict:
         return {}
     chat_schema_ensure(chat=chat)
     counts = chat_index_messages(chat_id=chat_id)
-    counts["embedded"] = memories_embed_pending(user_id=chat.user_id, chat_id=chat_id)
+    counts["embedded"] = _embed(user_id=chat.user_id, chat_id=chat_id)
     return counts
 
 
 @shared_task(name="memories.embed_pending", acks_late=True, soft_time_limit=1800, time_limit=1900)
 def embed_pending(user_id: int) -> int:
-    return memories_embed_pending(user_id=user_id)
+    return _embed(user_id=user_id)
+
+
+def _embed(*, user_id: int, chat_id: int | None = None) -> int:
+    # A provider that is down leaves the rest without vectors; text search covers them and the sweep tries again.
+    try:
+        return memories_embed_pending(user_id=user_id, chat_id=chat_id)
+    except EmbeddingUnavailable as exc:
+        log.warning("embedding for user %s postponed: %s", user_id, exc)
+        return 0
 
 
 @shared_task(name="memories.sweep", soft_time_limit=300, time_limit=360)
