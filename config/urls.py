@@ -18,5 +18,6 @@ urlpatterns = [
     path("accounts/", include(auth_urlpatterns)),
     path("accounts/", include("apps.accounts.urls")),
     path("", include("apps.sync.urls")),
+    path("", include("apps.memories.urls")),
     path("", include("apps.chats.urls")),
 ]

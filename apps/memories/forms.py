@@ -21,6 +21,14 @@ def _split_list(text: str) -> list[str]:
     return list(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
 
 
+class EntityChoiceField(forms.ModelChoiceField):
+    """Entities of two registries may share a name: say whose each one is."""
+
+    def label_from_instance(self, entity) -> str:
+        owner = entity.character.name if entity.character_id else "user-wide"
+        return f"{entity.name} ({owner})"
+
+
 class MemoryFilterForm(forms.Form):
     """The browser's filters and search box (GET). An empty `q` browses; a non-empty one searches."""
 
@@ -31,11 +39,11 @@ class MemoryFilterForm(forms.Form):
         choices=[(Status.ACTIVE, "Active"), (Status.RETIRED, "Retired"), (STATUS_ALL, "Active and retired")],
         required=False,
     )
-    entity = forms.ModelChoiceField(queryset=None, required=False, empty_label="Any entity")
+    entity = EntityChoiceField(queryset=None, required=False, empty_label="Any entity")
 
     def __init__(self, *args, entities, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["entity"].queryset = entities
+        self.fields["entity"].queryset = entities.select_related("character").order_by("name", "id")
 
     def clean_q(self) -> str:
         return self.cleaned_data["q"].replace("\x00", "").strip()
@@ -47,16 +55,12 @@ class MemoryFilterForm(forms.Form):
 class MemoryEditForm(forms.Form):
     content = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), max_length=50_000)
     kind = forms.ChoiceField(choices=EDITABLE_KINDS)
-    importance = forms.TypedChoiceField(
-        choices=[(1, "1 · minor"), (2, "2 · normal"), (3, "3 · major")], coerce=int
-    )
+    importance = forms.TypedChoiceField(choices=[(1, "1 · minor"), (2, "2 · normal"), (3, "3 · major")], coerce=int)
     confidence = forms.FloatField(
         min_value=0, max_value=1, widget=forms.NumberInput(attrs={"step": "0.05"}), help_text="0 to 1."
     )
     time_scope = forms.ChoiceField(choices=TIME_SCOPES, required=False)
-    valid_from = forms.IntegerField(
-        min_value=0, required=False, help_text="Index of the message from which it holds."
-    )
+    valid_from = forms.IntegerField(min_value=0, required=False, help_text="Index of the message from which it holds.")
     valid_to = forms.IntegerField(min_value=0, required=False, help_text="Index of the message at which it stopped.")
 
     def clean(self):
@@ -91,7 +95,11 @@ class EmbeddingSettingsForm(forms.Form):
         + ".",
     )
     base_url = forms.URLField(
-        max_length=500, required=False, label="Base URL", help_text="e.g. http://localhost:11434 for Ollama."
+        assume_scheme="http",
+        max_length=500,
+        required=False,
+        label="Base URL",
+        help_text="e.g. http://localhost:11434 for Ollama.",
     )
     api_key = forms.CharField(
         max_length=500,

@@ -1,0 +1,362 @@
+"""The memory browser: memories of a character, a chat or all of them, their search, history and entities, the
+embedding settings, and the recall-index progress shown on the chat page."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Prefetch, Q
+from django.db.models.query import prefetch_related_objects
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from apps.chats import selectors as chat_selectors
+from apps.common.exceptions import ApplicationError
+from apps.memories import selectors
+from apps.memories.embeddings import config_for, deployment_config
+from apps.memories.forms import STATUS_ALL, EmbeddingSettingsForm, EntityForm, MemoryEditForm, MemoryFilterForm
+from apps.memories.models import Entity, Kind, Memory, Status
+from apps.memories.search import memory_search
+from apps.memories.services.indexing import chat_index_progress
+from apps.memories.services.memories import entity_update, memory_restore, memory_retire, memory_update
+from apps.memories.services.settings import embedding_settings_get, embedding_settings_set
+
+MEMORIES_PER_PAGE = 25
+ENTITIES_PER_PAGE = 50
+SEARCH_LIMIT = 20
+# With an entity filter, search asks for more and keeps those linked to the entity.
+SEARCH_LIMIT_FILTERED = 100
+NON_MESSAGE_KINDS = [kind for kind in Kind.values if kind != Kind.MESSAGE]
+METHOD_NOTES = {
+    "hybrid": "vector similarity and full-text ranking, fused",
+    "vector": "vector similarity only (no memory shares a word with the query)",
+    "text": "full-text ranking only (no query vector: embeddings are off or the provider is unavailable)",
+}
+
+
+def _with_display(qs):
+    """What a memory entry shows besides its own fields: its source chat and its entities."""
+    return qs.select_related("source_chat").prefetch_related(
+        Prefetch("entities", queryset=Entity.objects.only("id", "name", "type"))
+    )
+
+
+def _error_field(exc: ApplicationError, form, default: str) -> str:
+    field = exc.extra.get("field")
+    return field if field in form.fields else default
+
+
+# ---------------------------------------------------------------------------------------------------- browser
+
+
+def _scope_entities(*, user, character, chat):
+    if character is not None:
+        return selectors.entity_list(user=user, character_id=character.pk)
+    entities = selectors.entity_list(user=user)
+    if chat is not None:
+        entities = entities.filter(Q(character__in=chat.characters.all()) | Q(character__isnull=True))
+    return entities
+
+
+def _search(*, user, character, chat, data) -> tuple:
+    kind, entity, status = data["kind"], data["entity"], data["status"]
+    kinds = [kind] if kind else (None if data["messages"] else NON_MESSAGE_KINDS)
+    outcome = memory_search(
+        user=user,
+        query=data["q"],
+        character_id=character.pk if character else None,
+        chat_id=chat.pk if chat else None,
+        kinds=kinds,
+        limit=SEARCH_LIMIT_FILTERED if entity else SEARCH_LIMIT,
+        include_retired=status != Status.ACTIVE,
+    )
+    hits = outcome.results
+    if status == Status.RETIRED:
+        hits = [hit for hit in hits if hit.memory.status == Status.RETIRED]
+    if entity is not None:
+        linked = set(
+            Memory.entities.through.objects.filter(
+                entity_id=entity.pk, memory_id__in=[hit.memory.pk for hit in hits]
+            ).values_list("memory_id", flat=True)
+        )
+        hits = [hit for hit in hits if hit.memory.pk in linked]
+    hits = hits[:SEARCH_LIMIT]
+    memories = [hit.memory for hit in hits]
+    prefetch_related_objects(memories, "source_chat", "character", "chat")
+    prefetch_related_objects(memories, Prefetch("entities", queryset=Entity.objects.only("id", "name", "type")))
+    return outcome, hits
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def memory_browser(request, character_id: int | None = None, chat_id: int | None = None):
+    """Memories of a character (its own and its chats'), of a chat (its own and its characters' persistent ones)
+    or all of the user's: filtered and paged, or searched when `q` is given."""
+    user = request.user
+    character = chat_selectors.character_get(user=user, character_id=character_id) if character_id else None
+    chat = chat_selectors.chat_get(user=user, chat_id=chat_id) if chat_id else None
+    entities = _scope_entities(user=user, character=character, chat=chat)
+    form = MemoryFilterForm(request.GET, entities=entities)
+    context = {
+        "character": character,
+        "chat": chat,
+        "form": form,
+        "page": None,
+        "outcome": None,
+        "hits": None,
+        "method_note": "",
+    }
+    if form.is_valid():
+        data = form.cleaned_data
+        if data["q"]:
+            try:
+                context["outcome"], context["hits"] = _search(user=user, character=character, chat=chat, data=data)
+            except ApplicationError as exc:
+                form.add_error("q", exc.message)
+            else:
+                context["method_note"] = METHOD_NOTES.get(context["outcome"].method, "")
+        else:
+            # An empty search box browses (clearing the box goes back to the list, as on the other list pages).
+            qs = selectors.memory_list(
+                user=user,
+                character_id=character.pk if character else None,
+                chat_id=chat.pk if chat else None,
+                kinds=[data["kind"]] if data["kind"] else None,
+                status=None if data["status"] == STATUS_ALL else data["status"],
+                entity_id=data["entity"].pk if data["entity"] else None,
+                include_messages=data["messages"],
+            )
+            context["page"] = Paginator(_with_display(qs), MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
+    status = 400 if form.errors else 200
+    template = "memories/memory_list.html#memory-results" if request.htmx else "memories/memory_list.html"
+    return render(request, template, context, status=status)
+
+
+# ---------------------------------------------------------------------------------------------------- one memory
+
+
+def _memory(request, memory_id: int) -> Memory:
+    memory = selectors.memory_get(user=request.user, memory_id=memory_id)
+    prefetch_related_objects(
+        [memory],
+        "source_chat",
+        Prefetch("entities", queryset=Entity.objects.only("id", "name", "type")),
+        Prefetch("contradicts", queryset=Memory.objects.filter(user=request.user).only("id", "kind", "content")),
+    )
+    return memory
+
+
+def _edit_form(memory: Memory) -> MemoryEditForm:
+    return MemoryEditForm(
+        initial={field: getattr(memory, field) for field in MemoryEditForm.base_fields},
+    )
+
+
+def _detail_context(memory: Memory, **extra) -> dict:
+    return {"memory": memory, "history": selectors.memory_history(memory=memory), **extra}
+
+
+def _answer_card(request, memory: Memory, *, status: int = 200, error: str = "", editing_form=None):
+    """The card after a change or a refused one: htmx gets the card (and the history, out of band); a full page
+    otherwise."""
+    context = _detail_context(memory, card_error=error, form=editing_form)
+    if not request.htmx:
+        return render(request, "memories/memory_detail.html", context, status=status)
+    if editing_form is not None:
+        return render(request, "memories/memory_detail.html#memory-edit", context, status=status)
+    return render(request, "memories/partials/memory_card_answer.html", context, status=status)
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def memory_detail(request, memory_id: int):
+    memory = _memory(request, memory_id)
+    if request.htmx:
+        return render(request, "memories/memory_detail.html#memory-card", {"memory": memory})
+    return render(request, "memories/memory_detail.html", _detail_context(memory))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def memory_edit(request, memory_id: int):
+    """The edit form in place of the card (htmx), or the detail page with the form open."""
+    memory = _memory(request, memory_id)
+    if memory.is_message:
+        return _answer_card(
+            request, memory, status=400, error="A message memory follows its message: edit the message in the chat."
+        )
+    if request.method == "GET":
+        return _answer_card(request, memory, editing_form=_edit_form(memory))
+    form = MemoryEditForm(request.POST)
+    if form.is_valid():
+        try:
+            memory = memory_update(memory=memory, data=form.cleaned_data)
+        except ApplicationError as exc:
+            form.add_error(_error_field(exc, form, "content"), exc.message)
+        else:
+            if not request.htmx:
+                messages.success(request, f"Saved memory #{memory.pk} (version {memory.version}).")
+                return redirect("memories:detail", memory.pk)
+            return _answer_card(request, _memory(request, memory.pk))
+    return _answer_card(request, memory, status=400, editing_form=form)
+
+
+def _status_change(request, memory_id: int, change, done: str):
+    memory = _memory(request, memory_id)
+    try:
+        memory = change(memory)
+    except ApplicationError as exc:
+        if not request.htmx:
+            messages.error(request, exc.message)
+            return redirect("memories:detail", memory.pk)
+        return _answer_card(request, memory, status=400, error=exc.message)
+    if not request.htmx:
+        messages.success(request, done)
+        return redirect("memories:detail", memory.pk)
+    return _answer_card(request, _memory(request, memory.pk))
+
+
+@login_required
+@require_POST
+def memory_retire_view(request, memory_id: int):
+    reason = request.POST.get("reason", "").replace("\x00", "").strip()[:50] or "retired by hand"
+    return _status_change(
+        request, memory_id, lambda memory: memory_retire(memory=memory, reason=reason), "Retired the memory."
+    )
+
+
+@login_required
+@require_POST
+def memory_restore_view(request, memory_id: int):
+    return _status_change(request, memory_id, lambda memory: memory_restore(memory=memory), "Restored the memory.")
+
+
+# ---------------------------------------------------------------------------------------------------- entities
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def entity_list(request):
+    """The user-wide registry and every character's, or with `?character=` that character's and the user-wide."""
+    character = None
+    raw = request.GET.get("character", "")
+    if raw:
+        if not raw.isdigit():
+            return render(request, "memories/entity_list.html", {"error": "Unknown character."}, status=400)
+        character = chat_selectors.character_get(user=request.user, character_id=int(raw))
+    search = request.GET.get("q", "").strip()
+    entities = (
+        selectors.entity_list(user=request.user, character_id=character.pk if character else None, search=search)
+        .select_related("character")
+        .order_by("name", "id")
+    )
+    page = Paginator(entities, ENTITIES_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"character": character, "page": page, "search": search}
+    template = "memories/entity_list.html#entity-results" if request.htmx else "memories/entity_list.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+def entity_detail(request, entity_id: int):
+    """An entity, its edit form, and the memories linked to it (paged)."""
+    entity = selectors.entity_get(user=request.user, entity_id=entity_id)
+    initial = {"name": entity.name, "type": entity.type, "aliases": ", ".join(entity.aliases)}
+    form = EntityForm(request.POST or None, initial=initial)
+    saved = False
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                entity = entity_update(entity=entity, data=form.cleaned_data)
+            except ApplicationError as exc:
+                form.add_error(_error_field(exc, form, "name"), exc.message)
+            else:
+                if not request.htmx:
+                    messages.success(request, f"Saved {entity.name}.")
+                    return redirect("memories:entity", entity.pk)
+                saved = True
+                form = EntityForm(
+                    initial={"name": entity.name, "type": entity.type, "aliases": ", ".join(entity.aliases)}
+                )
+        if form.errors:
+            status = 400
+        if request.htmx:
+            context = {"entity": entity, "form": form, "saved": saved}
+            return render(request, "memories/entity_detail.html#entity-head", context, status=status)
+    memories = _with_display(selectors.memory_list(user=request.user, entity_id=entity.pk))
+    page = Paginator(memories, MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"entity": entity, "form": form, "page": page, "saved": saved}
+    if request.htmx:
+        return render(request, "memories/entity_detail.html#entity-memories", context)
+    return render(request, "memories/entity_detail.html", context, status=status)
+
+
+# ---------------------------------------------------------------------------------------------------- settings
+
+
+def _vector_counts(user) -> dict[str, int]:
+    """How many of the user's memories have a vector of the current model (the rest wait for the background)."""
+    config = config_for(user)
+    total = Memory.objects.filter(user=user).count()
+    if not config.enabled:
+        return {"total": total, "embedded": 0}
+    embedded = Memory.objects.filter(user=user, embedding_model=config.key, embedding__isnull=False).count()
+    return {"total": total, "embedded": embedded}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def embedding_settings(request):
+    current = embedding_settings_get(user=request.user)
+    initial = {"provider": current.provider}
+    if current.provider != "deployment":
+        initial.update(model=current.model, base_url=current.base_url, dimensions=current.dimensions)
+    form = EmbeddingSettingsForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        fields = {
+            "provider": data["provider"],
+            "model": data["model"].strip(),
+            "base_url": data["base_url"],
+            "dimensions": data["dimensions"],
+        }
+        # Only a new key or an explicit clear touches the stored one.
+        if data["clear_api_key"]:
+            fields["api_key"] = ""
+        elif data["api_key"]:
+            fields["api_key"] = data["api_key"]
+        try:
+            saved = embedding_settings_set(user=request.user, **fields)
+        except ApplicationError as exc:
+            form.add_error(_error_field(exc, form, "provider"), exc.message)
+        else:
+            note = "" if saved.model_key == current.model_key else " Your memories are being re-embedded."
+            messages.success(request, f"Embedding settings saved.{note}")
+            return redirect("memories:settings")
+    context = {
+        "form": form,
+        "current": current,
+        "deployment": deployment_config(),
+        "counts": _vector_counts(request.user),
+    }
+    return render(request, "memories/embedding_settings.html", context, status=400 if form.errors else 200)
+
+
+# ---------------------------------------------------------------------------------------------------- chat page
+
+
+@login_required
+@require_GET
+def chat_index_progress_view(request, chat_id: int):
+    """'Recall index: X of Y messages indexed': polls itself every 2 s while anything is pending."""
+    chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+    progress = chat_index_progress(chat=chat)
+    context = {"chat": chat, "progress": progress, "text_only": not config_for(request.user).enabled}
+    return render(request, "memories/partials/index_progress.html", context)
