@@ -130,6 +130,11 @@ def _vector_candidates(scope: _Scope, *, vectors: list[list[float]], model_key: 
     return best
 
 
+def _tsquery_term(lexeme: str) -> str:
+    """A lexeme as a quoted tsquery operand (lexemes of URLs and paths can hold quotes and backslashes)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 def _text_candidates(scope: _Scope, *, query: str, k: int) -> dict[int, float]:
     """Memories sharing words with the query, ranked by the summed IDF of the words they share (BM25 without its
     length normalisation, which on chat turns cost recall). PostgreSQL's ts_rank has no IDF, so a speaker's name
@@ -145,13 +150,13 @@ def _text_candidates(scope: _Scope, *, query: str, k: int) -> dict[int, float]:
         for lexeme in lexemes:
             counts.append(
                 f"(SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {scope.where} "
-                f"AND m.search_vector @@ quote_literal(%s)::tsquery LIMIT {DF_CAP}) s)"
+                f"AND m.search_vector @@ %s::tsquery LIMIT {DF_CAP}) s)"
             )
-            params += [*scope.params, lexeme]
+            params += [*scope.params, _tsquery_term(lexeme)]
         cursor.execute("SELECT " + ", ".join(counts), params)
         total, *frequencies = cursor.fetchone()
         weights = {
-            f"'{lexeme}'": math.log(1 + (total - df + 0.5) / (df + 0.5))
+            _tsquery_term(lexeme): math.log(1 + (total - df + 0.5) / (df + 0.5))
             for lexeme, df in zip(lexemes, frequencies, strict=True)
             if df
         }
@@ -200,6 +205,8 @@ def _spread_to_neighbours(fused: dict[int, float], share: float) -> dict[int, fl
 def _entities_named(*, user: AbstractUser, query: str, character_ids: list[int]) -> list[int]:
     lowered = query.lower()
     words = set(_WORD.findall(lowered))
+    # A one-word name matches a word of the query; any other ("Jean-Luc", "O'Brien", "the Old Mill") the same text
+    # not inside a longer word.
     candidates = Entity.objects.filter(user=user)
     if character_ids:
         candidates = candidates.filter(character_id__in=character_ids) | Entity.objects.filter(
@@ -209,7 +216,10 @@ def _entities_named(*, user: AbstractUser, query: str, character_ids: list[int])
     for pk, name, aliases in candidates.values_list("id", "name", "aliases"):
         for label in (name, *aliases):
             label = label.lower().strip()
-            if label and (label in words or (" " in label and re.search(rf"\b{re.escape(label)}\b", lowered))):
+            if not label:
+                continue
+            single_word = _WORD.fullmatch(label) is not None
+            if (label in words) if single_word else re.search(rf"(?<!\w){re.escape(label)}(?!\w)", lowered):
                 found.append(pk)
                 break
     return found

@@ -12,8 +12,8 @@ from celery import shared_task
 from django.db.models import F, Q
 
 from apps.chats.models import Chat
-from apps.memories.embeddings import EmbeddingUnavailable, deployment_config
-from apps.memories.models import Memory, MemoryScope
+from apps.memories.embeddings import EmbeddingUnavailable, config_for, deployment_config
+from apps.memories.models import EmbeddingSettings, Memory, MemoryScope
 from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
 from apps.memories.services.schema import chat_schema_ensure
 
@@ -64,23 +64,35 @@ def _embed(*, user_id: int, chat_id: int | None = None) -> int:
         return 0
 
 
+def _users_lacking_vectors(limit: int = 1000) -> list[int]:
+    """Users with memories lacking a vector under the model they use now (the deployment's, or their own)."""
+    deployment_key = deployment_config().key
+    users: list[int] = []
+    if deployment_key:
+        lacking = Q(embedding__isnull=True) | ~Q(embedding_model=deployment_key)
+        users += (
+            Memory.objects.filter(lacking, user__embedding_settings__isnull=True)
+            .values_list("user_id", flat=True)
+            .distinct()[:limit]
+        )
+    for own in EmbeddingSettings.objects.select_related("user")[:limit]:
+        key = config_for(own.user).key
+        if key and Memory.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=key), user=own.user).exists():
+            users.append(own.user_id)
+    return users
+
+
 @shared_task(name="memories.sweep", soft_time_limit=300, time_limit=360)
 def sweep() -> dict:
     """Enqueue what writes asked for but may not have got: chats not indexed at their current integrity, and users
-    with memories lacking a vector. Cheap: two indexed queries."""
+    with memories lacking a vector under their current model."""
     stale_chats = Chat.objects.exclude(
         pk__in=MemoryScope.objects.filter(chat__isnull=False, indexed_integrity=F("chat__integrity")).values("chat_id")
     ).values_list("pk", flat=True)[:1000]
     stale_chats = list(stale_chats)
     for chat_id in stale_chats:
         enqueue_index_chat(chat_id)
-    deployment_key = deployment_config().key
-    lacking = Q(embedding__isnull=True) | (
-        ~Q(embedding_model=deployment_key) & Q(user__embedding_settings__isnull=True)
-    )
-    if not deployment_key:  # embeddings off by default: only users with a provider of their own get vectors
-        lacking = Q(embedding__isnull=True, user__embedding_settings__isnull=False)
-    users = list(Memory.objects.filter(lacking).values_list("user_id", flat=True).distinct()[:1000])
+    users = _users_lacking_vectors()
     for user_id in users:
         enqueue_embed_pending(user_id)
     return {"chats": len(stale_chats), "users": len(users)}

@@ -57,12 +57,25 @@ def parse_send_date(value) -> datetime | None:
             text = value.strip()
             if "@" in text:
                 text = text.replace(" @", "T").replace("h", ":").replace("m", ":").rstrip("s")
-            parsed = parse_datetime(text)
+            parsed = parse_datetime(text) or _parse_human_date(text)
             if parsed is not None and parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=UTC)
             return parsed
     except (ValueError, OverflowError, OSError):
         return None
+    return None
+
+
+# SillyTavern 1.12 wrote "May 1, 2024 12:00pm"; some exports "May 1, 2024 12:00 PM" or a bare date.
+_HUMAN_DATE_FORMATS = ("%B %d, %Y %I:%M%p", "%B %d, %Y %I:%M %p", "%b %d, %Y %I:%M%p", "%B %d, %Y", "%Y-%m-%d")
+
+
+def _parse_human_date(text: str) -> datetime | None:
+    for pattern in _HUMAN_DATE_FORMATS:
+        try:
+            return datetime.strptime(text, pattern)
+        except ValueError:
+            continue
     return None
 
 

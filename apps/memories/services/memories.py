@@ -95,6 +95,12 @@ def memory_update(*, memory: Memory, data: dict[str, Any], entities: Iterable[di
     changed = [key for key in EDITABLE_FIELDS if key in data and data[key] != getattr(memory, key)]
     for key in changed:
         setattr(memory, key, data[key])
+    if memory.kind in CHAT_ONLY_KINDS and memory.chat_id is None:
+        raise ApplicationError(
+            f"A {memory.kind} memory belongs to a chat; this one belongs to a character.", {"field": "kind"}
+        )
+    if memory.valid_from is not None and memory.valid_to is not None and memory.valid_to < memory.valid_from:
+        raise ApplicationError("valid_to must not be before valid_from.", {"field": "valid_to"})
     if "content" in changed:
         memory.content = memory.content.strip()
         if not memory.content:

@@ -1,0 +1,363 @@
+"""memory_search on controlled vectors (the scripted server answers the vectors each test gives) and texts."""
+
+import pytest
+
+from apps.chats.services.chats import chat_create, chat_import
+from apps.chats.services.messages import message_append
+from apps.memories.models import Memory
+from apps.memories.search import memory_search
+from apps.memories.services.indexing import memories_embed_pending
+from apps.memories.services.memories import memory_create, memory_retire
+from apps.memories.services.settings import embedding_settings_set
+from tests.chats.factories import CharacterFactory
+from tests.memories.helpers import jsonl, message_memories, unit
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def character(user):
+    return CharacterFactory(user=user, name="Mira")
+
+
+def remember(server, user, content, vector=None, *, character=None, chat=None, kind="fact", **fields) -> Memory:
+    if vector is not None:
+        server.vectors[content] = vector
+    return memory_create(user=user, character=character, chat=chat, kind=kind, content=content, **fields)
+
+
+def ids(outcome) -> list[int]:
+    return [hit.memory.pk for hit in outcome.results]
+
+
+def hits(outcome) -> dict:
+    return {hit.memory.pk: hit for hit in outcome.results}
+
+
+# ---------------------------------------------------------------------------------------------------- ranking
+
+
+def test_the_nearest_vector_ranks_first(user, character, scripted):
+    apples = remember(scripted, user, "Apples grow in the orchard.", unit(1, 0), character=character)
+    boats = remember(scripted, user, "Boats rest in the harbour.", unit(0, 1), character=character)
+    clouds = remember(scripted, user, "Clouds gather over the hills.", unit(1, 1), character=character)
+    memories_embed_pending(user_id=user.pk)
+    scripted.vectors["qzx"] = unit(0.2, 1)
+
+    outcome = memory_search(user=user, query="qzx")
+
+    assert outcome.method == "vector"  # no memory shares a word with the query
+    assert ids(outcome) == [boats.pk, clouds.pk, apples.pk]
+    similarities = [hit.signals["vector"] for hit in outcome.results]
+    assert similarities == sorted(similarities, reverse=True) and similarities[0] == pytest.approx(0.98058, abs=1e-4)
+    assert all(hit.signals["text"] is None for hit in outcome.results)
+    assert outcome.results[0].score > outcome.results[1].score > outcome.results[2].score
+
+
+def _name_and_decoy(scripted, user, character):
+    named = remember(scripted, user, "Corvin relit the lantern.", unit(0, 1), character=character)
+    decoy = remember(scripted, user, "The keeper relit the lantern at dusk.", unit(1, 0.1), character=character)
+    memories_embed_pending(user_id=user.pk)
+    return named, decoy
+
+
+def test_hybrid_search_beats_vector_only_on_a_name(user, character, scripted):
+    named, decoy = _name_and_decoy(scripted, user, character)
+    # Both queries get the same vector, nearer the decoy; only the second names anyone.
+    scripted.vectors["qzx"] = scripted.vectors["Who is Corvin?"] = unit(1, 0.3)
+
+    vector_only = memory_search(user=user, query="qzx")
+    hybrid = memory_search(user=user, query="Who is Corvin?")
+
+    assert vector_only.method == "vector" and ids(vector_only) == [decoy.pk, named.pk]
+    assert hybrid.method == "hybrid" and ids(hybrid) == [named.pk, decoy.pk]
+    found = hits(hybrid)
+    assert found[decoy.pk].signals["vector"] > found[named.pk].signals["vector"]  # vectors alone got it wrong
+    assert found[named.pk].signals["text"] > 0 and found[decoy.pk].signals["text"] is None
+
+
+def test_hybrid_search_beats_vector_only_on_a_date_and_a_rare_word(user, character, scripted):
+    wreck = remember(
+        scripted, user, "On 14 March 1892 the Albatross sank off Skerryvore.", unit(0, 1), character=character
+    )
+    storm = remember(scripted, user, "A ship went down in a storm long ago.", unit(1, 0.1), character=character)
+    others = [
+        remember(scripted, user, f"A quiet day number {i} at sea.", unit(1, 0.05 * i), character=character)
+        for i in range(3)
+    ]
+    memories_embed_pending(user_id=user.pk)
+    query_vector = unit(1, 0.2)
+    for query in ("qzx", "What happened in March 1892?", "Skerryvore"):
+        scripted.vectors[query] = query_vector
+
+    assert ids(memory_search(user=user, query="qzx"))[0] == storm.pk
+    for query in ("What happened in March 1892?", "Skerryvore"):
+        outcome = memory_search(user=user, query=query)
+        assert outcome.method == "hybrid"
+        assert ids(outcome)[0] == wreck.pk, query
+    assert len(others) == 3
+
+
+def test_search_falls_back_to_text_when_the_provider_fails(user, character, scripted):
+    named, decoy = _name_and_decoy(scripted, user, character)
+    scripted.fail_status = 500
+
+    outcome = memory_search(user=user, query="Who is Corvin?")
+
+    assert outcome.method == "text"
+    assert ids(outcome) == [named.pk]
+    assert outcome.results[0].signals["vector"] is None and outcome.results[0].signals["text"] > 0
+    assert scripted.requests[-1].texts == ["Who is Corvin?"]
+
+
+def test_search_falls_back_to_text_when_the_ollama_server_is_gone(user, character, start_embedder):
+    server = start_embedder()
+    embedding_settings_set(user=user, provider="ollama", model="nomic", base_url=server.url)
+    memory = remember(server, user, "Corvin relit the lantern.", character=character)
+    assert memories_embed_pending(user_id=user.pk) == 1
+    server.stop()
+
+    outcome = memory_search(user=user, query="lantern")
+
+    assert outcome.method == "text" and ids(outcome) == [memory.pk]
+
+
+def test_with_embeddings_switched_off_search_ranks_by_text(user, character, scripted):
+    memory = remember(scripted, user, "Corvin relit the lantern.", character=character)
+    embedding_settings_set(user=user, provider="none")
+    outcome = memory_search(user=user, query="Corvin")
+    assert outcome.method == "text" and ids(outcome) == [memory.pk]
+    assert scripted.requests == []
+
+
+def test_search_embeds_only_its_own_query_and_at_most_five_sentences(user, character, scripted):
+    waiting = remember(scripted, user, "Nobody embedded me yet.", character=character)
+    query = (
+        "One. Two two. Three three three! Four four four four? Five five five five five. Six six six six six six. Hi!"
+    )
+
+    memory_search(user=user, query=query)
+
+    [request] = scripted.requests
+    assert request.texts == [
+        "Two two.",
+        "Three three three!",
+        "Four four four four?",
+        "Five five five five five.",
+        "Six six six six six six.",
+    ]
+    assert Memory.objects.get(pk=waiting.pk).embedding is None
+
+
+def test_until_re_embedded_vectors_of_another_model_are_never_compared(user, character, scripted):
+    memory = remember(scripted, user, "Boats rest in the harbour.", unit(0, 1), character=character)
+    memories_embed_pending(user_id=user.pk)
+    scripted.vectors["qzx"] = unit(0, 1)  # the same vector, whichever model asks
+    assert ids(memory_search(user=user, query="qzx")) == [memory.pk]
+
+    embedding_settings_set(user=user, provider="openai", model="second", base_url=f"{scripted.url}/v1")
+    assert memory_search(user=user, query="qzx").results == []
+    # Text still finds it meanwhile, without a vector signal.
+    [hit] = memory_search(user=user, query="harbour").results
+    assert hit.memory.pk == memory.pk and hit.signals["vector"] is None
+
+    memories_embed_pending(user_id=user.pk)
+    [hit] = memory_search(user=user, query="qzx").results
+    assert hit.memory.pk == memory.pk and hit.signals["vector"] == pytest.approx(1.0)
+
+
+def test_controlled_vectors_of_an_indexed_dimension_rank_through_the_hnsw_index(user, character, start_embedder):
+    server = start_embedder(dim=384)
+    embedding_settings_set(user=user, provider="openai", model="wide", base_url=f"{server.url}/v1")
+    far = remember(server, user, "Far away.", unit(1, 0, dim=384), character=character)
+    near = remember(server, user, "Close by.", unit(0.1, 1, dim=384), character=character)
+    memories_embed_pending(user_id=user.pk)
+    assert Memory.objects.get(pk=near.pk).embedding_dim == 384
+    server.vectors["qzx"] = unit(0, 1, dim=384)
+
+    assert ids(memory_search(user=user, query="qzx")) == [near.pk, far.pk]
+
+
+def test_the_local_model_recalls_the_turn_that_answers_a_paraphrased_question(
+    user, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        chat = chat_import(
+            user=user,
+            stream=jsonl(
+                ("Mira", "My brother Tomas works as a blacksmith in the valley."),
+                ("You", "The weather is lovely today."),
+                ("Mira", "I planted tulips in the garden last spring."),
+                ("You", "Let's go fishing tomorrow."),
+            ),
+        )
+    assert {(m.embedding_model, m.embedding_dim) for m in message_memories(chat)} == {("local:all-MiniLM-L6-v2", 384)}
+    outcome = memory_search(user=user, query="What does her sibling do for a living?", chat_id=chat.pk)
+    assert outcome.method in ("vector", "hybrid")
+    assert outcome.results[0].memory.message_index == 0
+
+
+# ---------------------------------------------------------------------------------------------------- filters
+
+
+def test_retired_memories_are_left_out_unless_asked_for(user, character, scripted):
+    red = remember(scripted, user, "The gate was painted red.", character=character)
+    blue = remember(scripted, user, "The gate was painted blue.", character=character)
+    memories_embed_pending(user_id=user.pk)
+    memory_retire(memory=red)
+
+    assert ids(memory_search(user=user, query="gate painted")) == [blue.pk]
+    assert sorted(ids(memory_search(user=user, query="gate painted", include_retired=True))) == [red.pk, blue.pk]
+
+
+def test_kinds_filter_keeps_only_those_kinds(user, character, scripted, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        chat = chat_import(user=user, stream=jsonl(("Mira", "The gate creaks.")), character_ids=[character.pk])
+        fact = remember(scripted, user, "The gate is iron.", character=character)
+        event = remember(scripted, user, "The gate fell down.", character=character, kind="event")
+
+    assert sorted(ids(memory_search(user=user, query="gate"))) == sorted(
+        [fact.pk, event.pk, message_memories(chat)[0].pk]
+    )
+    assert ids(memory_search(user=user, query="gate", kinds=["event"])) == [event.pk]
+    assert sorted(ids(memory_search(user=user, query="gate", kinds=["fact", "event"]))) == [fact.pk, event.pk]
+    assert ids(memory_search(user=user, query="gate", kinds=["message"])) == [message_memories(chat)[0].pk]
+
+
+def test_min_score_drops_the_weaker_results(user, character, scripted):
+    remember(scripted, user, "Apples grow in the orchard.", unit(1, 0), character=character)
+    boats = remember(scripted, user, "Boats rest in the harbour.", unit(0, 1), character=character)
+    memories_embed_pending(user_id=user.pk)
+    scripted.vectors["qzx"] = unit(0, 1)
+    first, second = memory_search(user=user, query="qzx").results
+
+    threshold = (first.score + second.score) / 2
+    assert ids(memory_search(user=user, query="qzx", min_score=threshold)) == [boats.pk]
+    assert memory_search(user=user, query="qzx", min_score=first.score + 0.01).results == []
+
+
+def test_a_long_memory_is_excerpted_around_the_part_that_matches(user, character, scripted):
+    filler = "The sea was grey and the wind was cold. " * 45
+    key = "The silver key is hidden under the third stair."
+    long = remember(scripted, user, filler + key + " " + filler.strip(), character=character)
+    short = remember(scripted, user, "A silver key opens the lighthouse.", character=character)
+
+    found = hits(memory_search(user=user, query="Where is the silver key hidden?"))
+
+    excerpt = found[long.pk].excerpt
+    assert len(long.content) > 3500
+    assert key in excerpt and len(excerpt) <= 2002
+    assert excerpt.startswith("…") and excerpt.endswith("…")
+    assert found[short.pk].excerpt == short.content
+
+
+# --------------------------------------------------------------------------------------------- extra signals
+
+
+def test_a_memory_linked_to_an_entity_named_in_the_query_gets_the_graph_boost(user, character, scripted):
+    plain = remember(scripted, user, "Someone left the gate open.", character=character)
+    linked = memory_create(
+        user=user,
+        character=character,
+        kind="fact",
+        content="Someone left the gate open.",
+        entities=[{"name": "Corvin", "type": "person", "aliases": ["the old keeper"]}],
+    )
+    memories_embed_pending(user_id=user.pk)
+
+    # Otherwise equal: with no entity named, the older one comes first.
+    assert ids(memory_search(user=user, query="Did someone leave the gate open?")) == [plain.pk, linked.pk]
+    for query in ("Did Corvin leave the gate open?", "Did the old keeper leave the gate open?"):
+        outcome = memory_search(user=user, query=query)
+        assert ids(outcome) == [linked.pk, plain.pk], query
+        assert [hit.signals["graph"] for hit in outcome.results] == [1.0, 0.0]
+
+
+def test_an_entity_whose_name_is_not_a_single_word_still_gets_the_graph_boost(user, character, scripted):
+    remember(scripted, user, "Someone fixed the lamp.", character=character)
+    linked = memory_create(
+        user=user,
+        character=character,
+        kind="fact",
+        content="Someone fixed the lamp.",
+        entities=[{"name": "Jean-Luc"}, {"name": "O'Brien"}],
+    )
+    memories_embed_pending(user_id=user.pk)
+    for query in ("Did Jean-Luc fix the lamp?", "Did O'Brien fix the lamp?"):
+        outcome = memory_search(user=user, query=query)
+        assert hits(outcome)[linked.pk].signals["graph"] == 1.0, query
+        assert ids(outcome)[0] == linked.pk, query
+
+
+def test_a_memory_from_the_asking_instance_outranks_an_equal_one(user, character, scripted):
+    here = remember(scripted, user, "The bell rang twice.", character=character)
+    there = remember(scripted, user, "The bell rang twice.", character=character, source_instance="phone")
+    memories_embed_pending(user_id=user.pk)
+
+    assert ids(memory_search(user=user, query="bell")) == [here.pk, there.pk]
+    outcome = memory_search(user=user, query="bell", instance="phone")
+    assert ids(outcome) == [there.pk, here.pk]
+    assert [hit.signals["instance"] for hit in outcome.results] == [1.0, 0.0]
+
+    Memory.objects.filter(pk=here.pk).update(participating_instances=["tablet"])
+    assert ids(memory_search(user=user, query="bell", instance="tablet")) == [here.pk, there.pk]
+
+
+# ---------------------------------------------------------------------------------------------------- tenancy
+
+
+def test_another_users_memories_never_appear_even_with_identical_text_and_vector(user, other_user, scripted):
+    mine = remember(scripted, user, "The password is swordfish.", unit(0, 1), character=CharacterFactory(user=user))
+    theirs = remember(
+        scripted, other_user, "The password is swordfish.", character=CharacterFactory(user=other_user, name="Mira")
+    )
+    memories_embed_pending(user_id=user.pk)
+    memories_embed_pending(user_id=other_user.pk)
+    scripted.vectors["qzx"] = unit(0, 1)
+
+    for query in ("swordfish", "qzx", "The password is swordfish."):
+        assert ids(memory_search(user=user, query=query)) == [mine.pk], query
+        assert ids(memory_search(user=other_user, query=query)) == [theirs.pk], query
+
+
+def test_a_chat_scoped_search_never_returns_another_chats_memories_but_shares_the_characters(
+    user, character, scripted, django_capture_on_commit_callbacks
+):
+    stranger = CharacterFactory(user=user, name="Stranger")
+    with django_capture_on_commit_callbacks(execute=True):
+        chat_a = chat_import(
+            user=user, stream=jsonl(("Mira", "The harbour smells of tar.")), character_ids=[character.pk]
+        )
+        chat_b = chat_import(user=user, stream=jsonl(("Mira", "The forest is quiet.")), character_ids=[character.pk])
+        summary_a = remember(scripted, user, "The harbour burned.", chat=chat_a, kind="summary")
+        detail_a = remember(scripted, user, "Tar on the harbour stones.", chat=chat_a, character=character)
+        fact = remember(scripted, user, "Mira fears the harbour.", character=character)
+        remember(scripted, user, "The stranger loves the harbour.", character=stranger)
+    message_a, message_b = message_memories(chat_a)[0], message_memories(chat_b)[0]
+    of_a = {summary_a.pk, detail_a.pk, message_a.pk}
+
+    # Vector search returns every memory in scope, so the scope is all that keeps chat A's memories out of B's.
+    assert set(ids(memory_search(user=user, query="harbour", chat_id=chat_b.pk))) == {fact.pk, message_b.pk}
+    assert set(ids(memory_search(user=user, query="harbour", chat_id=chat_a.pk))) == {*of_a, fact.pk}
+    assert set(ids(memory_search(user=user, query="harbour", character_id=character.pk))) == {
+        *of_a,
+        fact.pk,
+        message_b.pk,
+    }
+    embedding_settings_set(user=user, provider="none")
+    assert ids(memory_search(user=user, query="harbour", chat_id=chat_b.pk)) == [fact.pk]
+
+
+def test_a_chat_without_characters_can_be_searched(user, scripted, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        chat = chat_create(user=user, title="Alone")
+        message_append(chat=chat, data={"name": "You", "is_user": True, "mes": "Talking to the walls."})
+    outcome = memory_search(user=user, query="walls", chat_id=chat.pk)
+    assert ids(outcome) == [message_memories(chat)[0].pk]
+
+
+def test_a_query_holding_a_url_with_an_apostrophe_is_searched(user, character, scripted):
+    memory = remember(scripted, user, "Her notes are at http://example.org/it's-here for anyone.", character=character)
+    memories_embed_pending(user_id=user.pk)
+    outcome = memory_search(user=user, query="http://example.org/it's-here")
+    assert ids(outcome) == [memory.pk]

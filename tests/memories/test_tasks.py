@@ -1,0 +1,65 @@
+"""Indexing happens in a real Celery worker, not in the request that wrote the chat."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from django.conf import settings
+
+from apps.chats.models import Chat
+from apps.memories.models import Memory
+from apps.memories.services.indexing import chat_index_progress
+from apps.memories.services.settings import embedding_settings_set
+from tests.memories.helpers import jsonl_bytes
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def _worker_env(broker: str) -> dict[str, str]:
+    """The worker reads the test's own database (committed data only) and takes tasks from the test's broker."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
+    name = settings.DATABASES["default"]["NAME"]
+    env.update(CELERY_BROKER_URL=broker, DJANGO_SETTINGS_MODULE="config.settings.test", LOREKEEPER_DATABASE_NAME=name)
+    if env.get("DATABASE_URL"):
+        env["DATABASE_URL"] = urlunsplit(urlsplit(env["DATABASE_URL"])._replace(path=f"/{name}"))
+    return env
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_indexes_an_imported_chat_after_the_request_answered(api, user, broker, embedder):
+    embedding_settings_set(user=user, provider="openai", model="scripted", base_url=f"{embedder.url}/v1")
+    lines = [("Mira", "The lantern went out."), ("You", "Who relit it?"), ("Mira", "Corvin did."), ("You", "")]
+    response = api.post(
+        "/api/v1/chats/import?title=Worker", data=jsonl_bytes(*lines), content_type="application/jsonl"
+    )
+    assert response.status_code == 201, response.content
+    chat = Chat.objects.get(pk=response.json()["id"])
+    # No worker runs yet: the request only queued the work.
+    assert chat_index_progress(chat=chat)["pending"] == 3
+    assert not Memory.objects.filter(chat=chat).exists() and embedder.requests == []
+
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"],
+        cwd=ROOT,
+        env=_worker_env(broker),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while chat_index_progress(chat=chat)["pending"]:
+            assert worker.poll() is None, "the worker died"
+            assert time.monotonic() < deadline, "the worker did not index the chat within 120 s"
+            time.sleep(0.25)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+
+    body = api.get(f"/api/v1/chats/{chat.pk}/").json()
+    assert (body["indexed_messages"], body["pending"]) == (3, 0)
+    assert sorted(embedder.embedded_texts()) == sorted(
+        ["Mira: The lantern went out.", "You: Who relit it?", "Mira: Corvin did."]
+    )
+    assert {m.embedding_model for m in Memory.objects.filter(chat=chat)} == {"openai:scripted"}
