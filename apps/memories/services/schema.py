@@ -42,25 +42,26 @@ CHARACTER_SCHEMA_VERSION = CHARACTER_MIGRATIONS[-1][0]
 CHAT_SCHEMA_VERSION = CHAT_MIGRATIONS[-1][0]
 
 
-@transaction.atomic
-def character_schema_ensure(*, character: Character) -> MemoryScope:
-    scope, _ = MemoryScope.objects.select_for_update().get_or_create(character=character)
-    for version, _name, step in CHARACTER_MIGRATIONS:
+def _apply(scope: MemoryScope, registry: list, owner) -> MemoryScope:
+    for version, _name, step in registry:
         if version > scope.schema_version:
-            step(character)
+            step(owner)
             scope.schema_version = version
     scope.save()
     return scope
 
 
 @transaction.atomic
+def character_schema_ensure(*, character: Character) -> MemoryScope:
+    scope, _ = MemoryScope.objects.select_for_update().get_or_create(character=character)
+    return _apply(scope, CHARACTER_MIGRATIONS, character)
+
+
+@transaction.atomic
 def chat_schema_ensure(*, chat: Chat) -> MemoryScope:
+    """The chat's steps, then those of each of its characters."""
     scope, _ = MemoryScope.objects.select_for_update().get_or_create(chat=chat)
-    for version, _name, step in CHAT_MIGRATIONS:
-        if version > scope.schema_version:
-            step(chat)
-            scope.schema_version = version
-    scope.save()
+    _apply(scope, CHAT_MIGRATIONS, chat)
     for character in chat.characters.all():
         character_schema_ensure(character=character)
     return scope
