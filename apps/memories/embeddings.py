@@ -122,6 +122,22 @@ def _local_model(name: str):
         return _local_models[name]
 
 
+def warm_up_in_background() -> None:
+    """Load the deployment's local model in a thread at server start, so that the first search does not wait for
+    it (several seconds on a small CPU). Nothing happens for remote providers."""
+    config = deployment_config()
+    if config.provider != "local":
+        return
+
+    def load() -> None:
+        try:
+            _local_model(config.model)
+        except EmbeddingUnavailable as exc:
+            log.warning("local embedding model not loaded: %s", exc)
+
+    threading.Thread(target=load, name="embedding-warm-up", daemon=True).start()
+
+
 def _embed_local(config: EmbeddingConfig, texts: list[str]) -> list[list[float]]:
     model = _local_model(config.model)
     # encode() sorts by length within the call, so one large call pads less than many small ones.
