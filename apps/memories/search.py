@@ -102,32 +102,47 @@ class _Scope:
 
 
 def _vector_candidates(scope: _Scope, *, vectors: list[list[float]], model_key: str, k: int) -> dict[int, float]:
-    """Best cosine similarity per memory over the query sentences (KNN through the HNSW index of the dimension)."""
+    """Best cosine similarity per memory over the query sentences. A small scope (at most `exact_max` vectors) is
+    scanned exactly, all sentences in one pass; a large one goes through the HNSW index of the dimension, one
+    filtered KNN per sentence. (HNSW over a scope that is a small part of the table must walk far to find enough
+    of its rows: slower than the exact scan there, and no more accurate.)"""
     dim = len(vectors[0])
-    if dim in INDEXED_DIMENSIONS:
-        column, cast = f"(m.embedding::vector({dim}))", f"%s::vector({dim})"
-    else:
-        column, cast = "m.embedding", "%s::vector"
-    parts, params = [], []
-    for vector in vectors:
-        literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
-        parts.append(
-            f"(SELECT m.id, {column} <=> {cast} AS d FROM memories_memory m "
-            f"WHERE {scope.where} AND m.embedding_dim = {int(dim)} AND m.embedding_model = %s "
-            f"ORDER BY {column} <=> {cast} LIMIT {int(k)})"
-        )
-        params += [literal, *scope.params, model_key, literal]
-    best: dict[int, float] = {}
+    literals = ["[" + ",".join(repr(float(x)) for x in vector) + "]" for vector in vectors]
+    where = f"{scope.where} AND m.embedding_dim = {int(dim)} AND m.embedding_model = %s"
+    params = [*scope.params, model_key]
+    exact_max = int(settings.LOREKEEPER_SEARCH["exact_max"])
     with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {where} LIMIT {exact_max + 1}) s", params
+        )
+        if cursor.fetchone()[0] <= exact_max:
+            nearest = "LEAST(" + ", ".join(["m.embedding <=> %s::vector"] * len(literals)) + ")"
+            cursor.execute(
+                f"SELECT m.id, {nearest} AS d FROM memories_memory m WHERE {where} ORDER BY d LIMIT {int(k)}",
+                [*literals, *params],
+            )
+            return {pk: 1.0 - float(distance) for pk, distance in cursor.fetchall()}
+        if dim in INDEXED_DIMENSIONS:
+            column, cast = f"(m.embedding::vector({dim}))", f"%s::vector({dim})"
+        else:
+            column, cast = "m.embedding", "%s::vector"
+        parts, union_params = [], []
+        for literal in literals:
+            parts.append(
+                f"(SELECT m.id, {column} <=> {cast} AS d FROM memories_memory m WHERE {where} "
+                f"ORDER BY {column} <=> {cast} LIMIT {int(k)})"
+            )
+            union_params += [literal, *params, literal]
         # Filtered HNSW scans stop early without iterative scanning; relaxed order is re-sorted below.
         cursor.execute(f"SET LOCAL hnsw.ef_search = {int(settings.LOREKEEPER_SEARCH['ef_search'])}")
         cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute(" UNION ALL ".join(parts), params)
+        cursor.execute(" UNION ALL ".join(parts), union_params)
+        best: dict[int, float] = {}
         for pk, distance in cursor.fetchall():
             similarity = 1.0 - float(distance)
             if similarity > best.get(pk, -2.0):
                 best[pk] = similarity
-    return best
+        return best
 
 
 def _tsquery_term(lexeme: str) -> str:

@@ -200,6 +200,8 @@ LOREKEEPER_SEARCH = {
     "max_sentences": 5,
     "candidates": env.int("LOREKEEPER_SEARCH_CANDIDATES", default=100),
     "ef_search": env.int("LOREKEEPER_SEARCH_EF", default=100),
+    # Up to this many vectors in scope KNN is an exact scan: faster there than a filtered HNSW walk, and exact.
+    "exact_max": env.int("LOREKEEPER_SEARCH_EXACT_MAX", default=20000),
     "rrf_k": 60,
     # Share of its best neighbour's score a chat turn gains (answers follow questions).
     "neighbours": env.float("LOREKEEPER_SEARCH_NEIGHBOURS", default=0.2),

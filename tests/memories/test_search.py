@@ -166,7 +166,10 @@ def test_until_re_embedded_vectors_of_another_model_are_never_compared(user, cha
     assert hit.memory.pk == memory.pk and hit.signals["vector"] == pytest.approx(1.0)
 
 
-def test_controlled_vectors_of_an_indexed_dimension_rank_through_the_hnsw_index(user, character, start_embedder):
+def test_controlled_vectors_of_an_indexed_dimension_rank_through_the_hnsw_index(
+    user, character, start_embedder, settings
+):
+    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "exact_max": 0}  # past the exact-scan size
     server = start_embedder(dim=384)
     embedding_settings_set(user=user, provider="openai", model="wide", base_url=f"{server.url}/v1")
     far = remember(server, user, "Far away.", unit(1, 0, dim=384), character=character)
@@ -176,6 +179,18 @@ def test_controlled_vectors_of_an_indexed_dimension_rank_through_the_hnsw_index(
     server.vectors["qzx"] = unit(0, 1, dim=384)
 
     assert ids(memory_search(user=user, query="qzx")) == [near.pk, far.pk]
+
+
+def test_exact_and_hnsw_knn_agree_on_a_small_scope(user, character, start_embedder, settings):
+    server = start_embedder(dim=384)
+    embedding_settings_set(user=user, provider="openai", model="wide", base_url=f"{server.url}/v1")
+    for i in range(12):
+        remember(server, user, f"Memory {i}.", unit(1, i / 4, dim=384), character=character)
+    memories_embed_pending(user_id=user.pk)
+    server.vectors["qzx"] = unit(1, 1, dim=384)
+    exact = ids(memory_search(user=user, query="qzx", limit=5))
+    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "exact_max": 0}
+    assert ids(memory_search(user=user, query="qzx", limit=5)) == exact
 
 
 def test_the_local_model_recalls_the_turn_that_answers_a_paraphrased_question(
