@@ -100,11 +100,19 @@ def main() -> None:
     from django.contrib.auth import get_user_model
 
     from apps.chats.services.chats import chat_import
-    from apps.memories.embeddings import deployment_config
+    from apps.memories.embeddings import deployment_config, text_hash
+    from apps.memories.models import EmbeddingCache
     from apps.memories.search import memory_search
-    from apps.memories.services.indexing import chat_index_progress
+    from apps.memories.services.indexing import chat_index_progress, message_content
 
     samples = json.loads(args.data.read_text())
+    # A cold cache, so the indexing time includes the model's work on every turn.
+    hashes = [
+        text_hash(message_content(name=line["name"], mes=line["mes"]))
+        for sample in samples
+        for line in (json.loads(raw) for raw in conversation_jsonl(sample)[0].split(b"\n")[1:])
+    ]
+    EmbeddingCache.objects.filter(model=deployment_config().key, content_hash__in=hashes).delete()
     User = get_user_model()
     User.objects.filter(username="locomo-bench").delete()
     user = User.objects.create_user(username="locomo-bench")
