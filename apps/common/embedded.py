@@ -41,6 +41,7 @@ def postgres_settings() -> dict:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+        _size_shared_buffers(conn)
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": DATABASE_NAME,
@@ -49,6 +50,26 @@ def postgres_settings() -> dict:
         "HOST": socket_dir,
         "PORT": "",
     }
+
+
+def _size_shared_buffers(conn) -> None:
+    """PostgreSQL's default shared_buffers (128 MB, which initdb writes) holds little of a memory table and its HNSW
+    index, and search then reads its pages from the page cache again and again. Unless someone chose a size, the
+    embedded server gets a quarter of the machine's memory, between 128 MB and 1 GB; by ALTER SYSTEM, so from the
+    server's next start (it stops when the last process using it exits)."""
+    if conn.execute("SELECT current_setting('shared_buffers')").fetchone()[0] != "128MB":
+        return  # someone chose a size
+    configured = conn.execute(
+        "SELECT 1 FROM pg_file_settings WHERE name = 'shared_buffers' AND sourcefile LIKE '%postgresql.auto.conf'"
+    ).fetchone()
+    if configured:
+        return
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    megabytes = max(128, min(1024, memory // 4 // 2**20))
+    conn.execute(f"ALTER SYSTEM SET shared_buffers = '{int(megabytes)}MB'")
 
 
 class _AtomicDiskList:

@@ -35,9 +35,8 @@ from apps.memories.models import INDEXED_DIMENSIONS, SEARCH_CONFIG, Entity, Kind
 
 MAX_LIMIT = 100
 MAX_QUERY_LEXEMES = 32
-# Document frequencies are counted up to these caps: exact on small scopes, bounded work on large ones.
-DF_CAP = 2000
-N_CAP = 50000
+# Scopes are counted up to this many rows (document frequencies beyond it are scaled to it).
+SCOPE_CAP = 50000
 EXCERPT_CHARS = 2000
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -101,8 +100,21 @@ class _Scope:
         return " AND ".join(self.sql)
 
 
-def _vector_candidates(scope: _Scope, *, vectors: list[list[float]], model_key: str, k: int) -> dict[int, float]:
-    """Best cosine similarity per memory over the query sentences. A small scope (at most `exact_max` vectors) is
+def _scope_size(scope: _Scope) -> int:
+    """Rows in scope, counted up to SCOPE_CAP (or exact_max) and one: an index-only scan on the common scopes."""
+    cap = max(SCOPE_CAP, int(settings.LOREKEEPER_SEARCH["exact_max"])) + 1
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {scope.where} LIMIT {cap}) s",
+            scope.params,
+        )
+        return cursor.fetchone()[0]
+
+
+def _vector_candidates(
+    scope: _Scope, *, vectors: list[list[float]], model_key: str, k: int, size: int
+) -> dict[int, float]:
+    """Best cosine similarity per memory over the query sentences. A small scope (at most `exact_max` rows) is
     scanned exactly, all sentences in one pass; a large one goes through the HNSW index of the dimension, one
     filtered KNN per sentence. (HNSW over a scope that is a small part of the table must walk far to find enough
     of its rows: slower than the exact scan there, and no more accurate.)"""
@@ -112,10 +124,7 @@ def _vector_candidates(scope: _Scope, *, vectors: list[list[float]], model_key: 
     params = [*scope.params, model_key]
     exact_max = int(settings.LOREKEEPER_SEARCH["exact_max"])
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {where} LIMIT {exact_max + 1}) s", params
-        )
-        if cursor.fetchone()[0] <= exact_max:
+        if size <= exact_max:
             nearest = "LEAST(" + ", ".join(["m.embedding <=> %s::vector"] * len(literals)) + ")"
             cursor.execute(
                 f"SELECT m.id, {nearest} AS d FROM memories_memory m WHERE {where} ORDER BY d LIMIT {int(k)}",
@@ -150,65 +159,120 @@ def _tsquery_term(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _text_candidates(scope: _Scope, *, query: str, k: int) -> dict[int, float]:
+def _idf(total: float, df: float) -> float:
+    return math.log(1 + (total - df + 0.5) / (df + 0.5))
+
+
+def _text_candidates(scope: _Scope, *, query: str, k: int, size: int) -> dict[int, float]:
     """Memories sharing words with the query, ranked by the summed IDF of the words they share (BM25 without its
     length normalisation, which on chat turns cost recall). PostgreSQL's ts_rank has no IDF, so a speaker's name
-    in half the turns would outweigh the one rare word that matters; document frequencies are counted within the
-    scope, each capped (DF_CAP, N_CAP) so that the cost stays bounded on large scopes."""
+    in half the turns would outweigh the one rare word that matters; document frequencies are taken within the
+    scope (`size` rows, counted up to SCOPE_CAP).
+
+    A scope of fewer than `text_sample` rows is counted exactly and every row sharing a word is ranked. On a larger
+    one the words are counted over the first `text_sample` rows the scan finds, and only rows holding one of the
+    rarest words, those estimated to fill `text_budget` rows between them, are ranked: a row sharing only common
+    words with the query could not rank high anyway, and reading them all is what made text search slow on large
+    scopes. The rare words' frequencies are then counted exactly over those rows (every row holding one is among
+    them)."""
+    sample, budget = int(settings.LOREKEEPER_SEARCH["text_sample"]), int(settings.LOREKEEPER_SEARCH["text_budget"])
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT DISTINCT lexeme FROM unnest(to_tsvector('{SEARCH_CONFIG}', %s))", [query])
-        lexemes = [row[0] for row in cursor.fetchall()][:MAX_QUERY_LEXEMES]
-        if not lexemes:
+        terms = [_tsquery_term(row[0]) for row in cursor.fetchall()][:MAX_QUERY_LEXEMES]
+        if not terms:
             return {}
-        counts = [f"(SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {scope.where} LIMIT {N_CAP}) s)"]
-        params: list = [*scope.params]
-        for lexeme in lexemes:
-            counts.append(
-                f"(SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {scope.where} "
-                f"AND m.search_vector @@ %s::tsquery LIMIT {DF_CAP}) s)"
-            )
-            params += [*scope.params, _tsquery_term(lexeme)]
-        cursor.execute("SELECT " + ", ".join(counts), params)
-        total, *frequencies = cursor.fetchone()
-        weights = {
-            _tsquery_term(lexeme): math.log(1 + (total - df + 0.5) / (df + 0.5))
-            for lexeme, df in zip(lexemes, frequencies, strict=True)
-            if df
-        }
-        if not weights:
-            return {}
-        any_word = " | ".join(weights)
+        filters = ", ".join("count(*) FILTER (WHERE s.v @@ %s::tsquery)" for _ in terms)
         cursor.execute(
-            f"SELECT m.id, (SELECT sum(t.w) FROM unnest(%s::tsquery[], %s::float8[]) t(q, w) "
-            f"WHERE m.search_vector @@ t.q) + 0.001 * ts_rank_cd(m.search_vector, %s::tsquery, 32) AS s "
-            f"FROM memories_memory m WHERE {scope.where} AND m.search_vector @@ %s::tsquery "
-            f"ORDER BY s DESC, m.id LIMIT {int(k)}",
-            [list(weights), list(weights.values()), any_word, *scope.params, any_word],
+            f"SELECT count(*), {filters} FROM (SELECT m.search_vector v FROM memories_memory m "
+            f"WHERE {scope.where} LIMIT {sample}) s",
+            [*terms, *scope.params],
         )
-        return {pk: float(score) for pk, score in cursor.fetchall()}
+        seen, *counts = cursor.fetchone()
+        if seen < sample:  # the whole scope was read: exact frequencies
+            weights = {term: f"{_idf(seen, df)!r}::float8" for term, df in zip(terms, counts, strict=True) if df}
+            if not weights:
+                return {}
+            return _rank_text(cursor, scope, weights=weights, match=list(weights), counted=[], k=k, limit=None)
+        total = max(size, seen)
+        estimates = {term: max(count, 0.5) * total / seen for term, count in zip(terms, counts, strict=True)}
+        match: list[str] = []
+        spent = 0.0
+        for term in sorted(terms, key=lambda term: estimates[term]):
+            if match and spent + estimates[term] > budget:
+                break
+            match.append(term)
+            spent += estimates[term]
+        weights = {}
+        for term in terms:
+            if term in match:  # counted over the candidates, below
+                i = match.index(term) + 1
+                weights[term] = f"(SELECT ln(1 + ({total} - d.d[{i}] + 0.5) / (d.d[{i}] + 0.5)) FROM d)"
+            else:
+                weights[term] = f"{_idf(total, estimates[term])!r}::float8"
+        return _rank_text(cursor, scope, weights=weights, match=match, counted=match, k=k, limit=2 * budget)
+
+
+def _rank_text(
+    cursor, scope: _Scope, *, weights: dict[str, str], match: list[str], counted: list[str], k: int, limit: int | None
+) -> dict[int, float]:
+    """Rows of the scope holding one of `match` (at most `limit`), scored by the summed weight (an SQL expression)
+    of the words they hold; the frequencies of `counted` are counted over those rows first (CTE `d`). Each row's
+    words are tested once, into a bit mask that the counts and the sums read. ts_rank_cd, which rewards the words
+    standing close together, breaks ties among the best rows only."""
+    bit = {term: 1 << i for i, term in enumerate(weights)}
+    mask = " + ".join(f"(CASE WHEN m.search_vector @@ %s::tsquery THEN {bit[term]} ELSE 0 END)" for term in weights)
+    sums = " + ".join(
+        f"(CASE WHEN c.b & {bit[term]} <> 0 THEN {weight} ELSE 0.0::float8 END)" for term, weight in weights.items()
+    )
+    counts = ", ".join(f"count(*) FILTER (WHERE cand.b & {bit[term]} <> 0)" for term in counted)
+    frequencies = f", d AS MATERIALIZED (SELECT ARRAY[{counts}]::float8[] AS d FROM cand)" if counted else ""
+    cap = f"LIMIT {int(limit)}" if limit is not None else ""
+    cursor.execute(
+        f"WITH cand AS MATERIALIZED (SELECT m.id, m.search_vector v, ({mask})::bigint AS b FROM memories_memory m "
+        f"WHERE {scope.where} AND m.search_vector @@ %s::tsquery {cap}){frequencies} "
+        f"SELECT t.id, t.s + 0.001 * ts_rank_cd(t.v, %s::tsquery, 32) AS score FROM ("
+        f"SELECT c.id, c.v, {sums} AS s FROM cand c ORDER BY s DESC, c.id LIMIT {2 * int(k)}) t "
+        f"ORDER BY score DESC, t.id LIMIT {int(k)}",
+        [*weights, *scope.params, " | ".join(match), " | ".join(weights)],
+    )
+    return {pk: float(score) for pk, score in cursor.fetchall()}
 
 
 def _ranks(scores: dict[int, float]) -> dict[int, int]:
     return {pk: rank for rank, pk in enumerate(sorted(scores, key=lambda pk: (-scores[pk], pk)), start=1)}
 
 
-def _spread_to_neighbours(fused: dict[int, float], share: float) -> dict[int, float]:
+# What scoring reads of each candidate, in one query with what the neighbour spread reads.
+_ROW_FIELDS = (
+    "id",
+    "kind",
+    "chat_id",
+    "message_index",
+    "occurred_at",
+    "updated_at",
+    "source_instance",
+    "participating_instances",
+)
+
+
+def _spread_to_neighbours(fused: dict[int, float], rows: dict[int, tuple], share: float) -> dict[int, float]:
     """A chat turn gains `share` of its best neighbour's fused score: the answer to a question is often the turn
-    after the one that shares the question's words. Neighbours not yet candidates join (same chat, so same scope)."""
-    rows = list(
-        Memory.objects.filter(pk__in=list(fused), kind=Kind.MESSAGE).values_list("id", "chat_id", "message_index")
-    )
-    if not rows:
+    after the one that shares the question's words. Neighbours not yet candidates join (same chat, so same scope);
+    their rows are added to `rows`."""
+    at = {(row.chat_id, row.message_index): pk for pk, row in rows.items() if row.kind == Kind.MESSAGE}
+    if not at:
         return fused
-    at = {(chat_id, index): pk for pk, chat_id, index in rows}
     wanted = {(chat_id, index + step) for chat_id, index in at for step in (-1, 1)} - at.keys()
     if wanted:
         extra = Memory.objects.filter(
             kind=Kind.MESSAGE,
             chat_id__in={chat_id for chat_id, _ in wanted},
             message_index__in={index for _, index in wanted},
-        ).values_list("id", "chat_id", "message_index")
-        at.update({(chat_id, index): pk for pk, chat_id, index in extra if (chat_id, index) in wanted})
+        ).values_list(*_ROW_FIELDS, named=True)
+        for row in extra:
+            if (row.chat_id, row.message_index) in wanted:
+                at[(row.chat_id, row.message_index)] = row.id
+                rows[row.id] = row
     spread = dict(fused)
     for (chat_id, index), pk in at.items():
         best = max(fused.get(at.get((chat_id, index + step), -1), 0.0) for step in (-1, 1))
@@ -303,8 +367,11 @@ def memory_search(
 
     started = time.perf_counter()
     rankings: list[tuple[float, dict[int, int]]] = []
-    vector_scores = _vector_candidates(scope, vectors=vectors, model_key=embedding.key, k=k) if vectors else {}
-    text_scores = _text_candidates(scope, query=query, k=k)
+    size = _scope_size(scope)
+    vector_scores = (
+        _vector_candidates(scope, vectors=vectors, model_key=embedding.key, k=k, size=size) if vectors else {}
+    )
+    text_scores = _text_candidates(scope, query=query, k=k, size=size)
     if vectors:
         rankings.append((config["fusion"]["vector"], _ranks(vector_scores)))
     if text_scores:
@@ -317,27 +384,25 @@ def memory_search(
         for pk, rank in ranking.items():
             fused[pk] = fused.get(pk, 0.0) + weight / (rrf_k + rank)
     best_possible = sum(weight for weight, _ in rankings) / (rrf_k + 1) if rankings else 1.0
+    rows = {row.id: row for row in Memory.objects.filter(pk__in=list(fused)).values_list(*_ROW_FIELDS, named=True)}
     spread = config.get("neighbours", 0.0)
     if spread:
-        fused = _spread_to_neighbours(fused, spread)
+        fused = _spread_to_neighbours(fused, rows, spread)
         best_possible *= 1 + spread
 
     entity_ids = _entities_named(user=user, query=query, character_ids=scope.character_ids)
     linked = _graph_linked(entity_ids=entity_ids, memory_ids=list(fused))
-    rows = Memory.objects.filter(pk__in=list(fused)).only(
-        "id", "occurred_at", "updated_at", "source_instance", "participating_instances"
-    )
     weights, now = config["weights"], timezone.now()
     scored: list[tuple[float, float, int, dict]] = []
-    for memory in rows:
-        relevance = fused[memory.pk] / best_possible
+    for pk, row in rows.items():
+        relevance = fused[pk] / best_possible
         signals = {
-            "vector": vector_scores.get(memory.pk),
-            "text": text_scores.get(memory.pk),
-            "recency": _recency(memory.occurred_at or memory.updated_at, now, config["recency_per_day"]),
-            "graph": 1.0 if memory.pk in linked else 0.0,
+            "vector": vector_scores.get(pk),
+            "text": text_scores.get(pk),
+            "recency": _recency(row.occurred_at or row.updated_at, now, config["recency_per_day"]),
+            "graph": 1.0 if pk in linked else 0.0,
             "instance": 1.0
-            if instance and (memory.source_instance == instance or instance in memory.participating_instances)
+            if instance and (row.source_instance == instance or instance in row.participating_instances)
             else 0.0,
         }
         score = (
@@ -347,10 +412,10 @@ def memory_search(
             + weights["instance"] * signals["instance"]
         )
         if score >= min_score:
-            scored.append((score, relevance, memory.pk, signals))
+            scored.append((score, relevance, pk, signals))
     scored.sort(key=lambda item: (-item[0], item[2]))
     top = scored[:limit]
-    memories = Memory.objects.in_bulk([pk for _, _, pk, _ in top])
+    memories = Memory.objects.defer("embedding").in_bulk([pk for _, _, pk, _ in top])
     results = [
         SearchHit(
             memory=memories[pk],

@@ -199,9 +199,14 @@ LOREKEEPER_SEARCH = {
     "min_score": env.float("LOREKEEPER_SEARCH_MIN_SCORE", default=0.0),
     "max_sentences": 5,
     "candidates": env.int("LOREKEEPER_SEARCH_CANDIDATES", default=100),
-    "ef_search": env.int("LOREKEEPER_SEARCH_EF", default=100),
+    # HNSW candidate list: 100 gave recall@10 0.92 against exact search at 100,000 memories, 400 gives 0.96.
+    "ef_search": env.int("LOREKEEPER_SEARCH_EF", default=400),
     # Up to this many vectors in scope KNN is an exact scan: faster there than a filtered HNSW walk, and exact.
     "exact_max": env.int("LOREKEEPER_SEARCH_EXACT_MAX", default=20000),
+    # Text search over a scope of this many rows or more estimates word frequencies from that many rows, and ranks
+    # only the rows holding the query's rarest words, estimated to fill about `text_budget` rows.
+    "text_sample": env.int("LOREKEEPER_SEARCH_TEXT_SAMPLE", default=1000),
+    "text_budget": env.int("LOREKEEPER_SEARCH_TEXT_BUDGET", default=2000),
     "rrf_k": 60,
     # Share of its best neighbour's score a chat turn gains (answers follow questions).
     "neighbours": env.float("LOREKEEPER_SEARCH_NEIGHBOURS", default=0.2),

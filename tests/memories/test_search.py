@@ -193,6 +193,46 @@ def test_exact_and_hnsw_knn_agree_on_a_small_scope(user, character, start_embedd
     assert ids(memory_search(user=user, query="qzx", limit=5)) == exact
 
 
+def _harbour_days(scripted, user, character, count: int) -> list[Memory]:
+    embedding_settings_set(user=user, provider="none")
+    return [
+        remember(scripted, user, f"A quiet day at the harbour, the {i}th of its kind.", character=character)
+        for i in range(count)
+    ]
+
+
+def test_text_search_on_a_scope_past_the_sample_ranks_the_rows_holding_the_rare_words(
+    user, character, scripted, settings
+):
+    days = _harbour_days(scripted, user, character, 30)
+    sail = remember(scripted, user, "Corvin sailed from the harbour at dawn.", character=character)
+    bell = remember(scripted, user, "The harbour bell rang for Corvin.", character=character)
+    query = "When did Corvin leave the quiet harbour?"
+    exact = memory_search(user=user, query=query, limit=40)
+    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "text_sample": 8, "text_budget": 4}
+
+    sampled = memory_search(user=user, query=query, limit=40)
+
+    # Exactly counted, every row sharing a word is a candidate; the rare name ranks its two rows first either way.
+    assert set(ids(exact)) == {sail.pk, bell.pk, *(day.pk for day in days)}
+    assert set(ids(exact)[:2]) == set(ids(sampled)) == {sail.pk, bell.pk}
+    # The name's frequency is counted over the candidates, so its weight is the exact one; the common words'
+    # weights are estimated from the sample, where all of them are.
+    for pk in (sail.pk, bell.pk):
+        assert hits(sampled)[pk].signals["text"] == pytest.approx(hits(exact)[pk].signals["text"], rel=0.02)
+
+
+def test_text_search_past_the_sample_with_only_common_words_still_answers(user, character, scripted, settings):
+    days = _harbour_days(scripted, user, character, 30)
+    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "text_sample": 8, "text_budget": 4}
+
+    outcome = memory_search(user=user, query="the quiet harbour", limit=10)
+
+    # The budget is smaller than any one word's rows; the rarest word still selects (its rows, capped at twice it).
+    assert outcome.method == "text" and len(outcome.results) == 8
+    assert set(ids(outcome)) <= {day.pk for day in days}
+
+
 def test_the_local_model_recalls_the_turn_that_answers_a_paraphrased_question(
     user, django_capture_on_commit_callbacks
 ):
