@@ -177,8 +177,13 @@ def _text_candidates(scope: _Scope, *, query: str, k: int, size: int) -> dict[in
     them)."""
     sample, budget = int(settings.LOREKEEPER_SEARCH["text_sample"]), int(settings.LOREKEEPER_SEARCH["text_budget"])
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT DISTINCT lexeme FROM unnest(to_tsvector('{SEARCH_CONFIG}', %s))", [query])
-        terms = [_tsquery_term(row[0]) for row in cursor.fetchall()][:MAX_QUERY_LEXEMES]
+        # The query's first MAX_QUERY_LEXEMES distinct words, in the order they come.
+        cursor.execute(
+            f"SELECT lexeme FROM unnest(to_tsvector('{SEARCH_CONFIG}', %s)) "
+            f"ORDER BY positions[1], lexeme LIMIT {MAX_QUERY_LEXEMES}",
+            [query],
+        )
+        terms = [_tsquery_term(row[0]) for row in cursor.fetchall()]
         if not terms:
             return {}
         filters = ", ".join("count(*) FILTER (WHERE s.v @@ %s::tsquery)" for _ in terms)

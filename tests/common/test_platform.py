@@ -84,3 +84,34 @@ def test_processes_joining_and_leaving_the_embedded_server_at_once_leave_it_runn
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         assert cursor.fetchone() == (1,)
+
+
+_SHARED_BUFFERS = """
+import psycopg
+from apps.common.embedded import postgres_settings
+database = postgres_settings()
+with psycopg.connect(host=database["HOST"], user="postgres", dbname="postgres") as conn:
+    print(conn.execute("SHOW shared_buffers").fetchone()[0])
+"""
+
+
+def test_a_new_embedded_server_gets_shared_buffers_sized_to_the_machine_from_its_second_start(tmp_path):
+    def start() -> str:
+        result = subprocess.run(
+            [sys.executable, "-c", _SHARED_BUFFERS],
+            cwd=ROOT,
+            env=_env(LOREKEEPER_VAR_DIR=str(tmp_path)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    expected = max(128, min(1024, memory // 4 // 2**20))
+
+    assert start() == "128MB"  # initdb's default, until the server restarts
+    assert start() == (f"{expected // 1024}GB" if expected % 1024 == 0 else f"{expected}MB")
+    (tmp_path / "pgdata" / "postgresql.auto.conf").write_text("shared_buffers = '256MB'\n")
+    assert start() == "256MB"  # a size someone chose stays

@@ -233,6 +233,20 @@ def test_text_search_past_the_sample_with_only_common_words_still_answers(user, 
     assert set(ids(outcome)) <= {day.pk for day in days}
 
 
+@pytest.mark.parametrize("sample", [1000, 4])
+def test_a_query_of_more_words_than_are_ranked_is_searched_on_either_path(user, character, scripted, settings, sample):
+    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "text_sample": sample, "text_budget": 4}
+    words = [f"word{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(40)]
+    embedding_settings_set(user=user, provider="none")
+    memories = [remember(scripted, user, " ".join(words[i : i + 8]), character=character) for i in range(0, 40, 4)]
+
+    outcome = memory_search(user=user, query=" ".join(words), limit=20)
+
+    # Only the first 32 words count: the last memories hold none of them.
+    assert outcome.method == "text" and outcome.results
+    assert memories[-1].pk not in ids(outcome) and all(hit.signals["text"] > 0 for hit in outcome.results)
+
+
 def test_the_local_model_recalls_the_turn_that_answers_a_paraphrased_question(
     user, django_capture_on_commit_callbacks
 ):
