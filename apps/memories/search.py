@@ -17,6 +17,7 @@ With no vector possible (embeddings off, provider down) the text ranking alone a
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -35,7 +36,7 @@ from apps.memories.models import INDEXED_DIMENSIONS, SEARCH_CONFIG, Entity, Kind
 
 MAX_LIMIT = 100
 MAX_QUERY_LEXEMES = 32
-# Scopes are counted up to this many rows (document frequencies beyond it are scaled to it).
+# Scopes are counted up to this many rows; past it the planner estimates their size.
 SCOPE_CAP = 50000
 EXCERPT_CHARS = 2000
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
@@ -101,14 +102,22 @@ class _Scope:
 
 
 def _scope_size(scope: _Scope) -> int:
-    """Rows in scope, counted up to SCOPE_CAP (or exact_max) and one: an index-only scan on the common scopes."""
+    """Rows in scope: counted up to SCOPE_CAP (or exact_max), an index-only scan on the common scopes; past that
+    the planner's estimate, since the text ranking scales word frequencies by it (a scope of a million rows counted
+    as 50,001 would weigh the words it counts exactly twenty times too common)."""
     cap = max(SCOPE_CAP, int(settings.LOREKEEPER_SEARCH["exact_max"])) + 1
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {scope.where} LIMIT {cap}) s",
             scope.params,
         )
-        return cursor.fetchone()[0]
+        counted = cursor.fetchone()[0]
+        if counted < cap:
+            return counted
+        cursor.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memories_memory m WHERE {scope.where}", scope.params)
+        plan = cursor.fetchone()[0]
+        plan = json.loads(plan) if isinstance(plan, str) else plan
+        return max(counted, int(plan[0]["Plan"]["Plan Rows"]))
 
 
 def _vector_candidates(
@@ -167,7 +176,7 @@ def _text_candidates(scope: _Scope, *, query: str, k: int, size: int) -> dict[in
     """Memories sharing words with the query, ranked by the summed IDF of the words they share (BM25 without its
     length normalisation, which on chat turns cost recall). PostgreSQL's ts_rank has no IDF, so a speaker's name
     in half the turns would outweigh the one rare word that matters; document frequencies are taken within the
-    scope (`size` rows, counted up to SCOPE_CAP).
+    scope (`size` rows).
 
     A scope of fewer than `text_sample` rows is counted exactly and every row sharing a word is ranked. On a larger
     one the words are counted over the first `text_sample` rows the scan finds, and only rows holding one of the

@@ -233,6 +233,27 @@ def test_text_search_past_the_sample_with_only_common_words_still_answers(user, 
     assert set(ids(outcome)) <= {day.pk for day in days}
 
 
+def test_a_scope_past_the_count_cap_is_sized_by_the_planner(
+    user, other_user, character, scripted, settings, monkeypatch
+):
+    from django.db import connection
+
+    from apps.memories import search
+
+    _harbour_days(scripted, user, character, 40)
+    remember(scripted, other_user, "Someone else's day.", character=CharacterFactory(user=other_user))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")
+    scope = search._Scope(user=user, character_id=None, chat_id=None, kinds=None, include_retired=False)
+    assert search._scope_size(scope) == 40  # counted
+
+    monkeypatch.setattr(search, "SCOPE_CAP", 10)
+    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "exact_max": 5}
+
+    # The count stops at 11; the planner's estimate (from ANALYZE's statistics) takes over.
+    assert 30 <= search._scope_size(scope) <= 50
+
+
 @pytest.mark.parametrize("sample", [1000, 4])
 def test_a_query_of_more_words_than_are_ranked_is_searched_on_either_path(user, character, scripted, settings, sample):
     settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "text_sample": sample, "text_budget": 4}
