@@ -411,33 +411,31 @@ def _knn(scope, vector, *, k: int, path: str) -> tuple[list[int], float]:
 
     from apps.memories.search import _scope_size, _vector_candidates
 
-    exact_max, settings_sql = PATHS[path]
+    overrides, settings_sql = PATHS[path]
     config = settings.LOREKEEPER_SEARCH
-    saved = config.get("exact_max")
+    saved = {key: config[key] for key in overrides}
     with transaction.atomic():
         with connection.cursor() as cursor:
             for statement in settings_sql:
                 cursor.execute(statement)
-        if exact_max is not None and saved is not None:
-            config["exact_max"] = exact_max
+        config.update(overrides)
         try:
             size = _scope_size(scope)
             started = time.perf_counter()
             best = _vector_candidates(scope, vectors=[vector], model_key=_config().key, k=k, size=size)
             elapsed = (time.perf_counter() - started) * 1000
         finally:
-            if saved is not None:
-                config["exact_max"] = saved
+            config.update(saved)
     return sorted(best, key=lambda pk: (-best[pk], pk)), elapsed
 
 
-# Path: (LOREKEEPER_SEARCH["exact_max"] for the call, or None to leave search.py's choice; SET LOCALs before it).
+# Path: (LOREKEEPER_SEARCH values for the call, none to leave search.py's choice; SET LOCALs before it).
 PATHS = {
-    "planner": (None, ()),
+    "planner": ({}, ()),
     # The HNSW statement whatever the scope's size; no sort allowed, so only the ordered HNSW scan is left.
-    "hnsw": (-1, ("SET LOCAL enable_sort = off",)),
+    "hnsw": ({"exact_max": -1, "hnsw_min_share": 0}, ("SET LOCAL enable_sort = off",)),
     # The exact scan (HNSW answers index scans only, so without them this is brute force in any version).
-    "exact": (10**12, ("SET LOCAL enable_indexscan = off",)),
+    "exact": ({"exact_max": 10**12}, ("SET LOCAL enable_indexscan = off",)),
 }
 
 
@@ -617,7 +615,8 @@ def main() -> None:
         table_rows, table_users, shared_buffers = cursor.fetchone()
     search = settings.LOREKEEPER_SEARCH
     print(
-        f"model {config.key}; k {k}, ef_search {search['ef_search']}, exact_max {search.get('exact_max')}; "
+        f"model {config.key}; k {k}, ef_search {search['ef_search']}, exact_max {search['exact_max']}, "
+        f"hnsw_min_share {search['hnsw_min_share']}; "
         f"seed {args.seed}; table: {table_rows:,} memories of {table_users} users; shared_buffers {shared_buffers}; "
         f"load average {os.getloadavg()[0]:.2f}"
     )

@@ -203,6 +203,8 @@ LOREKEEPER_SEARCH = {
     "ef_search": env.int("LOREKEEPER_SEARCH_EF", default=400),
     # Up to this many vectors in scope KNN is an exact scan: faster there than a filtered HNSW walk, and exact.
     "exact_max": env.int("LOREKEEPER_SEARCH_EXACT_MAX", default=20000),
+    # ... and so is a scope that is less than this share of the whole table (a filtered HNSW walk there is slower).
+    "hnsw_min_share": env.float("LOREKEEPER_SEARCH_HNSW_MIN_SHARE", default=0.1),
     # Text search over a scope of this many rows or more estimates word frequencies from that many rows, and ranks
     # only the rows holding the query's rarest words, estimated to fill about `text_budget` rows.
     "text_sample": env.int("LOREKEEPER_SEARCH_TEXT_SAMPLE", default=1000),

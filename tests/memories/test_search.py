@@ -169,7 +169,8 @@ def test_until_re_embedded_vectors_of_another_model_are_never_compared(user, cha
 def test_controlled_vectors_of_an_indexed_dimension_rank_through_the_hnsw_index(
     user, character, start_embedder, settings
 ):
-    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "exact_max": 0}  # past the exact-scan size
+    # Past the exact-scan size, whatever the scope's share of the table.
+    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "exact_max": 0, "hnsw_min_share": 0}
     server = start_embedder(dim=384)
     embedding_settings_set(user=user, provider="openai", model="wide", base_url=f"{server.url}/v1")
     far = remember(server, user, "Far away.", unit(1, 0, dim=384), character=character)
@@ -189,7 +190,7 @@ def test_exact_and_hnsw_knn_agree_on_a_small_scope(user, character, start_embedd
     memories_embed_pending(user_id=user.pk)
     server.vectors["qzx"] = unit(1, 1, dim=384)
     exact = ids(memory_search(user=user, query="qzx", limit=5))
-    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "exact_max": 0}
+    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "exact_max": 0, "hnsw_min_share": 0}
     assert ids(memory_search(user=user, query="qzx", limit=5)) == exact
 
 
@@ -266,6 +267,32 @@ def test_a_query_of_more_words_than_are_ranked_is_searched_on_either_path(user, 
     # Only the first 32 words count: the last memories hold none of them.
     assert outcome.method == "text" and outcome.results
     assert memories[-1].pk not in ids(outcome) and all(hit.signals["text"] > 0 for hit in outcome.results)
+
+
+def test_a_scope_that_is_a_small_share_of_the_table_is_scanned_exactly_past_exact_max(
+    user, other_user, character, scripted, settings
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    mine = remember(scripted, user, "Mine.", unit(1, 0), character=character)
+    theirs = CharacterFactory(user=other_user)
+    for i in range(19):
+        remember(scripted, other_user, f"Theirs {i}.", unit(0, 1), character=theirs)
+    memories_embed_pending(user_id=user.pk)
+    memories_embed_pending(user_id=other_user.pk)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")
+    scripted.vectors["qzx"] = unit(1, 0.1)
+
+    def knn_statement(share: float) -> str:
+        settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "exact_max": 0, "hnsw_min_share": share}
+        with CaptureQueriesContext(connection) as queries:
+            assert ids(memory_search(user=user, query="qzx")) == [mine.pk]
+        return next(q["sql"] for q in queries.captured_queries if "<=>" in q["sql"])
+
+    assert "LEAST(" in knn_statement(0.1)  # 1 row of 20: exact
+    assert "LEAST(" not in knn_statement(0.01)  # past both limits: HNSW
 
 
 def test_the_local_model_recalls_the_turn_that_answers_a_paraphrased_question(
