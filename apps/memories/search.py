@@ -213,7 +213,7 @@ def _text_candidates(scope: _Scope, *, query: str, k: int, size: int) -> dict[in
             weights = {term: f"{_idf(seen, df)!r}::float8" for term, df in zip(terms, counts, strict=True) if df}
             if not weights:
                 return {}
-            return _rank_text(cursor, scope, weights=weights, match=list(weights), counted=[], k=k, limit=None)
+            return _rank_text(cursor, scope, weights=weights, match=list(weights), k=k, limit=None)
         total = max(size, seen)
         estimates = {term: max(count, 0.5) * total / seen for term, count in zip(terms, counts, strict=True)}
         match: list[str] = []
@@ -230,24 +230,27 @@ def _text_candidates(scope: _Scope, *, query: str, k: int, size: int) -> dict[in
                 weights[term] = f"(SELECT ln(1 + ({total} - d.d[{i}] + 0.5) / (d.d[{i}] + 0.5)) FROM d)"
             else:
                 weights[term] = f"{_idf(total, estimates[term])!r}::float8"
-        return _rank_text(cursor, scope, weights=weights, match=match, counted=match, k=k, limit=2 * budget)
+        return _rank_text(cursor, scope, weights=weights, match=match, k=k, limit=2 * budget)
 
 
 def _rank_text(
-    cursor, scope: _Scope, *, weights: dict[str, str], match: list[str], counted: list[str], k: int, limit: int | None
+    cursor, scope: _Scope, *, weights: dict[str, str], match: list[str], k: int, limit: int | None
 ) -> dict[int, float]:
-    """Rows of the scope holding one of `match` (at most `limit`), scored by the summed weight (an SQL expression)
-    of the words they hold; the frequencies of `counted` are counted over those rows first (CTE `d`). Each row's
-    words are tested once, into a bit mask that the counts and the sums read. ts_rank_cd, which rewards the words
-    standing close together, breaks ties among the best rows only."""
+    """Rows of the scope holding one of `match`, scored by the summed weight (an SQL expression) of the words they
+    hold. With a `limit` (a sampled scope) at most that many rows are read, and the frequencies of `match` are
+    counted over them first, into CTE `d` that the weights may read as d.d[i] (i: the word's place in `match`, from
+    1). Each row's words are tested once, into a bit mask that the counts and the sums read. ts_rank_cd, which
+    rewards the words standing close together, breaks ties among the best rows only."""
     bit = {term: 1 << i for i, term in enumerate(weights)}
     mask = " + ".join(f"(CASE WHEN m.search_vector @@ %s::tsquery THEN {bit[term]} ELSE 0 END)" for term in weights)
     sums = " + ".join(
         f"(CASE WHEN c.b & {bit[term]} <> 0 THEN {weight} ELSE 0.0::float8 END)" for term, weight in weights.items()
     )
-    counts = ", ".join(f"count(*) FILTER (WHERE cand.b & {bit[term]} <> 0)" for term in counted)
-    frequencies = f", d AS MATERIALIZED (SELECT ARRAY[{counts}]::float8[] AS d FROM cand)" if counted else ""
-    cap = f"LIMIT {int(limit)}" if limit is not None else ""
+    cap, frequencies = "", ""
+    if limit is not None:
+        cap = f"LIMIT {int(limit)}"
+        counts = ", ".join(f"count(*) FILTER (WHERE cand.b & {bit[term]} <> 0)" for term in match)
+        frequencies = f", d AS MATERIALIZED (SELECT ARRAY[{counts}]::float8[] AS d FROM cand)"
     cursor.execute(
         f"WITH cand AS MATERIALIZED (SELECT m.id, m.search_vector v, ({mask})::bigint AS b FROM memories_memory m "
         f"WHERE {scope.where} AND m.search_vector @@ %s::tsquery {cap}){frequencies} "
@@ -276,7 +279,9 @@ _ROW_FIELDS = (
 )
 
 
-def _spread_to_neighbours(fused: dict[int, float], rows: dict[int, tuple], share: float) -> dict[int, float]:
+def _spread_to_neighbours(
+    fused: dict[int, float], rows: dict[int, tuple], share: float, *, user: AbstractUser
+) -> dict[int, float]:
     """A chat turn gains `share` of its best neighbour's fused score: the answer to a question is often the turn
     after the one that shares the question's words. Neighbours not yet candidates join (same chat, so same scope);
     their rows are added to `rows`."""
@@ -286,6 +291,7 @@ def _spread_to_neighbours(fused: dict[int, float], rows: dict[int, tuple], share
     wanted = {(chat_id, index + step) for chat_id, index in at for step in (-1, 1)} - at.keys()
     if wanted:
         extra = Memory.objects.filter(
+            user=user,
             kind=Kind.MESSAGE,
             chat_id__in={chat_id for chat_id, _ in wanted},
             message_index__in={index for _, index in wanted},
@@ -405,10 +411,11 @@ def memory_search(
         for pk, rank in ranking.items():
             fused[pk] = fused.get(pk, 0.0) + weight / (rrf_k + rank)
     best_possible = sum(weight for weight, _ in rankings) / (rrf_k + 1) if rankings else 1.0
-    rows = {row.id: row for row in Memory.objects.filter(pk__in=list(fused)).values_list(*_ROW_FIELDS, named=True)}
+    candidates = Memory.objects.filter(user=user, pk__in=list(fused))
+    rows = {row.id: row for row in candidates.values_list(*_ROW_FIELDS, named=True)}
     spread = config.get("neighbours", 0.0)
     if spread:
-        fused = _spread_to_neighbours(fused, rows, spread)
+        fused = _spread_to_neighbours(fused, rows, spread, user=user)
         best_possible *= 1 + spread
 
     entity_ids = _entities_named(user=user, query=query, character_ids=scope.character_ids)
@@ -436,7 +443,7 @@ def memory_search(
             scored.append((score, relevance, pk, signals))
     scored.sort(key=lambda item: (-item[0], item[2]))
     top = scored[:limit]
-    memories = Memory.objects.defer("embedding").in_bulk([pk for _, _, pk, _ in top])
+    memories = Memory.objects.filter(user=user).defer("embedding").in_bulk([pk for _, _, pk, _ in top])
     results = [
         SearchHit(
             memory=memories[pk],
@@ -446,6 +453,7 @@ def memory_search(
             signals={key: (round(value, 6) if value is not None else None) for key, value in signals.items()},
         )
         for score, relevance, pk, signals in top
+        if pk in memories  # a message re-indexed away since the candidates were read (each statement its snapshot)
     ]
     timings["search"] = (time.perf_counter() - started) * 1000
     return SearchOutcome(method=method, results=results, timings_ms=timings)
