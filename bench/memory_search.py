@@ -15,7 +15,7 @@ the full-text GIN and the HNSW index dropped; both are then rebuilt over the who
 maintenance_work_mem holding the graph, one parallel worker), and the build times are printed.
 
 Measured per size, for the target user, with the deployment's embedding model (the real local model):
-- HNSW recall@10 against exact KNN on 50 LoCoMo questions, through search.py's own `_vector_candidates`: as it
+- HNSW recall@10 against exact KNN on 50 LoCoMo questions, through search's own `vector_candidates`: as it
   runs (its choice between the exact scan and HNSW, then the planner's), with HNSW forced (enable_sort off), and
   exact (index scans off); LIMIT is the search's k, top 10 after its re-sort. One untimed pass warms the caches.
   HNSW again at the --extra-ef values of ef_search, for comparison with the deployment's.
@@ -405,11 +405,11 @@ def describe(plan: dict) -> str:
 
 
 def _knn(scope, vector, *, k: int, path: str) -> tuple[list[int], float]:
-    """search.py's own KNN for one vector along a path: the ids by similarity, and the milliseconds."""
+    """search's own KNN for one vector along a path: the ids by similarity, and the milliseconds."""
     from django.conf import settings
     from django.db import connection, transaction
 
-    from apps.memories.search import _scope_size, _vector_candidates
+    from apps.memories.search.candidates import scope_size, vector_candidates
 
     overrides, settings_sql = PATHS[path]
     config = settings.LOREKEEPER_SEARCH
@@ -420,16 +420,16 @@ def _knn(scope, vector, *, k: int, path: str) -> tuple[list[int], float]:
                 cursor.execute(statement)
         config.update(overrides)
         try:
-            size = _scope_size(scope)
+            size = scope_size(scope)
             started = time.perf_counter()
-            best = _vector_candidates(scope, vectors=[vector], model_key=_config().key, k=k, size=size)
+            best = vector_candidates(scope, vectors=[vector], model_key=_config().key, k=k, size=size)
             elapsed = (time.perf_counter() - started) * 1000
         finally:
             config.update(saved)
     return sorted(best, key=lambda pk: (-best[pk], pk)), elapsed
 
 
-# Path: (LOREKEEPER_SEARCH values for the call, none to leave search.py's choice; SET LOCALs before it).
+# Path: (LOREKEEPER_SEARCH values for the call, none to leave search's choice; SET LOCALs before it).
 PATHS = {
     "planner": ({}, ()),
     # The HNSW statement whatever the scope's size; no sort allowed, so only the ordered HNSW scan is left.
@@ -474,10 +474,10 @@ def measure_text_approximation(scope, queries: list[str], k: int) -> dict:
     it keeps, and the two p50 times."""
     from django.conf import settings
 
-    from apps.memories import search
+    from apps.memories.search import candidates
 
     config = settings.LOREKEEPER_SEARCH
-    size = search._scope_size(scope)
+    size = candidates.scope_size(scope)
     rankings, times = {}, {}
     for name, sample in (("default", config["text_sample"]), ("exact", 10**12)):
         saved = config["text_sample"]
@@ -486,7 +486,7 @@ def measure_text_approximation(scope, queries: list[str], k: int) -> dict:
             runs = []
             for query in queries:
                 started = time.perf_counter()
-                scores = search._text_candidates(scope, query=query, k=k, size=size)
+                scores = candidates.text_candidates(scope, query=query, k=k, size=size)
                 runs.append(((time.perf_counter() - started) * 1000, sorted(scores, key=lambda pk: (-scores[pk], pk))))
         finally:
             config["text_sample"] = saved
@@ -524,24 +524,24 @@ def _timing(module, names: tuple[str, ...]) -> Iterator[dict[str, list[float]]]:
 
 
 def measure_latency(user, queries: list[str]) -> dict:
-    from apps.memories import search
     from apps.memories.embeddings import text_hash
     from apps.memories.models import EmbeddingCache
+    from apps.memories.search import ranking
 
     config = _config()
-    sentences = [s for query in queries for s in search.split_sentences(query, limit=SENTENCES)]
+    sentences = [s for query in queries for s in ranking.split_sentences(query, limit=SENTENCES)]
     # Cold query cache, as for a question never asked before.
     EmbeddingCache.objects.filter(model=config.key, content_hash__in=[text_hash(s) for s in sentences]).delete()
     embed, total, methods = [], [], Counter()
-    with _timing(search, ("_scope_size", "_vector_candidates", "_text_candidates")) as parts:
+    with _timing(ranking, ("scope_size", "vector_candidates", "text_candidates")) as parts:
         for n, query in enumerate(queries):
-            outcome = search.memory_search(user=user, query=query)
+            outcome = ranking.memory_search(user=user, query=query)
             if n >= WARMUPS:
                 embed.append(outcome.timings_ms["embed"])
                 total.append(outcome.timings_ms["search"])
                 methods[outcome.method] += 1
-    vector, text = parts["_vector_candidates"][WARMUPS:], parts["_text_candidates"][WARMUPS:]
-    count = parts["_scope_size"][WARMUPS:]
+    vector, text = parts["vector_candidates"][WARMUPS:], parts["text_candidates"][WARMUPS:]
+    count = parts["scope_size"][WARMUPS:]
     return {
         "count": (_pct(count, 50), _pct(count, 95)),
         "embed": (_pct(embed, 50), _pct(embed, 95)),
@@ -595,7 +595,7 @@ def main() -> None:
     from django.db import connection
 
     from apps.memories.embeddings import embed_texts
-    from apps.memories.search import _Scope
+    from apps.memories.search.candidates import Scope
 
     config = _config()
     if config.key != "local:all-MiniLM-L6-v2":
@@ -623,7 +623,7 @@ def main() -> None:
     rows = []
     for n, size in enumerate(sizes):
         user = get_user_model().objects.get(username=_username(size, 0))
-        scope = _Scope(user=user, character_id=None, chat_id=None, kinds=None, include_retired=False)
+        scope = Scope(user=user, character_id=None, chat_id=None, kinds=None, include_retired=False)
         sentences = pool[n * (QUERIES + WARMUPS) * SENTENCES :][: (QUERIES + WARMUPS) * SENTENCES]
         queries = [" ".join(sentences[i : i + SENTENCES]) for i in range(0, len(sentences), SENTENCES)]
         recall = measure_recall(scope, recall_vectors, k, args.extra_ef)

@@ -187,7 +187,7 @@ LOREKEEPER_EMBEDDINGS_TIMEOUT = env.float("LOREKEEPER_EMBEDDINGS_TIMEOUT", defau
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-# Memory search (apps/memories/search.py): the multi-signal score of entity-core, with text ranking fused in.
+# Memory search (apps/memories/search/): the multi-signal score of entity-core, with text ranking fused in.
 LOREKEEPER_SEARCH = {
     "weights": {
         "relevance": env.float("LOREKEEPER_SEARCH_W_RELEVANCE", default=0.8),

@@ -239,20 +239,20 @@ def test_a_scope_past_the_count_cap_is_sized_by_the_planner(
 ):
     from django.db import connection
 
-    from apps.memories import search
+    from apps.memories.search import candidates
 
     _harbour_days(scripted, user, character, 40)
     remember(scripted, other_user, "Someone else's day.", character=CharacterFactory(user=other_user))
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory")
-    scope = search._Scope(user=user, character_id=None, chat_id=None, kinds=None, include_retired=False)
-    assert search._scope_size(scope) == 40  # counted
+    scope = candidates.Scope(user=user, character_id=None, chat_id=None, kinds=None, include_retired=False)
+    assert candidates.scope_size(scope) == 40  # counted
 
-    monkeypatch.setattr(search, "SCOPE_CAP", 10)
+    monkeypatch.setattr(candidates, "SCOPE_CAP", 10)
     settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "exact_max": 5}
 
     # The count stops at 11; the planner's estimate (from ANALYZE's statistics) takes over.
-    assert 30 <= search._scope_size(scope) <= 50
+    assert 30 <= candidates.scope_size(scope) <= 50
 
 
 @pytest.mark.parametrize("sample", [1000, 4])

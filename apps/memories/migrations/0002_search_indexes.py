@@ -5,7 +5,7 @@ DIMENSIONS = (384, 768, 1024, 1536)
 
 def _hnsw(dim: int) -> migrations.RunSQL:
     # Partial and on a cast, so vectors of one dimension share an index; searches must use the same expression
-    # and the literal `embedding_dim = N` (apps/memories/search.py).
+    # and the literal `embedding_dim = N` (apps/memories/search/candidates.py).
     return migrations.RunSQL(
         f"CREATE INDEX memory_embedding_{dim}_hnsw ON memories_memory "
         f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}",

@@ -1,0 +1,212 @@
+"""The two candidate rankings of memory_search, within one scope of a user's memories: KNN over the query's sentence
+vectors, and full text by summed IDF."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.db import connection
+
+from apps.chats import selectors as chat_selectors
+from apps.memories.models import INDEXED_DIMENSIONS, SEARCH_CONFIG, Status
+
+MAX_QUERY_LEXEMES = 32
+# Scopes are counted up to this many rows; past it the planner estimates their size.
+SCOPE_CAP = 50000
+
+
+class Scope:
+    """The WHERE clause every candidate query shares: the user's own memories, within character/chat/kinds."""
+
+    def __init__(self, *, user: AbstractUser, character_id, chat_id, kinds, include_retired: bool) -> None:
+        self.sql = ["m.user_id = %s"]
+        self.params: list = [user.pk]
+        self.character_ids: list[int] = []
+        if chat_id is not None:
+            chat = chat_selectors.chat_get(user=user, chat_id=chat_id)
+            self.character_ids = [c.pk for c in chat.characters.all()]
+            # The chat's own memories and messages, plus its characters' persistent memories; never another chat's.
+            self.sql.append("(m.chat_id = %s OR (m.chat_id IS NULL AND m.character_id = ANY(%s)))")
+            self.params += [chat.pk, self.character_ids]
+        if character_id is not None:
+            character = chat_selectors.character_get(user=user, character_id=character_id)
+            self.character_ids = [character.pk]
+            self.sql.append(
+                "(m.character_id = %s OR m.chat_id IN "
+                "(SELECT cc.chat_id FROM chats_chat_characters cc WHERE cc.character_id = %s))"
+            )
+            self.params += [character.pk, character.pk]
+        if kinds:
+            self.sql.append("m.kind = ANY(%s)")
+            self.params.append(list(kinds))
+        if not include_retired:
+            self.sql.append("m.status = %s")
+            self.params.append(Status.ACTIVE)
+
+    @property
+    def where(self) -> str:
+        return " AND ".join(self.sql)
+
+
+def scope_size(scope: Scope) -> int:
+    """Rows in scope: counted up to SCOPE_CAP (or exact_max), an index-only scan on the common scopes; past that
+    the planner's estimate, since the text ranking scales word frequencies by it (a scope of a million rows counted
+    as 50,001 would weigh the words it counts exactly twenty times too common)."""
+    cap = max(SCOPE_CAP, int(settings.LOREKEEPER_SEARCH["exact_max"])) + 1
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {scope.where} LIMIT {cap}) s",
+            scope.params,
+        )
+        counted = cursor.fetchone()[0]
+        if counted < cap:
+            return counted
+        cursor.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memories_memory m WHERE {scope.where}", scope.params)
+        plan = cursor.fetchone()[0]
+        plan = json.loads(plan) if isinstance(plan, str) else plan
+        return max(counted, int(plan[0]["Plan"]["Plan Rows"]))
+
+
+def vector_candidates(
+    scope: Scope, *, vectors: list[list[float]], model_key: str, k: int, size: int
+) -> dict[int, float]:
+    """Best cosine similarity per memory over the query sentences. A small scope (at most `exact_max` rows), or
+    one that is less than `hnsw_min_share` of the table, is scanned exactly, all sentences in one pass; a large one
+    goes through the HNSW index of the dimension, one filtered KNN per sentence. (HNSW over a scope that is a small
+    part of the table must walk far to find enough of its rows: slower than the exact scan there, and less
+    accurate. bench/memory_search.py measured 100,000 memories in a 2.2 million-row table: 600 ms by HNSW, 145 ms
+    exact.)"""
+    dim = len(vectors[0])
+    literals = ["[" + ",".join(repr(float(x)) for x in vector) + "]" for vector in vectors]
+    where = f"{scope.where} AND m.embedding_dim = {int(dim)} AND m.embedding_model = %s"
+    params = [*scope.params, model_key]
+    config = settings.LOREKEEPER_SEARCH
+    with connection.cursor() as cursor:
+        exact = size <= int(config["exact_max"])
+        if not exact and config["hnsw_min_share"] > 0:
+            cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'memories_memory'::regclass")
+            table_rows = cursor.fetchone()[0]
+            exact = table_rows > 0 and size < config["hnsw_min_share"] * table_rows
+        if exact:
+            nearest = "LEAST(" + ", ".join(["m.embedding <=> %s::vector"] * len(literals)) + ")"
+            cursor.execute(
+                f"SELECT m.id, {nearest} AS d FROM memories_memory m WHERE {where} ORDER BY d LIMIT {int(k)}",
+                [*literals, *params],
+            )
+            return {pk: 1.0 - float(distance) for pk, distance in cursor.fetchall()}
+        if dim in INDEXED_DIMENSIONS:
+            column, cast = f"(m.embedding::vector({dim}))", f"%s::vector({dim})"
+        else:
+            column, cast = "m.embedding", "%s::vector"
+        parts, union_params = [], []
+        for literal in literals:
+            parts.append(
+                f"(SELECT m.id, {column} <=> {cast} AS d FROM memories_memory m WHERE {where} "
+                f"ORDER BY {column} <=> {cast} LIMIT {int(k)})"
+            )
+            union_params += [literal, *params, literal]
+        # Filtered HNSW scans stop early without iterative scanning; relaxed order is re-sorted below.
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(config['ef_search'])}")
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cursor.execute(" UNION ALL ".join(parts), union_params)
+        best: dict[int, float] = {}
+        for pk, distance in cursor.fetchall():
+            similarity = 1.0 - float(distance)
+            if similarity > best.get(pk, -2.0):
+                best[pk] = similarity
+        return best
+
+
+def _tsquery_term(lexeme: str) -> str:
+    """A lexeme as a quoted tsquery operand (lexemes of URLs and paths can hold quotes and backslashes)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _idf(total: float, df: float) -> float:
+    return math.log(1 + (total - df + 0.5) / (df + 0.5))
+
+
+def text_candidates(scope: Scope, *, query: str, k: int, size: int) -> dict[int, float]:
+    """Memories sharing words with the query, ranked by the summed IDF of the words they share (BM25 without its
+    length normalisation, which on chat turns cost recall). PostgreSQL's ts_rank has no IDF, so a speaker's name
+    in half the turns would outweigh the one rare word that matters; document frequencies are taken within the
+    scope (`size` rows).
+
+    A scope of fewer than `text_sample` rows is counted exactly and every row sharing a word is ranked. On a larger
+    one the words are counted over the first `text_sample` rows the scan finds, and only rows holding one of the
+    rarest words, those estimated to fill `text_budget` rows between them, are ranked: a row sharing only common
+    words with the query could not rank high anyway, and reading them all is what made text search slow on large
+    scopes. The rare words' frequencies are then counted exactly over those rows (every row holding one is among
+    them)."""
+    sample, budget = int(settings.LOREKEEPER_SEARCH["text_sample"]), int(settings.LOREKEEPER_SEARCH["text_budget"])
+    with connection.cursor() as cursor:
+        # The query's first MAX_QUERY_LEXEMES distinct words, in the order they come.
+        cursor.execute(
+            f"SELECT lexeme FROM unnest(to_tsvector('{SEARCH_CONFIG}', %s)) "
+            f"ORDER BY positions[1], lexeme LIMIT {MAX_QUERY_LEXEMES}",
+            [query],
+        )
+        terms = [_tsquery_term(row[0]) for row in cursor.fetchall()]
+        if not terms:
+            return {}
+        filters = ", ".join("count(*) FILTER (WHERE s.v @@ %s::tsquery)" for _ in terms)
+        cursor.execute(
+            f"SELECT count(*), {filters} FROM (SELECT m.search_vector v FROM memories_memory m "
+            f"WHERE {scope.where} LIMIT {sample}) s",
+            [*terms, *scope.params],
+        )
+        seen, *counts = cursor.fetchone()
+        if seen < sample:  # the whole scope was read: exact frequencies
+            weights = {term: f"{_idf(seen, df)!r}::float8" for term, df in zip(terms, counts, strict=True) if df}
+            if not weights:
+                return {}
+            return _rank_text(cursor, scope, weights=weights, match=list(weights), k=k, limit=None)
+        total = max(size, seen)
+        estimates = {term: max(count, 0.5) * total / seen for term, count in zip(terms, counts, strict=True)}
+        match: list[str] = []
+        spent = 0.0
+        for term in sorted(terms, key=lambda term: estimates[term]):
+            if match and spent + estimates[term] > budget:
+                break
+            match.append(term)
+            spent += estimates[term]
+        weights = {}
+        for term in terms:
+            if term in match:  # counted over the candidates, below
+                i = match.index(term) + 1
+                weights[term] = f"(SELECT ln(1 + ({total} - d.d[{i}] + 0.5) / (d.d[{i}] + 0.5)) FROM d)"
+            else:
+                weights[term] = f"{_idf(total, estimates[term])!r}::float8"
+        return _rank_text(cursor, scope, weights=weights, match=match, k=k, limit=2 * budget)
+
+
+def _rank_text(
+    cursor, scope: Scope, *, weights: dict[str, str], match: list[str], k: int, limit: int | None
+) -> dict[int, float]:
+    """Rows of the scope holding one of `match`, scored by the summed weight (an SQL expression) of the words they
+    hold. With a `limit` (a sampled scope) at most that many rows are read, and the frequencies of `match` are
+    counted over them first, into CTE `d` that the weights may read as d.d[i] (i: the word's place in `match`, from
+    1). Each row's words are tested once, into a bit mask that the counts and the sums read. ts_rank_cd, which
+    rewards the words standing close together, breaks ties among the best rows only."""
+    bit = {term: 1 << i for i, term in enumerate(weights)}
+    mask = " + ".join(f"(CASE WHEN m.search_vector @@ %s::tsquery THEN {bit[term]} ELSE 0 END)" for term in weights)
+    sums = " + ".join(
+        f"(CASE WHEN c.b & {bit[term]} <> 0 THEN {weight} ELSE 0.0::float8 END)" for term, weight in weights.items()
+    )
+    cap, frequencies = "", ""
+    if limit is not None:
+        cap = f"LIMIT {int(limit)}"
+        counts = ", ".join(f"count(*) FILTER (WHERE cand.b & {bit[term]} <> 0)" for term in match)
+        frequencies = f", d AS MATERIALIZED (SELECT ARRAY[{counts}]::float8[] AS d FROM cand)"
+    cursor.execute(
+        f"WITH cand AS MATERIALIZED (SELECT m.id, m.search_vector v, ({mask})::bigint AS b FROM memories_memory m "
+        f"WHERE {scope.where} AND m.search_vector @@ %s::tsquery {cap}){frequencies} "
+        f"SELECT t.id, t.s + 0.001 * ts_rank_cd(t.v, %s::tsquery, 32) AS score FROM ("
+        f"SELECT c.id, c.v, {sums} AS s FROM cand c ORDER BY s DESC, c.id LIMIT {2 * int(k)}) t "
+        f"ORDER BY score DESC, t.id LIMIT {int(k)}",
+        [*weights, *scope.params, " | ".join(match), " | ".join(weights)],
+    )
+    return {pk: float(score) for pk, score in cursor.fetchall()}

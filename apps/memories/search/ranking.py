@@ -1,0 +1,260 @@
+"""memory_search: hybrid retrieval over a user's memories (and chat messages), scored with entity-core's signals.
+
+1. The query is split into sentences (at most 5); each is embedded (cache first) and searched by KNN in pgvector,
+   within the user's scope and the user's current embedding model only.
+2. Beside it PostgreSQL full-text ranks the memories sharing the query's words (any of them, stemmed), because
+   embedding similarity alone is weak on names, dates and rare words.
+3. The rankings are fused by reciprocal rank fusion (the best rank of a memory over the sentences counts once
+   for the vector side); a chat turn also gains a share of its best neighbouring turn's score (an answer follows
+   its question). Scaled so that the best possible memory scores 1, this is the `relevance` signal, taking the
+   place of entity-core's vector score.
+4. score = w_relevance·relevance + w_recency·1/(1 + age_days·0.007) + w_graph·graph + w_instance·instance, with
+   graph = 1 for memories linked to an entity named in the query and instance = 1 for memories from the asking
+   instance (weights in settings.LOREKEEPER_SEARCH). Results under `min_score` are dropped.
+
+With no vector possible (embeddings off, provider down) the text ranking alone answers, and `method` says so.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.db import transaction
+from django.utils import timezone
+
+from apps.common.exceptions import ApplicationError
+from apps.memories.embeddings import config_for, embed_query
+from apps.memories.models import Entity, Kind, Memory
+from apps.memories.search.candidates import Scope, scope_size, text_candidates, vector_candidates
+
+MAX_LIMIT = 100
+EXCERPT_CHARS = 2000
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class SearchHit:
+    memory: Memory
+    score: float
+    relevance: float
+    excerpt: str
+    signals: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass
+class SearchOutcome:
+    method: str  # hybrid | vector | text
+    results: list[SearchHit]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def split_sentences(query: str, *, limit: int) -> list[str]:
+    sentences = [s.strip() for s in _SENTENCE_END.split(query) if s and s.strip()]
+    if len(sentences) > limit:
+        # Keep the longest: a question's topic is rarely in the "Hi!" before it.
+        keep = sorted(sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))[:limit])
+        sentences = [sentences[i] for i in keep]
+    return sentences
+
+
+def _ranks(scores: dict[int, float]) -> dict[int, int]:
+    return {pk: rank for rank, pk in enumerate(sorted(scores, key=lambda pk: (-scores[pk], pk)), start=1)}
+
+
+# What scoring reads of each candidate, in one query with what the neighbour spread reads.
+_ROW_FIELDS = (
+    "id",
+    "kind",
+    "chat_id",
+    "message_index",
+    "occurred_at",
+    "updated_at",
+    "source_instance",
+    "participating_instances",
+)
+
+
+def _spread_to_neighbours(
+    fused: dict[int, float], rows: dict[int, tuple], share: float, *, user: AbstractUser
+) -> dict[int, float]:
+    """A chat turn gains `share` of its best neighbour's fused score: the answer to a question is often the turn
+    after the one that shares the question's words. Neighbours not yet candidates join (same chat, so same scope);
+    their rows are added to `rows`."""
+    at = {(row.chat_id, row.message_index): pk for pk, row in rows.items() if row.kind == Kind.MESSAGE}
+    if not at:
+        return fused
+    wanted = {(chat_id, index + step) for chat_id, index in at for step in (-1, 1)} - at.keys()
+    if wanted:
+        extra = Memory.objects.filter(
+            user=user,
+            kind=Kind.MESSAGE,
+            chat_id__in={chat_id for chat_id, _ in wanted},
+            message_index__in={index for _, index in wanted},
+        ).values_list(*_ROW_FIELDS, named=True)
+        for row in extra:
+            if (row.chat_id, row.message_index) in wanted:
+                at[(row.chat_id, row.message_index)] = row.id
+                rows[row.id] = row
+    spread = dict(fused)
+    for (chat_id, index), pk in at.items():
+        best = max(fused.get(at.get((chat_id, index + step), -1), 0.0) for step in (-1, 1))
+        if best:
+            spread[pk] = fused.get(pk, 0.0) + share * best
+    return spread
+
+
+def _entities_named(*, user: AbstractUser, query: str, character_ids: list[int]) -> list[int]:
+    lowered = query.lower()
+    words = set(_WORD.findall(lowered))
+    # A one-word name matches a word of the query; any other ("Jean-Luc", "O'Brien", "the Old Mill") the same text
+    # not inside a longer word.
+    candidates = Entity.objects.filter(user=user)
+    if character_ids:
+        candidates = candidates.filter(character_id__in=character_ids) | Entity.objects.filter(
+            user=user, character__isnull=True
+        )
+    found = []
+    for pk, name, aliases in candidates.values_list("id", "name", "aliases"):
+        for label in (name, *aliases):
+            label = label.lower().strip()
+            if not label:
+                continue
+            single_word = _WORD.fullmatch(label) is not None
+            if (label in words) if single_word else re.search(rf"(?<!\w){re.escape(label)}(?!\w)", lowered):
+                found.append(pk)
+                break
+    return found
+
+
+def _graph_linked(*, entity_ids: list[int], memory_ids: list[int]) -> set[int]:
+    if not entity_ids or not memory_ids:
+        return set()
+    through = Memory.entities.through
+    return set(
+        through.objects.filter(entity_id__in=entity_ids, memory_id__in=memory_ids).values_list("memory_id", flat=True)
+    )
+
+
+def excerpt(content: str, query: str, *, size: int = EXCERPT_CHARS) -> str:
+    """The whole memory when short; else the passage richest in the query's words, with context around it."""
+    if len(content) < size:
+        return content
+    words = {w.lower() for w in _WORD.findall(query) if len(w) > 2}
+    pieces = [m for m in re.finditer(r"[^\n.!?]+[.!?]?", content)]
+    if not pieces or not words:
+        return content[:size].rstrip() + "…"
+    best = max(pieces, key=lambda m: sum(w.lower() in words for w in _WORD.findall(m.group())))
+    middle = (best.start() + best.end()) // 2
+    start = max(0, min(middle - size // 2, len(content) - size))
+    text = content[start : start + size].strip()
+    return ("…" if start > 0 else "") + text + ("…" if start + size < len(content) else "")
+
+
+def _recency(moment: datetime, now: datetime, per_day: float) -> float:
+    age_days = max((now - moment).total_seconds() / 86400.0, 0.0)
+    return 1.0 / (1.0 + age_days * per_day)
+
+
+@transaction.atomic
+def memory_search(
+    *,
+    user: AbstractUser,
+    query: str,
+    character_id: int | None = None,
+    chat_id: int | None = None,
+    kinds: list[str] | None = None,
+    limit: int = 10,
+    min_score: float | None = None,
+    include_retired: bool = False,
+    instance: str = "",
+) -> SearchOutcome:
+    config = settings.LOREKEEPER_SEARCH
+    query = query.replace("\x00", "").strip()
+    if not query:
+        raise ApplicationError("Give a query to search for.", {"field": "query"})
+    unknown = [k for k in kinds or [] if k not in Kind.values]
+    if unknown:
+        raise ApplicationError("Unknown memory kind(s).", {"field": "kinds", "kinds": unknown})
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    min_score = config["min_score"] if min_score is None else min_score
+    scope = Scope(user=user, character_id=character_id, chat_id=chat_id, kinds=kinds, include_retired=include_retired)
+    k = max(config["candidates"], limit * 2)
+    timings: dict[str, float] = {}
+
+    started = time.perf_counter()
+    embedding = config_for(user)
+    sentences = split_sentences(query, limit=config["max_sentences"]) or [query]
+    vectors = embed_query(embedding, sentences)
+    timings["embed"] = (time.perf_counter() - started) * 1000
+
+    started = time.perf_counter()
+    rankings: list[tuple[float, dict[int, int]]] = []
+    size = scope_size(scope)
+    vector_scores = (
+        vector_candidates(scope, vectors=vectors, model_key=embedding.key, k=k, size=size) if vectors else {}
+    )
+    text_scores = text_candidates(scope, query=query, k=k, size=size)
+    if vectors:
+        rankings.append((config["fusion"]["vector"], _ranks(vector_scores)))
+    if text_scores:
+        rankings.append((config["fusion"]["text"], _ranks(text_scores)))
+    method = "hybrid" if vectors and text_scores else ("vector" if vectors else "text")
+
+    rrf_k = config["rrf_k"]
+    fused: dict[int, float] = {}
+    for weight, ranking in rankings:
+        for pk, rank in ranking.items():
+            fused[pk] = fused.get(pk, 0.0) + weight / (rrf_k + rank)
+    best_possible = sum(weight for weight, _ in rankings) / (rrf_k + 1) if rankings else 1.0
+    candidates = Memory.objects.filter(user=user, pk__in=list(fused))
+    rows = {row.id: row for row in candidates.values_list(*_ROW_FIELDS, named=True)}
+    spread = config.get("neighbours", 0.0)
+    if spread:
+        fused = _spread_to_neighbours(fused, rows, spread, user=user)
+        best_possible *= 1 + spread
+
+    entity_ids = _entities_named(user=user, query=query, character_ids=scope.character_ids)
+    linked = _graph_linked(entity_ids=entity_ids, memory_ids=list(fused))
+    weights, now = config["weights"], timezone.now()
+    scored: list[tuple[float, float, int, dict]] = []
+    for pk, row in rows.items():
+        relevance = fused[pk] / best_possible
+        signals = {
+            "vector": vector_scores.get(pk),
+            "text": text_scores.get(pk),
+            "recency": _recency(row.occurred_at or row.updated_at, now, config["recency_per_day"]),
+            "graph": 1.0 if pk in linked else 0.0,
+            "instance": 1.0
+            if instance and (row.source_instance == instance or instance in row.participating_instances)
+            else 0.0,
+        }
+        score = (
+            weights["relevance"] * relevance
+            + weights["recency"] * signals["recency"]
+            + weights["graph"] * signals["graph"]
+            + weights["instance"] * signals["instance"]
+        )
+        if score >= min_score:
+            scored.append((score, relevance, pk, signals))
+    scored.sort(key=lambda item: (-item[0], item[2]))
+    top = scored[:limit]
+    memories = Memory.objects.filter(user=user).defer("embedding").in_bulk([pk for _, _, pk, _ in top])
+    results = [
+        SearchHit(
+            memory=memories[pk],
+            score=round(score, 6),
+            relevance=round(relevance, 6),
+            excerpt=excerpt(memories[pk].content, query),
+            signals={key: (round(value, 6) if value is not None else None) for key, value in signals.items()},
+        )
+        for score, relevance, pk, signals in top
+        if pk in memories  # a message re-indexed away since the candidates were read (each statement its snapshot)
+    ]
+    timings["search"] = (time.perf_counter() - started) * 1000
+    return SearchOutcome(method=method, results=results, timings_ms=timings)
