@@ -8,6 +8,7 @@ api_urlpatterns = [
     path("", include("apps.chats.api_urls")),
     path("", include("apps.sync.api_urls")),
     path("", include("apps.memories.api_urls")),
+    path("", include("apps.llm.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
 ]
@@ -19,5 +20,6 @@ urlpatterns = [
     path("accounts/", include("apps.accounts.urls")),
     path("", include("apps.sync.urls")),
     path("", include("apps.memories.urls")),
+    path("", include("apps.llm.urls")),
     path("", include("apps.chats.urls")),
 ]

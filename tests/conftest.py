@@ -66,3 +66,25 @@ def _forget_connections(app) -> None:
     app._pool = None
     app.amqp._producer_pool = None
     app._local.__dict__.pop("backend", None)
+
+
+@pytest.fixture
+def llm_server():
+    """A scripted OpenAI-compatible (and Ollama) model on 127.0.0.1; see tests/llm_server.py."""
+    from tests.llm_server import start_llm_server
+
+    server = start_llm_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llm(user, llm_server):
+    """The user's default connection, to the scripted model."""
+    from apps.llm.services import connection_create
+
+    connection = connection_create(
+        user=user, name="scripted", base_url=llm_server.url, model="scripted-model", api_key="sk-test-1234567890abcd"
+    )
+    connection.server = llm_server
+    return connection

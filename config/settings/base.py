@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import environ
+from celery.schedules import crontab
 
 from apps.common import embedded
 
@@ -34,6 +35,7 @@ INSTALLED_APPS = [
     "apps.chats",
     "apps.sync",
     "apps.memories",
+    "apps.llm",
 ]
 
 MIDDLEWARE = [
@@ -161,6 +163,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sync-prune-records": {"task": "sync.prune_records", "schedule": 24 * 60 * 60},
     "memories-sweep": {"task": "memories.sweep", "schedule": 5 * 60},
+    # Every quarter hour, so that 05:00 in every time zone (some are offset by 30 or 45 minutes) is met on time.
+    "memories-hierarchy": {"task": "memories.hierarchy_tick", "schedule": crontab(minute="*/15")},
+    "llm-prune-calls": {"task": "llm.prune_calls", "schedule": 24 * 60 * 60},
 }
 # How long a retry is still recognised: by its Idempotency-Key, and by an append's generation id.
 LOREKEEPER_IDEMPOTENCY_TTL_HOURS = env.int("LOREKEEPER_IDEMPOTENCY_TTL_HOURS", default=48)
@@ -217,4 +222,19 @@ LOREKEEPER_SEARCH = {
         "vector": env.float("LOREKEEPER_SEARCH_FUSION_VECTOR", default=0.4),
         "text": env.float("LOREKEEPER_SEARCH_FUSION_TEXT", default=1.0),
     },
+}
+
+# Whether user-chosen provider URLs (LLM connections, embedding providers) may point at private or local addresses:
+# yes for a self-hosted install beside its own Ollama, no for a public deployment (see apps/common/netguard.py).
+LOREKEEPER_PROVIDER_PRIVATE_HOSTS = env.bool("LOREKEEPER_PROVIDER_PRIVATE_HOSTS", default=True)
+
+# Calls to a user's model (apps/llm/client.py).
+LOREKEEPER_LLM = {
+    "timeout": env.float("LOREKEEPER_LLM_TIMEOUT", default=120.0),  # seconds per attempt
+    "retries": env.int("LOREKEEPER_LLM_RETRIES", default=3),
+    "backoff": env.float("LOREKEEPER_LLM_BACKOFF", default=2.0),  # first wait, doubled each retry, with jitter
+    "backoff_max": env.float("LOREKEEPER_LLM_BACKOFF_MAX", default=60.0),
+    "retry_after_max": env.float("LOREKEEPER_LLM_RETRY_AFTER_MAX", default=120.0),  # a 429's Retry-After, capped
+    "keep_calls_days": env.int("LOREKEEPER_LLM_KEEP_CALLS_DAYS", default=30),
+    "context_window": {"A": 8192, "B": 128000},  # when the connection does not say
 }

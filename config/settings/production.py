@@ -20,3 +20,6 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
 }
+
+# A public deployment never lets a user's provider URL reach its own network (apps/common/netguard.py).
+LOREKEEPER_PROVIDER_PRIVATE_HOSTS = env.bool("LOREKEEPER_PROVIDER_PRIVATE_HOSTS", default=False)

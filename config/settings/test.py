@@ -21,3 +21,6 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 # worker of their own (tests/common/test_platform.py, tests/memories/test_tasks.py).
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
+
+# The scripted model answers at once: retries wait milliseconds, not seconds.
+LOREKEEPER_LLM = {**LOREKEEPER_LLM, "backoff": 0.01, "backoff_max": 0.05, "retry_after_max": 0.2}  # noqa: F405

@@ -1,0 +1,26 @@
+from django.contrib import admin
+
+from apps.llm.models import Call, Connection
+
+
+@admin.register(Connection)
+class ConnectionAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "api", "model", "base_url", "profile", "is_default", "last_test_ok"]
+    list_filter = ["api", "profile", "is_default", "last_test_ok"]
+    search_fields = ["name", "model", "base_url", "user__username"]
+    # The key never reaches a page, not even a moderator's: only its last characters.
+    exclude = ["api_key_encrypted"]
+    readonly_fields = ["api_key_hint", "last_tested_at", "last_test_ok", "last_test_message", "created_at"]
+    raw_id_fields = ["user"]
+
+
+@admin.register(Call)
+class CallAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "user", "purpose", "template", "model", "status", "attempts", "latency_ms"]
+    list_filter = ["status", "purpose"]
+    search_fields = ["user__username", "error", "template"]
+    readonly_fields = [f.name for f in Call._meta.fields]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request) -> bool:
+        return False

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from apps.llm import apis
+
+urlpatterns = [
+    path("llm/connections/", apis.ConnectionListApi.as_view(), name="llm-connection-list"),
+    path("llm/connections/<int:connection_id>/", apis.ConnectionDetailApi.as_view(), name="llm-connection-detail"),
+    path("llm/connections/<int:connection_id>/test", apis.ConnectionTestApi.as_view(), name="llm-connection-test"),
+    path("llm/calls/", apis.CallListApi.as_view(), name="llm-call-list"),
+]

@@ -1,0 +1,176 @@
+"""A user's LLM connections: list, create, change, delete, test; and the record of recent calls."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.common.exceptions import ApplicationError
+from apps.common.serializers import StorableInputSerializer
+from apps.llm import selectors
+from apps.llm.models import Call, Connection
+from apps.llm.services import connection_create, connection_delete, connection_test, connection_update
+from apps.sync.idempotency import idempotent
+
+
+class ConnectionOutputSerializer(serializers.ModelSerializer):
+    effective_profile = serializers.CharField(read_only=True)
+    has_api_key = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Connection
+        ref_name = "LlmConnection"
+        fields = [
+            "id",
+            "name",
+            "api",
+            "base_url",
+            "model",
+            "has_api_key",
+            "api_key_hint",
+            "profile",
+            "effective_profile",
+            "context_window",
+            "timeout",
+            "is_default",
+            "last_tested_at",
+            "last_test_ok",
+            "last_test_message",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_has_api_key(self, connection: Connection) -> bool:
+        return bool(connection.api_key_encrypted)
+
+
+class ConnectionInputSerializer(StorableInputSerializer):
+    name = serializers.CharField(max_length=100)
+    api = serializers.ChoiceField(choices=Connection.Api.choices, default=Connection.Api.OPENAI)
+    base_url = serializers.URLField(max_length=500)
+    model = serializers.CharField(max_length=200)
+    api_key = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        write_only=True,
+        help_text='Stored encrypted, never shown back. Omit to keep the stored key, "" to clear it.',
+    )
+    profile = serializers.ChoiceField(choices=Connection.ProfileChoice.choices, default="auto")
+    context_window = serializers.IntegerField(required=False, allow_null=True, min_value=512, max_value=10_000_000)
+    timeout = serializers.FloatField(required=False, allow_null=True, min_value=1, max_value=600)
+    is_default = serializers.BooleanField(required=False)
+
+    class Meta:
+        ref_name = "LlmConnectionInput"
+
+
+class ConnectionListApi(APIView):
+    @extend_schema(operation_id="llm_connections_list", responses=ConnectionOutputSerializer(many=True))
+    def get(self, request):
+        connections = selectors.connection_list(user=request.user)
+        return Response({"results": ConnectionOutputSerializer(connections, many=True).data})
+
+    @extend_schema(
+        operation_id="llm_connections_create",
+        request=ConnectionInputSerializer,
+        responses={201: ConnectionOutputSerializer},
+    )
+    @idempotent
+    def post(self, request):
+        serializer = ConnectionInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        connection = connection_create(user=request.user, api_key=data.pop("api_key", ""), **data)
+        return Response(ConnectionOutputSerializer(connection).data, status=status.HTTP_201_CREATED)
+
+
+class ConnectionDetailApi(APIView):
+    @extend_schema(operation_id="llm_connections_retrieve", responses=ConnectionOutputSerializer)
+    def get(self, request, connection_id: int):
+        connection = selectors.connection_get(user=request.user, connection_id=connection_id)
+        return Response(ConnectionOutputSerializer(connection).data)
+
+    @extend_schema(
+        operation_id="llm_connections_update", request=ConnectionInputSerializer, responses=ConnectionOutputSerializer
+    )
+    @idempotent
+    def patch(self, request, connection_id: int):
+        connection = selectors.connection_get(user=request.user, connection_id=connection_id)
+        serializer = ConnectionInputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        api_key = data.pop("api_key", None)
+        connection = connection_update(connection=connection, data=data, api_key=api_key)
+        return Response(ConnectionOutputSerializer(connection).data)
+
+    @extend_schema(operation_id="llm_connections_destroy", responses={204: None})
+    @idempotent
+    def delete(self, request, connection_id: int):
+        connection_delete(connection=selectors.connection_get(user=request.user, connection_id=connection_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ConnectionTestApi(APIView):
+    @extend_schema(
+        operation_id="llm_connections_test",
+        request=None,
+        responses=ConnectionOutputSerializer,
+        description="Asks the model for a one-word answer; `last_test_ok` and `last_test_message` tell the outcome "
+        "(the call itself is in `llm/calls`).",
+    )
+    def post(self, request, connection_id: int):
+        connection = selectors.connection_get(user=request.user, connection_id=connection_id)
+        return Response(ConnectionOutputSerializer(connection_test(connection=connection)).data)
+
+
+class CallOutputSerializer(serializers.ModelSerializer):
+    connection = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Call
+        ref_name = "LlmCall"
+        fields = [
+            "id",
+            "connection",
+            "purpose",
+            "template",
+            "model",
+            "status",
+            "error",
+            "attempts",
+            "latency_ms",
+            "prompt_tokens",
+            "completion_tokens",
+            "tokens_estimated",
+            "response",
+            "reasoning",
+            "created_at",
+        ]
+
+
+class CallPagination(CursorPagination):
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 200
+    ordering = "-id"
+
+
+class CallListApi(APIView):
+    @extend_schema(
+        operation_id="llm_calls_list",
+        parameters=[OpenApiParameter("status", str, enum=Call.Status.values)],
+        responses=CallOutputSerializer(many=True),
+    )
+    def get(self, request):
+        status_value = request.query_params.get("status") or None
+        if status_value and status_value not in Call.Status.values:
+            raise ApplicationError("Unknown status.", {"field": "status", "allowed": Call.Status.values})
+        paginator = CallPagination()
+        page = paginator.paginate_queryset(
+            selectors.call_list(user=request.user, status=status_value), request, view=self
+        )
+        return paginator.get_paginated_response(CallOutputSerializer(page, many=True).data)

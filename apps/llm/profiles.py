@@ -1,0 +1,30 @@
+"""Hardware profile detection: a model served from the user's own machine or network is profile A (small context,
+one call at a time, looser duplicate thresholds); anything else is a hosted model, profile B."""
+
+from __future__ import annotations
+
+import ipaddress
+from urllib.parse import urlsplit
+
+# Ports the local servers listen on by default: Ollama, LM Studio, llama.cpp, text-generation-webui, KoboldCpp.
+LOCAL_PORTS = {11434, 1234, 8080, 5000, 5001}
+LOCAL_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa")
+
+
+def _is_private_host(host: str) -> bool:
+    if host in ("localhost", "host.docker.internal") or host.endswith(LOCAL_SUFFIXES):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_private or address.is_loopback or address.is_link_local
+
+
+def detect_profile(api: str, base_url: str) -> str:
+    if api == "ollama":
+        return "A"
+    parts = urlsplit(base_url)
+    if _is_private_host((parts.hostname or "").lower()) or parts.port in LOCAL_PORTS:
+        return "A"
+    return "B"

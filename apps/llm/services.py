@@ -1,0 +1,109 @@
+"""Writing a user's LLM connections. Keys are encrypted on the way in and never leave: the API and the pages show
+only `api_key_hint` (the last four characters)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractUser
+from django.db import transaction
+from django.utils import timezone
+
+from apps.common.exceptions import ApplicationError
+from apps.common.netguard import provider_url_check
+from apps.common.secrets import secret_encrypt
+from apps.llm.client import LlmError, complete_prompt
+from apps.llm.models import Connection
+from apps.llm.prompts import prompt_get
+
+FIELDS = ("name", "api", "base_url", "model", "profile", "context_window", "timeout", "is_default")
+
+
+def _set_key(connection: Connection, api_key: str) -> None:
+    connection.api_key_encrypted = secret_encrypt(api_key)
+    connection.api_key_hint = api_key[-4:] if len(api_key) >= 12 else ""
+
+
+def _validate(*, user: AbstractUser, connection: Connection) -> None:
+    connection.name = connection.name.strip()
+    if not connection.name:
+        raise ApplicationError("A connection needs a name.", {"field": "name"})
+    clash = Connection.objects.filter(user=user, name__iexact=connection.name).exclude(pk=connection.pk)
+    if clash.exists():
+        raise ApplicationError("You already have a connection of that name.", {"field": "name"})
+    if not connection.model.strip():
+        raise ApplicationError("Name the model.", {"field": "model"})
+    provider_url_check(connection.base_url)
+    if connection.timeout is not None and not 1 <= connection.timeout <= 600:
+        raise ApplicationError("The timeout is between 1 and 600 seconds.", {"field": "timeout"})
+    if connection.context_window is not None and connection.context_window < 512:
+        raise ApplicationError(
+            "A context window under 512 tokens leaves no room for a prompt.", {"field": "context_window"}
+        )
+
+
+def _make_only_default(connection: Connection) -> None:
+    Connection.objects.filter(user_id=connection.user_id, is_default=True).exclude(pk=connection.pk).update(
+        is_default=False
+    )
+
+
+@transaction.atomic
+def connection_create(*, user: AbstractUser, api_key: str = "", **fields: Any) -> Connection:
+    """The user's first connection becomes their default."""
+    connection = Connection(user=user, **{k: v for k, v in fields.items() if k in FIELDS})
+    _validate(user=user, connection=connection)
+    if not Connection.objects.filter(user=user).exists():
+        connection.is_default = True
+    if connection.is_default:
+        _make_only_default(connection)
+    _set_key(connection, api_key)
+    connection.save()
+    return connection
+
+
+@transaction.atomic
+def connection_update(*, connection: Connection, data: dict[str, Any], api_key: str | None = None) -> Connection:
+    """`api_key=None` keeps the stored key, "" clears it."""
+    connection = Connection.objects.select_for_update().get(pk=connection.pk)
+    for key in FIELDS:
+        if key in data:
+            setattr(connection, key, data[key])
+    _validate(user=connection.user, connection=connection)
+    if connection.is_default:
+        _make_only_default(connection)
+    if api_key is not None:
+        _set_key(connection, api_key)
+    connection.save()
+    return connection
+
+
+@transaction.atomic
+def connection_delete(*, connection: Connection) -> None:
+    was_default = connection.is_default
+    user_id = connection.user_id
+    connection.delete()
+    if was_default:
+        successor = Connection.objects.filter(user_id=user_id).order_by("created_at").first()
+        if successor is not None:
+            Connection.objects.filter(pk=successor.pk).update(is_default=True)
+
+
+def connection_test(*, connection: Connection) -> Connection:
+    """Ask the model for "OK" and remember the outcome (shown beside the connection). Runs outside any
+    transaction: the call may take the connection's whole timeout."""
+    try:
+        completion = complete_prompt(
+            connection, prompt_get("llm", "connection_test"), purpose="connection_test", max_tokens=16
+        )
+        ok = True
+        message = f"answered in {completion.call.latency_ms} ms: {completion.text[:80]!r}"
+        if completion.reasoning:
+            message += " (thinking stripped)"
+    except LlmError as exc:
+        ok, message = False, exc.message
+    Connection.objects.filter(pk=connection.pk).update(
+        last_tested_at=timezone.now(), last_test_ok=ok, last_test_message=message[:1000]
+    )
+    connection.refresh_from_db()
+    return connection
