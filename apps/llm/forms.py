@@ -8,6 +8,7 @@ class ConnectionForm(forms.Form):
     api = forms.ChoiceField(choices=Connection.Api.choices, label="API")
     base_url = forms.URLField(
         max_length=500,
+        assume_scheme="https",
         label="Base URL",
         help_text="https://api.openai.com/v1, http://host:11434/v1 (Ollama's "
         "OpenAI layer), http://host:11434 (Ollama's own API), a vLLM, llama.cpp or LM Studio server.",

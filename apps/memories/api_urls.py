@@ -1,13 +1,20 @@
 from django.urls import path
 
-from apps.memories import apis
+from apps.memories.apis import lifecycle, memories
 
 urlpatterns = [
-    path("memories/", apis.MemoryListApi.as_view(), name="memory-list"),
-    path("memories/search", apis.MemorySearchApi.as_view(), name="memory-search"),
-    path("memories/<int:memory_id>/", apis.MemoryDetailApi.as_view(), name="memory-detail"),
-    path("memories/<int:memory_id>/history", apis.MemoryHistoryApi.as_view(), name="memory-history"),
-    path("entities/", apis.EntityListApi.as_view(), name="entity-list"),
-    path("entities/<int:entity_id>/", apis.EntityDetailApi.as_view(), name="entity-detail"),
-    path("embeddings/settings", apis.EmbeddingSettingsApi.as_view(), name="embedding-settings"),
+    path("memories/", memories.MemoryListApi.as_view(), name="memory-list"),
+    path("memories/search", memories.MemorySearchApi.as_view(), name="memory-search"),
+    path("memories/submit", lifecycle.MemorySubmitApi.as_view(), name="memory-submit"),
+    path("memories/hierarchy", lifecycle.HierarchyRunApi.as_view(), name="memory-hierarchy"),
+    path("memories/consolidate", lifecycle.ConsolidationRunApi.as_view(), name="memory-consolidate"),
+    path("memories/lifecycle/settings", lifecycle.LifecycleSettingsApi.as_view(), name="lifecycle-settings"),
+    path("memories/lifecycle/jobs/", lifecycle.LifecycleJobListApi.as_view(), name="lifecycle-job-list"),
+    path("memories/lifecycle/jobs/<int:job_id>/", lifecycle.LifecycleJobDetailApi.as_view(), name="lifecycle-job"),
+    path("memories/<int:memory_id>/", memories.MemoryDetailApi.as_view(), name="memory-detail"),
+    path("memories/<int:memory_id>/history", memories.MemoryHistoryApi.as_view(), name="memory-history"),
+    path("memories/<int:memory_id>/decisions", lifecycle.MemoryDecisionsApi.as_view(), name="memory-decisions"),
+    path("entities/", memories.EntityListApi.as_view(), name="entity-list"),
+    path("entities/<int:entity_id>/", memories.EntityDetailApi.as_view(), name="entity-detail"),
+    path("embeddings/settings", memories.EmbeddingSettingsApi.as_view(), name="embedding-settings"),
 ]

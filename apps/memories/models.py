@@ -140,6 +140,8 @@ class Memory(models.Model):
             models.Index(fields=["chat", "status", "kind"], name="memory_chat"),
             models.Index(fields=["user", "embedding_model"], name="memory_user_model"),
             models.Index(fields=["user", "content_hash"], name="memory_user_hash"),
+            # The hierarchy finds the days a user's characters spoke on (message memories by creation time).
+            models.Index(fields=["user", "kind", "created_at"], name="memory_user_kind_created"),
         ]
         constraints = [
             models.CheckConstraint(
@@ -245,3 +247,112 @@ class MemoryScope(models.Model):
 
     def __str__(self) -> str:
         return f"memory scope of {self.chat or self.character} (v{self.schema_version})"
+
+
+class Decision(models.Model):
+    """Why a memory is here, or why it left: one record per lifecycle decision, with the scores it was made on.
+
+    `memory` is the memory the decision made or changed (None for a rejected candidate, which is never stored: its
+    text is kept in `content`); `related` is the existing memory it was compared with (the duplicate re-confirmed,
+    the one superseded or contradicted, one of those merged by consolidation)."""
+
+    class Outcome(models.TextChoices):
+        PASSED = "passed", "passed (new)"
+        SUPERSEDED = "superseded", "superseded an older memory"
+        UNCERTAIN = "uncertain", "kept beside a similar one (the model judged them independent)"
+        CONTRADICTION = "contradiction", "kept, contradicting another"
+        REJECTED = "rejected", "rejected as a duplicate (the existing one re-confirmed)"
+        CONSOLIDATED = "consolidated", "merged by consolidation"
+        DECAYED = "decayed", "retired: confidence decayed to the floor"
+        SUMMARISED = "summarised", "summary of a period"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_decisions")
+    memory = models.ForeignKey(Memory, null=True, blank=True, on_delete=models.CASCADE, related_name="decisions")
+    related = models.ForeignKey(
+        Memory, null=True, blank=True, on_delete=models.CASCADE, related_name="related_decisions"
+    )
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    content = models.TextField(blank=True, default="", help_text="The candidate's text.")
+    method = models.CharField(max_length=20, blank=True, default="", help_text="embedding, jaccard, hash, model…")
+    similarity = models.FloatField(null=True, blank=True)
+    scores = models.JSONField(default=dict, blank=True, help_text="Similarities, thresholds, profile, cue, answer.")
+    reason = models.TextField(blank=True, default="")
+    llm_call = models.ForeignKey("llm.Call", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="decision_user_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.outcome}: {self.content[:60]}"
+
+
+class ConsolidationCounter(models.Model):
+    """New entries of one kind in one scope since that kind was last consolidated (independent per kind)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    character = models.ForeignKey("chats.Character", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    chat = models.ForeignKey("chats.Chat", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    count = models.PositiveIntegerField(default=0)
+    last_consolidated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "character", "chat", "kind"], name="consolidation_counter_key", nulls_distinct=False
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.count}"
+
+
+class LifecycleSettings(models.Model):
+    """A user's settings for the periodic memory work: the time zone the daily→yearly schedule runs in."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lifecycle_settings")
+    time_zone = models.CharField(max_length=64, default="UTC")
+    hierarchy_enabled = models.BooleanField(default=True, help_text="Build daily→weekly→monthly→yearly summaries.")
+
+    class Meta:
+        verbose_name_plural = "lifecycle settings"
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.time_zone}"
+
+
+class LifecycleJob(models.Model):
+    """One run of background lifecycle work (a consolidation pass, a hierarchy run), with its progress and error."""
+
+    class Type(models.TextChoices):
+        CONSOLIDATION = "consolidation"
+        HIERARCHY = "hierarchy"
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lifecycle_jobs")
+    type = models.CharField(max_length=20, choices=Type.choices)
+    character = models.ForeignKey("chats.Character", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    chat = models.ForeignKey("chats.Chat", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    params = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    progress = models.CharField(max_length=200, blank=True, default="")
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="lifecycle_job_user_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.state}"

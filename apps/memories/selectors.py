@@ -7,7 +7,7 @@ from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
 from apps.chats import selectors as chat_selectors
-from apps.memories.models import Entity, Memory
+from apps.memories.models import Decision, Entity, LifecycleJob, Memory
 
 
 def memory_list(
@@ -85,3 +85,27 @@ def entity_get(*, user: AbstractUser, entity_id: int) -> Entity:
         return Entity.objects.select_related("character").get(user=user, pk=entity_id)
     except Entity.DoesNotExist as exc:
         raise Http404("No such entity.") from exc
+
+
+def decision_list(*, user: AbstractUser, memory_id: int) -> QuerySet[Decision]:
+    """Why this memory is here and what happened to it: decisions that made or changed it, and those that
+    compared another candidate with it (re-confirmations, supersessions, merges), newest first."""
+    memory = memory_get(user=user, memory_id=memory_id)
+    return (
+        Decision.objects.filter(user=user)
+        .filter(Q(memory=memory) | Q(related=memory))
+        .select_related("memory", "related", "llm_call")
+        .defer("memory__embedding", "related__embedding")
+    )
+
+
+def lifecycle_job_list(*, user: AbstractUser, character_id: int | None = None) -> QuerySet[LifecycleJob]:
+    jobs = LifecycleJob.objects.filter(user=user).select_related("character", "chat")
+    return jobs.filter(character_id=character_id) if character_id is not None else jobs
+
+
+def lifecycle_job_get(*, user: AbstractUser, job_id: int) -> LifecycleJob:
+    job = LifecycleJob.objects.filter(user=user, pk=job_id).select_related("character", "chat").first()
+    if job is None:
+        raise Http404("No such job.")
+    return job

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from celery.signals import worker_ready
 from django.db.models import F, Q
 
 from apps.chats.models import Chat
@@ -96,3 +97,44 @@ def sweep() -> dict:
     for user_id in users:
         enqueue_embed_pending(user_id)
     return {"chats": len(stale_chats), "users": len(users)}
+
+
+# --- lifecycle ----------------------------------------------------------------------------------------------------
+
+
+def enqueue_lifecycle_job(job_id: int) -> None:
+    # Not through _send: a job the broker never got would sit "queued" forever; the tick re-finds due hierarchy
+    # work, and a failed enqueue is recorded on the job so the page shows it.
+    try:
+        lifecycle_job.apply_async((job_id,), retry=False)
+    except Exception as exc:  # noqa: BLE001
+        from apps.memories.models import LifecycleJob
+
+        log.warning("could not enqueue lifecycle job %s: %s", job_id, exc)
+        LifecycleJob.objects.filter(pk=job_id, state=LifecycleJob.State.QUEUED).update(
+            state=LifecycleJob.State.FAILED, error=f"could not reach the task queue: {exc}"
+        )
+
+
+@shared_task(name="memories.lifecycle_job", acks_late=True, soft_time_limit=3600, time_limit=3700)
+def lifecycle_job(job_id: int) -> str:
+    from apps.memories.services.lifecycle.jobs import lifecycle_job_run
+
+    job = lifecycle_job_run(job_id=job_id)
+    return job.state if job else "missing"
+
+
+@shared_task(name="memories.hierarchy_tick", soft_time_limit=600, time_limit=660)
+def hierarchy_tick() -> int:
+    from apps.memories.services.lifecycle.jobs import hierarchy_tick as tick
+
+    return tick()
+
+
+@worker_ready.connect
+def _catch_up_at_start(sender=None, **kwargs) -> None:
+    """Periods missed while no worker ran are built now, not at the next quarter hour."""
+    try:
+        hierarchy_tick.apply_async(countdown=5, retry=False)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("hierarchy catch-up not queued: %s", exc)

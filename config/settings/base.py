@@ -238,3 +238,31 @@ LOREKEEPER_LLM = {
     "keep_calls_days": env.int("LOREKEEPER_LLM_KEEP_CALLS_DAYS", default=30),
     "context_window": {"A": 8192, "B": 128000},  # when the connection does not say
 }
+
+# The memory lifecycle (apps/memories/services/lifecycle): dedup thresholds per hardware profile (cosine /
+# Jaccard word overlap, as the seed's Smart Memory sets them), confidence decay, consolidation and the hierarchy.
+LOREKEEPER_LIFECYCLE = {
+    "thresholds": {
+        "A": {
+            "embedding": {"duplicate": 0.82, "cross_type": 0.88, "same_topic": 0.55},
+            "jaccard": {"duplicate": 0.65, "cross_type": 0.75, "same_topic": 0.40},
+        },
+        "B": {
+            "embedding": {"duplicate": 0.85, "cross_type": 0.91, "same_topic": 0.52},
+            "jaccard": {"duplicate": 0.68, "cross_type": 0.78, "same_topic": 0.38},
+        },
+    },
+    "default_profile": env("LOREKEEPER_LIFECYCLE_DEFAULT_PROFILE", default="B"),  # a user without a connection
+    "neighbours": 5,
+    "confidence": {"default": 0.7, "boost": 0.05, "decay": 0.02, "floor": 0.3, "grace_passes": 10},
+    "consolidation": {
+        "thresholds": {
+            "fact": 4, "relationship": 3, "preference": 3, "event": 4,
+            "scene": 3, "revelation": 3, "development": 3, "detail": 3,
+        },
+        "max_candidates": 30,
+    },
+    "hierarchy": {"hour": 5, "first_run_days": 60, "response_tokens": 1000},
+    # Per extraction pass and kind (issue 6 applies them): profile A keeps fewer.
+    "caps_per_pass": {"A": 2, "B": 4},
+}

@@ -35,7 +35,7 @@ def _error_field(response) -> str:
 # ----------------------------------------------------------------------------------------------------- create
 
 
-def test_create_answers_the_memory_and_embeds_it_after_commit(
+def test_create_classifies_the_candidate_and_stores_it_with_its_vector(
     api, user, character, scripted, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
@@ -68,9 +68,9 @@ def test_create_answers_the_memory_and_embeds_it_after_commit(
     [entity] = body["entities"]
     assert (entity["name"], entity["type"]) == ("Corvin", "person")
     assert Entity.objects.get(pk=entity["id"]).aliases == ["the old keeper"]
-    # The request answered before any vector existed; the task gave it one after commit.
-    assert body["embedding_model"] == ""
-    assert Memory.objects.get(pk=body["id"]).embedding_model == "openai:scripted"
+    # Classification compared it by vector, so it was stored with that vector: one embedding call, no second one.
+    assert body["embedding_model"] == "openai:scripted"
+    assert (body["decision"]["outcome"], body["decision"]["method"]) == ("passed", "embedding")
     assert scripted.embedded_texts() == ["Corvin keeps the matches in his boot."]
 
 

@@ -28,7 +28,7 @@ def embed_later(*, user_id: int) -> None:
     transaction.on_commit(lambda: enqueue_embed_pending(user_id))
 
 
-def _check_scope(*, user: AbstractUser, character: Character | None, chat: Chat | None, kind: str) -> None:
+def scope_check(*, user: AbstractUser, character: Character | None, chat: Chat | None, kind: str) -> None:
     if character is None and chat is None:
         raise ApplicationError("A memory belongs to a character or to a chat: give one.", {"field": "character"})
     if character is not None and character.user_id != user.pk or chat is not None and chat.user_id != user.pk:
@@ -53,11 +53,15 @@ def memory_create(
     source_chat: Chat | None = None,
     source_message_indices: Iterable[int] = (),
     source_instance: str = "",
+    embedding: list[float] | None = None,
+    embedding_model: str = "",
     **fields: Any,
 ) -> Memory:
+    """A memory stored as given. Candidates from extraction or the API go through
+    apps.memories.services.lifecycle.classify.memories_submit, which classifies them first and calls this."""
     if kind == Kind.MESSAGE:
         raise ApplicationError("Message memories are made from the chat itself, not by hand.", {"field": "kind"})
-    _check_scope(user=user, character=character, chat=chat, kind=kind)
+    scope_check(user=user, character=character, chat=chat, kind=kind)
     content = content.strip()
     if not content:
         raise ApplicationError("A memory needs content.", {"field": "content"})
@@ -74,12 +78,16 @@ def memory_create(
         source_message_indices=sorted(set(source_message_indices)),
         source_instance=source_instance,
         participating_instances=[source_instance] if source_instance else [],
+        embedding=embedding,
+        embedding_model=embedding_model if embedding is not None else "",
+        embedding_dim=len(embedding) if embedding is not None else None,
         **{k: v for k, v in fields.items() if k in EDITABLE_FIELDS or k in ("occurred_at", "superseded_by")},
     )
     entity_list = list(entities)
     if entity_list:
         memory.entities.set(entities_ensure(user=user, character=character, entities=entity_list))
-    embed_later(user_id=user.pk)
+    if embedding is None:
+        embed_later(user_id=user.pk)
     return memory
 
 

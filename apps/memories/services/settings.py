@@ -5,6 +5,7 @@ compared)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
@@ -12,7 +13,7 @@ from django.db import transaction
 from apps.common.exceptions import ApplicationError
 from apps.common.secrets import secret_encrypt
 from apps.memories.embeddings import DEFAULT_MODELS, config_for
-from apps.memories.models import EmbeddingSettings
+from apps.memories.models import EmbeddingSettings, LifecycleSettings
 from apps.memories.services.memories import embed_later
 
 _KEEP = object()
@@ -68,3 +69,26 @@ def embedding_settings_set(
     if config_for(user).key != before:
         embed_later(user_id=user.pk)
     return embedding_settings_get(user=user)
+
+
+def lifecycle_settings_get(*, user: AbstractUser) -> LifecycleSettings:
+    return LifecycleSettings.objects.filter(user=user).first() or LifecycleSettings(user=user)
+
+
+@transaction.atomic
+def lifecycle_settings_set(
+    *, user: AbstractUser, time_zone: str | None = None, hierarchy_enabled: bool | None = None
+) -> LifecycleSettings:
+    own, _ = LifecycleSettings.objects.select_for_update().get_or_create(user=user)
+    if time_zone is not None:
+        try:
+            ZoneInfo(time_zone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ApplicationError(
+                f"Unknown time zone {time_zone!r} (use an IANA name).", {"field": "time_zone"}
+            ) from exc
+        own.time_zone = time_zone
+    if hierarchy_enabled is not None:
+        own.hierarchy_enabled = hierarchy_enabled
+    own.save()
+    return own

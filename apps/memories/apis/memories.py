@@ -1,4 +1,5 @@
-"""Memories, their search and history, entities, and a user's own embedding settings."""
+"""Memories (created through classification), their search and history, entities, and a user's own embedding
+settings."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from apps.chats.apis.common import parse_ids
 from apps.common.exceptions import ApplicationError
 from apps.common.serializers import DictField, StorableInputSerializer
 from apps.memories import selectors
-from apps.memories.models import Entity, Kind, Memory, Status
+from apps.memories.models import Decision, Entity, Kind, Memory, Status
 from apps.memories.search import MAX_LIMIT, memory_search
-from apps.memories.services.memories import entity_update, memory_create, memory_retire, memory_update
+from apps.memories.services.lifecycle.classify import Candidate, Classified, memories_submit
+from apps.memories.services.memories import entity_update, memory_retire, memory_update
 from apps.memories.services.settings import embedding_settings_get, embedding_settings_set
 from apps.sync.idempotency import idempotent
 
@@ -81,6 +83,53 @@ def _with_links(qs):
         Prefetch("contradicts", queryset=Memory.objects.only("id")),
         Prefetch("entities", queryset=Entity.objects.only("id", "name", "type")),
     )
+
+
+class DecisionOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    outcome = serializers.CharField()
+    outcome_display = serializers.CharField(source="get_outcome_display")
+    memory = serializers.IntegerField(source="memory_id", allow_null=True)
+    related = serializers.IntegerField(source="related_id", allow_null=True)
+    kind = serializers.CharField()
+    content = serializers.CharField(help_text="The candidate's text.")
+    method = serializers.CharField()
+    similarity = serializers.FloatField(allow_null=True)
+    scores = serializers.DictField()
+    reason = serializers.CharField()
+    llm_call = serializers.IntegerField(source="llm_call_id", allow_null=True)
+    created_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "MemoryDecision"
+
+
+class SubmittedMemorySerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(choices=Decision.Outcome.values)
+    memory = MemoryOutputSerializer(allow_null=True, help_text="The stored memory, or the re-confirmed one.")
+    related = serializers.IntegerField(allow_null=True)
+    decision = DecisionOutputSerializer()
+
+    class Meta:
+        ref_name = "SubmittedMemory"
+
+
+class MemoryCreatedSerializer(MemoryOutputSerializer):
+    decision = DecisionOutputSerializer(help_text="How the candidate was classified, with its scores.")
+
+    class Meta:
+        ref_name = "MemoryCreated"
+
+
+def submitted_output(result: Classified) -> dict:
+    shown = result.memory or result.related
+    memory = _with_links(Memory.objects.filter(pk=shown.pk)).get() if shown else None
+    return {
+        "outcome": result.outcome,
+        "memory": MemoryOutputSerializer(memory).data if memory else None,
+        "related": result.related.pk if result.related else None,
+        "decision": DecisionOutputSerializer(result.decision).data,
+    }
 
 
 class EntityInputSerializer(StorableInputSerializer):
@@ -187,7 +236,12 @@ class MemoryListApi(APIView):
         return paginator.get_paginated_response(MemoryOutputSerializer(page, many=True).data)
 
     @extend_schema(
-        operation_id="memories_create", request=MemoryCreateInputSerializer, responses={201: MemoryOutputSerializer}
+        operation_id="memories_create",
+        request=MemoryCreateInputSerializer,
+        responses={201: MemoryCreatedSerializer, 200: MemoryCreatedSerializer},
+        description="The candidate is classified first (deduplication, supersession, contradiction; see "
+        "`memories/submit`). 201: stored, with the decision; 200: rejected as a duplicate, answering the existing "
+        "memory it re-confirmed.",
     )
     @idempotent
     def post(self, request):
@@ -197,15 +251,11 @@ class MemoryListApi(APIView):
         character, chat = _scope_objects(request.user, data)
         data.pop("character", None)
         data.pop("chat", None)
-        memory = memory_create(
-            user=request.user,
-            character=character,
-            chat=chat,
-            source_instance=request.META.get(INSTANCE_HEADER, "")[:100],
-            **data,
-        )
-        memory = _with_links(Memory.objects.filter(pk=memory.pk)).get()
-        return Response(MemoryOutputSerializer(memory).data, status=status.HTTP_201_CREATED)
+        candidate = Candidate(source_instance=request.META.get(INSTANCE_HEADER, "")[:100], **data)
+        [result] = memories_submit(user=request.user, candidates=[candidate], character=character, chat=chat)
+        shown = _with_links(Memory.objects.filter(pk=(result.memory or result.related).pk)).get()
+        body = {**MemoryOutputSerializer(shown).data, "decision": DecisionOutputSerializer(result.decision).data}
+        return Response(body, status=status.HTTP_200_OK if result.memory is None else status.HTTP_201_CREATED)
 
 
 class MemoryDetailApi(APIView):

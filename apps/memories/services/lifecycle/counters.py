@@ -1,0 +1,45 @@
+"""Per-kind consolidation counters: new entries of a kind in a scope since it was last consolidated. When one
+reaches its kind's threshold the consolidation task is queued (once: not while a pass for it is pending)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F
+
+from apps.memories.models import ConsolidationCounter, LifecycleJob
+from apps.memories.services.lifecycle.scope import ScopeKey, lifecycle_config
+
+
+def consolidation_count(*, scope: ScopeKey, kind: str) -> int:
+    counter, _ = ConsolidationCounter.objects.get_or_create(
+        user_id=scope.user_id, character_id=scope.character_id, chat_id=scope.chat_id, kind=kind
+    )
+    ConsolidationCounter.objects.filter(pk=counter.pk).update(count=F("count") + 1)
+    counter.refresh_from_db(fields=["count"])
+    if counter.count >= lifecycle_config()["consolidation"]["thresholds"][kind]:
+        consolidation_enqueue(scope=scope, kind=kind)
+    return counter.count
+
+
+def consolidation_enqueue(*, scope: ScopeKey, kind: str, manual: bool = False) -> LifecycleJob:
+    pending = LifecycleJob.objects.filter(
+        user_id=scope.user_id,
+        character_id=scope.character_id,
+        chat_id=scope.chat_id,
+        type=LifecycleJob.Type.CONSOLIDATION,
+        state__in=[LifecycleJob.State.QUEUED, LifecycleJob.State.RUNNING],
+        params__kind=kind,
+    ).first()
+    if pending is not None:
+        return pending
+    job = LifecycleJob.objects.create(
+        user_id=scope.user_id,
+        character_id=scope.character_id,
+        chat_id=scope.chat_id,
+        type=LifecycleJob.Type.CONSOLIDATION,
+        params={"kind": kind, "manual": manual},
+    )
+    from apps.memories.tasks import enqueue_lifecycle_job
+
+    transaction.on_commit(lambda: enqueue_lifecycle_job(job.pk))
+    return job

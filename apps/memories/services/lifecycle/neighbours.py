@@ -1,0 +1,96 @@
+"""The existing memories a candidate is compared with: nearest by cosine in pgvector (same kind, and other kinds for
+the cross-type check), and by word overlap where no vector of the current model is to be had."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+from apps.memories.models import Memory, Status
+from apps.memories.search.candidates import scope_size, vector_candidates
+from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey
+from apps.memories.services.lifecycle.similarity import jaccard, words
+
+TEXT_PRESELECT = 200
+
+
+@dataclass
+class Neighbour:
+    memory: Memory
+    similarity: float
+    method: str  # "hash", "embedding" or "jaccard"
+    same_kind: bool
+
+
+class _Where:
+    """The (where, params) pair search's candidate queries take."""
+
+    def __init__(self, where: str, params: list) -> None:
+        self.where, self.params = where, params
+
+
+def _where(scope: ScopeKey, kinds: list[str]) -> _Where:
+    sql, params = scope.sql()
+    return _Where(f"{sql} AND m.status = %s AND m.kind = ANY(%s)", [*params, Status.ACTIVE, kinds])
+
+
+class NeighbourFinder:
+    """Per batch: scope sizes are measured once per kind set (search decides between exact and HNSW scans by it)."""
+
+    def __init__(self, scope: ScopeKey, *, k: int) -> None:
+        self.scope, self.k = scope, k
+        self._sizes: dict[tuple, int] = {}
+
+    def _size(self, where: _Where, kinds: list[str]) -> int:
+        key = tuple(kinds)
+        if key not in self._sizes:
+            self._sizes[key] = scope_size(where)
+        return self._sizes[key]
+
+    def by_hash(self, *, kind: str, content_hash: str) -> Memory | None:
+        return (
+            Memory.objects.filter(self.scope.q(), kind=kind, status=Status.ACTIVE, content_hash=content_hash)
+            .defer("embedding")
+            .first()
+        )
+
+    def by_vector(self, *, kind: str, vector: list[float], model_key: str) -> list[Neighbour]:
+        found: list[tuple[int, float, bool]] = []
+        other_kinds = [k for k in DEDUP_KINDS if k != kind]
+        for kinds, k, same in (([kind], self.k, True), (other_kinds, 1, False)):
+            where = _where(self.scope, kinds)
+            size = self._size(where, kinds)
+            if not size:
+                continue
+            best = vector_candidates(where, vectors=[vector], model_key=model_key, k=k, size=size)
+            found += [(pk, sim, same) for pk, sim in best.items()]
+        return self._load(found, "embedding")
+
+    def by_words(self, *, kind: str, content: str, model_key: str | None) -> list[Neighbour]:
+        """Word-overlap neighbours among memories sharing a word with the candidate; with `model_key`, only among
+        those that have no vector of that model (the others were compared by vector)."""
+        terms = sorted(words(content))[:64]
+        if not terms:
+            return []
+        where = _where(self.scope, list(DEDUP_KINDS))
+        sql, params = where.where, list(where.params)
+        if model_key:
+            sql += " AND (m.embedding IS NULL OR m.embedding_model <> %s)"
+            params.append(model_key)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT m.id, m.kind, m.content FROM memories_memory m WHERE {sql} "
+                f"AND m.search_vector @@ websearch_to_tsquery('english', %s) LIMIT {TEXT_PRESELECT}",
+                [*params, " or ".join(terms)],
+            )
+            rows = cursor.fetchall()
+        scored = [(pk, jaccard(content, text), row_kind == kind) for pk, row_kind, text in rows]
+        same = sorted((s for s in scored if s[2]), key=lambda s: -s[1])[: self.k]
+        other = sorted((s for s in scored if not s[2]), key=lambda s: -s[1])[:1]
+        return self._load(same + other, "jaccard")
+
+    @staticmethod
+    def _load(found: list[tuple[int, float, bool]], method: str) -> list[Neighbour]:
+        memories = Memory.objects.defer("embedding").in_bulk([pk for pk, _, _ in found])
+        return [Neighbour(memories[pk], sim, method, same) for pk, sim, same in found if pk in memories]
