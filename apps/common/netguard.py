@@ -30,6 +30,10 @@ def provider_url_check(url: str, *, field: str = "base_url") -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ApplicationError("The URL must start with http:// or https:// and name a host.", {"field": field})
+    try:
+        parts.port  # noqa: B018 — raises on a port outside 0-65535
+    except ValueError as exc:
+        raise ApplicationError("The URL's port is not a valid port.", {"field": field}) from exc
     if settings.LOREKEEPER_PROVIDER_PRIVATE_HOSTS:
         return
     try:

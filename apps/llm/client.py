@@ -79,6 +79,8 @@ def _call_openai(connection: Connection, messages: list[dict], options: dict, ti
         api_key=secret_decrypt(connection.api_key_encrypted) or "unused",
         timeout=timeout,
         max_retries=0,  # ours below, the same for both APIs
+        # A redirect would reach a host provider_url_check never saw (a private one, say).
+        http_client=openai.DefaultHttpxClient(follow_redirects=False),
     )
     try:
         answer = client.chat.completions.create(model=connection.model, messages=messages, **options)
@@ -92,11 +94,12 @@ def _call_openai(connection: Connection, messages: list[dict], options: dict, ti
         raise _Retryable(f"server error {exc.status_code}", _retry_after(exc.response.headers)) from exc
     except openai.APIStatusError as exc:
         raise LlmError(f"the server refused the request ({exc.status_code}): {_short(exc.message)}") from exc
-    except openai.OpenAIError as exc:
+    except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
         raise LlmError(f"unreadable answer: {_short(str(exc))}") from exc
-    if not getattr(answer, "choices", None):
-        raise LlmError("the answer holds no choices")
-    message = answer.choices[0].message.model_dump()
+    try:
+        message = answer.choices[0].message.model_dump()
+    except (AttributeError, IndexError, TypeError) as exc:
+        raise LlmError("unreadable answer: no choices in it") from exc
     usage = answer.usage
     return _Answer(message, usage.prompt_tokens if usage else None, usage.completion_tokens if usage else None)
 

@@ -25,6 +25,10 @@ def detect_profile(api: str, base_url: str) -> str:
     if api == "ollama":
         return "A"
     parts = urlsplit(base_url)
-    if _is_private_host((parts.hostname or "").lower()) or parts.port in LOCAL_PORTS:
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if _is_private_host((parts.hostname or "").lower()) or port in LOCAL_PORTS:
         return "A"
     return "B"

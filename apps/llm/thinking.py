@@ -15,7 +15,9 @@ _BLOCK = re.compile(rf"<(?P<tag>{_TAGS})\b[^>]*>(?P<body>.*?)</(?P=tag)\s*>", re
 _ORPHAN_CLOSE = re.compile(rf"^(?P<body>.*?)</(?:{_TAGS})\s*>", re.IGNORECASE | re.DOTALL)
 _UNCLOSED_OPEN = re.compile(rf"<(?:{_TAGS})\b[^>]*>(?P<body>.*)$", re.IGNORECASE | re.DOTALL)
 # gpt-oss's harmony format leaking into text: analysis channel first, final answer after.
-_HARMONY = re.compile(r"<\|channel\|>analysis<\|message\|>(?P<body>.*?)<\|end\|>", re.DOTALL)
+_HARMONY = re.compile(
+    r"(?:<\|start\|>assistant)?<\|channel\|>analysis<\|message\|>(?P<body>.*?)(?:<\|end\|>|$)", re.DOTALL
+)
 _HARMONY_FINAL = re.compile(r"<\|start\|>assistant<\|channel\|>final<\|message\|>|<\|channel\|>final<\|message\|>")
 
 

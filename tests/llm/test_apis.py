@@ -151,13 +151,6 @@ def test_create_of_a_private_host_on_a_public_deployment_is_400(api, settings):
     assert not Connection.objects.exists()
 
 
-@pytest.mark.xfail(
-    reason="an out-of-range port passes URLField and provider_url_check, then profiles.detect_profile's "
-    "urlsplit(...).port raises ValueError while the answer is serialised: a 500 (and a stored connection that "
-    "breaks every later list)",
-    raises=ValueError,
-    strict=True,
-)
 def test_create_with_an_impossible_port_answers_400(api):
     response = api.post(
         CONNECTIONS, {"name": "x", "base_url": "http://api.example.com:99999/v1", "model": "m"}, format="json"

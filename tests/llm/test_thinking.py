@@ -110,11 +110,6 @@ def test_non_text_reasoning_fields_are_ignored():
     assert split_message({"content": "OK", "reasoning": None, "thinking": {"tokens": 3}}) == ("OK", "")
 
 
-@pytest.mark.xfail(
-    reason="thinking.py _HARMONY does not take the optional '<|start|>assistant' before the analysis channel, so "
-    "that token is left glued to the answer ('<|start|>assistantOK')",
-    strict=True,
-)
 def test_harmony_answer_that_opens_with_its_start_token_is_unwrapped_whole():
     text = (
         "<|start|>assistant<|channel|>analysis<|message|>User wants OK.<|end|>"
@@ -123,11 +118,6 @@ def test_harmony_answer_that_opens_with_its_start_token_is_unwrapped_whole():
     assert strip_thinking(text) == ("OK", "User wants OK.")
 
 
-@pytest.mark.xfail(
-    reason="thinking.py has no harmony counterpart of _UNCLOSED_OPEN: an analysis channel cut off before <|end|> "
-    "stays in the answer, channel tokens and all",
-    strict=True,
-)
 def test_a_truncated_harmony_analysis_channel_is_a_truncated_thought():
     assert strip_thinking("<|channel|>analysis<|message|>the user wants a verdict, so") == (
         "",
