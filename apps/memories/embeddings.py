@@ -21,6 +21,8 @@ from dataclasses import dataclass, replace
 import httpx
 from django.conf import settings
 
+from apps.common.exceptions import ApplicationError
+from apps.common.netguard import provider_url_check
 from apps.memories.models import EmbeddingCache, EmbeddingSettings
 
 log = logging.getLogger(__name__)
@@ -182,6 +184,11 @@ _PROVIDERS = {"local": _embed_local, "openai": _embed_openai, "ollama": _embed_o
 def _call_provider(config: EmbeddingConfig, texts: list[str]) -> list[list[float]]:
     if not config.enabled:
         raise EmbeddingUnavailable("Embeddings are switched off.")
+    if config.base_url:
+        try:
+            provider_url_check(config.base_url)
+        except ApplicationError as exc:
+            raise EmbeddingUnavailable(exc.message) from exc
     vectors = _PROVIDERS[config.provider](config, texts)
     if len(vectors) != len(texts) or not vectors or len({len(v) for v in vectors}) != 1 or not len(vectors[0]):
         raise EmbeddingUnavailable("The provider answered a different number or shape of vectors than asked.")

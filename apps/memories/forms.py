@@ -118,3 +118,20 @@ class EmbeddingSettingsForm(forms.Form):
         if data.get("api_key") and data.get("clear_api_key"):
             self.add_error("api_key", "Enter a new key or clear the stored one, not both.")
         return data
+
+
+class LifecycleSettingsForm(forms.Form):
+    time_zone = forms.CharField(
+        max_length=64,
+        widget=forms.TextInput(attrs={"list": "time-zones"}),
+        help_text="IANA name (Europe/Paris, America/New_York): summaries are built at 05:00 there.",
+    )
+    hierarchy_enabled = forms.BooleanField(required=False, label="Build daily, weekly, monthly and yearly summaries")
+
+
+class HierarchyRunForm(forms.Form):
+    granularity = forms.ChoiceField(
+        choices=[("", "every due period"), *((level, level) for level in ("daily", "weekly", "monthly", "yearly"))],
+        required=False,
+    )
+    period = forms.CharField(max_length=20, required=False, help_text="2026-11-21, 2026-W47, 2026-11 or 2026")

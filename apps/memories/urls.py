@@ -1,19 +1,22 @@
 from django.urls import path
 
-from apps.memories import views
+from apps.memories.views import browser, lifecycle
 
 app_name = "memories"
 
 urlpatterns = [
-    path("memories/", views.memory_browser, name="list"),
-    path("memories/entities/", views.entity_list, name="entities"),
-    path("memories/entities/<int:entity_id>/", views.entity_detail, name="entity"),
-    path("memories/settings/", views.embedding_settings, name="settings"),
-    path("memories/<int:memory_id>/", views.memory_detail, name="detail"),
-    path("memories/<int:memory_id>/edit/", views.memory_edit, name="edit"),
-    path("memories/<int:memory_id>/retire/", views.memory_retire_view, name="retire"),
-    path("memories/<int:memory_id>/restore/", views.memory_restore_view, name="restore"),
-    path("characters/<int:character_id>/memories/", views.memory_browser, name="character"),
-    path("chats/<int:chat_id>/memories/", views.memory_browser, name="chat"),
-    path("chats/<int:chat_id>/memories/progress/", views.chat_index_progress_view, name="chat-progress"),
+    path("memories/", browser.memory_browser, name="list"),
+    path("memories/entities/", browser.entity_list, name="entities"),
+    path("memories/entities/<int:entity_id>/", browser.entity_detail, name="entity"),
+    path("memories/settings/", browser.embedding_settings, name="settings"),
+    path("memories/lifecycle/", lifecycle.lifecycle_page, name="lifecycle"),
+    path("memories/lifecycle/jobs/", lifecycle.lifecycle_jobs, name="lifecycle-jobs"),
+    path("memories/lifecycle/run/<int:character_id>/", lifecycle.hierarchy_run_view, name="hierarchy-run"),
+    path("memories/<int:memory_id>/", browser.memory_detail, name="detail"),
+    path("memories/<int:memory_id>/edit/", browser.memory_edit, name="edit"),
+    path("memories/<int:memory_id>/retire/", browser.memory_retire_view, name="retire"),
+    path("memories/<int:memory_id>/restore/", browser.memory_restore_view, name="restore"),
+    path("characters/<int:character_id>/memories/", browser.memory_browser, name="character"),
+    path("chats/<int:chat_id>/memories/", browser.memory_browser, name="chat"),
+    path("chats/<int:chat_id>/memories/progress/", browser.chat_index_progress_view, name="chat-progress"),
 ]

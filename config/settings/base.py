@@ -141,6 +141,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Two choice sets of memory kinds: what a client may write, and what the lifecycle deduplicates.
+    "ENUM_NAME_OVERRIDES": {
+        "WritableMemoryKindEnum": "apps.memories.apis.memories.WRITABLE_KINDS",
+        "DeduplicatedMemoryKindEnum": "apps.memories.services.lifecycle.scope.DEDUP_KINDS",
+    },
     "APPEND_COMPONENTS": {
         "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
     },

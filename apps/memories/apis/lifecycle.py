@@ -207,7 +207,7 @@ class HierarchyRunApi(APIView):
 class ConsolidateInputSerializer(serializers.Serializer):
     character = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     chat = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    kind = serializers.ChoiceField(choices=[k for k in DEDUP_KINDS])
+    kind = serializers.ChoiceField(choices=list(DEDUP_KINDS))
 
     class Meta:
         ref_name = "ConsolidateInput"

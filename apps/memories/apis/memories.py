@@ -23,6 +23,7 @@ from apps.memories.services.settings import embedding_settings_get, embedding_se
 from apps.sync.idempotency import idempotent
 
 INSTANCE_HEADER = "HTTP_X_LOREKEEPER_INSTANCE"
+WRITABLE_KINDS = [k for k in Kind.values if k != Kind.MESSAGE]
 
 
 class MemoryPagination(CursorPagination):
@@ -144,7 +145,7 @@ class EntityInputSerializer(StorableInputSerializer):
 class MemoryCreateInputSerializer(StorableInputSerializer):
     character = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     chat = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    kind = serializers.ChoiceField(choices=[k for k in Kind.values if k != Kind.MESSAGE])
+    kind = serializers.ChoiceField(choices=WRITABLE_KINDS)
     content = serializers.CharField(max_length=50_000)
     importance = serializers.IntegerField(required=False, min_value=1, max_value=3)
     confidence = serializers.FloatField(required=False, min_value=0, max_value=1)

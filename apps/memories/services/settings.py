@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 
 from apps.common.exceptions import ApplicationError
+from apps.common.netguard import provider_url_check
 from apps.common.secrets import secret_encrypt
 from apps.memories.embeddings import DEFAULT_MODELS, config_for
 from apps.memories.models import EmbeddingSettings, LifecycleSettings
@@ -59,6 +60,8 @@ def embedding_settings_set(
             raise ApplicationError("Name the embedding model.", {"field": "model"})
         if provider == "local" and base_url:
             raise ApplicationError("The local provider takes no URL.", {"field": "base_url"})
+        if base_url:
+            provider_url_check(base_url)
         own, _ = EmbeddingSettings.objects.select_for_update().get_or_create(
             user=user, defaults={"provider": provider}
         )

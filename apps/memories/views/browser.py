@@ -24,6 +24,7 @@ from apps.memories.services.memories import entity_update, memory_restore, memor
 from apps.memories.services.settings import embedding_settings_get, embedding_settings_set
 
 MEMORIES_PER_PAGE = 25
+DECISIONS_SHOWN = 50
 ENTITIES_PER_PAGE = 50
 SEARCH_LIMIT = 20
 # With an entity filter, search asks for more and keeps those linked to the entity.
@@ -156,7 +157,8 @@ def _edit_form(memory: Memory) -> MemoryEditForm:
 
 
 def _detail_context(memory: Memory, **extra) -> dict:
-    return {"memory": memory, "history": selectors.memory_history(memory=memory), **extra}
+    decisions = selectors.decision_list(user=memory.user, memory_id=memory.pk)[:DECISIONS_SHOWN]
+    return {"memory": memory, "history": selectors.memory_history(memory=memory), "decisions": decisions, **extra}
 
 
 def _answer_card(request, memory: Memory, *, status: int = 200, error: str = "", editing_form=None):
