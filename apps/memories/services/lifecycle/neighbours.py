@@ -60,9 +60,9 @@ class NeighbourFinder:
         other_kinds = [k for k in DEDUP_KINDS if k != kind]
         for kinds, k, same in (([kind], self.k, True), (other_kinds, 1, False)):
             where = _where(self.scope, kinds)
+            # Measured once per batch: the batch's own writes can only grow it by a few rows, and an exact scan
+            # of a scope that was empty at the start is cheap.
             size = self._size(where, kinds)
-            if not size:
-                continue
             best = vector_candidates(where, vectors=[vector], model_key=model_key, k=k, size=size)
             found += [(pk, sim, same) for pk, sim in best.items()]
         return self._load(found, "embedding")
