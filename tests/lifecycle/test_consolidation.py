@@ -4,6 +4,7 @@ fewer, richer memories and retires the merged ones via supersession."""
 import json
 
 import pytest
+from django.db import connection
 
 from apps.memories.models import ConsolidationCounter, Decision, LifecycleJob, Memory
 from apps.memories.services.lifecycle.consolidation import consolidation_run
@@ -108,6 +109,7 @@ def test_a_merge_skips_a_memory_edited_while_the_model_was_thinking(user, charac
 
     def edit_then_answer(prompt):
         Memory.objects.filter(pk=made[0]).update(version=5)  # another writer, mid-call
+        connection.close()  # this thread's own connection, or the test database could not be dropped
         return Reply(json.dumps({"merges": [{"ids": [1, 2], "content": "Tea, always."}]}))
 
     llm.server.on(CONSOLIDATION, edit_then_answer)
