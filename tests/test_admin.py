@@ -30,6 +30,12 @@ def chat(user):
         "/admin/chats/character/?q=Bram",
         "/admin/chats/chat/?q=Tavern&has_header__exact=0",
         "/admin/chats/message/?q=Bram&is_user__exact=1",
+        "/admin/memories/decision/?q=x&outcome__exact=rejected",
+        "/admin/memories/lifecyclejob/?state__exact=failed",
+        "/admin/memories/lifecyclesettings/",
+        "/admin/memories/consolidationcounter/",
+        "/admin/llm/connection/?q=x",
+        "/admin/llm/call/?status__exact=error",
     ],
 )
 def test_admin_lists_with_search_and_filters(staff, chat, path):

@@ -3,7 +3,16 @@ hashes are read-only here."""
 
 from django.contrib import admin, messages
 
-from apps.memories.models import EmbeddingSettings, Entity, Memory, MemoryScope
+from apps.memories.models import (
+    ConsolidationCounter,
+    Decision,
+    EmbeddingSettings,
+    Entity,
+    LifecycleJob,
+    LifecycleSettings,
+    Memory,
+    MemoryScope,
+)
 from apps.memories.services.memories import memory_retire, memory_update
 
 EDITABLE = ["kind", "content", "importance", "confidence", "time_scope", "valid_from", "valid_to", "data"]
@@ -99,3 +108,46 @@ class MemoryScopeAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records of what the lifecycle did: moderators read them; they change only through the lifecycle."""
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReadOnlyAdmin):
+    list_display = ["id", "created_at", "user", "outcome", "kind", "method", "similarity", "memory", "related"]
+    list_filter = ["outcome", "kind", "method"]
+    search_fields = ["content", "reason", "user__username"]
+    list_select_related = ["user"]
+    raw_id_fields = ["memory", "related", "llm_call"]
+
+
+@admin.register(LifecycleJob)
+class LifecycleJobAdmin(ReadOnlyAdmin):
+    list_display = ["id", "created_at", "user", "type", "character", "chat", "state", "error"]
+    list_filter = ["type", "state"]
+    search_fields = ["user__username", "error"]
+    list_select_related = ["user", "character", "chat"]
+
+
+@admin.register(LifecycleSettings)
+class LifecycleSettingsAdmin(admin.ModelAdmin):
+    list_display = ["user", "time_zone", "hierarchy_enabled"]
+    list_filter = ["hierarchy_enabled"]
+    raw_id_fields = ["user"]
+
+
+@admin.register(ConsolidationCounter)
+class ConsolidationCounterAdmin(ReadOnlyAdmin):
+    list_display = ["user", "character", "chat", "kind", "count", "last_consolidated_at"]
+    list_filter = ["kind"]
