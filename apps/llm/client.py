@@ -162,8 +162,11 @@ def complete(
     prompt: Prompt | None = None,
     max_tokens: int | None = None,
     temperature: float = 0.2,
+    timeout: float | None = None,
+    retries: int | None = None,
 ) -> Completion:
-    """The model's answer (think blocks and reasoning fields removed) to `messages`, recorded as a Call."""
+    """The model's answer (think blocks and reasoning fields removed) to `messages`, recorded as a Call.
+    `timeout`/`retries` override the connection's and the settings' (a person waiting gets one short try)."""
     started = time.monotonic()
     call = Call(
         user_id=connection.user_id,
@@ -175,8 +178,8 @@ def complete(
     options: dict = {"temperature": temperature}
     if max_tokens:
         options["max_tokens"] = max_tokens
-    timeout = connection.timeout or _config("timeout")
-    attempts = 1 + max(0, int(_config("retries")))
+    timeout = min(timeout, connection.timeout or timeout) if timeout else connection.timeout or _config("timeout")
+    attempts = 1 + max(0, int(_config("retries") if retries is None else retries))
     answer: _Answer | None = None
     error = ""
     try:
@@ -213,5 +216,22 @@ def complete(
     return Completion(text, reasoning, call)
 
 
-def complete_prompt(connection: Connection, prompt: Prompt, *, purpose: str, max_tokens: int | None = None, **values):
-    return complete(connection, prompt.render(**values), purpose=purpose, prompt=prompt, max_tokens=max_tokens)
+def complete_prompt(
+    connection: Connection,
+    prompt: Prompt,
+    *,
+    purpose: str,
+    max_tokens: int | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
+    **values,
+) -> Completion:
+    return complete(
+        connection,
+        prompt.render(**values),
+        purpose=purpose,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        timeout=timeout,
+        retries=retries,
+    )

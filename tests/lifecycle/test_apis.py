@@ -109,3 +109,18 @@ def test_consolidating_by_hand_needs_a_scope_and_a_deduplicated_kind(api, charac
     assert response.status_code == 400 and "kind" in response.json()
     theirs = other_api.post("/api/v1/memories/consolidate", {"character": character.pk, "kind": "fact"}, format="json")
     assert theirs.status_code == 404
+
+
+def test_a_request_gives_the_model_one_try_and_keeps_the_candidate_when_it_fails(api, character, scripted, llm):
+    from apps.llm.models import Call
+    from tests.llm_server import Reply
+
+    scripted.vectors["Mira hums at work."] = unit(0)
+    scripted.vectors["Mira sings at the market."] = at_cosine(0.6)
+    llm.server.on(SUPERSESSION, Reply(status=503))
+    api.post(MEMORIES, {"character": character.pk, "kind": "fact", "content": "Mira hums at work."}, format="json")
+    response = api.post(
+        MEMORIES, {"character": character.pk, "kind": "fact", "content": "Mira sings at the market."}, format="json"
+    )
+    assert response.status_code == 201 and response.json()["decision"]["outcome"] == "uncertain"
+    assert Call.objects.get(purpose="supersession").attempts == 1  # background work would have retried 3 times

@@ -99,7 +99,9 @@ class MemorySubmitApi(APIView):
         character, chat = _scope(request.user, data)
         instance = request.META.get(INSTANCE_HEADER, "")[:100]
         candidates = [Candidate(source_instance=instance, **item) for item in data["candidates"]]
-        results = memories_submit(user=request.user, candidates=candidates, character=character, chat=chat)
+        results = memories_submit(
+            user=request.user, candidates=candidates, character=character, chat=chat, interactive=True
+        )
         body = {"results": [submitted_output(r) for r in results]}
         if data["extraction_pass"]:
             seen = [(r.memory or r.related).pk for r in results if (r.memory or r.related)]

@@ -253,7 +253,9 @@ class MemoryListApi(APIView):
         data.pop("character", None)
         data.pop("chat", None)
         candidate = Candidate(source_instance=request.META.get(INSTANCE_HEADER, "")[:100], **data)
-        [result] = memories_submit(user=request.user, candidates=[candidate], character=character, chat=chat)
+        [result] = memories_submit(
+            user=request.user, candidates=[candidate], character=character, chat=chat, interactive=True
+        )
         shown = _with_links(Memory.objects.filter(pk=(result.memory or result.related).pk)).get()
         body = {**MemoryOutputSerializer(shown).data, "decision": DecisionOutputSerializer(result.decision).data}
         return Response(body, status=status.HTTP_200_OK if result.memory is None else status.HTTP_201_CREATED)

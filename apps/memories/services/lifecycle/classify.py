@@ -47,6 +47,7 @@ from apps.memories.services.memories import memory_create, scope_check
 log = logging.getLogger(__name__)
 Outcome = Decision.Outcome
 _DEFAULT = object()
+INTERACTIVE_TIMEOUT = 20.0
 ANSWERS = {
     "UPDATE": "update",
     "INDEPENDENT": "independent",
@@ -93,14 +94,19 @@ def _best(neighbours: list[Neighbour], *, same_kind: bool) -> Neighbour | None:
     return max(pool, key=lambda n: n.similarity, default=None)
 
 
-def _ask_model(connection: Connection, candidate: Candidate, old: Memory) -> tuple[str, str, int | None]:
-    """(answer, error, call id): answer is update / independent / contradicts, or "" when there is none."""
+def _ask_model(
+    connection: Connection, candidate: Candidate, old: Memory, *, interactive: bool
+) -> tuple[str, str, int | None]:
+    """(answer, error, call id): answer is update / independent / contradicts, or "" when there is none. With a
+    person waiting (`interactive`), one try of at most INTERACTIVE_TIMEOUT seconds: failing leaves it uncertain."""
     try:
         completion = complete_prompt(
             connection,
             prompt_get("memories", "supersession"),
             purpose="supersession",
             max_tokens=20,
+            timeout=INTERACTIVE_TIMEOUT if interactive else None,
+            retries=0 if interactive else None,
             kind=candidate.kind,
             old=old.content,
             new=candidate.content,
@@ -116,7 +122,13 @@ def _ask_model(connection: Connection, candidate: Candidate, old: Memory) -> tup
 
 
 def _judge(
-    candidate: Candidate, neighbours: list[Neighbour], *, profile: str, connection: Connection | None, method: str
+    candidate: Candidate,
+    neighbours: list[Neighbour],
+    *,
+    profile: str,
+    connection: Connection | None,
+    method: str,
+    interactive: bool,
 ) -> _Judgement:
     limits = thresholds(profile)
     same, cross = _best(neighbours, same_kind=True), _best(neighbours, same_kind=False)
@@ -167,7 +179,7 @@ def _judge(
             f"same topic as #{same.memory.pk}; no model connection to ask whether it is an update, so both are kept",
             scores,
         )
-    answer, error, call_id = _ask_model(connection, candidate, same.memory)
+    answer, error, call_id = _ask_model(connection, candidate, same.memory, interactive=interactive)
     scores["model_answer"] = answer or None
     if error:
         scores["model_error"] = error
@@ -332,10 +344,11 @@ def memories_submit(
     chat: Chat | None = None,
     source_chat: Chat | None = None,
     connection: Connection | None | object = _DEFAULT,
+    interactive: bool = False,
 ) -> list[Classified]:
     """Classify and store candidates of one scope, in order (a later candidate is compared with the earlier ones
     stored). Not one transaction: each candidate is written atomically after the model, if asked, has answered,
-    under a lock on the scope."""
+    under a lock on the scope. `interactive` (an API request): the model gets one short try per question."""
     if connection is _DEFAULT:
         connection = connection_default(user_id=user.pk)
     for candidate in candidates:
@@ -352,7 +365,9 @@ def memories_submit(
     for candidate in candidates:
         vector, model_key = _embed(user, candidate.content)
         with scope_locked(scope):
-            judgement = _classify_one(candidate, finder, vector, model_key, profile=profile, connection=connection)
+            judgement = _classify_one(
+                candidate, finder, vector, model_key, profile=profile, connection=connection, interactive=interactive
+            )
             results.append(
                 _write(
                     user=user,
@@ -370,7 +385,7 @@ def memories_submit(
     return results
 
 
-def _classify_one(candidate, finder, vector, model_key, *, profile, connection) -> _Judgement:
+def _classify_one(candidate, finder, vector, model_key, *, profile, connection, interactive) -> _Judgement:
     if candidate.kind not in DEDUP_KINDS:
         return _Judgement(
             Outcome.PASSED,
@@ -391,4 +406,6 @@ def _classify_one(candidate, finder, vector, model_key, *, profile, connection) 
         neighbours += finder.by_vector(kind=candidate.kind, vector=vector, model_key=model_key)
     neighbours += finder.by_words(kind=candidate.kind, content=candidate.content, model_key=model_key or None)
     method = "embedding" if vector is not None else "jaccard"
-    return _judge(candidate, neighbours, profile=profile, connection=connection, method=method)
+    return _judge(
+        candidate, neighbours, profile=profile, connection=connection, method=method, interactive=interactive
+    )
