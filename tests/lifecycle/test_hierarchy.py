@@ -220,3 +220,19 @@ def test_another_users_character_and_jobs_are_404(
     assert other_api.post("/api/v1/memories/hierarchy", {"character": character.pk}, format="json").status_code == 404
     assert other_api.get(f"/api/v1/memories/lifecycle/jobs/{job['id']}/").status_code == 404
     assert other_api.get("/api/v1/memories/lifecycle/jobs/").json()["results"] == []
+
+
+def test_a_job_lost_for_over_an_hour_is_marked_failed_and_work_is_queued_again(user, character):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.memories.services.lifecycle.jobs import hierarchy_enqueue
+
+    lost = hierarchy_enqueue(user=user, character=character)
+    assert hierarchy_enqueue(user=user, character=character).pk == lost.pk  # joins the pending one
+    LifecycleJob.objects.filter(pk=lost.pk).update(created_at=timezone.now() - timedelta(hours=2))
+    fresh = hierarchy_enqueue(user=user, character=character)
+    assert fresh.pk != lost.pk
+    lost.refresh_from_db()
+    assert lost.state == "failed" and "abandoned" in lost.error

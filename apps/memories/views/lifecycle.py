@@ -7,7 +7,7 @@ from zoneinfo import available_timezones
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Max, Q
+from django.db.models import Q
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -31,17 +31,11 @@ def _characters(user):
     latest = (
         Memory.objects.filter(user=user, character__in=characters, chat__isnull=True, kind__in=LEVELS)
         .filter(status=Status.ACTIVE)
-        .values("character_id", "kind")
-        .annotate(created=Max("created_at"))
+        .order_by("character_id", "kind", "-created_at")
+        .distinct("character_id", "kind")
+        .values_list("character_id", "kind", "data")
     )
-    periods: dict[tuple[int, str], str] = {}
-    for row in latest:
-        memory = (
-            Memory.objects.filter(character_id=row["character_id"], kind=row["kind"], created_at=row["created"])
-            .only("data")
-            .first()
-        )
-        periods[(row["character_id"], row["kind"])] = (memory.data or {}).get("period", "") if memory else ""
+    periods = {(character_id, kind): (data or {}).get("period", "") for character_id, kind, data in latest}
     for character in characters:
         character.latest_periods = [(level, periods.get((character.pk, level), "")) for level in LEVELS]
     return characters

@@ -3,11 +3,28 @@ reaches its kind's threshold the consolidation task is queued (once: not while a
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
+from django.utils import timezone
 
 from apps.memories.models import ConsolidationCounter, LifecycleJob
 from apps.memories.services.lifecycle.scope import ScopeKey, lifecycle_config
+
+ABANDONED_AFTER = timedelta(hours=1)
+
+
+def pending_job(jobs: QuerySet[LifecycleJob]) -> LifecycleJob | None:
+    """The queued or running job among `jobs`, if any. One pending for over an hour was lost (a broker that
+    dropped it, a worker killed past its time limit): it is marked failed, so that new work is queued again."""
+    pending = jobs.filter(state__in=[LifecycleJob.State.QUEUED, LifecycleJob.State.RUNNING])
+    pending.filter(created_at__lt=timezone.now() - ABANDONED_AFTER).update(
+        state=LifecycleJob.State.FAILED,
+        error="abandoned: no worker finished it within an hour",
+        finished_at=timezone.now(),
+    )
+    return pending.first()
 
 
 def consolidation_count(*, scope: ScopeKey, kind: str) -> int:
@@ -22,14 +39,15 @@ def consolidation_count(*, scope: ScopeKey, kind: str) -> int:
 
 
 def consolidation_enqueue(*, scope: ScopeKey, kind: str, manual: bool = False) -> LifecycleJob:
-    pending = LifecycleJob.objects.filter(
-        user_id=scope.user_id,
-        character_id=scope.character_id,
-        chat_id=scope.chat_id,
-        type=LifecycleJob.Type.CONSOLIDATION,
-        state__in=[LifecycleJob.State.QUEUED, LifecycleJob.State.RUNNING],
-        params__kind=kind,
-    ).first()
+    pending = pending_job(
+        LifecycleJob.objects.filter(
+            user_id=scope.user_id,
+            character_id=scope.character_id,
+            chat_id=scope.chat_id,
+            type=LifecycleJob.Type.CONSOLIDATION,
+            params__kind=kind,
+        )
+    )
     if pending is not None:
         return pending
     job = LifecycleJob.objects.create(

@@ -17,6 +17,7 @@ from apps.llm.selectors import connection_default
 from apps.memories.models import LifecycleJob, LifecycleSettings
 from apps.memories.services.lifecycle import periods
 from apps.memories.services.lifecycle.consolidation import consolidation_run
+from apps.memories.services.lifecycle.counters import pending_job
 from apps.memories.services.lifecycle.hierarchy import hierarchy_plan, hierarchy_run
 from apps.memories.services.lifecycle.scope import ScopeKey
 
@@ -87,9 +88,9 @@ def hierarchy_enqueue(
                 "period is 2026-11-21 (daily), 2026-W47 (weekly), 2026-11 (monthly) or 2026 (yearly).",
                 {"field": "period"},
             ) from exc
-    pending = Job.objects.filter(user=user, character=character, type=Job.Type.HIERARCHY, state__in=PENDING)
-    if not granularity and (job := pending.first()) is not None:
-        return job
+    pending = pending_job(Job.objects.filter(user=user, character=character, type=Job.Type.HIERARCHY))
+    if not granularity and pending is not None:
+        return pending
     job = Job.objects.create(
         user=user,
         character=character,
