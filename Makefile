@@ -42,3 +42,4 @@ bench: install
 	$(BIN)/python bench/embeddings.py
 	$(BIN)/python bench/locomo_recall.py
 	$(BIN)/python bench/memory_search.py
+	$(BIN)/python bench/lifecycle.py

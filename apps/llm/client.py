@@ -12,6 +12,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
+from functools import cache
 
 import httpx
 import openai
@@ -73,14 +74,21 @@ def _retry_after(headers) -> float | None:
     return None
 
 
+@cache
+def _http_client() -> httpx.Client:
+    """One pooled HTTP client for every OpenAI-compatible call of the process: building one loads the system's CA
+    certificates (about 25 ms), which per call was the largest cost of a classification. A redirect is never
+    followed: it would reach a host provider_url_check never saw (a private one, say)."""
+    return openai.DefaultHttpxClient(follow_redirects=False)
+
+
 def _call_openai(connection: Connection, messages: list[dict], options: dict, timeout: float) -> _Answer:
     client = openai.OpenAI(
         base_url=connection.base_url,
         api_key=secret_decrypt(connection.api_key_encrypted) or "unused",
         timeout=timeout,
         max_retries=0,  # ours below, the same for both APIs
-        # A redirect would reach a host provider_url_check never saw (a private one, say).
-        http_client=openai.DefaultHttpxClient(follow_redirects=False),
+        http_client=_http_client(),
     )
     try:
         answer = client.chat.completions.create(model=connection.model, messages=messages, **options)

@@ -259,11 +259,19 @@ LOREKEEPER_LIFECYCLE = {
     },
     "default_profile": env("LOREKEEPER_LIFECYCLE_DEFAULT_PROFILE", default="B"),  # a user without a connection
     "neighbours": 5,
+    # A scope of more memories of the compared kinds is searched through the HNSW index, not scanned exactly.
+    "exact_max": env.int("LOREKEEPER_LIFECYCLE_EXACT_MAX", default=5000),
     "confidence": {"default": 0.7, "boost": 0.05, "decay": 0.02, "floor": 0.3, "grace_passes": 10},
     "consolidation": {
         "thresholds": {
-            "fact": 4, "relationship": 3, "preference": 3, "event": 4,
-            "scene": 3, "revelation": 3, "development": 3, "detail": 3,
+            "fact": 4,
+            "relationship": 3,
+            "preference": 3,
+            "event": 4,
+            "scene": 3,
+            "revelation": 3,
+            "development": 3,
+            "detail": 3,
         },
         "max_candidates": 30,
     },

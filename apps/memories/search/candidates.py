@@ -71,21 +71,22 @@ def scope_size(scope: Scope) -> int:
 
 
 def vector_candidates(
-    scope: Scope, *, vectors: list[list[float]], model_key: str, k: int, size: int
+    scope: Scope, *, vectors: list[list[float]], model_key: str, k: int, size: int, exact_max: int | None = None
 ) -> dict[int, float]:
     """Best cosine similarity per memory over the query sentences. A small scope (at most `exact_max` rows), or
     one that is less than `hnsw_min_share` of the table, is scanned exactly, all sentences in one pass; a large one
     goes through the HNSW index of the dimension, one filtered KNN per sentence. (HNSW over a scope that is a small
     part of the table must walk far to find enough of its rows: slower than the exact scan there, and less
     accurate. bench/memory_search.py measured 100,000 memories in a 2.2 million-row table: 600 ms by HNSW, 145 ms
-    exact.)"""
+    exact.) `exact_max` overrides the setting (the lifecycle, which asks once per candidate, trades exactness for
+    speed sooner)."""
     dim = len(vectors[0])
     literals = ["[" + ",".join(repr(float(x)) for x in vector) + "]" for vector in vectors]
     where = f"{scope.where} AND m.embedding_dim = {int(dim)} AND m.embedding_model = %s"
     params = [*scope.params, model_key]
     config = settings.LOREKEEPER_SEARCH
     with connection.cursor() as cursor:
-        exact = size <= int(config["exact_max"])
+        exact = size <= int(config["exact_max"] if exact_max is None else exact_max)
         if not exact and config["hnsw_min_share"] > 0:
             cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'memories_memory'::regclass")
             table_rows = cursor.fetchone()[0]

@@ -368,6 +368,8 @@ def memories_submit(
             judgement = _classify_one(
                 candidate, finder, vector, model_key, profile=profile, connection=connection, interactive=interactive
             )
+            if vector is None:
+                finder.stored_vectorless()
             results.append(
                 _write(
                     user=user,
@@ -404,7 +406,8 @@ def _classify_one(candidate, finder, vector, model_key, *, profile, connection, 
     neighbours: list[Neighbour] = []
     if vector is not None:
         neighbours += finder.by_vector(kind=candidate.kind, vector=vector, model_key=model_key)
-    neighbours += finder.by_words(kind=candidate.kind, content=candidate.content, model_key=model_key or None)
+    if vector is None or finder.has_vectorless(model_key):
+        neighbours += finder.by_words(kind=candidate.kind, content=candidate.content, model_key=model_key or None)
     method = "embedding" if vector is not None else "jaccard"
     return _judge(
         candidate, neighbours, profile=profile, connection=connection, method=method, interactive=interactive

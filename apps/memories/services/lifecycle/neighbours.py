@@ -9,7 +9,7 @@ from django.db import connection
 
 from apps.memories.models import Memory, Status
 from apps.memories.search.candidates import scope_size, vector_candidates
-from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey
+from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey, lifecycle_config
 from apps.memories.services.lifecycle.similarity import jaccard, words
 
 TEXT_PRESELECT = 200
@@ -41,6 +41,20 @@ class NeighbourFinder:
     def __init__(self, scope: ScopeKey, *, k: int) -> None:
         self.scope, self.k = scope, k
         self._sizes: dict[tuple, int] = {}
+        self._vectorless: dict[str, bool] = {}
+
+    def has_vectorless(self, model_key: str) -> bool:
+        """Whether the scope holds memories without a vector of `model_key` (asked once per batch; a batch that
+        stores one says so through `stored_vectorless`)."""
+        if model_key not in self._vectorless:
+            qs = Memory.objects.filter(self.scope.q(), status=Status.ACTIVE, kind__in=DEDUP_KINDS)
+            self._vectorless[model_key] = (
+                qs.filter(embedding__isnull=True).exists() or qs.exclude(embedding_model=model_key).exists()
+            )
+        return self._vectorless[model_key]
+
+    def stored_vectorless(self) -> None:
+        self._vectorless = {key: True for key in self._vectorless}
 
     def _size(self, where: _Where, kinds: list[str]) -> int:
         key = tuple(kinds)
@@ -63,7 +77,9 @@ class NeighbourFinder:
             # Measured once per batch: the batch's own writes can only grow it by a few rows, and an exact scan
             # of a scope that was empty at the start is cheap.
             size = self._size(where, kinds)
-            best = vector_candidates(where, vectors=[vector], model_key=model_key, k=k, size=size)
+            best = vector_candidates(
+                where, vectors=[vector], model_key=model_key, k=k, size=size, exact_max=lifecycle_config()["exact_max"]
+            )
             found += [(pk, sim, same) for pk, sim in best.items()]
         return self._load(found, "embedding")
 
