@@ -258,7 +258,7 @@ def main() -> None:
     from tests.llm_server import start_llm_server
 
     server = start_llm_server()
-    server.on("Answer UPDATE, INDEPENDENT or CONTRADICTS.", "INDEPENDENT")
+    server.on("Answer UPDATE, DUPLICATE, INDEPENDENT or CONTRADICTS.", "INDEPENDENT")
     server.on("Memories of kind", '{"merges": []}')
     try:
         print("Classification throughput (scripted model answering at once; vectors cached beforehand)")

@@ -12,7 +12,7 @@ from apps.memories.services.lifecycle.classify import Candidate, memories_submit
 from tests.chats.factories import CharacterFactory
 from tests.memories.conftest import DIM, embedder, scripted  # noqa: F401 — fixtures shared with the store's tests
 
-SUPERSESSION = "Answer UPDATE, INDEPENDENT or CONTRADICTS."
+SUPERSESSION = "Answer UPDATE, DUPLICATE, INDEPENDENT or CONTRADICTS."
 
 
 def at_cosine(cosine: float, *, axis: int = 0) -> list[float]:

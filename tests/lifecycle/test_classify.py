@@ -83,7 +83,7 @@ def test_same_topic_without_a_cue_asks_the_model_and_update_supersedes(submit, s
     assert OLD in prompt and new in prompt
     call = second.decision.llm_call
     assert (call.template, call.response, call.reasoning) == (
-        "supersession@v1",
+        "supersession@v2",
         "UPDATE",
         "Same person, new home: a later state.",
     )
@@ -224,3 +224,12 @@ def test_summaries_are_not_deduplicated(submit, scripted):
     [first], [second] = submit(("canon", "The story so far.")), submit(("canon", "The story so far."))
     assert (first.outcome, second.outcome) == ("passed", "passed")
     assert "not deduplicated" in second.decision.reason
+
+
+def test_the_model_can_call_a_paraphrase_below_the_threshold_a_duplicate(submit, scripted, llm):
+    _vector(scripted, OLD, unit(0))
+    new = _vector(scripted, "Home for Mira is the harbour district.", at_cosine(0.7))
+    llm.server.on(SUPERSESSION, "DUPLICATE")
+    [first], [second] = submit(("fact", OLD)), submit(("fact", new))
+    assert (second.outcome, second.memory, second.related.pk) == ("rejected", None, first.memory.pk)
+    assert "DUPLICATE" in second.decision.reason and Memory.objects.filter(kind="fact").count() == 1

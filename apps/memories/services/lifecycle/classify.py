@@ -7,9 +7,10 @@ For each candidate, against the active memories of the same owner and scope:
   "became", …) is a change, not a duplicate, and is treated as same-topic;
 - a same-kind neighbour at or above the same-topic threshold: with state-change wording, **superseded** (the old one
   retired with `valid_to`, the new one stored with `valid_from` and `supersedes` it); otherwise the model is asked
-  UPDATE / INDEPENDENT / CONTRADICTS: UPDATE supersedes, CONTRADICTS stores the new one linked to the old in
-  `contradicts` (both stay: a conflict is shown, never silently resolved), INDEPENDENT stores it as **uncertain**
-  beside the old. Without a model, or when it fails, the candidate is kept as uncertain and the error noted;
+  UPDATE / DUPLICATE / INDEPENDENT / CONTRADICTS: UPDATE supersedes, DUPLICATE rejects (a paraphrase below the
+  threshold), CONTRADICTS stores the new one linked to the old in `contradicts` (both stay: a conflict is shown,
+  never silently resolved), INDEPENDENT stores it as **uncertain** beside the old. Without a model, or when it
+  fails, the candidate is kept as uncertain and the error noted;
 - otherwise **passed**.
 Similarity is cosine in pgvector when the candidate can be embedded, plus word-overlap (Jaccard) against memories
 that have no vector of the current model; Jaccard alone when embeddings are off or down. Thresholds follow the
@@ -50,6 +51,7 @@ _DEFAULT = object()
 INTERACTIVE_TIMEOUT = 20.0
 ANSWERS = {
     "UPDATE": "update",
+    "DUPLICATE": "duplicate",
     "INDEPENDENT": "independent",
     "CONTRADICTS": "contradicts",
     "CONTRADICTION": "contradicts",
@@ -186,6 +188,14 @@ def _judge(
     if answer == "update":
         return _Judgement(
             Outcome.SUPERSEDED, same, f"same topic as #{same.memory.pk}; the model says UPDATE", scores, call_id
+        )
+    if answer == "duplicate":
+        return _Judgement(
+            Outcome.REJECTED,
+            same,
+            f"same as #{same.memory.pk} in other words (the model says DUPLICATE)",
+            scores,
+            call_id,
         )
     if answer == "contradicts":
         return _Judgement(
