@@ -124,3 +124,19 @@ def test_a_request_gives_the_model_one_try_and_keeps_the_candidate_when_it_fails
     )
     assert response.status_code == 201 and response.json()["decision"]["outcome"] == "uncertain"
     assert Call.objects.get(purpose="supersession").attempts == 1  # background work would have retried 3 times
+
+
+def test_a_summary_with_a_malformed_period_is_refused_and_a_valid_one_normalised(api, character):
+    bad = api.post(
+        MEMORIES,
+        {"character": character.pk, "kind": "weekly", "content": "A week.", "data": {"period": "last week"}},
+        format="json",
+    )
+    assert bad.status_code == 400 and bad.json()["extra"]["field"] == "data" and "2026-W47" in bad.json()["message"]
+    good = api.post(
+        MEMORIES,
+        {"character": character.pk, "kind": "weekly", "content": "A week.", "data": {"period": "2026-W7"}},
+        format="json",
+    )
+    assert good.status_code == 201 and good.json()["data"]["period"] == "2026-W07"
+    assert Memory.objects.count() == 1

@@ -46,7 +46,7 @@ def test_build_now_queues_a_job_and_the_jobs_table_polls_while_it_is_pending(web
     refused = web.post(
         f"/memories/lifecycle/run/{character.pk}/", {"granularity": "weekly", "period": "soon"}, HTTP_HX_REQUEST="true"
     )
-    assert refused.status_code == 400 and "period is" in refused.content.decode()
+    assert refused.status_code == 400 and "period of a weekly run looks like 2026-W47" in refused.content.decode()
     full = web.post(f"/memories/lifecycle/run/{character.pk}/", {})
     assert full.status_code == 302
 

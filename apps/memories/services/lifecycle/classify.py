@@ -39,7 +39,9 @@ from apps.llm.prompts import prompt_get
 from apps.llm.selectors import connection_default
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, embed_texts, text_hash
 from apps.memories.models import Decision, Kind, Memory, Status
+from apps.memories.services.lifecycle import periods
 from apps.memories.services.lifecycle.counters import consolidation_count
+from apps.memories.services.lifecycle.hierarchy import user_time_zone
 from apps.memories.services.lifecycle.neighbours import Neighbour, NeighbourFinder
 from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey, lifecycle_config, scope_locked, thresholds
 from apps.memories.services.lifecycle.similarity import state_change_cue
@@ -99,7 +101,7 @@ def _best(neighbours: list[Neighbour], *, same_kind: bool) -> Neighbour | None:
 def _ask_model(
     connection: Connection, candidate: Candidate, old: Memory, *, interactive: bool
 ) -> tuple[str, str, int | None]:
-    """(answer, error, call id): answer is update / independent / contradicts, or "" when there is none. With a
+    """(answer, error, call id): answer is update / duplicate / independent / contradicts, or "" when none. With a
     person waiting (`interactive`), one try of at most INTERACTIVE_TIMEOUT seconds: failing leaves it uncertain."""
     try:
         completion = complete_prompt(
@@ -307,7 +309,7 @@ def _write(
         time_scope=candidate.time_scope,
         valid_from=_valid_from(candidate),
         valid_to=candidate.valid_to,
-        data=_with_period(user, candidate),
+        data=candidate.data,
         occurred_at=candidate.occurred_at,
     )
     if judgement.outcome == Outcome.SUPERSEDED:
@@ -324,11 +326,16 @@ def _write(
 def _with_period(user, candidate: Candidate) -> dict[str, Any]:
     """Summaries of the hierarchy carry their period (`2026-W47`…), from `occurred_at` or today in the user's
     time zone when the writer did not give one."""
-    from apps.memories.services.lifecycle import periods
-    from apps.memories.services.lifecycle.hierarchy import user_time_zone
-
     data = dict(candidate.data or {})
-    if candidate.kind in periods.LEVELS and not data.get("period"):
+    if candidate.kind in periods.LEVELS and data.get("period"):
+        try:
+            data["period"] = periods.parse_key(candidate.kind, str(data["period"])).key
+        except ValueError as exc:
+            example = periods.EXAMPLES[candidate.kind]
+            raise ApplicationError(
+                f"data.period of a {candidate.kind} memory looks like {example}.", {"field": "data"}
+            ) from exc
+    elif candidate.kind in periods.LEVELS:
         tz = user_time_zone(user.pk)
         moment = candidate.occurred_at or timezone.now()
         data["period"] = periods.containing(candidate.kind, moment.astimezone(tz).date()).key
@@ -368,6 +375,7 @@ def memories_submit(
         candidate.content = candidate.content.strip()
         if not candidate.content:
             raise ApplicationError("A memory needs content.", {"field": "content"})
+        candidate.data = _with_period(user, candidate)
     scope = ScopeKey(user.pk, None if chat else character.pk, chat.pk if chat else None)
     profile = connection.effective_profile if connection else lifecycle_config()["default_profile"]
     finder = NeighbourFinder(scope, k=lifecycle_config()["neighbours"])

@@ -50,8 +50,10 @@ def _summaries(character: Character, granularity: str) -> dict[str, Memory]:
     ).defer("embedding")
     for memory in qs.order_by("created_at", "id"):
         key = (memory.data or {}).get("period")
-        if key:
-            found[key] = memory
+        try:
+            found[periods.parse_key(granularity, key).key] = memory
+        except (ValueError, TypeError):
+            continue  # not a period of this level (written by hand before periods were checked): not part of it
     return found
 
 
@@ -113,25 +115,20 @@ def _sources(character: Character, period: Period, tz: ZoneInfo) -> tuple[list[s
     if period.granularity == "daily":
         return _messages(character, period, tz), []
     child_level = CHILD[period.granularity]
-    whole = {p.key for p in periods.children(period)}
-    children = {k: m for k, m in _summaries(character, child_level).items() if k in whole}
-    dailies = _summaries(character, "daily")
-    chosen: list[tuple[date, Memory]] = []
-    covered: set[date] = set()
-    for key, memory in children.items():
-        part = periods.parse_key(child_level, key)
-        chosen.append((part.start, memory))
-        covered.update(part.days())
-    for key, memory in dailies.items():
-        when = date.fromisoformat(key)
-        if child_level != "daily" and period.start <= when <= period.end and when not in covered:
-            chosen.append((when, memory))  # a day of a straddling or not yet summarised week
+    dailies = [(date.fromisoformat(key), m) for key, m in _summaries(character, "daily").items()]
+    inside = [(day, m) for day, m in dailies if period.start <= day <= period.end]
     if child_level == "daily":
-        chosen = [
-            (date.fromisoformat(k), m)
-            for k, m in dailies.items()
-            if period.start <= date.fromisoformat(k) <= period.end
-        ]
+        chosen = inside
+    else:
+        whole = {p.key for p in periods.children(period)}
+        chosen, covered = [], set()
+        for key, memory in _summaries(character, child_level).items():
+            if key in whole:
+                part = periods.parse_key(child_level, key)
+                chosen.append((part.start, memory))
+                covered.update(part.days())
+        # The days of a straddling or not yet summarised week (or month) count by their dailies.
+        chosen += [(day, m) for day, m in inside if day not in covered]
     chosen.sort(key=lambda pair: (pair[0], pair[1].pk))
     labels = [f"[{m.kind} {m.data.get('period')}] {m.content}" for _, m in chosen]
     return labels, [m.pk for _, m in chosen]

@@ -85,8 +85,7 @@ def hierarchy_enqueue(
             period = periods.parse_key(granularity, period).key
         except ValueError as exc:
             raise ApplicationError(
-                "period is 2026-11-21 (daily), 2026-W47 (weekly), 2026-11 (monthly) or 2026 (yearly).",
-                {"field": "period"},
+                f"period of a {granularity} run looks like {periods.EXAMPLES[granularity]}.", {"field": "period"}
             ) from exc
     pending = pending_job(Job.objects.filter(user=user, character=character, type=Job.Type.HIERARCHY))
     if not granularity and pending is not None:

@@ -15,6 +15,7 @@ from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 LEVELS = ("daily", "weekly", "monthly", "yearly")
+EXAMPLES = {"daily": "2026-11-21", "weekly": "2026-W47", "monthly": "2026-11", "yearly": "2026"}
 CHILD = {"weekly": "daily", "monthly": "weekly", "yearly": "monthly"}
 
 
