@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from apps.llm.profiles import detect_profile
+
 
 class Profile(models.TextChoices):
     """Hardware profiles of the seed: A is a local, Ollama-class model (small context, one call at a time), B a
@@ -57,8 +59,6 @@ class Connection(models.Model):
 
     @property
     def effective_profile(self) -> str:
-        from apps.llm.profiles import detect_profile
-
         return self.profile if self.profile != self.ProfileChoice.AUTO else detect_profile(self.api, self.base_url)
 
 

@@ -16,6 +16,7 @@ from apps.llm.client import LlmError, complete_prompt
 from apps.llm.models import Connection
 from apps.llm.prompts import prompt_get
 
+TEST_TIMEOUT = 30.0
 FIELDS = ("name", "api", "base_url", "model", "profile", "context_window", "timeout", "is_default")
 
 
@@ -90,11 +91,16 @@ def connection_delete(*, connection: Connection) -> None:
 
 
 def connection_test(*, connection: Connection) -> Connection:
-    """Ask the model for "OK" and remember the outcome (shown beside the connection). Runs outside any
-    transaction: the call may take the connection's whole timeout."""
+    """Ask the model for "OK" and remember the outcome (shown beside the connection). One try of at most
+    TEST_TIMEOUT seconds (or the connection's own, if shorter), outside any transaction."""
     try:
         completion = complete_prompt(
-            connection, prompt_get("llm", "connection_test"), purpose="connection_test", max_tokens=16
+            connection,
+            prompt_get("llm", "connection_test"),
+            purpose="connection_test",
+            max_tokens=16,
+            timeout=TEST_TIMEOUT,
+            retries=0,  # a person is waiting: one try says whether it answers
         )
         ok = True
         message = f"answered in {completion.call.latency_ms} ms: {completion.text[:80]!r}"
