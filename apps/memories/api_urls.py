@@ -1,10 +1,10 @@
 from django.urls import path
 
-from apps.memories.apis import lifecycle, memories
+from apps.memories.apis import entities, lifecycle, memories, search
 
 urlpatterns = [
     path("memories/", memories.MemoryListApi.as_view(), name="memory-list"),
-    path("memories/search", memories.MemorySearchApi.as_view(), name="memory-search"),
+    path("memories/search", search.MemorySearchApi.as_view(), name="memory-search"),
     path("memories/submit", lifecycle.MemorySubmitApi.as_view(), name="memory-submit"),
     path("memories/hierarchy", lifecycle.HierarchyRunApi.as_view(), name="memory-hierarchy"),
     path("memories/consolidate", lifecycle.ConsolidationRunApi.as_view(), name="memory-consolidate"),
@@ -14,7 +14,7 @@ urlpatterns = [
     path("memories/<int:memory_id>/", memories.MemoryDetailApi.as_view(), name="memory-detail"),
     path("memories/<int:memory_id>/history", memories.MemoryHistoryApi.as_view(), name="memory-history"),
     path("memories/<int:memory_id>/decisions", lifecycle.MemoryDecisionsApi.as_view(), name="memory-decisions"),
-    path("entities/", memories.EntityListApi.as_view(), name="entity-list"),
-    path("entities/<int:entity_id>/", memories.EntityDetailApi.as_view(), name="entity-detail"),
-    path("embeddings/settings", memories.EmbeddingSettingsApi.as_view(), name="embedding-settings"),
+    path("entities/", entities.EntityListApi.as_view(), name="entity-list"),
+    path("entities/<int:entity_id>/", entities.EntityDetailApi.as_view(), name="entity-detail"),
+    path("embeddings/settings", entities.EmbeddingSettingsApi.as_view(), name="embedding-settings"),
 ]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.memories.views import browser, lifecycle
+from apps.memories.views import browser, lifecycle, settings
 
 app_name = "memories"
 
@@ -8,7 +8,7 @@ urlpatterns = [
     path("memories/", browser.memory_browser, name="list"),
     path("memories/entities/", browser.entity_list, name="entities"),
     path("memories/entities/<int:entity_id>/", browser.entity_detail, name="entity"),
-    path("memories/settings/", browser.embedding_settings, name="settings"),
+    path("memories/settings/", settings.embedding_settings, name="settings"),
     path("memories/lifecycle/", lifecycle.lifecycle_page, name="lifecycle"),
     path("memories/lifecycle/jobs/", lifecycle.lifecycle_jobs, name="lifecycle-jobs"),
     path("memories/lifecycle/run/<int:character_id>/", lifecycle.hierarchy_run_view, name="hierarchy-run"),
@@ -18,5 +18,5 @@ urlpatterns = [
     path("memories/<int:memory_id>/restore/", browser.memory_restore_view, name="restore"),
     path("characters/<int:character_id>/memories/", browser.memory_browser, name="character"),
     path("chats/<int:chat_id>/memories/", browser.memory_browser, name="chat"),
-    path("chats/<int:chat_id>/memories/progress/", browser.chat_index_progress_view, name="chat-progress"),
+    path("chats/<int:chat_id>/memories/progress/", settings.chat_index_progress_view, name="chat-progress"),
 ]

@@ -1,10 +1,10 @@
-"""Memories (created through classification), their search and history, entities, and a user's own embedding
-settings."""
+"""Memories over the API: listed, created (through classification), changed, retired, and their history. Search,
+entities and embedding settings are in the sibling modules."""
 
 from __future__ import annotations
 
 from django.db.models import Prefetch
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
@@ -16,10 +16,8 @@ from apps.common.exceptions import ApplicationError
 from apps.common.serializers import DictField, StorableInputSerializer
 from apps.memories import selectors
 from apps.memories.models import Decision, Entity, Kind, Memory, Status
-from apps.memories.search import MAX_LIMIT, memory_search
 from apps.memories.services.lifecycle.classify import Candidate, Classified, memories_submit
-from apps.memories.services.memories import entity_update, memory_retire, memory_update
-from apps.memories.services.settings import embedding_settings_get, embedding_settings_set
+from apps.memories.services.memories import memory_retire, memory_update
 from apps.sync.idempotency import idempotent
 
 INSTANCE_HEADER = "HTTP_X_LOREKEEPER_INSTANCE"
@@ -78,7 +76,7 @@ class MemoryOutputSerializer(serializers.Serializer):
         return sorted(m.pk for m in memory.contradicts.all())
 
 
-def _with_links(qs):
+def with_links(qs):
     return qs.prefetch_related(
         Prefetch("supersedes", queryset=Memory.objects.only("id", "superseded_by")),
         Prefetch("contradicts", queryset=Memory.objects.only("id")),
@@ -124,7 +122,7 @@ class MemoryCreatedSerializer(MemoryOutputSerializer):
 
 def submitted_output(result: Classified) -> dict:
     shown = result.memory or result.related
-    memory = _with_links(Memory.objects.filter(pk=shown.pk)).get() if shown else None
+    memory = with_links(Memory.objects.filter(pk=shown.pk)).get() if shown else None
     return {
         "outcome": result.outcome,
         "memory": MemoryOutputSerializer(memory).data if memory else None,
@@ -181,7 +179,7 @@ class MemoryUpdateInputSerializer(MemoryCreateInputSerializer):
         return fields
 
 
-def _scope_objects(user, data: dict) -> tuple:
+def scope_objects(user, data: dict) -> tuple:
     character = chat = None
     if data.get("character"):
         character = chat_selectors.character_get(user=user, character_id=data["character"])
@@ -190,7 +188,7 @@ def _scope_objects(user, data: dict) -> tuple:
     return character, chat
 
 
-def _int_param(request, name: str) -> int | None:
+def int_param(request, name: str) -> int | None:
     value = request.query_params.get(name)
     if value in (None, ""):
         return None
@@ -200,7 +198,7 @@ def _int_param(request, name: str) -> int | None:
     return ids[0]
 
 
-def _kinds_param(values: list[str]) -> list[str]:
+def kinds_param(values: list[str]) -> list[str]:
     kinds = [k.strip() for value in values for k in value.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in Kind.values]
     if unknown:
@@ -226,14 +224,14 @@ class MemoryListApi(APIView):
             raise ApplicationError("Unknown status.", {"field": "status", "allowed": Status.values})
         qs = selectors.memory_list(
             user=request.user,
-            character_id=_int_param(request, "character"),
-            chat_id=_int_param(request, "chat"),
-            kinds=_kinds_param(request.query_params.getlist("kind")),
+            character_id=int_param(request, "character"),
+            chat_id=int_param(request, "chat"),
+            kinds=kinds_param(request.query_params.getlist("kind")),
             status=status_value,
-            entity_id=_int_param(request, "entity"),
+            entity_id=int_param(request, "entity"),
         )
         paginator = MemoryPagination()
-        page = paginator.paginate_queryset(_with_links(qs), request, view=self)
+        page = paginator.paginate_queryset(with_links(qs), request, view=self)
         return paginator.get_paginated_response(MemoryOutputSerializer(page, many=True).data)
 
     @extend_schema(
@@ -249,14 +247,14 @@ class MemoryListApi(APIView):
         serializer = MemoryCreateInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        character, chat = _scope_objects(request.user, data)
+        character, chat = scope_objects(request.user, data)
         data.pop("character", None)
         data.pop("chat", None)
         candidate = Candidate(source_instance=request.META.get(INSTANCE_HEADER, "")[:100], **data)
         [result] = memories_submit(
             user=request.user, candidates=[candidate], character=character, chat=chat, interactive=True
         )
-        shown = _with_links(Memory.objects.filter(pk=(result.memory or result.related).pk)).get()
+        shown = with_links(Memory.objects.filter(pk=(result.memory or result.related).pk)).get()
         body = {**MemoryOutputSerializer(shown).data, "decision": DecisionOutputSerializer(result.decision).data}
         return Response(body, status=status.HTTP_200_OK if result.memory is None else status.HTTP_201_CREATED)
 
@@ -265,7 +263,7 @@ class MemoryDetailApi(APIView):
     @extend_schema(operation_id="memories_retrieve", responses=MemoryOutputSerializer)
     def get(self, request, memory_id: int):
         memory = selectors.memory_get(user=request.user, memory_id=memory_id)
-        return Response(MemoryOutputSerializer(_with_links(Memory.objects.filter(pk=memory.pk)).get()).data)
+        return Response(MemoryOutputSerializer(with_links(Memory.objects.filter(pk=memory.pk)).get()).data)
 
     @extend_schema(
         operation_id="memories_update", request=MemoryUpdateInputSerializer, responses=MemoryOutputSerializer
@@ -278,7 +276,7 @@ class MemoryDetailApi(APIView):
         data = dict(serializer.validated_data)
         entities = data.pop("entities", None)
         memory = memory_update(memory=memory, data=data, entities=entities)
-        return Response(MemoryOutputSerializer(_with_links(Memory.objects.filter(pk=memory.pk)).get()).data)
+        return Response(MemoryOutputSerializer(with_links(Memory.objects.filter(pk=memory.pk)).get()).data)
 
     @extend_schema(
         operation_id="memories_destroy",
@@ -288,7 +286,7 @@ class MemoryDetailApi(APIView):
     @idempotent
     def delete(self, request, memory_id: int):
         memory = memory_retire(memory=selectors.memory_get(user=request.user, memory_id=memory_id))
-        return Response(MemoryOutputSerializer(_with_links(Memory.objects.filter(pk=memory.pk)).get()).data)
+        return Response(MemoryOutputSerializer(with_links(Memory.objects.filter(pk=memory.pk)).get()).data)
 
 
 class MemoryHistoryApi(APIView):
@@ -300,186 +298,5 @@ class MemoryHistoryApi(APIView):
     def get(self, request, memory_id: int):
         memory = selectors.memory_get(user=request.user, memory_id=memory_id)
         chain = selectors.memory_history(memory=memory)
-        by_pk = _with_links(Memory.objects.filter(pk__in=[m.pk for m in chain])).in_bulk()
+        by_pk = with_links(Memory.objects.filter(pk__in=[m.pk for m in chain])).in_bulk()
         return Response({"results": MemoryOutputSerializer([by_pk[m.pk] for m in chain], many=True).data})
-
-
-class MemorySearchInputSerializer(StorableInputSerializer):
-    query = serializers.CharField(max_length=10_000)
-    character = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    chat = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    kinds = serializers.ListField(child=serializers.ChoiceField(choices=Kind.values), required=False, max_length=30)
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=10)
-    min_score = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=2)
-    include_retired = serializers.BooleanField(required=False, default=False)
-    instance = serializers.CharField(required=False, allow_blank=True, max_length=100)
-
-    class Meta:
-        ref_name = "MemorySearchInput"
-
-
-class SearchSignalsSerializer(serializers.Serializer):
-    vector = serializers.FloatField(allow_null=True, help_text="Best cosine similarity over the query sentences.")
-    text = serializers.FloatField(allow_null=True, help_text="IDF-weighted full-text score.")
-    recency = serializers.FloatField()
-    graph = serializers.FloatField()
-    instance = serializers.FloatField()
-
-
-class SearchResultSerializer(serializers.Serializer):
-    id = serializers.IntegerField(source="memory.pk")
-    kind = serializers.CharField(source="memory.kind")
-    content = serializers.CharField(
-        source="excerpt", help_text="Whole when under 2,000 characters, else the best part."
-    )
-    score = serializers.FloatField()
-    relevance = serializers.FloatField()
-    signals = SearchSignalsSerializer()
-    status = serializers.CharField(source="memory.status")
-    character = serializers.IntegerField(source="memory.character_id", allow_null=True)
-    chat = serializers.IntegerField(source="memory.chat_id", allow_null=True)
-    source_chat = serializers.IntegerField(source="memory.source_chat_id", allow_null=True)
-    source_message_indices = serializers.ListField(
-        child=serializers.IntegerField(), source="memory.source_message_indices"
-    )
-    importance = serializers.IntegerField(source="memory.importance")
-    confidence = serializers.FloatField(source="memory.confidence")
-    occurred_at = serializers.DateTimeField(source="memory.occurred_at", allow_null=True)
-    created_at = serializers.DateTimeField(source="memory.created_at")
-
-
-class SearchOutputSerializer(serializers.Serializer):
-    method = serializers.ChoiceField(choices=["hybrid", "vector", "text"])
-    results = SearchResultSerializer(many=True)
-    timings_ms = serializers.DictField(child=serializers.FloatField())
-
-
-class MemorySearchApi(APIView):
-    @extend_schema(
-        operation_id="memories_search",
-        request=MemorySearchInputSerializer,
-        responses=SearchOutputSerializer,
-        description="Hybrid search (per-sentence KNN + full text, fused, then entity-core's multi-signal score). "
-        "`method` tells which ran: `text` when no embedding was possible. The asking instance may be given as "
-        "`instance` or the X-Lorekeeper-Instance header.",
-    )
-    def post(self, request):
-        serializer = MemorySearchInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        outcome = memory_search(
-            user=request.user,
-            query=data["query"],
-            character_id=data.get("character"),
-            chat_id=data.get("chat"),
-            kinds=data.get("kinds") or None,
-            limit=data["limit"],
-            min_score=data.get("min_score"),
-            include_retired=data["include_retired"],
-            instance=data.get("instance") or request.META.get(INSTANCE_HEADER, "")[:100],
-        )
-        return Response(SearchOutputSerializer(outcome).data)
-
-
-class EntityOutputSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    type = serializers.CharField()
-    aliases = serializers.ListField(child=serializers.CharField())
-    character = serializers.IntegerField(source="character_id", allow_null=True)
-    memory_count = serializers.IntegerField(required=False, help_text="Active memories linked to it.")
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
-
-    class Meta:
-        ref_name = "Entity"
-
-
-class EntityDetailOutputSerializer(EntityOutputSerializer):
-    memories = serializers.SerializerMethodField()
-
-    class Meta:
-        ref_name = "EntityDetail"
-
-    @extend_schema_field(MemoryOutputSerializer(many=True))
-    def get_memories(self, entity: Entity) -> list[dict]:
-        qs = entity.memories.filter(status=Status.ACTIVE).defer("embedding").order_by("-id")[:100]
-        return MemoryOutputSerializer(_with_links(qs), many=True).data
-
-
-class EntityListApi(APIView):
-    @extend_schema(
-        operation_id="entities_list",
-        parameters=[
-            OpenApiParameter("character", int, description="That character's registry and the user-wide one."),
-            OpenApiParameter("search", str),
-        ],
-        responses=EntityOutputSerializer(many=True),
-    )
-    def get(self, request):
-        qs = selectors.entity_list(
-            user=request.user,
-            character_id=_int_param(request, "character"),
-            search=request.query_params.get("search", ""),
-        )
-        paginator = MemoryPagination()
-        page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response(EntityOutputSerializer(page, many=True).data)
-
-
-class EntityUpdateInputSerializer(EntityInputSerializer):
-    class Meta:
-        ref_name = "EntityUpdateInput"
-
-
-class EntityDetailApi(APIView):
-    @extend_schema(operation_id="entities_retrieve", responses=EntityDetailOutputSerializer)
-    def get(self, request, entity_id: int):
-        entity = selectors.entity_get(user=request.user, entity_id=entity_id)
-        return Response(EntityDetailOutputSerializer(entity).data)
-
-    @extend_schema(
-        operation_id="entities_update", request=EntityUpdateInputSerializer, responses=EntityDetailOutputSerializer
-    )
-    @idempotent
-    def patch(self, request, entity_id: int):
-        entity = selectors.entity_get(user=request.user, entity_id=entity_id)
-        serializer = EntityUpdateInputSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        entity = entity_update(entity=entity, data=serializer.validated_data)
-        return Response(EntityDetailOutputSerializer(entity).data)
-
-
-class EmbeddingSettingsSerializer(StorableInputSerializer):
-    provider = serializers.ChoiceField(choices=["deployment", "local", "openai", "ollama", "none"])
-    model = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    base_url = serializers.URLField(required=False, allow_blank=True, max_length=500)
-    api_key = serializers.CharField(
-        required=False, allow_blank=True, max_length=500, write_only=True, help_text="Stored encrypted; never shown."
-    )
-    dimensions = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=4096)
-    model_key = serializers.CharField(read_only=True, help_text="What vectors made now are labelled with.")
-    has_api_key = serializers.BooleanField(read_only=True)
-
-    class Meta:
-        ref_name = "EmbeddingSettings"
-
-
-class EmbeddingSettingsApi(APIView):
-    @extend_schema(operation_id="embedding_settings_retrieve", responses=EmbeddingSettingsSerializer)
-    def get(self, request):
-        return Response(EmbeddingSettingsSerializer(embedding_settings_get(user=request.user)).data)
-
-    @extend_schema(
-        operation_id="embedding_settings_update",
-        request=EmbeddingSettingsSerializer,
-        responses=EmbeddingSettingsSerializer,
-        description="Choose your own embedding provider (`deployment` goes back to the server's). Changing the "
-        "model re-embeds your memories in the background; until then search falls back to text for them.",
-    )
-    @idempotent
-    def put(self, request):
-        serializer = EmbeddingSettingsSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        view = embedding_settings_set(user=request.user, **serializer.validated_data)
-        return Response(EmbeddingSettingsSerializer(view).data)

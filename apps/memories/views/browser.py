@@ -1,5 +1,5 @@
-"""The memory browser: memories of a character, a chat or all of them, their search, history and entities, the
-embedding settings, and the recall-index progress shown on the chat page."""
+"""The memory browser: memories of a character, a chat or all of them, their search, history (with the lifecycle's
+decisions) and entities."""
 
 from __future__ import annotations
 
@@ -15,13 +15,10 @@ from django.views.decorators.vary import vary_on_headers
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
 from apps.memories import selectors
-from apps.memories.embeddings import config_for, deployment_config
-from apps.memories.forms import STATUS_ALL, EmbeddingSettingsForm, EntityForm, MemoryEditForm, MemoryFilterForm
+from apps.memories.forms import STATUS_ALL, EntityForm, MemoryEditForm, MemoryFilterForm
 from apps.memories.models import Entity, Kind, Memory, Status
 from apps.memories.search import memory_search
-from apps.memories.services.indexing import chat_index_progress
 from apps.memories.services.memories import entity_update, memory_restore, memory_retire, memory_update
-from apps.memories.services.settings import embedding_settings_get, embedding_settings_set
 
 MEMORIES_PER_PAGE = 25
 DECISIONS_SHOWN = 50
@@ -44,7 +41,7 @@ def _with_display(qs):
     )
 
 
-def _error_field(exc: ApplicationError, form, default: str) -> str:
+def error_field(exc: ApplicationError, form, default: str) -> str:
     field = exc.extra.get("field")
     return field if field in form.fields else default
 
@@ -198,7 +195,7 @@ def memory_edit(request, memory_id: int):
         try:
             memory = memory_update(memory=memory, data=form.cleaned_data)
         except ApplicationError as exc:
-            form.add_error(_error_field(exc, form, "content"), exc.message)
+            form.add_error(error_field(exc, form, "content"), exc.message)
         else:
             if not request.htmx:
                 messages.success(request, f"Saved memory #{memory.pk} (version {memory.version}).")
@@ -278,7 +275,7 @@ def entity_detail(request, entity_id: int):
             try:
                 entity = entity_update(entity=entity, data=form.cleaned_data)
             except ApplicationError as exc:
-                form.add_error(_error_field(exc, form, "name"), exc.message)
+                form.add_error(error_field(exc, form, "name"), exc.message)
             else:
                 if not request.htmx:
                     messages.success(request, f"Saved {entity.name}.")
@@ -298,67 +295,3 @@ def entity_detail(request, entity_id: int):
     if request.htmx:
         return render(request, "memories/entity_detail.html#entity-memories", context)
     return render(request, "memories/entity_detail.html", context, status=status)
-
-
-# ---------------------------------------------------------------------------------------------------- settings
-
-
-def _vector_counts(user) -> dict[str, int]:
-    """How many of the user's memories have a vector of the current model (the rest wait for the background)."""
-    config = config_for(user)
-    total = Memory.objects.filter(user=user).count()
-    if not config.enabled:
-        return {"total": total, "embedded": 0}
-    embedded = Memory.objects.filter(user=user, embedding_model=config.key, embedding__isnull=False).count()
-    return {"total": total, "embedded": embedded}
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def embedding_settings(request):
-    current = embedding_settings_get(user=request.user)
-    initial = {"provider": current.provider}
-    if current.provider != "deployment":
-        initial.update(model=current.model, base_url=current.base_url, dimensions=current.dimensions)
-    form = EmbeddingSettingsForm(request.POST or None, initial=initial)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        fields = {
-            "provider": data["provider"],
-            "model": data["model"].strip(),
-            "base_url": data["base_url"],
-            "dimensions": data["dimensions"],
-        }
-        # Only a new key or an explicit clear touches the stored one.
-        if data["clear_api_key"]:
-            fields["api_key"] = ""
-        elif data["api_key"]:
-            fields["api_key"] = data["api_key"]
-        try:
-            saved = embedding_settings_set(user=request.user, **fields)
-        except ApplicationError as exc:
-            form.add_error(_error_field(exc, form, "provider"), exc.message)
-        else:
-            note = "" if saved.model_key == current.model_key else " Your memories are being re-embedded."
-            messages.success(request, f"Embedding settings saved.{note}")
-            return redirect("memories:settings")
-    context = {
-        "form": form,
-        "current": current,
-        "deployment": deployment_config(),
-        "counts": _vector_counts(request.user),
-    }
-    return render(request, "memories/embedding_settings.html", context, status=400 if form.errors else 200)
-
-
-# ---------------------------------------------------------------------------------------------------- chat page
-
-
-@login_required
-@require_GET
-def chat_index_progress_view(request, chat_id: int):
-    """'Recall index: X of Y messages indexed': polls itself every 2 s while anything is pending."""
-    chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
-    progress = chat_index_progress(chat=chat)
-    context = {"chat": chat, "progress": progress, "text_only": not config_for(request.user).enabled}
-    return render(request, "memories/partials/index_progress.html", context)

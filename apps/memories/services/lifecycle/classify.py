@@ -1,28 +1,9 @@
-"""Classification of every candidate memory, from extraction or from the API (seed section 06, DE2–DE5).
-
-For each candidate, against the active memories of the same owner and scope:
-- an identical text of the same kind, a same-kind neighbour at or above the duplicate threshold, or another kind's
-  at or above the cross-type threshold: **rejected** — not stored; the existing one is re-confirmed (confidence
-  up, unconfirmed counter reset). A near-duplicate that carries state-change wording the other lacks ("no longer",
-  "became", …) is a change, not a duplicate, and is treated as same-topic;
-- a same-kind neighbour at or above the same-topic threshold: with state-change wording, **superseded** (the old one
-  retired with `valid_to`, the new one stored with `valid_from` and `supersedes` it); otherwise the model is asked
-  UPDATE / DUPLICATE / INDEPENDENT / CONTRADICTS: UPDATE supersedes, DUPLICATE rejects (a paraphrase below the
-  threshold), CONTRADICTS stores the new one linked to the old in `contradicts` (both stay: a conflict is shown,
-  never silently resolved), INDEPENDENT stores it as **uncertain** beside the old. Without a model, or when it
-  fails, the candidate is kept as uncertain and the error noted;
-- otherwise **passed**.
-Similarity is cosine in pgvector when the candidate can be embedded, plus word-overlap (Jaccard) against memories
-that have no vector of the current model; Jaccard alone when embeddings are off or down. Thresholds follow the
-hardware profile of the user's default connection (settings LOREKEEPER_LIFECYCLE). Every outcome is a Decision
-row with its scores.
-"""
+"""Classifying candidates into a scope, in order, and writing each outcome (the rules: judge.py)."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractUser
@@ -33,47 +14,21 @@ from django.utils import timezone
 
 from apps.chats.models import Character, Chat
 from apps.common.exceptions import ApplicationError
-from apps.llm.client import LlmError, complete_prompt
 from apps.llm.models import Connection
-from apps.llm.prompts import prompt_get
 from apps.llm.selectors import connection_default
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, embed_texts, text_hash
 from apps.memories.models import Decision, Kind, Memory, Status
 from apps.memories.services.lifecycle import periods
 from apps.memories.services.lifecycle.counters import consolidation_count
 from apps.memories.services.lifecycle.hierarchy import user_time_zone
+from apps.memories.services.lifecycle.judge import Candidate, Judgement, judge
 from apps.memories.services.lifecycle.neighbours import Neighbour, NeighbourFinder
-from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey, lifecycle_config, scope_locked, thresholds
-from apps.memories.services.lifecycle.similarity import state_change_cue
+from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey, lifecycle_config, scope_locked
 from apps.memories.services.memories import memory_create, scope_check
 
 log = logging.getLogger(__name__)
 Outcome = Decision.Outcome
 _DEFAULT = object()
-INTERACTIVE_TIMEOUT = 20.0
-ANSWERS = {
-    "UPDATE": "update",
-    "DUPLICATE": "duplicate",
-    "INDEPENDENT": "independent",
-    "CONTRADICTS": "contradicts",
-    "CONTRADICTION": "contradicts",
-}
-
-
-@dataclass
-class Candidate:
-    kind: str
-    content: str
-    importance: int = 2
-    confidence: float | None = None
-    time_scope: str = ""
-    valid_from: int | None = None
-    valid_to: int | None = None
-    source_message_indices: list[int] = field(default_factory=list)
-    entities: list[dict[str, Any]] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
-    occurred_at: datetime | None = None
-    source_instance: str = ""
 
 
 @dataclass
@@ -82,142 +37,6 @@ class Classified:
     memory: Memory | None  # the stored memory (None when rejected)
     related: Memory | None  # the existing memory it was judged against
     decision: Decision
-
-
-@dataclass
-class _Judgement:
-    outcome: str
-    related: Neighbour | None = None
-    reason: str = ""
-    scores: dict[str, Any] = field(default_factory=dict)
-    llm_call_id: int | None = None
-
-
-def _best(neighbours: list[Neighbour], *, same_kind: bool) -> Neighbour | None:
-    pool = [n for n in neighbours if n.same_kind == same_kind]
-    return max(pool, key=lambda n: n.similarity, default=None)
-
-
-def _ask_model(
-    connection: Connection, candidate: Candidate, old: Memory, *, interactive: bool
-) -> tuple[str, str, int | None]:
-    """(answer, error, call id): answer is update / duplicate / independent / contradicts, or "" when none. With a
-    person waiting (`interactive`), one try of at most INTERACTIVE_TIMEOUT seconds: failing leaves it uncertain."""
-    try:
-        completion = complete_prompt(
-            connection,
-            prompt_get("memories", "supersession"),
-            purpose="supersession",
-            max_tokens=20,
-            timeout=INTERACTIVE_TIMEOUT if interactive else None,
-            retries=0 if interactive else None,
-            kind=candidate.kind,
-            old=old.content,
-            new=candidate.content,
-        )
-    except LlmError as exc:
-        return "", exc.message, exc.call.pk if exc.call else None
-    tokens = completion.text.replace("*", " ").replace(".", " ").upper().split()
-    answer = next((ANSWERS[t] for t in tokens[:1] if t in ANSWERS), "") or next(
-        (ANSWERS[t] for t in tokens if t in ANSWERS), ""
-    )
-    error = "" if answer else f"unreadable answer: {completion.text[:120]!r}"
-    return answer, error, completion.call.pk
-
-
-def _judge(
-    candidate: Candidate,
-    neighbours: list[Neighbour],
-    *,
-    profile: str,
-    connection: Connection | None,
-    method: str,
-    interactive: bool,
-) -> _Judgement:
-    limits = thresholds(profile)
-    same, cross = _best(neighbours, same_kind=True), _best(neighbours, same_kind=False)
-    scores: dict[str, Any] = {"profile": profile, "method": method}
-    if same:
-        scores |= {
-            "same_kind": round(same.similarity, 4),
-            "same_kind_method": same.method,
-            "same_kind_id": same.memory.pk,
-        }
-    if cross:
-        scores |= {
-            "cross_type": round(cross.similarity, 4),
-            "cross_type_method": cross.method,
-            "cross_type_id": cross.memory.pk,
-        }
-    cue = state_change_cue(candidate.content)
-    scores["cue"] = cue
-
-    def limit(neighbour: Neighbour, name: str) -> float:
-        table = limits["jaccard" if neighbour.method == "jaccard" else "embedding"]
-        scores.setdefault("thresholds", {})[f"{neighbour.method}.{name}"] = table[name]
-        return table[name]
-
-    if same and (same.method == "hash" or same.similarity >= limit(same, "duplicate")):
-        if not (cue and not state_change_cue(same.memory.content)):
-            return _Judgement(
-                Outcome.REJECTED, same, f"duplicate of #{same.memory.pk} ({same.method} {same.similarity:.2f})", scores
-            )
-    if cross and cross.similarity >= limit(cross, "cross_type"):
-        return _Judgement(
-            Outcome.REJECTED,
-            cross,
-            f"duplicate of #{cross.memory.pk}, a {cross.memory.kind} "
-            f"({cross.method} {cross.similarity:.2f}, cross-type)",
-            scores,
-        )
-    if not same or same.similarity < limit(same, "same_topic"):
-        return _Judgement(Outcome.PASSED, same, "new: nothing on the same topic", scores)
-    if cue:
-        return _Judgement(
-            Outcome.SUPERSEDED, same, f"same topic as #{same.memory.pk} and a state change (“{cue}”)", scores
-        )
-    if connection is None:
-        return _Judgement(
-            Outcome.UNCERTAIN,
-            same,
-            f"same topic as #{same.memory.pk}; no model connection to ask whether it is an update, so both are kept",
-            scores,
-        )
-    answer, error, call_id = _ask_model(connection, candidate, same.memory, interactive=interactive)
-    scores["model_answer"] = answer or None
-    if error:
-        scores["model_error"] = error
-    if answer == "update":
-        return _Judgement(
-            Outcome.SUPERSEDED, same, f"same topic as #{same.memory.pk}; the model says UPDATE", scores, call_id
-        )
-    if answer == "duplicate":
-        return _Judgement(
-            Outcome.REJECTED,
-            same,
-            f"same as #{same.memory.pk} in other words (the model says DUPLICATE)",
-            scores,
-            call_id,
-        )
-    if answer == "contradicts":
-        return _Judgement(
-            Outcome.CONTRADICTION,
-            same,
-            f"contradicts #{same.memory.pk} (the model says CONTRADICTS): both kept and linked",
-            scores,
-            call_id,
-        )
-    if answer == "independent":
-        return _Judgement(
-            Outcome.UNCERTAIN, same, f"same topic as #{same.memory.pk}; the model says INDEPENDENT", scores, call_id
-        )
-    return _Judgement(
-        Outcome.UNCERTAIN,
-        same,
-        f"same topic as #{same.memory.pk}; the model gave no answer ({error}), so both are kept",
-        scores,
-        call_id,
-    )
 
 
 def memory_reconfirm(*, memory: Memory, source_message_indices: list[int] = ()) -> None:
@@ -256,7 +75,7 @@ def _write(
     user,
     scope: ScopeKey,
     candidate: Candidate,
-    judgement: _Judgement,
+    judgement: Judgement,
     character,
     chat,
     source_chat,
@@ -269,7 +88,7 @@ def _write(
         # Another writer may have retired it while the model thought; then there is nothing left to compare with.
         current = Memory.objects.select_for_update().defer("embedding").filter(pk=related.pk).first()
         if judgement.outcome != Outcome.PASSED and (current is None or current.status != Status.ACTIVE):
-            judgement = _Judgement(
+            judgement = Judgement(
                 Outcome.PASSED, None, "new: the similar memory was retired meanwhile", judgement.scores
             )
             current = None
@@ -405,9 +224,9 @@ def memories_submit(
     return results
 
 
-def _classify_one(candidate, finder, vector, model_key, *, profile, connection, interactive) -> _Judgement:
+def _classify_one(candidate, finder, vector, model_key, *, profile, connection, interactive) -> Judgement:
     if candidate.kind not in DEDUP_KINDS:
-        return _Judgement(
+        return Judgement(
             Outcome.PASSED,
             None,
             f"{candidate.kind} memories are kept as written (not deduplicated)",
@@ -415,7 +234,7 @@ def _classify_one(candidate, finder, vector, model_key, *, profile, connection, 
         )
     exact = finder.by_hash(kind=candidate.kind, content_hash=text_hash(candidate.content))
     if exact is not None:
-        return _Judgement(
+        return Judgement(
             Outcome.REJECTED,
             Neighbour(exact, 1.0, "hash", True),
             f"same text as #{exact.pk}",
@@ -427,6 +246,4 @@ def _classify_one(candidate, finder, vector, model_key, *, profile, connection, 
     if vector is None or finder.has_vectorless(model_key):
         neighbours += finder.by_words(kind=candidate.kind, content=candidate.content, model_key=model_key or None)
     method = "embedding" if vector is not None else "jaccard"
-    return _judge(
-        candidate, neighbours, profile=profile, connection=connection, method=method, interactive=interactive
-    )
+    return judge(candidate, neighbours, profile=profile, connection=connection, method=method, interactive=interactive)

@@ -1,0 +1,126 @@
+"""Entities and a user's own embedding settings over the API."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.common.serializers import StorableInputSerializer
+from apps.memories import selectors
+from apps.memories.apis.memories import (
+    EntityInputSerializer,
+    MemoryOutputSerializer,
+    MemoryPagination,
+    int_param,
+    with_links,
+)
+from apps.memories.models import Entity, Status
+from apps.memories.services.memories import entity_update
+from apps.memories.services.settings import embedding_settings_get, embedding_settings_set
+from apps.sync.idempotency import idempotent
+
+
+class EntityOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    type = serializers.CharField()
+    aliases = serializers.ListField(child=serializers.CharField())
+    character = serializers.IntegerField(source="character_id", allow_null=True)
+    memory_count = serializers.IntegerField(required=False, help_text="Active memories linked to it.")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "Entity"
+
+
+class EntityDetailOutputSerializer(EntityOutputSerializer):
+    memories = serializers.SerializerMethodField()
+
+    class Meta:
+        ref_name = "EntityDetail"
+
+    @extend_schema_field(MemoryOutputSerializer(many=True))
+    def get_memories(self, entity: Entity) -> list[dict]:
+        qs = entity.memories.filter(status=Status.ACTIVE).defer("embedding").order_by("-id")[:100]
+        return MemoryOutputSerializer(with_links(qs), many=True).data
+
+
+class EntityListApi(APIView):
+    @extend_schema(
+        operation_id="entities_list",
+        parameters=[
+            OpenApiParameter("character", int, description="That character's registry and the user-wide one."),
+            OpenApiParameter("search", str),
+        ],
+        responses=EntityOutputSerializer(many=True),
+    )
+    def get(self, request):
+        qs = selectors.entity_list(
+            user=request.user,
+            character_id=int_param(request, "character"),
+            search=request.query_params.get("search", ""),
+        )
+        paginator = MemoryPagination()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(EntityOutputSerializer(page, many=True).data)
+
+
+class EntityUpdateInputSerializer(EntityInputSerializer):
+    class Meta:
+        ref_name = "EntityUpdateInput"
+
+
+class EntityDetailApi(APIView):
+    @extend_schema(operation_id="entities_retrieve", responses=EntityDetailOutputSerializer)
+    def get(self, request, entity_id: int):
+        entity = selectors.entity_get(user=request.user, entity_id=entity_id)
+        return Response(EntityDetailOutputSerializer(entity).data)
+
+    @extend_schema(
+        operation_id="entities_update", request=EntityUpdateInputSerializer, responses=EntityDetailOutputSerializer
+    )
+    @idempotent
+    def patch(self, request, entity_id: int):
+        entity = selectors.entity_get(user=request.user, entity_id=entity_id)
+        serializer = EntityUpdateInputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        entity = entity_update(entity=entity, data=serializer.validated_data)
+        return Response(EntityDetailOutputSerializer(entity).data)
+
+
+class EmbeddingSettingsSerializer(StorableInputSerializer):
+    provider = serializers.ChoiceField(choices=["deployment", "local", "openai", "ollama", "none"])
+    model = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    base_url = serializers.URLField(required=False, allow_blank=True, max_length=500)
+    api_key = serializers.CharField(
+        required=False, allow_blank=True, max_length=500, write_only=True, help_text="Stored encrypted; never shown."
+    )
+    dimensions = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=4096)
+    model_key = serializers.CharField(read_only=True, help_text="What vectors made now are labelled with.")
+    has_api_key = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        ref_name = "EmbeddingSettings"
+
+
+class EmbeddingSettingsApi(APIView):
+    @extend_schema(operation_id="embedding_settings_retrieve", responses=EmbeddingSettingsSerializer)
+    def get(self, request):
+        return Response(EmbeddingSettingsSerializer(embedding_settings_get(user=request.user)).data)
+
+    @extend_schema(
+        operation_id="embedding_settings_update",
+        request=EmbeddingSettingsSerializer,
+        responses=EmbeddingSettingsSerializer,
+        description="Choose your own embedding provider (`deployment` goes back to the server's). Changing the "
+        "model re-embeds your memories in the background; until then search falls back to text for them.",
+    )
+    @idempotent
+    def put(self, request):
+        serializer = EmbeddingSettingsSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        view = embedding_settings_set(user=request.user, **serializer.validated_data)
+        return Response(EmbeddingSettingsSerializer(view).data)

@@ -1,0 +1,90 @@
+"""Memory search over the API."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.common.serializers import StorableInputSerializer
+from apps.memories.apis.memories import INSTANCE_HEADER
+from apps.memories.models import Kind
+from apps.memories.search import MAX_LIMIT, memory_search
+
+
+class MemorySearchInputSerializer(StorableInputSerializer):
+    query = serializers.CharField(max_length=10_000)
+    character = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    chat = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    kinds = serializers.ListField(child=serializers.ChoiceField(choices=Kind.values), required=False, max_length=30)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=10)
+    min_score = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=2)
+    include_retired = serializers.BooleanField(required=False, default=False)
+    instance = serializers.CharField(required=False, allow_blank=True, max_length=100)
+
+    class Meta:
+        ref_name = "MemorySearchInput"
+
+
+class SearchSignalsSerializer(serializers.Serializer):
+    vector = serializers.FloatField(allow_null=True, help_text="Best cosine similarity over the query sentences.")
+    text = serializers.FloatField(allow_null=True, help_text="IDF-weighted full-text score.")
+    recency = serializers.FloatField()
+    graph = serializers.FloatField()
+    instance = serializers.FloatField()
+
+
+class SearchResultSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="memory.pk")
+    kind = serializers.CharField(source="memory.kind")
+    content = serializers.CharField(
+        source="excerpt", help_text="Whole when under 2,000 characters, else the best part."
+    )
+    score = serializers.FloatField()
+    relevance = serializers.FloatField()
+    signals = SearchSignalsSerializer()
+    status = serializers.CharField(source="memory.status")
+    character = serializers.IntegerField(source="memory.character_id", allow_null=True)
+    chat = serializers.IntegerField(source="memory.chat_id", allow_null=True)
+    source_chat = serializers.IntegerField(source="memory.source_chat_id", allow_null=True)
+    source_message_indices = serializers.ListField(
+        child=serializers.IntegerField(), source="memory.source_message_indices"
+    )
+    importance = serializers.IntegerField(source="memory.importance")
+    confidence = serializers.FloatField(source="memory.confidence")
+    occurred_at = serializers.DateTimeField(source="memory.occurred_at", allow_null=True)
+    created_at = serializers.DateTimeField(source="memory.created_at")
+
+
+class SearchOutputSerializer(serializers.Serializer):
+    method = serializers.ChoiceField(choices=["hybrid", "vector", "text"])
+    results = SearchResultSerializer(many=True)
+    timings_ms = serializers.DictField(child=serializers.FloatField())
+
+
+class MemorySearchApi(APIView):
+    @extend_schema(
+        operation_id="memories_search",
+        request=MemorySearchInputSerializer,
+        responses=SearchOutputSerializer,
+        description="Hybrid search (per-sentence KNN + full text, fused, then entity-core's multi-signal score). "
+        "`method` tells which ran: `text` when no embedding was possible. The asking instance may be given as "
+        "`instance` or the X-Lorekeeper-Instance header.",
+    )
+    def post(self, request):
+        serializer = MemorySearchInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        outcome = memory_search(
+            user=request.user,
+            query=data["query"],
+            character_id=data.get("character"),
+            chat_id=data.get("chat"),
+            kinds=data.get("kinds") or None,
+            limit=data["limit"],
+            min_score=data.get("min_score"),
+            include_retired=data["include_retired"],
+            instance=data.get("instance") or request.META.get(INSTANCE_HEADER, "")[:100],
+        )
+        return Response(SearchOutputSerializer(outcome).data)
