@@ -259,6 +259,8 @@ LOREKEEPER_LIFECYCLE = {
     },
     "default_profile": env("LOREKEEPER_LIFECYCLE_DEFAULT_PROFILE", default="B"),  # a user without a connection
     "neighbours": 5,
+    # An API request stops asking the model after this many seconds; later candidates are kept as uncertain.
+    "interactive_budget": env.float("LOREKEEPER_LIFECYCLE_INTERACTIVE_BUDGET", default=60.0),
     # A scope of more memories of the compared kinds is searched through the HNSW index, not scanned exactly.
     "exact_max": env.int("LOREKEEPER_LIFECYCLE_EXACT_MAX", default=5000),
     "confidence": {"default": 0.7, "boost": 0.05, "decay": 0.02, "floor": 0.3, "grace_passes": 10},

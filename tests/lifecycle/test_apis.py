@@ -140,3 +140,20 @@ def test_a_summary_with_a_malformed_period_is_refused_and_a_valid_one_normalised
     )
     assert good.status_code == 201 and good.json()["data"]["period"] == "2026-W07"
     assert Memory.objects.count() == 1
+
+
+def test_a_batch_stops_asking_the_model_when_the_requests_time_is_spent(api, character, scripted, llm, settings):
+    settings.LOREKEEPER_LIFECYCLE = {**settings.LOREKEEPER_LIFECYCLE, "interactive_budget": 0}
+    scripted.vectors["Mira hums at work."] = unit(0)
+    scripted.vectors["Mira sings at the market."] = at_cosine(0.6)
+    body = {
+        "character": character.pk,
+        "candidates": [
+            {"kind": "fact", "content": "Mira hums at work."},
+            {"kind": "fact", "content": "Mira sings at the market."},
+        ],
+    }
+    results = api.post(SUBMIT, body, format="json").json()["results"]
+    assert [r["outcome"] for r in results] == ["passed", "uncertain"]
+    assert "no time left in this request" in results[1]["decision"]["reason"]
+    assert llm.server.requests == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from apps.memories.models import Decision, Kind, Memory, Status
 from apps.memories.services.lifecycle import periods
 from apps.memories.services.lifecycle.counters import consolidation_count
 from apps.memories.services.lifecycle.hierarchy import user_time_zone
-from apps.memories.services.lifecycle.judge import Candidate, Judgement, judge
+from apps.memories.services.lifecycle.judge import NO_CONNECTION, Candidate, Judgement, judge
 from apps.memories.services.lifecycle.neighbours import Neighbour, NeighbourFinder
 from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey, lifecycle_config, scope_locked
 from apps.memories.services.memories import memory_create, scope_check
@@ -184,7 +185,8 @@ def memories_submit(
 ) -> list[Classified]:
     """Classify and store candidates of one scope, in order (a later candidate is compared with the earlier ones
     stored). Not one transaction: each candidate is written atomically after the model, if asked, has answered,
-    under a lock on the scope. `interactive` (an API request): the model gets one short try per question."""
+    under a lock on the scope. `interactive` (an API request): the model gets one short try per question, and
+    questions stop once the request has spent `interactive_budget` seconds (the rest are kept as uncertain)."""
     if connection is _DEFAULT:
         connection = connection_default(user_id=user.pk)
     for candidate in candidates:
@@ -199,11 +201,23 @@ def memories_submit(
     profile = connection.effective_profile if connection else lifecycle_config()["default_profile"]
     finder = NeighbourFinder(scope, k=lifecycle_config()["neighbours"])
     results: list[Classified] = []
+    budget = lifecycle_config()["interactive_budget"]
+    deadline = time.monotonic() + budget
     for candidate in candidates:
         vector, model_key = _embed(user, candidate.content)
+        asking, no_model = connection, NO_CONNECTION
+        if interactive and connection is not None and time.monotonic() > deadline:
+            asking, no_model = None, f"no time left in this request to ask the model (over {budget:g} s)"
         with scope_locked(scope):
             judgement = _classify_one(
-                candidate, finder, vector, model_key, profile=profile, connection=connection, interactive=interactive
+                candidate,
+                finder,
+                vector,
+                model_key,
+                profile=profile,
+                connection=asking,
+                interactive=interactive,
+                no_model=no_model,
             )
             if vector is None:
                 finder.stored_vectorless()
@@ -224,7 +238,7 @@ def memories_submit(
     return results
 
 
-def _classify_one(candidate, finder, vector, model_key, *, profile, connection, interactive) -> Judgement:
+def _classify_one(candidate, finder, vector, model_key, *, profile, connection, interactive, no_model="") -> Judgement:
     if candidate.kind not in DEDUP_KINDS:
         return Judgement(
             Outcome.PASSED,
@@ -246,4 +260,12 @@ def _classify_one(candidate, finder, vector, model_key, *, profile, connection, 
     if vector is None or finder.has_vectorless(model_key):
         neighbours += finder.by_words(kind=candidate.kind, content=candidate.content, model_key=model_key or None)
     method = "embedding" if vector is not None else "jaccard"
-    return judge(candidate, neighbours, profile=profile, connection=connection, method=method, interactive=interactive)
+    return judge(
+        candidate,
+        neighbours,
+        profile=profile,
+        connection=connection,
+        method=method,
+        interactive=interactive,
+        no_model=no_model or NO_CONNECTION,
+    )

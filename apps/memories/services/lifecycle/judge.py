@@ -35,6 +35,7 @@ from apps.memories.services.lifecycle.similarity import state_change_cue
 Outcome = Decision.Outcome
 
 INTERACTIVE_TIMEOUT = 20.0
+NO_CONNECTION = "no model connection to ask whether it is an update"
 ANSWERS = {
     "UPDATE": "update",
     "DUPLICATE": "duplicate",
@@ -109,6 +110,7 @@ def judge(
     connection: Connection | None,
     method: str,
     interactive: bool,
+    no_model: str = NO_CONNECTION,
 ) -> Judgement:
     limits = thresholds(profile)
     same, cross = best(neighbours, same_kind=True), best(neighbours, same_kind=False)
@@ -156,7 +158,7 @@ def judge(
         return Judgement(
             Outcome.UNCERTAIN,
             same,
-            f"same topic as #{same.memory.pk}; no model connection to ask whether it is an update, so both are kept",
+            f"same topic as #{same.memory.pk}; {no_model}, so both are kept",
             scores,
         )
     answer, error, call_id = ask_model(connection, candidate, same.memory, interactive=interactive)
