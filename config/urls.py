@@ -9,6 +9,7 @@ api_urlpatterns = [
     path("", include("apps.sync.api_urls")),
     path("", include("apps.memories.api_urls")),
     path("", include("apps.llm.api_urls")),
+    path("", include("apps.extraction.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
 ]
@@ -21,5 +22,6 @@ urlpatterns = [
     path("", include("apps.sync.urls")),
     path("", include("apps.memories.urls")),
     path("", include("apps.llm.urls")),
+    path("", include("apps.extraction.urls")),
     path("", include("apps.chats.urls")),
 ]

@@ -40,7 +40,7 @@ class MemoryAdmin(admin.ModelAdmin):
         "embedding_model",
         "updated_at",
     ]
-    list_filter = ["kind", "status", "embedding_model"]
+    list_filter = ["kind", "status", "origin", "embedding_model"]
     search_fields = ["content", "user__username"]
     list_select_related = ["user", "character", "chat"]
     raw_id_fields = ["user", "character", "chat", "source_chat", "superseded_by", "contradicts", "entities"]
@@ -59,6 +59,7 @@ class MemoryAdmin(admin.ModelAdmin):
         "retired_reason",
         "source_instance",
         "participating_instances",
+        "origin",
         "created_at",
         "updated_at",
         "version",
@@ -104,7 +105,7 @@ class EmbeddingSettingsAdmin(admin.ModelAdmin):
 @admin.register(MemoryScope)
 class MemoryScopeAdmin(admin.ModelAdmin):
     list_display = ["id", "character", "chat", "schema_version", "migrated_at"]
-    readonly_fields = ["character", "chat", "schema_version", "indexed_integrity", "migrated_at"]
+    readonly_fields = ["character", "chat", "schema_version", "indexed_integrity", "changed_from", "migrated_at"]
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -127,6 +127,13 @@ class Memory(models.Model):
     entities = models.ManyToManyField(Entity, blank=True, related_name="memories")
     source_instance = models.CharField(max_length=100, blank=True, default="")
     participating_instances = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    origin = models.CharField(
+        max_length=20,
+        blank=True,
+        default="",
+        help_text="What wrote it: api, extraction, consolidation or hierarchy (empty: written before this was kept). "
+        "Rebuilding a chat's extraction retires only what extraction wrote.",
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -234,6 +241,12 @@ class MemoryScope(models.Model):
     indexed_integrity = models.UUIDField(
         null=True, blank=True, help_text="The chat's integrity when its messages were last indexed (chats only)."
     )
+    changed_from = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Chats only: the lowest message index whose text changed (edited, swiped, deleted, moved) since "
+        "extraction last looked; appends do not count. Set by indexing, taken by the extraction planner.",
+    )
     migrated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -265,6 +278,8 @@ class Decision(models.Model):
         CONSOLIDATED = "consolidated", "merged by consolidation"
         DECAYED = "decayed", "retired: confidence decayed to the floor"
         SUMMARISED = "summarised", "summary of a period"
+        ROLLED_BACK = "rolled_back", "retired: the messages it came from changed and were extracted again"
+        RESTORED = "restored", "active again: what replaced it was rolled back"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_decisions")
     memory = models.ForeignKey(Memory, null=True, blank=True, on_delete=models.CASCADE, related_name="decisions")

@@ -47,6 +47,12 @@ def index_chat(chat_id: int) -> dict:
         return {}
     chat_schema_ensure(chat=chat)
     counts = chat_index_messages(chat_id=chat_id)
+    if counts["created"] or counts["moved"] or counts["deleted"]:
+        # The chat's text changed: the extraction pipeline plans its tiers (before the embedding below, which
+        # it does not wait for). A hint: its sweep finds chats whose plan is behind.
+        from apps.extraction.tasks import enqueue_plan
+
+        enqueue_plan(chat_id)
     counts["embedded"] = _embed(user_id=chat.user_id, chat_id=chat_id)
     return counts
 

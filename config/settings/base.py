@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "apps.sync",
     "apps.memories",
     "apps.llm",
+    "apps.extraction",
 ]
 
 MIDDLEWARE = [
@@ -145,6 +146,11 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "WritableMemoryKindEnum": "apps.memories.apis.memories.WRITABLE_KINDS",
         "DeduplicatedMemoryKindEnum": "apps.memories.services.lifecycle.scope.DEDUP_KINDS",
+        "JobStateEnum": "apps.memories.models.LifecycleJob.State",
+        "PipelineJobStateEnum": "apps.extraction.models.PipelineJob.State",
+        "PipelineStateEnum": "apps.extraction.selectors.PIPELINE_STATES",
+        "AwayRecapStateEnum": "apps.extraction.models.Recap.State",
+        "AutomaticEnum": "apps.extraction.models.AutoChoice",
     },
     "APPEND_COMPONENTS": {
         "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
@@ -171,7 +177,11 @@ CELERY_BEAT_SCHEDULE = {
     # Every quarter hour, so that 05:00 in every time zone (some are offset by 30 or 45 minutes) is met on time.
     "memories-hierarchy": {"task": "memories.hierarchy_tick", "schedule": crontab(minute="*/15")},
     "llm-prune-calls": {"task": "llm.prune_calls", "schedule": 24 * 60 * 60},
+    "extraction-sweep": {"task": "extraction.sweep", "schedule": 60},
 }
+# Redis/Valkey hands an unacknowledged task to another worker after this many seconds (a worker killed mid-task).
+# Longer than any task runs: a redelivered task still running elsewhere would wait on the chat's lock and leave.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=4 * 3600)}
 # How long a retry is still recognised: by its Idempotency-Key, and by an append's generation id.
 LOREKEEPER_IDEMPOTENCY_TTL_HOURS = env.int("LOREKEEPER_IDEMPOTENCY_TTL_HOURS", default=48)
 LOREKEEPER_GENERATION_ID_TTL_DAYS = env.int("LOREKEEPER_GENERATION_ID_TTL_DAYS", default=30)
@@ -278,6 +288,14 @@ LOREKEEPER_LIFECYCLE = {
         "max_candidates": 30,
     },
     "hierarchy": {"hour": 5, "first_run_days": 60, "response_tokens": 1000},
-    # Per extraction pass and kind (issue 6 applies them): profile A keeps fewer.
+    # Per extraction pass and kind: profile A keeps fewer.
     "caps_per_pass": {"A": 2, "B": 4},
+}
+
+# The extraction pipeline (apps/extraction): a failed job is tried again after a backoff (doubled each time, with
+# jitter, capped), then left failed with its error until a person retries it.
+LOREKEEPER_EXTRACTION = {
+    "max_attempts": env.int("LOREKEEPER_EXTRACTION_ATTEMPTS", default=5),
+    "retry_backoff": env.float("LOREKEEPER_EXTRACTION_BACKOFF", default=30.0),
+    "retry_backoff_max": env.float("LOREKEEPER_EXTRACTION_BACKOFF_MAX", default=900.0),
 }

@@ -26,6 +26,7 @@ CELERY_TASK_EAGER_PROPAGATES = True
 
 # The scripted model answers at once: retries wait milliseconds, not seconds.
 LOREKEEPER_LLM = {**LOREKEEPER_LLM, "backoff": 0.01, "backoff_max": 0.05, "retry_after_max": 0.2}  # noqa: F405
+LOREKEEPER_EXTRACTION = {**LOREKEEPER_EXTRACTION, "retry_backoff": 0.05, "retry_backoff_max": 0.2}  # noqa: F405
 
 # Two test runs at once (two checkouts, or a helper's run beside yours) each name their own test database.
 if os.environ.get("LOREKEEPER_TEST_DB_NAME"):

@@ -309,7 +309,13 @@ def test_identical_messages_each_keep_a_memory_through_a_delete_between_them(
 def test_a_doubled_index_task_does_nothing(indexed_chat, scripted):
     before = {m.pk: _vector(m) for m in message_memories(indexed_chat)}
     scripted.forget()
-    assert tasks.index_chat(indexed_chat.pk) == {"created": 0, "moved": 0, "deleted": 0, "embedded": 0}
+    assert tasks.index_chat(indexed_chat.pk) == {
+        "created": 0,
+        "moved": 0,
+        "deleted": 0,
+        "changed_from": None,
+        "embedded": 0,
+    }
     assert {m.pk: _vector(m) for m in message_memories(indexed_chat)} == before
     assert scripted.requests == []
 
@@ -408,3 +414,30 @@ def test_switching_to_no_embeddings_leaves_vectors_alone_and_counts_text_as_inde
     assert tasks.embed_pending(user.pk) == 0
     assert scripted.requests == []
     assert chat_index_progress(chat=indexed_chat)["pending"] == 0
+
+
+def _changed_from(chat) -> int | None:
+    return MemoryScope.objects.get(chat=chat).changed_from
+
+
+def test_indexing_notes_the_first_changed_message_for_extraction_but_not_appends(
+    api, indexed_chat, scripted, django_capture_on_commit_callbacks
+):
+    chat = indexed_chat
+    assert _changed_from(chat) is None  # an import is all appends
+    message = {"name": "Mira", "is_user": False, "mes": "The tide turned.", "extra": {}}
+    with django_capture_on_commit_callbacks(execute=True):
+        api.post(f"/api/v1/chats/{chat.pk}/append", {"messages": [message]}, format="json", **if_match(chat))
+    assert _changed_from(chat) is None
+    with django_capture_on_commit_callbacks(execute=True):
+        api.patch(
+            f"/api/v1/chats/{chat.pk}/messages/3/", {"mes": "Brave, foolish man."}, format="json", **if_match(chat)
+        )
+    assert _changed_from(chat) == 3
+    with django_capture_on_commit_callbacks(execute=True):
+        api.delete(f"/api/v1/chats/{chat.pk}/messages/1/", **if_match(chat))
+    assert _changed_from(chat) == 1  # the lowest change since extraction last took it
+    MemoryScope.objects.filter(chat=chat).update(changed_from=None)
+    with django_capture_on_commit_callbacks(execute=True):
+        api.patch(f"/api/v1/chats/{chat.pk}/messages/0/", {"extra": {"note": "x"}}, format="json", **if_match(chat))
+    assert _changed_from(chat) is None  # extension data is not the message's text

@@ -40,8 +40,12 @@ class IntegrityConflict(ApplicationError):
 def chat_lock(*, chat: Chat, integrity: uuid.UUID | None = None) -> Chat:
     """Re-read the chat under a row lock: writes to one chat are serialised, so `integrity` and counts stay true.
     Given the integrity the client last saw, a chat changed since answers IntegrityConflict (409): the check and
-    the write that follows are one atomic step, as the lock is held until the transaction ends."""
-    locked = Chat.objects.select_for_update().get(pk=chat.pk)
+    the write that follows are one atomic step, as the lock is held until the transaction ends.
+
+    FOR NO KEY UPDATE, not FOR UPDATE: it serialises the chat's writers just the same, but does not wait for
+    background work that only inserts rows referring to the chat (memories, jobs: their foreign keys take a key-share
+    lock on it for as long as their transaction lasts)."""
+    locked = Chat.objects.select_for_update(no_key=True).get(pk=chat.pk)
     if integrity is not None and locked.integrity != integrity:
         raise IntegrityConflict(locked)
     return locked

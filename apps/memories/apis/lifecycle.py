@@ -98,7 +98,7 @@ class MemorySubmitApi(APIView):
         data = serializer.validated_data
         character, chat = _scope(request.user, data)
         instance = request.META.get(INSTANCE_HEADER, "")[:100]
-        candidates = [Candidate(source_instance=instance, **item) for item in data["candidates"]]
+        candidates = [Candidate(source_instance=instance, origin="api", **item) for item in data["candidates"]]
         results = memories_submit(
             user=request.user, candidates=candidates, character=character, chat=chat, interactive=True
         )

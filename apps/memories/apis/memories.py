@@ -59,6 +59,7 @@ class MemoryOutputSerializer(serializers.Serializer):
     entities = EntityRefSerializer(many=True, source="entities.all")
     source_instance = serializers.CharField()
     participating_instances = serializers.ListField(child=serializers.CharField())
+    origin = serializers.CharField(help_text="What wrote it: api, extraction, consolidation, hierarchy.")
     occurred_at = serializers.DateTimeField(allow_null=True)
     embedding_model = serializers.CharField()
     data = serializers.DictField()
@@ -250,7 +251,7 @@ class MemoryListApi(APIView):
         character, chat = scope_objects(request.user, data)
         data.pop("character", None)
         data.pop("chat", None)
-        candidate = Candidate(source_instance=request.META.get(INSTANCE_HEADER, "")[:100], **data)
+        candidate = Candidate(source_instance=request.META.get(INSTANCE_HEADER, "")[:100], origin="api", **data)
         [result] = memories_submit(
             user=request.user, candidates=[candidate], character=character, chat=chat, interactive=True
         )

@@ -18,7 +18,8 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce, Least
 from django.utils.dateparse import parse_datetime
 
 from apps.chats.models import Chat, Message
@@ -86,7 +87,12 @@ def chat_index_messages(*, chat_id: int) -> dict[str, int]:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_NAMESPACE, chat_id % 2**31])
     chat = Chat.objects.filter(pk=chat_id).first()
     if chat is None or MemoryScope.objects.filter(chat_id=chat_id, indexed_integrity=chat.integrity).exists():
-        return {"created": 0, "moved": 0, "deleted": 0}  # gone, or already indexed as it is (a doubled task)
+        return {
+            "created": 0,
+            "moved": 0,
+            "deleted": 0,
+            "changed_from": None,
+        }  # gone, or already indexed as it is (a doubled task)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT m.index, {HASH_SQL} FROM chats_message m WHERE m.chat_id = %s AND m.mes <> '' ORDER BY m.index",
@@ -117,6 +123,12 @@ def chat_index_messages(*, chat_id: int) -> dict[str, int]:
         else:
             create.append(index)
     stale = [pk for pks in by_hash.values() for pk in pks]
+    changed_from = _first_changed(existing, stale=stale, moves=moves, create=create)
+    if changed_from is not None:
+        # Taken by the extraction planner: what was extracted from these messages may no longer hold.
+        MemoryScope.objects.filter(chat_id=chat_id).update(
+            changed_from=Least(Coalesce("changed_from", Value(changed_from)), Value(changed_from))
+        )
     if stale:
         Memory.objects.filter(pk__in=stale).delete()
     if moves:
@@ -149,7 +161,18 @@ def chat_index_messages(*, chat_id: int) -> dict[str, int]:
             )
         Memory.objects.bulk_create(memories, batch_size=1000)
     MemoryScope.objects.filter(chat_id=chat_id).update(indexed_integrity=chat.integrity)
-    return {"created": len(create), "moved": len(moves), "deleted": len(stale)}
+    return {"created": len(create), "moved": len(moves), "deleted": len(stale), "changed_from": changed_from}
+
+
+def _first_changed(existing, *, stale: list[int], moves: list[tuple[int, int]], create: list[int]) -> int | None:
+    """The lowest index whose message text changed: a memory dropped or moved, or one made at or before the last
+    indexed message (an edit, a swipe, an emptied message filled). Memories made past it are appends."""
+    old_index = {pk: index for pk, index, _ in existing}
+    last = max(old_index.values(), default=-1)
+    changed = [old_index[pk] for pk in stale]
+    changed += [min(old_index[pk], index) for pk, index in moves]
+    changed += [index for index in create if index <= last]
+    return min(changed, default=None)
 
 
 def _needs_vector(config: EmbeddingConfig) -> Q:

@@ -55,6 +55,7 @@ def memory_create(
     source_instance: str = "",
     embedding: list[float] | None = None,
     embedding_model: str = "",
+    origin: str = "",
     **fields: Any,
 ) -> Memory:
     """A memory stored as given. Candidates from extraction or the API go through
@@ -81,6 +82,7 @@ def memory_create(
         embedding=embedding,
         embedding_model=embedding_model if embedding is not None else "",
         embedding_dim=len(embedding) if embedding is not None else None,
+        origin=origin,
         **{k: v for k, v in fields.items() if k in EDITABLE_FIELDS or k in ("occurred_at", "superseded_by")},
     )
     entity_list = list(entities)

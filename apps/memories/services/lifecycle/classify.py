@@ -131,6 +131,7 @@ def _write(
         valid_to=candidate.valid_to,
         data=candidate.data,
         occurred_at=candidate.occurred_at,
+        origin=candidate.origin,
     )
     if judgement.outcome == Outcome.SUPERSEDED:
         memory_supersede(old=related, new=memory)

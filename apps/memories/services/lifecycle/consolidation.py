@@ -144,6 +144,7 @@ def _apply(merge: Merge, *, kind: str, vector, model_key: str, call_id: int) -> 
         embedding_model=model_key,
         time_scope=first.time_scope,
         valid_from=min(starts) if starts else None,
+        origin="consolidation",
     )
     for member in members:
         Decision.objects.create(

@@ -207,6 +207,7 @@ def _store(character, period, completion, source_ids, used, left_out, replaced, 
             "generated": True,
         },
         occurred_at=datetime.combine(period.start, time(0), tzinfo=tz),
+        origin="hierarchy",
     )
     if replaced is not None:
         Memory.objects.filter(pk=replaced.pk).update(

@@ -59,6 +59,7 @@ class Candidate:
     data: dict[str, Any] = field(default_factory=dict)
     occurred_at: datetime | None = None
     source_instance: str = ""
+    origin: str = ""  # api, extraction…: kept on the memory (a rebuild retires only what extraction wrote)
 
 
 @dataclass

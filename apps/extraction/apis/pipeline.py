@@ -1,0 +1,237 @@
+"""A chat's extraction pipeline over the API: where each tier stands, the jobs (with progress and errors), and a
+person's controls: pause, resume, rebuild from a message, run a tier now, retry a failed job."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.chats import selectors as chat_selectors
+from apps.common.exceptions import ApplicationError
+from apps.extraction import selectors
+from apps.extraction.models import ContinuityCheck, PipelineJob
+from apps.extraction.services.jobs import job_retry
+from apps.extraction.services.pipeline import (
+    BY_HAND,
+    pipeline_pause,
+    pipeline_rebuild,
+    pipeline_request,
+    pipeline_resume,
+)
+from apps.sync.idempotency import idempotent
+
+
+class JobOutputSerializer(serializers.ModelSerializer):
+    chat = serializers.PrimaryKeyRelatedField(read_only=True)
+    tier_display = serializers.CharField(source="get_tier_display")
+    llm_calls = serializers.ListField(child=serializers.IntegerField())
+
+    class Meta:
+        model = PipelineJob
+        ref_name = "PipelineJob"
+        fields = [
+            "id",
+            "chat",
+            "tier",
+            "tier_display",
+            "state",
+            "manual",
+            "params",
+            "attempts",
+            "next_attempt_at",
+            "progress",
+            "error",
+            "result",
+            "read_from",
+            "read_to",
+            "llm_calls",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+
+class ContinuityOutputSerializer(serializers.ModelSerializer):
+    findings = serializers.ListField(child=serializers.CharField())
+
+    class Meta:
+        model = ContinuityCheck
+        ref_name = "ContinuityCheck"
+        fields = [
+            "id",
+            "message_index",
+            "status",
+            "findings",
+            "repair_note",
+            "repair_consumed_at",
+            "llm_call",
+            "created_at",
+        ]
+
+
+class CoverageSerializer(serializers.Serializer):
+    tier = serializers.CharField()
+    label = serializers.CharField()
+    through = serializers.IntegerField(help_text="The first message index this tier has not covered.")
+
+    class Meta:
+        ref_name = "PipelineCoverage"
+
+
+class PipelineOutputSerializer(serializers.Serializer):
+    chat = serializers.IntegerField(source="chat.pk")
+    state = serializers.ChoiceField(
+        choices=selectors.PIPELINE_STATES,
+        help_text="off: extraction is switched off in your settings; no_model: you have no default model.",
+    )
+    paused = serializers.BooleanField(source="pipeline.paused")
+    message_count = serializers.IntegerField()
+    summary_end = serializers.IntegerField(help_text="The rolling summary covers messages before this index.")
+    coverage = CoverageSerializer(many=True)
+    stale_from = serializers.IntegerField(
+        source="pipeline.stale_from",
+        allow_null=True,
+        help_text="Messages from here changed after extraction covered them; rebuild from here to redo them.",
+    )
+    pending = serializers.IntegerField(help_text="Jobs queued or running.")
+    failed = JobOutputSerializer(many=True, help_text="Tiers stopped by a failure: retry them.")
+    jobs = JobOutputSerializer(many=True, help_text="The latest jobs.")
+    continuity = ContinuityOutputSerializer(allow_null=True, help_text="The latest continuity check.")
+    profiles_built_at = serializers.DateTimeField(source="pipeline.profiles_built_at", allow_null=True)
+    last_active_at = serializers.DateTimeField(source="pipeline.last_active_at", allow_null=True)
+
+    class Meta:
+        ref_name = "Pipeline"
+
+
+def _status(request, chat) -> Response:
+    return Response(PipelineOutputSerializer(selectors.pipeline_status(user=request.user, chat=chat)).data)
+
+
+class PipelineDetailApi(APIView):
+    @extend_schema(operation_id="pipeline_retrieve", responses=PipelineOutputSerializer)
+    def get(self, request, chat_id: int):
+        return _status(request, chat_selectors.chat_get(user=request.user, chat_id=chat_id))
+
+
+class PipelinePauseApi(APIView):
+    @extend_schema(
+        operation_id="pipeline_pause",
+        request=None,
+        responses=PipelineOutputSerializer,
+        description="Stop automatic extraction for the chat after the job now running; what you ask for by hand "
+        "still runs.",
+    )
+    @idempotent
+    def post(self, request, chat_id: int):
+        chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+        pipeline_pause(chat=chat)
+        return _status(request, chat)
+
+
+class PipelineResumeApi(APIView):
+    @extend_schema(operation_id="pipeline_resume", request=None, responses=PipelineOutputSerializer)
+    @idempotent
+    def post(self, request, chat_id: int):
+        chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+        pipeline_resume(chat=chat)
+        return _status(request, chat)
+
+
+class RebuildInputSerializer(serializers.Serializer):
+    from_index = serializers.IntegerField(min_value=0)
+
+    class Meta:
+        ref_name = "PipelineRebuildInput"
+
+
+class PipelineRebuildApi(APIView):
+    @extend_schema(
+        operation_id="pipeline_rebuild",
+        request=RebuildInputSerializer,
+        responses={202: JobOutputSerializer},
+        description="Take back what extraction made from message `from_index` on (it is retired, what it replaced "
+        "comes back), and extract those messages again. For a big edit far back in a chat.",
+    )
+    @idempotent
+    def post(self, request, chat_id: int):
+        chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+        serializer = RebuildInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        job = pipeline_rebuild(chat=chat, from_index=serializer.validated_data["from_index"])
+        job.refresh_from_db()
+        return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RunInputSerializer(serializers.Serializer):
+    tier = serializers.ChoiceField(choices=list(BY_HAND))
+    index = serializers.IntegerField(min_value=0, required=False, help_text="continuity: the reply to check.")
+
+    class Meta:
+        ref_name = "PipelineRunInput"
+
+
+class PipelineRunApi(APIView):
+    @extend_schema(
+        operation_id="pipeline_run",
+        request=RunInputSerializer,
+        responses={202: JobOutputSerializer},
+        description="Run a tier now: canon (rewrite it from resolved arcs and important memories), continuity "
+        "(check the latest reply, or `index`), profiles, or compaction.",
+    )
+    @idempotent
+    def post(self, request, chat_id: int):
+        chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+        serializer = RunInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        job = pipeline_request(chat=chat, **serializer.validated_data)
+        job.refresh_from_db()
+        return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobPagination(CursorPagination):
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 200
+    ordering = "-id"
+
+
+class PipelineJobListApi(APIView):
+    @extend_schema(
+        operation_id="pipeline_jobs_list",
+        parameters=[OpenApiParameter("state", str, enum=PipelineJob.State.values)],
+        responses=JobOutputSerializer(many=True),
+    )
+    def get(self, request, chat_id: int):
+        chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+        state = request.query_params.get("state") or None
+        if state and state not in PipelineJob.State.values:
+            raise ApplicationError("Unknown state.", {"field": "state", "allowed": PipelineJob.State.values})
+        paginator = JobPagination()
+        page = paginator.paginate_queryset(
+            selectors.job_list(user=request.user, chat=chat, state=state), request, view=self
+        )
+        return paginator.get_paginated_response(JobOutputSerializer(page, many=True).data)
+
+
+class PipelineJobDetailApi(APIView):
+    @extend_schema(operation_id="pipeline_jobs_retrieve", responses=JobOutputSerializer)
+    def get(self, request, job_id: int):
+        return Response(JobOutputSerializer(selectors.job_get(user=request.user, job_id=job_id)).data)
+
+
+class PipelineJobRetryApi(APIView):
+    @extend_schema(
+        operation_id="pipeline_jobs_retry",
+        request=None,
+        responses={202: JobOutputSerializer},
+        description="Queue a failed, discarded or cancelled job again, with fresh attempts (a queued or running one "
+        "is answered as it is).",
+    )
+    @idempotent
+    def post(self, request, job_id: int):
+        job = job_retry(job=selectors.job_get(user=request.user, job_id=job_id))
+        return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,46 @@
+"""The shapes the extraction pages accept; domain rules stay in the services."""
+
+from django import forms
+
+from apps.extraction.models import ExtractionSettings
+from apps.extraction.services.pipeline import BY_HAND
+
+
+class ExtractionSettingsForm(forms.ModelForm):
+    class Meta:
+        model = ExtractionSettings
+        fields = [
+            "enabled",
+            "batch_every",
+            "batch_max",
+            "context_tokens",
+            "compaction_share",
+            "min_scene_messages",
+            "scene_model_check",
+            "profile_every",
+            "profile_stale_minutes",
+            "canon_auto",
+            "continuity_auto",
+            "recap_after_hours",
+            "auto_rebuild_max",
+        ]
+        widgets = {
+            "compaction_share": forms.NumberInput(attrs={"step": "0.05", "min": "0.1", "max": "1"}),
+            "recap_after_hours": forms.NumberInput(attrs={"step": "0.5", "min": "0.25"}),
+        }
+
+
+class RebuildForm(forms.Form):
+    from_index = forms.IntegerField(min_value=0, label="Rebuild from message #")
+
+
+class RunForm(forms.Form):
+    tier = forms.ChoiceField(choices=[(key, key) for key in BY_HAND])
+
+
+class SceneForm(forms.Form):
+    name = forms.CharField(max_length=200, required=False)
+
+
+class SceneVersionForm(forms.Form):
+    current_version = forms.IntegerField(min_value=0)

@@ -1,0 +1,174 @@
+"""Reads of the extraction pipeline, scoped to the requesting user (another user's chat, job or scene is a 404)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.contrib.auth.models import AbstractUser
+from django.db.models import Q, QuerySet
+from django.http import Http404
+
+from apps.chats.models import Chat
+from apps.extraction.models import ChatPipeline, ContinuityCheck, ModelTest, PipelineJob, Recap, Scene
+from apps.extraction.services.jobs import ORDER, PENDING
+from apps.extraction.services.settings import extraction_settings_get
+from apps.llm.selectors import connection_default
+from apps.memories.models import Kind, Memory, Status
+
+TIER_LABELS = dict(PipelineJob.Tier.choices)
+PIPELINE_STATES = ["running", "queued", "paused", "idle", "off", "no_model"]
+COVERAGE_TIERS = ("compaction", "session", "longterm", "arcs", "ledger", "scenes", "profiles", "continuity")
+
+
+@dataclass
+class PipelineStatus:
+    chat: Chat
+    pipeline: ChatPipeline
+    state: str  # running / queued / paused / idle / off / no_model
+    message_count: int
+    coverage: list[dict]
+    pending: int
+    failed: list[PipelineJob] = field(default_factory=list)
+    jobs: list[PipelineJob] = field(default_factory=list)
+    continuity: ContinuityCheck | None = None
+
+    @property
+    def summary_end(self) -> int:
+        return self.pipeline.summary_end
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("running", "queued")
+
+
+def pipeline_status(*, user: AbstractUser, chat: Chat, jobs: int = 10) -> PipelineStatus:
+    """Where the chat stands in each tier, what runs or waits, what failed, the latest jobs and continuity check."""
+    if chat.user_id != user.pk:
+        raise Http404("No such chat.")
+    pipeline = ChatPipeline.objects.filter(chat=chat).first() or ChatPipeline(chat=chat, user=user)
+    recent = list(PipelineJob.objects.filter(chat=chat).order_by("-created_at", "-id")[:jobs])
+    states = set(PipelineJob.objects.filter(chat=chat, state__in=PENDING).values_list("state", flat=True))
+    pending = PipelineJob.objects.filter(chat=chat, state__in=PENDING).count()
+    latest = (
+        PipelineJob.objects.filter(chat=chat)
+        .order_by("tier", "-created_at", "-id")
+        .distinct("tier")
+        .values_list("pk", "state")
+    )
+    failed_ids = [pk for pk, state in latest if state == PipelineJob.State.FAILED]
+    failed = sorted(PipelineJob.objects.filter(pk__in=failed_ids), key=lambda j: ORDER.index(j.tier))
+    settings = extraction_settings_get(user=user)
+    if not settings.enabled:
+        state = "off"
+    elif connection_default(user_id=user.pk) is None:
+        state = "no_model"
+    elif PipelineJob.State.RUNNING in states:
+        state = "running"
+    elif pipeline.paused:
+        state = "paused"
+    elif PipelineJob.State.QUEUED in states:
+        state = "queued"
+    else:
+        state = "idle"
+    coverage = [
+        {
+            "tier": tier,
+            "label": TIER_LABELS.get(tier, "rolling summary" if tier == "compaction" else tier),
+            "through": int(pipeline.through.get(tier, 0)),
+        }
+        for tier in COVERAGE_TIERS
+    ]
+    return PipelineStatus(
+        chat=chat,
+        pipeline=pipeline,
+        state=state,
+        message_count=chat.message_count,
+        coverage=coverage,
+        pending=pending,
+        failed=failed,
+        jobs=recent,
+        continuity=ContinuityCheck.objects.filter(chat=chat).order_by("-created_at", "-id").first(),
+    )
+
+
+def job_list(*, user: AbstractUser, chat: Chat | None = None, state: str | None = None) -> QuerySet[PipelineJob]:
+    jobs = PipelineJob.objects.filter(user=user).select_related("chat")
+    if chat is not None:
+        jobs = jobs.filter(chat=chat)
+    return jobs.filter(state=state) if state else jobs
+
+
+def job_get(*, user: AbstractUser, job_id: int) -> PipelineJob:
+    job = PipelineJob.objects.filter(user=user, pk=job_id).select_related("chat").first()
+    if job is None:
+        raise Http404("No such job.")
+    return job
+
+
+def scene_list(*, user: AbstractUser, chat: Chat) -> QuerySet[Scene]:
+    return Scene.objects.filter(user=user, chat=chat).order_by("start_index")
+
+
+def scene_get(*, user: AbstractUser, chat: Chat, scene_id: int) -> Scene:
+    scene = Scene.objects.filter(user=user, chat=chat, pk=scene_id).first()
+    if scene is None:
+        raise Http404("No such scene.")
+    return scene
+
+
+def recap_current(*, user: AbstractUser, chat: Chat) -> Recap | None:
+    """The recap to show: the newest one not dismissed."""
+    return Recap.objects.filter(user=user, chat=chat).exclude(state=Recap.State.DISMISSED).order_by("-id").first()
+
+
+def recap_get(*, user: AbstractUser, chat: Chat, recap_id: int) -> Recap:
+    recap = Recap.objects.filter(user=user, chat=chat, pk=recap_id).first()
+    if recap is None:
+        raise Http404("No such recap.")
+    return recap
+
+
+def continuity_list(*, user: AbstractUser, chat: Chat) -> QuerySet[ContinuityCheck]:
+    return ContinuityCheck.objects.filter(user=user, chat=chat).order_by("-created_at", "-id")
+
+
+def model_test_list(*, user: AbstractUser) -> QuerySet[ModelTest]:
+    return ModelTest.objects.filter(user=user)
+
+
+def model_test_get(*, user: AbstractUser, test_id: int) -> ModelTest:
+    test = ModelTest.objects.filter(user=user, pk=test_id).first()
+    if test is None:
+        raise Http404("No such model test.")
+    return test
+
+
+def story_state(*, user: AbstractUser, chat: Chat) -> dict:
+    """What the pipeline holds about the chat's story now: summary, state ledger, arcs, who knows what, profiles,
+    canon (active memories only; their histories are on the memory pages)."""
+    if chat.user_id != user.pk:
+        raise Http404("No such chat.")
+    characters = list(chat.characters.all())
+    visible = Memory.objects.filter(user=user, status=Status.ACTIVE).filter(
+        Q(chat=chat) | Q(chat__isnull=True, character__in=characters)
+    )
+    visible = visible.defer("embedding").order_by("created_at", "id")
+    by_kind: dict[str, list[Memory]] = {}
+    for memory in visible.filter(
+        kind__in=[Kind.SUMMARY, Kind.STATE, Kind.ARC, Kind.EPISTEMIC, Kind.PROFILE, Kind.CANON]
+    ).select_related("character")[:2000]:
+        by_kind.setdefault(memory.kind, []).append(memory)
+    knowledge: dict[str, list[Memory]] = {}
+    for memory in by_kind.get(Kind.EPISTEMIC, []):
+        knowledge.setdefault(memory.data.get("holder") or "—", []).append(memory)
+    summaries = [m for m in by_kind.get(Kind.SUMMARY, []) if m.chat_id == chat.pk]
+    arcs = by_kind.get(Kind.ARC, [])
+    return {
+        "summary": summaries[-1] if summaries else None,
+        "ledger": sorted(by_kind.get(Kind.STATE, []), key=lambda m: (m.data.get("type", ""), m.data.get("key", ""))),
+        "open_arcs": [m for m in arcs if m.data.get("status") != "resolved"],
+        "resolved_arcs": [m for m in arcs if m.data.get("status") == "resolved"],
+        "knowledge": sorted(knowledge.items()),
+        "profiles": sorted(by_kind.get(Kind.PROFILE, []), key=lambda m: m.data.get("section", "")),
+        "canon": by_kind.get(Kind.CANON, []),
+    }

@@ -1,0 +1,74 @@
+"""Background work of the extraction pipeline: thin tasks over apps.extraction.services.
+
+`run_chat` is the chat's runner (one at a time per chat, see services/runner.py); it is acks_late, so a worker
+killed mid-job has the task delivered again, and the job records in PostgreSQL make that harmless. Sending a task
+never fails the caller: the records are the outbox, and the sweep sends what did not get through.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import current_app, shared_task
+
+log = logging.getLogger(__name__)
+
+
+def _send(task, *args, countdown: float = 0) -> None:
+    try:
+        task.apply_async(args, retry=False, countdown=countdown or None)
+    except Exception as exc:  # noqa: BLE001 — broker trouble must not fail the caller; the sweep catches up
+        log.warning("could not enqueue %s%s (the sweep will catch up): %s", task.name, args, exc)
+
+
+def enqueue_plan(chat_id: int) -> None:
+    """The chat's messages changed: plan its tiers (called by the recall index after it reconciled the chat)."""
+    from apps.extraction.services.pipeline import pipeline_wake
+
+    pipeline_wake(chat_id=chat_id)
+
+
+def enqueue_run(chat_id: int, countdown: float = 0) -> None:
+    if countdown and current_app.conf.task_always_eager:
+        return  # in-place execution cannot wait: the sweep (or the test) runs it when due
+    _send(run_chat, chat_id, countdown=countdown)
+
+
+@shared_task(name="extraction.run_chat", acks_late=True, soft_time_limit=3600, time_limit=3700)
+def run_chat(chat_id: int) -> dict:
+    from apps.extraction.services.runner import chat_run
+
+    result = chat_run(chat_id=chat_id)
+    if result.get("retry_in") is not None:
+        enqueue_run(chat_id, countdown=result["retry_in"] + 0.5)
+    return {"ran": len(result["ran"]), "busy": result.get("busy", False)}
+
+
+@shared_task(name="extraction.sweep", soft_time_limit=120, time_limit=150)
+def sweep() -> int:
+    from apps.extraction.services.sweep import chats_to_run
+
+    chats = chats_to_run()
+    for chat_id in chats:
+        enqueue_run(chat_id)
+    return len(chats)
+
+
+@shared_task(name="extraction.model_test", acks_late=True, soft_time_limit=1800, time_limit=1900)
+def model_test(test_id: int) -> str:
+    from apps.extraction.services.model_test import model_test_run
+
+    test = model_test_run(test_id=test_id)
+    return test.state if test else "missing"
+
+
+def enqueue_model_test(test_id: int) -> None:
+    try:
+        model_test.apply_async((test_id,), retry=False)
+    except Exception as exc:  # noqa: BLE001
+        from apps.extraction.models import ModelTest
+
+        log.warning("could not enqueue model test %s: %s", test_id, exc)
+        ModelTest.objects.filter(pk=test_id, state=ModelTest.State.QUEUED).update(
+            state=ModelTest.State.FAILED, error=f"could not reach the task queue: {exc}"
+        )
