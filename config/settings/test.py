@@ -20,9 +20,16 @@ WHITENOISE_AUTOREFRESH = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 
 # Tasks run where they are sent (on commit), so tests see their effect; tests of the real background path start a
-# worker of their own (tests/common/test_platform.py, tests/memories/test_tasks.py).
-CELERY_TASK_ALWAYS_EAGER = True
+# worker of their own (tests/worker.py), which sends its own tasks to the broker (LOREKEEPER_CELERY_EAGER=0).
+CELERY_TASK_ALWAYS_EAGER = os.environ.get("LOREKEEPER_CELERY_EAGER", "1") == "1"
 CELERY_TASK_EAGER_PROPAGATES = True
+# A worker started by a test may be told to hand back unacknowledged tasks quickly (a worker killed mid-task).
+if os.environ.get("CELERY_VISIBILITY_TIMEOUT"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {  # noqa: F405
+        **CELERY_BROKER_TRANSPORT_OPTIONS,  # noqa: F405
+        "unacked_restore_interval": 1,
+        "unacked_restore_throttle": 1,
+    }
 
 # The scripted model answers at once: retries wait milliseconds, not seconds.
 LOREKEEPER_LLM = {**LOREKEEPER_LLM, "backoff": 0.01, "backoff_max": 0.05, "retry_after_max": 0.2}  # noqa: F405

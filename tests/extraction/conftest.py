@@ -3,6 +3,8 @@ line with a small story's worth of output; the scripted embedder (tests/memories
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -93,7 +95,8 @@ def add_turns(chat: Chat, count: int, *, user_name: str = "Rowan", speaker: str 
         )
         for i in range(count)
     )
-    Chat.objects.filter(pk=chat.pk).update(message_count=start + count)
+    # A write gives the chat a new integrity (what the recall index reconciles against).
+    Chat.objects.filter(pk=chat.pk).update(message_count=start + count, integrity=uuid.uuid4())
     chat.refresh_from_db()
 
 

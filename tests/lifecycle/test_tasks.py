@@ -12,7 +12,7 @@ from apps.chats.services.chats import chat_create
 from apps.memories.embeddings import text_hash
 from apps.memories.models import LifecycleJob, Memory
 from apps.memories.services.settings import embedding_settings_set
-from tests.memories.test_tasks import ROOT, _worker_env
+from tests.worker import ROOT, worker_env
 
 
 def _wait(condition, worker, what: str, seconds: float = 120) -> None:
@@ -36,7 +36,7 @@ def test_a_starting_worker_catches_up_and_runs_manual_requests(api, user, charac
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"],
         cwd=ROOT,
-        env=_worker_env(broker),
+        env=worker_env(broker),
     )
     try:
         # Nobody asked: the worker's start-up catch-up found the missed days.

@@ -1,32 +1,17 @@
 """Indexing happens in a real Celery worker, not in the request that wrote the chat."""
 
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from django.conf import settings
 
 from apps.chats.models import Chat
 from apps.memories.models import Memory
 from apps.memories.services.indexing import chat_index_progress
 from apps.memories.services.settings import embedding_settings_set
 from tests.memories.helpers import jsonl_bytes
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def _worker_env(broker: str) -> dict[str, str]:
-    """The worker reads the test's own database (committed data only) and takes tasks from the test's broker."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
-    name = settings.DATABASES["default"]["NAME"]
-    env.update(CELERY_BROKER_URL=broker, DJANGO_SETTINGS_MODULE="config.settings.test", LOREKEEPER_DATABASE_NAME=name)
-    if env.get("DATABASE_URL"):
-        env["DATABASE_URL"] = urlunsplit(urlsplit(env["DATABASE_URL"])._replace(path=f"/{name}"))
-    return env
+from tests.worker import ROOT, worker_env
 
 
 @pytest.mark.django_db(transaction=True)
@@ -45,7 +30,7 @@ def test_a_real_worker_indexes_an_imported_chat_after_the_request_answered(api, 
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"],
         cwd=ROOT,
-        env=_worker_env(broker),
+        env=worker_env(broker),
     )
     try:
         deadline = time.monotonic() + 120

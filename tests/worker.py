@@ -1,0 +1,72 @@
+"""A real Celery worker for tests that claim background processing: a separate process reading the test's own
+database (committed data only) and taking tasks from the test's broker (the `broker` fixture)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def worker_env(broker: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
+    name = settings.DATABASES["default"]["NAME"]
+    env.update(CELERY_BROKER_URL=broker, DJANGO_SETTINGS_MODULE="config.settings.test", LOREKEEPER_DATABASE_NAME=name)
+    if env.get("DATABASE_URL"):
+        env["DATABASE_URL"] = urlunsplit(urlsplit(env["DATABASE_URL"])._replace(path=f"/{name}"))
+    env.update(extra)
+    return env
+
+
+def start_worker(broker: str, *, eager: bool = False, **extra: str) -> subprocess.Popen:
+    """`eager=False`: the tasks the worker sends go through the broker too, as in production."""
+    env = worker_env(broker, LOREKEEPER_CELERY_EAGER="1" if eager else "0", **extra)
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def stop_worker(worker: subprocess.Popen, *, kill: bool = False) -> None:
+    if worker.poll() is not None:
+        return
+    os.killpg(worker.pid, signal.SIGKILL if kill else signal.SIGTERM)
+    try:
+        worker.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+
+
+@contextmanager
+def celery_worker(broker: str, **options):
+    worker = start_worker(broker, **options)
+    try:
+        yield worker
+    finally:
+        stop_worker(worker)
+
+
+def wait_for(condition: Callable[[], object], *, timeout: float, what: str, worker=None, every: float = 0.25):
+    """Poll until `condition()` is true; fail saying `what` did not happen (or that the worker died)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if worker is not None:
+            assert worker.poll() is None, f"the worker died before {what}"
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:g} s"
+        time.sleep(every)
