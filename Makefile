@@ -43,3 +43,4 @@ bench: install
 	$(BIN)/python bench/locomo_recall.py
 	$(BIN)/python bench/memory_search.py
 	$(BIN)/python bench/lifecycle.py
+	$(BIN)/python bench/extraction.py

@@ -1,9 +1,11 @@
 """The shapes the extraction pages accept; domain rules stay in the services."""
 
 from django import forms
+from django.core.validators import MaxValueValidator, MinValueValidator
 
 from apps.extraction.models import ExtractionSettings
 from apps.extraction.services.pipeline import BY_HAND
+from apps.extraction.services.settings import RANGES
 
 
 class ExtractionSettingsForm(forms.ModelForm):
@@ -25,9 +27,19 @@ class ExtractionSettingsForm(forms.ModelForm):
             "auto_rebuild_max",
         ]
         widgets = {
-            "compaction_share": forms.NumberInput(attrs={"step": "0.05", "min": "0.1", "max": "1"}),
-            "recap_after_hours": forms.NumberInput(attrs={"step": "0.5", "min": "0.25"}),
+            "compaction_share": forms.NumberInput(attrs={"step": "0.05"}),
+            "recap_after_hours": forms.NumberInput(attrs={"step": "0.5"}),
         }
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The service's ranges, on the fields: a value out of range is explained where it was typed (before the
+        # model's own constraints would be checked and reported at the top of the form).
+        for name, (low, high) in RANGES.items():
+            field = self.fields[name]
+            message = f"Between {low:g} and {high:g}."
+            field.validators += [MinValueValidator(low, message=message), MaxValueValidator(high, message=message)]
+            field.widget.attrs.update(min=low, max=high)
 
 
 class RebuildForm(forms.Form):

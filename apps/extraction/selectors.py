@@ -31,14 +31,11 @@ class PipelineStatus:
     failed: list[PipelineJob] = field(default_factory=list)
     jobs: list[PipelineJob] = field(default_factory=list)
     continuity: ContinuityCheck | None = None
+    active: bool = False  # a job runs, or one waits that can run (on a paused chat: one asked for by hand)
 
     @property
     def summary_end(self) -> int:
         return self.pipeline.summary_end
-
-    @property
-    def active(self) -> bool:
-        return self.state in ("running", "queued")
 
 
 def pipeline_status(*, user: AbstractUser, chat: Chat, jobs: int = 10) -> PipelineStatus:
@@ -47,8 +44,10 @@ def pipeline_status(*, user: AbstractUser, chat: Chat, jobs: int = 10) -> Pipeli
         raise Http404("No such chat.")
     pipeline = ChatPipeline.objects.filter(chat=chat).first() or ChatPipeline(chat=chat, user=user)
     recent = list(PipelineJob.objects.filter(chat=chat).order_by("-created_at", "-id")[:jobs])
-    states = set(PipelineJob.objects.filter(chat=chat, state__in=PENDING).values_list("state", flat=True))
-    pending = PipelineJob.objects.filter(chat=chat, state__in=PENDING).count()
+    waiting = list(PipelineJob.objects.filter(chat=chat, state__in=PENDING).values_list("state", "manual"))
+    states = {state for state, _ in waiting}
+    pending = len(waiting)
+    active = any(state == PipelineJob.State.RUNNING or not pipeline.paused or manual for state, manual in waiting)
     latest = (
         PipelineJob.objects.filter(chat=chat)
         .order_by("tier", "-created_at", "-id")
@@ -88,6 +87,7 @@ def pipeline_status(*, user: AbstractUser, chat: Chat, jobs: int = 10) -> Pipeli
         failed=failed,
         jobs=recent,
         continuity=ContinuityCheck.objects.filter(chat=chat).order_by("-created_at", "-id").first(),
+        active=active and state not in ("off", "no_model"),
     )
 
 

@@ -71,10 +71,12 @@ def test_appends_through_the_api_are_extracted_by_a_real_worker(api, user, chara
 
     with celery_worker(broker) as worker:
         wait_for(
-            lambda: all(through(chat, t) == 24 for t in ("session", "longterm", "arcs", "ledger"))
-            and Scene.objects.filter(chat=chat, epistemic_done=True).exists()
-            and Memory.objects.filter(chat=chat, kind="summary").exists()
-            and not PipelineJob.objects.filter(chat=chat, state__in=["queued", "running"]).exists(),
+            lambda: (
+                all(through(chat, t) == 24 for t in ("session", "longterm", "arcs", "ledger"))
+                and Scene.objects.filter(chat=chat, epistemic_done=True).exists()
+                and Memory.objects.filter(chat=chat, kind="summary").exists()
+                and not PipelineJob.objects.filter(chat=chat, state__in=["queued", "running"]).exists()
+            ),
             timeout=120,
             what="extraction of the appended messages",
             worker=worker,
@@ -108,8 +110,10 @@ def test_an_edit_while_a_job_runs_discards_its_results_and_the_tier_runs_again(
     append(api, chat, turns(0, 10))
     with celery_worker(broker) as worker:
         wait_for(
-            lambda: PipelineJob.objects.filter(chat=chat, tier="session", state="running").exists()
-            and worker_model.prompts(TASKS["session"]),
+            lambda: (
+                PipelineJob.objects.filter(chat=chat, tier="session", state="running").exists()
+                and worker_model.prompts(TASKS["session"])
+            ),
             timeout=60,
             what="the session pass asking the model",
             worker=worker,
@@ -158,8 +162,10 @@ def test_a_worker_killed_mid_job_has_the_task_delivered_again_and_nothing_is_sto
     time.sleep(3.5)  # past the visibility timeout: the broker hands the task to the next worker
     with celery_worker(broker, **fast_redelivery) as second:
         wait_for(
-            lambda: PipelineJob.objects.filter(pk=job.pk, state="done").exists()
-            and not PipelineJob.objects.filter(chat=chat, state__in=["queued", "running"]).exists(),
+            lambda: (
+                PipelineJob.objects.filter(pk=job.pk, state="done").exists()
+                and not PipelineJob.objects.filter(chat=chat, state__in=["queued", "running"]).exists()
+            ),
             timeout=90,
             what="the long-term pass completing after the redelivery",
             worker=second,

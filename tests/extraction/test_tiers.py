@@ -131,6 +131,10 @@ def test_a_resolved_arc_supersedes_the_open_one_and_makes_canon_due_on_profile_b
     assert canon.character_id == story.characters.get().pk
     assert "forger" in canon.content
     assert ChatPipeline.objects.get(chat=story).canon_due is False
+    prompt = model.server.prompts(TASKS["canon"])[0]
+    assert "Resolved arcs:\n- Corvin confessed to forging the seal." in prompt
+    assert "- Mira was born in the drowned village of Hollin." in prompt  # importance 3: in the canon
+    assert "wary (medium)" not in prompt  # relationship history is not canon material
 
 
 def test_canon_waits_for_a_person_on_a_local_model(model, story, user):
@@ -216,6 +220,9 @@ def test_profiles_after_profile_every_messages_and_again_when_stale(model, story
     profiles = memories(user, kind="profile")
     assert sorted(p.data["section"] for p in profiles) == ["character_state", "relationship_matrix", "world_state"]
     assert profiles.get(data__section="relationship_matrix").data["relationships"][0]["confidence"] == 0.7
+    prompt = model.server.prompts(TASKS["profiles"])[0]
+    assert "Long-term memories:\n- Mira was born in the drowned village of Hollin." in prompt
+    assert "Relationships:\n- Mira → Rowan: wary (medium), curious (high)" in prompt
     add_turns(story, 2)
     process(story)
     assert memories(user, kind="profile").count() == 3  # 2 new messages, profiles fresh: not rebuilt
@@ -271,17 +278,17 @@ def test_a_group_chat_is_batched_by_whole_rounds(model, user):
 
 def test_an_away_recap_is_written_when_a_person_returns_after_the_threshold(model, story, user):
     add_turns(story, 4)
-    assert chat_opened(user=user, chat=story) is None  # just active
+    assert chat_opened(user=user, chat=story) == (None, False)  # just active
     long_ago = timezone.now() - timedelta(hours=10)
     ChatPipeline.objects.filter(chat=story).update(last_active_at=long_ago)
     Chat.objects.filter(pk=story.pk).update(updated_at=long_ago)
     story.refresh_from_db()
-    recap = chat_opened(user=user, chat=story)
-    assert recap.state == "pending" and recap.away_since == long_ago
+    recap, started = chat_opened(user=user, chat=story)
+    assert started and recap.state == "pending" and recap.away_since == long_ago
     chat_run(chat_id=story.pk)
     recap.refresh_from_db()
     assert recap.state == "ready" and recap.text == STORY["recap"]
     prompt = model.server.prompts(TASKS["recap"])[0]
     assert "10 hours" in prompt
-    assert chat_opened(user=user, chat=story).pk == recap.pk  # shown until dismissed, not written again
+    assert chat_opened(user=user, chat=story) == (recap, False)  # shown until dismissed, not written again
     assert Recap.objects.filter(chat=story).count() == 1

@@ -13,7 +13,7 @@ from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
 from apps.extraction import selectors
 from apps.extraction.models import ContinuityCheck, PipelineJob
-from apps.extraction.services.jobs import job_retry
+from apps.extraction.services.jobs import RETRYABLE, job_retry
 from apps.extraction.services.pipeline import (
     BY_HAND,
     pipeline_pause,
@@ -227,11 +227,13 @@ class PipelineJobRetryApi(APIView):
     @extend_schema(
         operation_id="pipeline_jobs_retry",
         request=None,
-        responses={202: JobOutputSerializer},
-        description="Queue a failed, discarded or cancelled job again, with fresh attempts (a queued or running one "
-        "is answered as it is).",
+        responses={202: JobOutputSerializer, 200: JobOutputSerializer},
+        description="Queue a failed, discarded or cancelled job again, with fresh attempts (202). A job queued, "
+        "running or done is answered as it is (200).",
     )
     @idempotent
     def post(self, request, job_id: int):
-        job = job_retry(job=selectors.job_get(user=request.user, job_id=job_id))
-        return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+        job = selectors.job_get(user=request.user, job_id=job_id)
+        queued = job.state in RETRYABLE
+        job = job_retry(job=job)
+        return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED if queued else 200)

@@ -156,16 +156,15 @@ class RecapApi(APIView):
         request=None,
         responses={200: RecapEnvelopeSerializer, 202: RecapEnvelopeSerializer},
         description="Say the person is back at this chat. After more than `recap_after_hours` away a “Previously "
-        "on…” is written in the background (202, state pending: poll GET until ready); otherwise the current "
-        "recap, if any, is answered (200).",
+        "on…” is started in the background (202, state pending: poll GET until ready); otherwise the current "
+        "recap, if any (possibly still being written), is answered (200).",
     )
     def post(self, request, chat_id: int):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
-        recap = chat_opened(user=request.user, chat=chat)
-        pending = recap is not None and recap.state == Recap.State.PENDING
+        recap, started = chat_opened(user=request.user, chat=chat)
         return Response(
             {"recap": RecapOutputSerializer(recap).data if recap else None},
-            status=status.HTTP_202_ACCEPTED if pending else status.HTTP_200_OK,
+            status=status.HTTP_202_ACCEPTED if started else status.HTTP_200_OK,
         )
 
 

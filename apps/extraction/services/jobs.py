@@ -18,6 +18,7 @@ from apps.extraction.models import ChatPipeline, PipelineJob
 Job = PipelineJob
 Tier = PipelineJob.Tier
 PENDING = [Job.State.QUEUED, Job.State.RUNNING]
+RETRYABLE = [Job.State.FAILED, Job.State.DISCARDED, Job.State.CANCELLED]
 # Lower runs first: a rebuild before anything; what a person waits for (recap, continuity's repair note) next; then
 # the tiers in the seed's order, with scenes after batch extraction (a scene's recap links to what was extracted).
 ORDER = [
@@ -131,8 +132,9 @@ def job_failed(*, job: Job, error: str, ctx=None, retry: bool = True) -> None:
 
 @transaction.atomic
 def job_retry(*, job: Job) -> Job:
-    """A failed job (or one cancelled or discarded) queued again by a person, with fresh attempts."""
-    Job.objects.filter(pk=job.pk).exclude(state__in=PENDING).update(
+    """A failed job (or one cancelled or discarded) queued again by a person, with fresh attempts; any other job
+    is answered as it is."""
+    Job.objects.filter(pk=job.pk, state__in=RETRYABLE).update(
         state=Job.State.QUEUED, attempts=0, next_attempt_at=None, error="", progress="", manual=True, finished_at=None
     )
     wake(chat_id=job.chat_id)

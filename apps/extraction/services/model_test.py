@@ -244,7 +244,7 @@ class Trial:
             entry["parsed"] = [_describe(item) for item in result.items][:40]
             entry["unparsed"] = result.unparsed[:20]
         elif isinstance(result, parsing.ContinuityVerdict):
-            entry["parsed"] = [f"{'OK' if result.ok else 'contradiction'}: {'; '.join(result.findings)}"]
+            entry["parsed"] = ["OK"] if result.ok else [f"contradiction: {finding}" for finding in result.findings]
             if result.repair:
                 entry["parsed"].append(f"repair: {result.repair}")
         else:
@@ -301,10 +301,15 @@ def hints(tier: str, raw: str, result: Any, expect: Any, *, reasoning: str, cap:
         text = "\n".join(_describe(item) for item in result.items)
     elif isinstance(result, parsing.ContinuityVerdict):
         text = " ".join(result.findings)
-        if expect and expect.get("contradiction") and result.ok:
+        planted = bool(expect and expect.get("contradiction"))
+        if planted and result.ok:
             found.append("warning: the reply contradicts the story, and the model answered OK")
-        elif expect and expect.get("contradiction"):
+        elif planted:
             found.append("good: the planted contradiction was caught")
+        elif result.ok:
+            found.append("good: consistent, as the reply is")
+        else:
+            found.append("warning: a contradiction reported where the scenario has none (false alarm)")
     elif result is None:
         return [*found, "error: the answer was neither OK nor [contradiction] lines"]
     else:

@@ -226,15 +226,17 @@ def _locked(chat: Chat) -> ChatPipeline:
 
 
 @transaction.atomic
-def chat_opened(*, user: AbstractUser, chat: Chat) -> Recap | None:
+def chat_opened(*, user: AbstractUser, chat: Chat) -> tuple[Recap | None, bool]:
     """A person opened the chat (its page, or a client said it is back). After `recap_after_hours` away, a
-    “Previously on…” is queued; answers the recap to show (pending, ready or failed), if any."""
+    “Previously on…” is queued. Answers the recap to show (pending, ready or failed), if any, and whether this
+    return started it."""
     pipeline = _locked(chat)
     now = timezone.now()
     last = max(filter(None, [pipeline.last_active_at, chat.updated_at]))
     settings = extraction_settings_get(user=user)
     away = now - last
     recap = Recap.objects.filter(chat=chat).exclude(state=Recap.State.DISMISSED).order_by("-id").first()
+    started = False
     if (
         away >= timedelta(hours=settings.recap_after_hours)
         and settings.enabled
@@ -244,9 +246,10 @@ def chat_opened(*, user: AbstractUser, chat: Chat) -> Recap | None:
     ):
         recap = Recap.objects.create(user=user, chat=chat, away_since=last)
         job_queue(chat=chat, tier=Tier.RECAP, params={"recap": recap.pk}, manual=True)
+        started = True
     pipeline.last_active_at = now
     pipeline.save(update_fields=["last_active_at", "updated_at"])
-    return recap
+    return recap, started
 
 
 @transaction.atomic

@@ -20,6 +20,12 @@ def pipeline_state(state: str) -> str:
 
 
 @register.filter
+def words(name: str) -> str:
+    """character_state → Character state."""
+    return str(name).replace("_", " ").capitalize()
+
+
+@register.filter
 def job_summary(job) -> str:
     result = job.result or {}
     if result.get("nothing_to_do"):

@@ -27,7 +27,7 @@ def recap_panel(request, chat_id: int):
     enough. GET: the recap as it is (the panel polls while it is being written)."""
     chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
     if request.method == "POST":
-        recap = chat_opened(user=request.user, chat=chat)
+        recap, _ = chat_opened(user=request.user, chat=chat)
     else:
         recap = selectors.recap_current(user=request.user, chat=chat)
     return render(request, RECAP, {"chat": chat, "recap": recap, "pending": Recap.State.PENDING})

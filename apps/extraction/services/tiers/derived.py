@@ -37,7 +37,9 @@ def produce_profiles(ctx: JobContext) -> Work | None:
         purpose="profiles",
         max_tokens=PROFILE_TOKENS,
         characters=ctx.speaker_names(),
-        memories=listing(active(ctx, *LONG_TERM_KINDS).exclude(data__history=True)[:200], budget=int(budget * 0.25)),
+        memories=listing(
+            active(ctx, *LONG_TERM_KINDS).exclude(data__has_key="history")[:200], budget=int(budget * 0.25)
+        ),
         session=listing(active(ctx, *SESSION_KINDS).order_by("-created_at", "-id")[:100], budget=int(budget * 0.15)),
         ledger=render_ledger(ledger(ctx.chat.pk)),
         relationships=listing(pairs[:60], budget=int(budget * 0.1)),
@@ -100,7 +102,7 @@ def produce_canon(ctx: JobContext) -> Work | None:
         facts = (
             Memory.objects.filter(scope.q(), status=Status.ACTIVE, kind__in=LONG_TERM_KINDS)
             .filter(importance__gte=CANON_IMPORTANCE)
-            .exclude(data__history=True)
+            .exclude(data__has_key="history")
             .defer("embedding")
             .order_by("-importance", "created_at")
         )

@@ -76,7 +76,11 @@ def consolidation_run(*, scope: ScopeKey, kind: str, connection: Connection) -> 
         user_id=scope.user_id, character_id=scope.character_id, chat_id=scope.chat_id, kind=kind
     ).update(count=0, last_consolidated_at=timezone.now())
     limit = lifecycle_config()["consolidation"]["max_candidates"]
-    newest = Memory.objects.filter(scope.q(), kind=kind, status=Status.ACTIVE).select_related("character", "chat")
+    newest = (
+        Memory.objects.filter(scope.q(), kind=kind, status=Status.ACTIVE)
+        .exclude(data__has_key="history")  # relationship history: one reading per pair, a chain of its own
+        .select_related("character", "chat")
+    )
     numbered = list(reversed(newest.defer("embedding").order_by("-created_at", "-id")[:limit]))
     if len(numbered) < 2:
         return {"candidates": len(numbered), "merged": 0, "created": 0}
