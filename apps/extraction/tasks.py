@@ -54,6 +54,13 @@ def sweep() -> int:
     return len(chats)
 
 
+@shared_task(name="extraction.prune_jobs", soft_time_limit=600, time_limit=660)
+def prune_jobs() -> int:
+    from apps.extraction.services.jobs import jobs_prune
+
+    return jobs_prune()
+
+
 @shared_task(name="extraction.model_test", acks_late=True, soft_time_limit=1800, time_limit=1900)
 def model_test(test_id: int) -> str:
     from apps.extraction.services.model_test import model_test_run

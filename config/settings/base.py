@@ -178,6 +178,7 @@ CELERY_BEAT_SCHEDULE = {
     "memories-hierarchy": {"task": "memories.hierarchy_tick", "schedule": crontab(minute="*/15")},
     "llm-prune-calls": {"task": "llm.prune_calls", "schedule": 24 * 60 * 60},
     "extraction-sweep": {"task": "extraction.sweep", "schedule": 60},
+    "extraction-prune-jobs": {"task": "extraction.prune_jobs", "schedule": 24 * 60 * 60},
 }
 # Redis/Valkey hands an unacknowledged task to another worker after this many seconds (a worker killed mid-task).
 # Longer than any task runs: a redelivered task still running elsewhere would wait on the chat's lock and leave.
@@ -298,4 +299,6 @@ LOREKEEPER_EXTRACTION = {
     "max_attempts": env.int("LOREKEEPER_EXTRACTION_ATTEMPTS", default=5),
     "retry_backoff": env.float("LOREKEEPER_EXTRACTION_BACKOFF", default=30.0),
     "retry_backoff_max": env.float("LOREKEEPER_EXTRACTION_BACKOFF_MAX", default=900.0),
+    # Finished job records are kept this long (a rebuild reads them to find where a batch began).
+    "keep_jobs_days": env.int("LOREKEEPER_EXTRACTION_KEEP_JOBS_DAYS", default=30),
 }

@@ -239,3 +239,26 @@ def test_the_sweep_finds_queued_jobs_no_runner_took_and_jobs_a_dead_runner_left(
     assert chats_to_run() == [story.pk]
     PipelineJob.objects.filter(pk=job.pk).update(state="running", started_at=old)
     assert chats_to_run() == [story.pk]  # its runner lock is free: the runner died
+
+
+def test_finished_jobs_are_forgotten_after_the_keeping_time_but_failed_and_newest_ones_stay(model, story, user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.extraction.services.jobs import jobs_prune
+
+    grow(story, 2)
+    old = timezone.now() - timedelta(days=31)
+    PipelineJob.objects.filter(chat=story).update(created_at=old)
+    first_session = PipelineJob.objects.filter(chat=story, tier="session").order_by("id").first()
+    failed = PipelineJob.objects.filter(chat=story, tier="arcs").order_by("id").first()
+    PipelineJob.objects.filter(pk=failed.pk).update(state="failed")
+    newest = {
+        tier: PipelineJob.objects.filter(chat=story, tier=tier).order_by("-id").first().pk
+        for tier in ("session", "longterm", "ledger")
+    }
+    assert jobs_prune() > 0
+    assert not PipelineJob.objects.filter(pk=first_session.pk).exists()
+    assert PipelineJob.objects.filter(pk=failed.pk).exists()
+    assert set(newest.values()) <= set(PipelineJob.objects.values_list("pk", flat=True))

@@ -115,7 +115,9 @@ def backoff(attempt: int) -> float:
 
 def job_failed(*, job: Job, error: str, ctx=None, retry: bool = True) -> None:
     """Try again after a backoff while attempts remain; then failed, visibly, until a person retries it."""
-    job = Job.objects.get(pk=job.pk)
+    job = Job.objects.filter(pk=job.pk).first()
+    if job is None:  # its chat was deleted meanwhile, and the job with it
+        return
     if retry and job.attempts < config()["max_attempts"]:
         Job.objects.filter(pk=job.pk).update(
             state=Job.State.QUEUED,
@@ -182,3 +184,15 @@ def retry_delay(*, chat_id: int) -> float | None:
         .first()
     )
     return None if waiting is None else max(0.0, (waiting - timezone.now()).total_seconds())
+
+
+def jobs_prune(*, days: int | None = None) -> int:
+    """Forget finished jobs older than `days` (LOREKEEPER_EXTRACTION["keep_jobs_days"]); failed ones stay until a
+    person retries them (their tier is stopped), as does each chat's newest job of every tier."""
+    days = config()["keep_jobs_days"] if days is None else days
+    newest = Job.objects.order_by("chat_id", "tier", "-created_at", "-id").distinct("chat_id", "tier").values("pk")
+    old = Job.objects.filter(
+        state__in=[Job.State.DONE, Job.State.DISCARDED, Job.State.CANCELLED],
+        created_at__lt=timezone.now() - timedelta(days=days),
+    ).exclude(pk__in=newest)
+    return old.delete()[0]
