@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
+from apps.chats.apis.common import ListPagination
 from apps.common.exceptions import ApplicationError
 from apps.extraction import selectors
 from apps.extraction.models import ContinuityCheck, PipelineJob
@@ -192,13 +192,6 @@ class PipelineRunApi(APIView):
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class JobPagination(CursorPagination):
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 200
-    ordering = "-id"
-
-
 class PipelineJobListApi(APIView):
     @extend_schema(
         operation_id="pipeline_jobs_list",
@@ -210,7 +203,7 @@ class PipelineJobListApi(APIView):
         state = request.query_params.get("state") or None
         if state and state not in PipelineJob.State.values:
             raise ApplicationError("Unknown state.", {"field": "state", "allowed": PipelineJob.State.values})
-        paginator = JobPagination()
+        paginator = ListPagination()
         page = paginator.paginate_queryset(
             selectors.job_list(user=request.user, chat=chat, state=state), request, view=self
         )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.chats.apis.common import ListPagination
 from apps.extraction import selectors
 from apps.extraction.models import AutoChoice, ExtractionSettings, ModelTest
 from apps.extraction.services.model_test import model_test_start
@@ -88,17 +88,10 @@ class ModelTestInputSerializer(serializers.Serializer):
         ref_name = "ExtractionModelTestInput"
 
 
-class ModelTestPagination(CursorPagination):
-    page_size = 20
-    page_size_query_param = "limit"
-    max_page_size = 100
-    ordering = "-id"
-
-
 class ModelTestListApi(APIView):
     @extend_schema(operation_id="model_tests_list", responses=ModelTestOutputSerializer(many=True))
     def get(self, request):
-        paginator = ModelTestPagination()
+        paginator = ListPagination()
         page = paginator.paginate_queryset(selectors.model_test_list(user=request.user), request, view=self)
         return paginator.get_paginated_response(ModelTestOutputSerializer(page, many=True).data)
 

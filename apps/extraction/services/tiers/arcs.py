@@ -9,10 +9,10 @@ from collections import Counter, defaultdict
 from apps.extraction.models import ChatPipeline
 from apps.extraction.services import transcript
 from apps.extraction.services.parsing import ArcLine, Parsed, parse_arcs
-from apps.extraction.services.tiers.base import JobContext, Work, active, decide
+from apps.extraction.services.tiers.base import JobContext, Work, active, decide, submit_by_owner
 from apps.extraction.services.tiers.memories import RESPONSE_TOKENS, capped, t3_range, usable
 from apps.memories.models import Decision, Kind, Memory, Status
-from apps.memories.services.lifecycle.classify import Candidate, memories_submit, memory_supersede
+from apps.memories.services.lifecycle.classify import Candidate, memory_supersede
 from apps.memories.services.memories import memory_create
 
 WINDOW = 100
@@ -56,21 +56,11 @@ def produce_arcs(ctx: JobContext) -> Work | None:
     def write() -> dict:
         outcomes: Counter = Counter()
         groups: dict[int | None, list[Candidate]] = defaultdict(list)
-        owners = {None: None, **{c.pk: c for c in ctx.characters}}
         for item in opened:
             # A persistent arc belongs to the character it names (it spans that character's chats).
             owner = ctx.owner_of(item.text) if item.persistent else None
             groups[owner.pk if owner else None].append(_candidate(item, sources))
-        for owner_id, batch in groups.items():
-            owner = owners[owner_id]
-            results = memories_submit(
-                user=ctx.chat.user,
-                candidates=batch,
-                character=owner,
-                chat=None if owner else ctx.chat,
-                source_chat=ctx.chat,
-                connection=ctx.connection,
-            )
+        for results in submit_by_owner(ctx, groups).values():
             outcomes.update(r.outcome for r in results)
         resolved = [
             _resolve(ctx, arcs[item.number - 1], item, sources) for item in resolutions if _numbered(item, arcs)

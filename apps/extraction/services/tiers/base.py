@@ -21,6 +21,7 @@ from apps.llm.models import Connection
 from apps.llm.prompts import prompt_get
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Decision, Kind, Memory, Status
+from apps.memories.services.lifecycle.classify import Candidate, Classified, memories_submit
 from apps.memories.services.lifecycle.scope import ScopeKey
 
 PROMPT_OVERHEAD = 900  # tokens of instructions and lists around the messages of a prompt
@@ -138,6 +139,25 @@ class JobContext:
         return Q(user_id=self.chat.user_id) & (
             Q(chat_id=self.chat.pk) | Q(chat__isnull=True, character_id__in=[c.pk for c in self.characters])
         )
+
+
+def submit_by_owner(ctx: JobContext, groups: dict[int | None, list[Candidate]]) -> dict[int | None, list[Classified]]:
+    """Classify each group of candidates into its owner's scope: a chat character's persistent memories (by the
+    character's id), or the chat's own (None). The model is asked about same-topic candidates (full retries: this
+    is background work)."""
+    owners = {c.pk: c for c in ctx.characters}
+    results: dict[int | None, list[Classified]] = {}
+    for owner_id, batch in groups.items():
+        owner = owners.get(owner_id) if owner_id is not None else None
+        results[owner_id] = memories_submit(
+            user=ctx.chat.user,
+            candidates=batch,
+            character=owner,
+            chat=None if owner else ctx.chat,
+            source_chat=ctx.chat,
+            connection=ctx.connection,
+        )
+    return results
 
 
 def active(ctx: JobContext, *kinds: str) -> Any:

@@ -18,9 +18,10 @@ from apps.extraction.services.tiers.base import (
     active,
     decide,
     listing,
+    submit_by_owner,
 )
 from apps.memories.models import Decision, Kind, Memory, Status
-from apps.memories.services.lifecycle.classify import Candidate, memories_submit, memory_reconfirm, memory_supersede
+from apps.memories.services.lifecycle.classify import Candidate, memory_reconfirm, memory_supersede
 from apps.memories.services.lifecycle.decay import memories_pass_end
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS
 from apps.memories.services.memories import memory_create
@@ -107,7 +108,7 @@ def produce_session(ctx: JobContext) -> Work | None:
     candidates = [candidate(item, sources, default_scope="session") for item in items]
 
     def write() -> dict:
-        results = memories_submit(user=ctx.chat.user, candidates=candidates, chat=ctx.chat, connection=ctx.connection)
+        results = submit_by_owner(ctx, {None: candidates})[None]
         decay = memories_pass_end(scope=ctx.chat_scope, kinds=SESSION_KINDS, seen_ids=seen_ids(results))
         ctx.set_through("session", end)
         return {
@@ -144,7 +145,6 @@ def produce_longterm(ctx: JobContext) -> Work | None:
     items, dropped = capped(parsed.items, ctx.cap)
     sources = [line.index for line in new]
     by_owner: dict[int | None, list[Candidate]] = defaultdict(list)
-    owners: dict[int | None, Character | None] = {c.pk: c for c in ctx.characters}
     relations: list[RelationshipLine] = []
     for item in items:
         if isinstance(item, RelationshipLine):
@@ -152,21 +152,11 @@ def produce_longterm(ctx: JobContext) -> Work | None:
             continue
         owner = ctx.owner_of(*(e["name"] for e in item.entities), item.text)
         by_owner[owner.pk if owner else None].append(candidate(item, sources, default_scope="permanent"))
-    owners.setdefault(None, None)
 
     def write() -> dict:
         outcomes: Counter = Counter()
         seen: dict[int | None, list[int]] = defaultdict(list)
-        for owner_id, batch in by_owner.items():
-            owner = owners[owner_id]
-            results = memories_submit(
-                user=ctx.chat.user,
-                candidates=batch,
-                character=owner,
-                chat=None if owner else ctx.chat,
-                source_chat=ctx.chat,
-                connection=ctx.connection,
-            )
+        for owner_id, results in submit_by_owner(ctx, by_owner).items():
             outcomes.update(r.outcome for r in results)
             seen[owner_id] += seen_ids(results)
         for relation in relations:

@@ -12,10 +12,19 @@ from apps.extraction.services import transcript
 from apps.extraction.services.jobs import job_queue
 from apps.extraction.services.parsing import parse_epistemics, parse_prose, parse_yes_no
 from apps.extraction.services.scene_breaks import find_break
-from apps.extraction.services.tiers.base import JobContext, UnreadableAnswer, Work, active, decide, listing, now_iso
+from apps.extraction.services.tiers.base import (
+    JobContext,
+    UnreadableAnswer,
+    Work,
+    active,
+    decide,
+    listing,
+    now_iso,
+    submit_by_owner,
+)
 from apps.extraction.services.tiers.memories import usable
 from apps.memories.models import Decision, Kind, Memory, Status
-from apps.memories.services.lifecycle.classify import Candidate, memories_submit, memory_supersede
+from apps.memories.services.lifecycle.classify import Candidate, memory_supersede
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS
 from apps.memories.services.memories import memory_create
 
@@ -252,18 +261,8 @@ def produce_epistemic(ctx: JobContext) -> Work | None:
         )
 
     def write() -> dict:
-        owners = {None: None, **{c.pk: c for c in ctx.characters}}
         outcomes: Counter = Counter()
-        for owner_id, batch in groups.items():
-            owner = owners[owner_id]
-            results = memories_submit(
-                user=ctx.chat.user,
-                candidates=batch,
-                character=owner,
-                chat=None if owner else ctx.chat,
-                source_chat=ctx.chat,
-                connection=ctx.connection,
-            )
+        for results in submit_by_owner(ctx, groups).values():
             outcomes.update(r.outcome for r in results)
         Scene.objects.filter(pk=scene.pk).update(epistemic_done=True)
         return {"scene": scene.pk, "outcomes": dict(outcomes), "unparsed": parsed.unparsed[:20]}
