@@ -4,14 +4,18 @@ line with a small story's worth of output; the scripted embedder (tests/memories
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from apps.chats.models import Chat, Message
 from apps.chats.services.chats import chat_create
+from apps.extraction.models import ChatPipeline, PipelineJob, Scene
 from apps.extraction.services.pipeline import pipeline_wake
 from apps.extraction.services.runner import chat_run
+from apps.extraction.services.tiers.scenes import store_recap
 from apps.memories.services.indexing import chat_index_messages
 from apps.memories.services.schema import chat_schema_ensure
 from tests.chats.factories import CharacterFactory
@@ -119,3 +123,45 @@ def process(chat: Chat) -> dict:
 def other_story(db):
     other = get_user_model().objects.create_user(username="carol", password="x")
     return chat_create(user=other, title="Not yours")
+
+
+FIRST = "Mira and Rowan pored over the harbour ledger until the lamps were lit."
+SECOND = "Mira and Rowan examined the harbour ledger and found Corvin's forged seal."
+
+
+def failed_job(chat, tier: str = "session") -> PipelineJob:
+    return PipelineJob.objects.create(
+        user_id=chat.user_id, chat=chat, tier=tier, state="failed", attempts=3, error="server error 500"
+    )
+
+
+def away(chat, hours: float = 10) -> None:
+    """The person last opened the chat, and the chat last changed, `hours` ago."""
+    long_ago = timezone.now() - timedelta(hours=hours)
+    ChatPipeline.objects.update_or_create(chat=chat, defaults={"user_id": chat.user_id, "last_active_at": long_ago})
+    Chat.objects.filter(pk=chat.pk).update(updated_at=long_ago)
+
+
+def versions(*texts: str) -> list[dict]:
+    return [
+        {"version": n, "content": text, "created_at": f"2026-01-0{n}T10:00:00+00:00", "llm_call": None}
+        for n, text in enumerate(texts, 1)
+    ]
+
+
+@pytest.fixture
+def scene(model, story):
+    """A closed scene of the story with two recap versions, the second current (and stored as its memory)."""
+    add_turns(story, 14)
+    scene = Scene.objects.create(
+        user=story.user,
+        chat=story,
+        start_index=0,
+        end_index=12,
+        cue="time: “The next morning”",
+        recap_versions=versions(FIRST, SECOND),
+        current_version=1,
+    )
+    store_recap(chat=story, scene=scene, recap=SECOND, call=None, previous=None)
+    scene.refresh_from_db()
+    return scene

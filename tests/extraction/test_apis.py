@@ -1,24 +1,18 @@
 """The extraction pipeline over the API: a chat's pipeline status and controls, its jobs, scenes, continuity checks
 and away recap, the extraction settings and the model test. Another user's chat, job, scene or test is a 404."""
 
-from datetime import timedelta
-
 import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from apps.chats.models import Chat
 from apps.extraction.models import ChatPipeline, ExtractionSettings, ModelTest, PipelineJob, Recap, Scene
 from apps.extraction.services.runner import chat_run
 from apps.extraction.services.settings import extraction_settings_set
-from apps.extraction.services.tiers.scenes import store_recap
 from apps.memories.models import Memory
-from tests.extraction.conftest import STORY, add_turns, process
+from tests.extraction.conftest import FIRST, SECOND, STORY, add_turns, away, failed_job, process, versions
 
 pytestmark = pytest.mark.django_db
 
-FIRST = "Mira and Rowan pored over the harbour ledger until the lamps were lit."
-SECOND = "Mira and Rowan examined the harbour ledger and found Corvin's forged seal."
 DEFAULTS = {
     "enabled": True,
     "batch_every": 10,
@@ -38,44 +32,6 @@ DEFAULTS = {
 
 def pipeline_url(chat, rest: str = "") -> str:
     return f"/api/v1/chats/{chat.pk}/pipeline{rest}"
-
-
-def failed_job(chat, tier: str = "session") -> PipelineJob:
-    return PipelineJob.objects.create(
-        user_id=chat.user_id, chat=chat, tier=tier, state="failed", attempts=3, error="server error 500"
-    )
-
-
-def away(chat, hours: float = 10) -> None:
-    """The person last opened the chat, and the chat last changed, `hours` ago."""
-    long_ago = timezone.now() - timedelta(hours=hours)
-    ChatPipeline.objects.update_or_create(chat=chat, defaults={"user_id": chat.user_id, "last_active_at": long_ago})
-    Chat.objects.filter(pk=chat.pk).update(updated_at=long_ago)
-
-
-def versions(*texts: str) -> list[dict]:
-    return [
-        {"version": n, "content": text, "created_at": f"2026-01-0{n}T10:00:00+00:00", "llm_call": None}
-        for n, text in enumerate(texts, 1)
-    ]
-
-
-@pytest.fixture
-def scene(model, story):
-    """A closed scene of the story with two recap versions, the second current (and stored as its memory)."""
-    add_turns(story, 14)
-    scene = Scene.objects.create(
-        user=story.user,
-        chat=story,
-        start_index=0,
-        end_index=12,
-        cue="time: “The next morning”",
-        recap_versions=versions(FIRST, SECOND),
-        current_version=1,
-    )
-    store_recap(chat=story, scene=scene, recap=SECOND, call=None, previous=None)
-    scene.refresh_from_db()
-    return scene
 
 
 # ------------------------------------------------------------------------------------------------ status

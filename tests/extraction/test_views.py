@@ -3,26 +3,21 @@ redirect), the story page with its scenes, the settings page and the model test 
 chat, job, scene, recap, connection or test is a 404; a visitor is sent to sign in."""
 
 import re
-from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from apps.chats.models import Chat
 from apps.chats.services.chats import chat_create
 from apps.extraction.models import ChatPipeline, ExtractionSettings, ModelTest, PipelineJob, Recap, Scene
 from apps.extraction.services.pipeline import pipeline_pause
 from apps.extraction.services.runner import chat_run
-from apps.extraction.services.tiers.scenes import store_recap
 from apps.memories.models import Memory
-from tests.extraction.conftest import STORY, add_turns, process
+from tests.extraction.conftest import FIRST, SECOND, STORY, add_turns, away, failed_job, process, versions
 
 pytestmark = pytest.mark.django_db
 
 HX = {"HTTP_HX_REQUEST": "true"}
 POLL = 'hx-trigger="every 2s"'
-FIRST = "Mira and Rowan pored over the harbour ledger until the lamps were lit."
-SECOND = "Mira and Rowan examined the harbour ledger and found Corvin's forged seal."
 SETTINGS = {
     "enabled": "on",
     "batch_every": "10",
@@ -47,43 +42,6 @@ def is_panel(response) -> bool:
     return html(response).lstrip().startswith('<section class="card pipeline" id="pipeline"') and (
         "<html" not in html(response)
     )
-
-
-def failed_job(chat, tier: str = "session") -> PipelineJob:
-    return PipelineJob.objects.create(
-        user_id=chat.user_id, chat=chat, tier=tier, state="failed", attempts=3, error="server error 500"
-    )
-
-
-def away(chat, hours: float = 10) -> None:
-    long_ago = timezone.now() - timedelta(hours=hours)
-    ChatPipeline.objects.update_or_create(chat=chat, defaults={"user_id": chat.user_id, "last_active_at": long_ago})
-    Chat.objects.filter(pk=chat.pk).update(updated_at=long_ago)
-
-
-def versions(*texts: str) -> list[dict]:
-    return [
-        {"version": n, "content": text, "created_at": f"2026-01-0{n}T10:00:00+00:00", "llm_call": None}
-        for n, text in enumerate(texts, 1)
-    ]
-
-
-@pytest.fixture
-def scene(model, story):
-    """A closed scene with two recap versions, the second current (and stored as its memory)."""
-    add_turns(story, 14)
-    scene = Scene.objects.create(
-        user=story.user,
-        chat=story,
-        start_index=0,
-        end_index=12,
-        cue="time: “The next morning”",
-        recap_versions=versions(FIRST, SECOND),
-        current_version=1,
-    )
-    store_recap(chat=story, scene=scene, recap=SECOND, call=None, previous=None)
-    scene.refresh_from_db()
-    return scene
 
 
 # ------------------------------------------------------------------------------------------- chat page, panel
