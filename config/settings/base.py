@@ -167,6 +167,9 @@ CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default="") or CELERY_BROKE
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Results are never read (the state of the work is in PostgreSQL). Kept, every send would first subscribe to its
+# result on Redis, and with Redis down that retries for about 20 s: every write that queues work would hang so long.
+CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SOFT_TIME_LIMIT = 300
 CELERY_TASK_TIME_LIMIT = 360
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -180,9 +183,17 @@ CELERY_BEAT_SCHEDULE = {
     "extraction-sweep": {"task": "extraction.sweep", "schedule": 60},
     "extraction-prune-jobs": {"task": "extraction.prune_jobs", "schedule": 24 * 60 * 60},
 }
-# Redis/Valkey hands an unacknowledged task to another worker after this many seconds (a worker killed mid-task).
-# Longer than any task runs: a redelivered task still running elsewhere would wait on the chat's lock and leave.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=4 * 3600)}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # Redis/Valkey hands an unacknowledged task to another worker after this many seconds (a worker killed
+    # mid-task). Longer than any task runs: a task redelivered while still running elsewhere finds the work claimed.
+    "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=4 * 3600),
+    # Sending a task tries the broker twice, at once, then gives up: a request that queues work must not hang
+    # while the broker is down (the work is recorded in PostgreSQL and the sweeps send it later). A worker's own
+    # connection keeps Celery's retries (broker_connection_max_retries).
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+}
 # How long a retry is still recognised: by its Idempotency-Key, and by an append's generation id.
 LOREKEEPER_IDEMPOTENCY_TTL_HOURS = env.int("LOREKEEPER_IDEMPOTENCY_TTL_HOURS", default=48)
 LOREKEEPER_GENERATION_ID_TTL_DAYS = env.int("LOREKEEPER_GENERATION_ID_TTL_DAYS", default=30)
