@@ -12,6 +12,7 @@ import logging
 from celery import current_app, shared_task
 
 log = logging.getLogger(__name__)
+JOBS_PER_RUN = 25  # then the chat's runner steps back behind other chats' work (an imported chat has hundreds)
 
 
 def _send(task, *args, countdown: float = 0) -> None:
@@ -38,8 +39,10 @@ def enqueue_run(chat_id: int, countdown: float = 0) -> None:
 def run_chat(chat_id: int) -> dict:
     from apps.extraction.services.runner import chat_run
 
-    result = chat_run(chat_id=chat_id)
-    if result.get("retry_in") is not None:
+    result = chat_run(chat_id=chat_id, max_jobs=JOBS_PER_RUN)
+    if result.get("more"):
+        enqueue_run(chat_id)  # behind the other chats' work already queued
+    elif result.get("retry_in") is not None:
         enqueue_run(chat_id, countdown=result["retry_in"] + 0.5)
     return {"ran": len(result["ran"]), "busy": result.get("busy", False)}
 

@@ -262,3 +262,24 @@ def test_finished_jobs_are_forgotten_after_the_keeping_time_but_failed_and_newes
     assert not PipelineJob.objects.filter(pk=first_session.pk).exists()
     assert PipelineJob.objects.filter(pk=failed.pk).exists()
     assert set(newest.values()) <= set(PipelineJob.objects.values_list("pk", flat=True))
+
+
+def test_a_long_backlog_is_run_in_turns_so_other_chats_get_theirs(model, story, user):
+    from apps.extraction.services.pipeline import pipeline_wake
+
+    extraction_settings_set(user=user, data={"batch_every": 10, "batch_max": 10})
+    add_turns(story, 60)
+    pipeline_wake(chat_id=story.pk)
+    first = chat_run(chat_id=story.pk, max_jobs=5)
+    assert len(first["ran"]) == 5 and first["more"]
+    rest = chat_run(chat_id=story.pk)
+    assert "more" not in rest
+    assert ChatPipeline.objects.get(chat=story).through["session"] == 60
+
+
+def test_messages_without_text_are_covered_by_the_summary_without_asking_the_model(model, story, user):
+    extraction_settings_set(user=user, data={"context_tokens": 1024, "compaction_share": 0.1})
+    add_turns(story, 40, text=lambda i: "")
+    process(story)
+    assert ChatPipeline.objects.get(chat=story).summary_end == 40
+    assert not model.server.prompts(TASKS["summary"])

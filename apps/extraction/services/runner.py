@@ -76,8 +76,9 @@ def _wake_pending(chat_id: int) -> bool:
 
 
 def chat_run(*, chat_id: int, max_jobs: int | None = None) -> dict:
-    """Plan and run the chat's due jobs until none is left (or `max_jobs` ran). Answers what it did, and in how
-    many seconds a job waiting out a backoff will be due (the task schedules itself for then)."""
+    """Plan and run the chat's due jobs until none is left, or `max_jobs` ran (then `more` says whether work is
+    left: the task sends itself again, behind other chats' work, so a long backlog does not keep a worker from
+    them). Answers what it did, and in how many seconds a job waiting out a backoff will be due."""
     ran: list[int] = []
     while True:
         with runner_lock(chat_id) as held:
@@ -95,7 +96,9 @@ def chat_run(*, chat_id: int, max_jobs: int | None = None) -> dict:
                     break
                 job_execute(job_id=job.pk)
                 ran.append(job.pk)
-        if (max_jobs is not None and len(ran) >= max_jobs) or not _wake_pending(chat_id):
+        if max_jobs is not None and len(ran) >= max_jobs:
+            return {"ran": ran, "more": _wake_pending(chat_id)}
+        if not _wake_pending(chat_id):
             break
     return {"ran": ran, "retry_in": jobs.retry_delay(chat_id=chat_id)}
 

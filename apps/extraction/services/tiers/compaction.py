@@ -51,6 +51,13 @@ def produce_compaction(ctx: JobContext) -> Work | None:
     if not due(chat_id=ctx.chat.pk, summary_end=start, count=count, context_tokens=context_tokens, share=share):
         return None
     pending = transcript.lines(chat_id=ctx.chat.pk, start=start, end=count)
+    if not pending:  # only messages without text: nothing to summarise, the summary just covers them
+
+        def cover() -> dict:
+            ctx.set_through("compaction", count)
+            return {"range": [start, count - 1], "empty": True}
+
+        return Work(cover)
     cut = compaction_cut(pending, keep_tokens=int(share * context_tokens / 2))
     chunk = transcript.fit_oldest(pending[: max(cut, 1)], ctx.budget(response=RESPONSE_TOKENS, share=0.7))
     end = chunk[-1].index + 1 if chunk else count

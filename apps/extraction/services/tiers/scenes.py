@@ -44,9 +44,16 @@ def produce_scenes(ctx: JobContext) -> Work | None:
     covered, checked = t3_covered(ctx), ctx.through("scenes")
     last = Scene.objects.filter(chat=ctx.chat).order_by("-start_index").first()
     scene_start = last.end_index if last else 0
+    if max(checked, scene_start) >= covered:
+        if checked >= scene_start:
+            return None
+
+        def to_scene_end() -> dict:  # after a rebuild the last scene may end past what is covered: checked to it
+            ctx.set_through("scenes", scene_start)
+            return {"range": [checked, scene_start - 1], "breaks": 0}
+
+        return Work(to_scene_end)
     checked = max(checked, scene_start)
-    if checked >= covered:
-        return None
     read_start = max(scene_start, checked - HISTORY)
     lines = ctx.read(read_start, covered)
     history = [line for line in lines if line.index < checked]
