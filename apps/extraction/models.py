@@ -10,7 +10,7 @@ from django.db import models
 
 
 class AutoChoice(models.TextChoices):
-    AUTO = "auto", "By profile (on for hosted models, B; off for local ones, A)"
+    AUTO = "auto", "By profile (hosted: on, local: off)"
     ON = "on", "Always"
     OFF = "off", "Never (by hand only)"
 

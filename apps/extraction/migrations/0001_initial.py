@@ -260,7 +260,7 @@ class Migration(migrations.Migration):
                     "canon_auto",
                     models.CharField(
                         choices=[
-                            ("auto", "By profile (on for hosted models, B; off for local ones, A)"),
+                            ("auto", "By profile (hosted: on, local: off)"),
                             ("on", "Always"),
                             ("off", "Never (by hand only)"),
                         ],
@@ -273,7 +273,7 @@ class Migration(migrations.Migration):
                     "continuity_auto",
                     models.CharField(
                         choices=[
-                            ("auto", "By profile (on for hosted models, B; off for local ones, A)"),
+                            ("auto", "By profile (hosted: on, local: off)"),
                             ("on", "Always"),
                             ("off", "Never (by hand only)"),
                         ],
