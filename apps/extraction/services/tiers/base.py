@@ -4,6 +4,7 @@ still exactly as they were read; otherwise nothing of it is kept."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,9 +123,8 @@ class JobContext:
         """The chat character a persistent memory belongs to: the one it names (entity tags first), else the
         chat's first character; None in a chat without characters (the memory then stays with the chat)."""
         for text in texts:
-            low = (text or "").lower()
             for character in self.characters:
-                if character.name and character.name.lower() in low:
+                if character.name and re.search(rf"\b{re.escape(character.name)}\b", text or "", re.IGNORECASE):
                     return character
         return self.characters[0] if self.characters else None
 
