@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "apps.memories",
     "apps.llm",
     "apps.extraction",
+    "apps.injection",
 ]
 
 MIDDLEWARE = [

@@ -31,4 +31,27 @@
       label.textContent = percent < 100 ? "Uploading… " + percent + "%" : "Importing…";
     }
   });
+
+  // A write made through htmx (a recall card) tells the chat's new integrity: the editor's next write sends it.
+  document.body.addEventListener("lk-integrity", function (event) {
+    const list = document.getElementById("messages");
+    if (list && event.detail && event.detail.integrity) list.dataset.integrity = event.detail.integrity;
+  });
+
+  // Budget sliders show their value; the simple/advanced switch shows the sliders of its mode.
+  document.addEventListener("input", function (event) {
+    const output = event.target.dataset && document.getElementById(event.target.dataset.output || "");
+    if (output) output.textContent = event.target.value;
+  });
+  function budgetMode() {
+    const checked = document.querySelector("input[name=budget_mode]:checked");
+    if (!checked) return;
+    document.querySelectorAll("[data-budget-mode]").forEach(function (element) {
+      element.hidden = element.dataset.budgetMode !== checked.value;
+    });
+  }
+  document.addEventListener("change", function (event) {
+    if (event.target.name === "budget_mode") budgetMode();
+  });
+  document.addEventListener("DOMContentLoaded", budgetMode);
 })();

@@ -76,3 +76,34 @@ def extension_data_set(
         message.absent_fields.remove("extra")
     message.save(update_fields=["extra", "swipe_info", "other_fields", "absent_fields"])
     return ExtensionData(message=message, namespace=namespace), chat_touch(chat=chat)
+
+
+@transaction.atomic
+def extension_data_put(
+    *, chat: Chat, index: int, namespace: str, value: dict[str, Any] | None, integrity: uuid.UUID | None = None
+) -> tuple[ExtensionData, Chat]:
+    """Replace `extra[namespace]` whole (None removes it), in the message and in its current swipe's copy — for a
+    namespace that is one record (ST-BME's `bme_recall`) rather than keys set one by one. `integrity` None: the
+    server writes on its own behalf (the chat's row lock still orders it with every other write)."""
+    if value is not None:
+        reason = unstorable_reason({namespace: value})
+        if reason:
+            raise ApplicationError(f"The value {reason}.", {"field": namespace})
+    chat = chat_lock(chat=chat, integrity=integrity)
+    message = Message.objects.get(chat=chat, index=index)
+    if not isinstance(message.extra, dict):
+        message.extra = {}
+    swipe_extra = _current_swipe_extra(message, create=value is not None)
+    if value is None:
+        message.extra.pop(namespace, None)
+        if swipe_extra is not None:
+            swipe_extra.pop(namespace, None)
+    else:
+        message.extra[namespace] = value
+        message.other_fields.pop("extra", None)
+        if swipe_extra is not None:
+            swipe_extra[namespace] = copy.deepcopy(value)
+        if "extra" in message.absent_fields:
+            message.absent_fields.remove("extra")
+    message.save(update_fields=["extra", "swipe_info", "other_fields", "absent_fields"])
+    return ExtensionData(message=message, namespace=namespace), chat_touch(chat=chat)

@@ -1,0 +1,346 @@
+"""The context builder (seed sections 10–12): before each generation a client asks what to inject and gets the 13
+named slots, each with its position, depth and role, the 11 `{{smartmemory-*}}` macros resolved, and a
+SillyTavern-shaped payload (`setExtensionPrompt` arguments) it can apply as is — within the token budgets, with
+trim statistics, the recall of the turn kept on its user message, and the build remembered as the content cache
+that macros and unified mode read.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AbstractUser
+from django.db import transaction
+from django.utils import timezone
+
+from apps.chats.models import Character, Chat
+from apps.common.exceptions import ApplicationError
+from apps.extraction.models import ContinuityCheck
+from apps.injection.models import InjectionState
+from apps.injection.services import recall as recalls
+from apps.injection.services.budgets import budgets_for, classify_turn, demand_update
+from apps.injection.services.macros import detected_macros
+from apps.injection.services.settings import (
+    IN_PROMPT,
+    MACRO_SLOTS,
+    SLOT,
+    UNIFIED_ORDER,
+    InjectionSettings,
+    injection_settings_get,
+)
+from apps.injection.services.slots import (
+    Filled,
+    Item,
+    Scope,
+    fit,
+    fit_text_end,
+    gather,
+    render,
+    repair_note,
+    tier_sizes,
+)
+from apps.llm.tokens import count_tokens
+
+TRIGGERED_SHARE = 0.5  # of the long-term budget kept for what the turn recalls
+ST_POSITION = {IN_PROMPT: 0, "in_chat": 1}  # SillyTavern's extension_prompt_types
+ST_ROLE = {"system": 0, "user": 1, "assistant": 2}  # extension_prompt_roles
+LIST_TIERS = ("long", "session", "scenes", "arcs", "relationships", "state_ledger", "epistemic")
+CHRONOLOGICAL = ("session", "scenes")  # chosen newest first, shown in story order
+PROSE = ("short", "canon", "profiles", "repair")
+
+
+@dataclass
+class SlotContent:
+    name: str
+    text: str = ""
+    tokens: int = 0
+    memory_ids: list[int] = field(default_factory=list)
+    delivery: str = "prompt"  # prompt | macro | off
+
+    def as_dict(self, settings: InjectionSettings, label: str) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "label": label,
+            "text": self.text if self.delivery == "prompt" else "",  # what to inject as an extension prompt
+            "content": self.text,  # what the slot holds, however it is delivered
+            "tokens": self.tokens,
+            "position": SLOT[self.name].position,
+            "depth": settings.depths[self.name],
+            "role": "system",
+            "enabled": settings.enabled[self.name],
+            "delivery": self.delivery,
+            "memory_ids": self.memory_ids,
+        }
+
+
+@dataclass
+class Context:
+    chat: Chat
+    responder: Character | None
+    turn: str
+    turn_scores: dict[str, int]
+    slots: dict[str, dict[str, Any]]
+    macros: dict[str, str]
+    sillytavern: list[dict[str, Any]]
+    stats: dict[str, dict[str, int]]
+    recall: dict[str, Any]
+    timings_ms: dict[str, float]
+    settings: InjectionSettings
+    preview: bool
+
+    @property
+    def injected_tokens(self) -> int:
+        return sum(slot["tokens"] for slot in self.slots.values() if slot["delivery"] == "prompt")
+
+
+def _responder(chat: Chat, characters: list[Character], character: Character | str | None) -> Character | None:
+    """Whose knowledge the epistemic slot holds: the character named, else the chat's only one, else the one who
+    spoke last."""
+    if isinstance(character, Character):
+        return character
+    if isinstance(character, str) and character.strip():
+        found = next((c for c in characters if c.name.lower() == character.strip().lower()), None)
+        if found is None:
+            raise ApplicationError("That character does not take part in this chat.", {"field": "character"})
+        return found
+    if len(characters) <= 1:
+        return characters[0] if characters else None
+    last = chat.messages.filter(is_user=False, is_system=False).order_by("-index").values_list("name", flat=True)
+    name = (last.first() or "").lower()
+    return next((c for c in characters if c.name.lower() == name), characters[0])
+
+
+def context_build(
+    *,
+    user: AbstractUser,
+    chat: Chat,
+    message: str | None = None,
+    character: Character | str | None = None,
+    preview: bool = False,
+) -> Context:
+    """Build the context for the next generation of `chat`. `message`: the pending user message (its recall is
+    made and kept on that user turn when it is the chat's last one); none: a regeneration, which reuses the stored
+    recall of the turn. `preview`: nothing is written (no recall stored, no repair note consumed, no statistics)."""
+    started = time.perf_counter()
+    if chat.user_id != user.pk:
+        raise ApplicationError("Unknown chat.", {"field": "chat"})
+    settings = injection_settings_get(user=user)
+    characters = list(chat.characters.order_by("id"))
+    responder = _responder(chat, characters, character)
+    scope = Scope(user.pk, chat, characters, responder)
+    state = InjectionState.objects.filter(chat=chat).first()
+    message = (message or "").replace("\x00", "").strip()
+    turn, turn_scores = classify_turn(message)
+    budgets = budgets_for(settings, turn=turn, demand=state.demand if state else {})
+    timings: dict[str, float] = {}
+
+    raw = gather(scope)
+    sizes = tier_sizes(scope)
+    filled: dict[str, Filled] = {"short": fit_text_end(raw["short"], budgets["short"])}
+    reserve = int(budgets["long"] * TRIGGERED_SHARE)
+    for tier in (*LIST_TIERS, "profiles", "canon"):
+        budget = budgets[tier] - (reserve if tier == "long" else 0)
+        filled[tier] = fit(raw[tier], budget, full=sizes.get(tier), chronological=tier in CHRONOLOGICAL)
+    filled["short"].full = max(filled["short"].full, sizes.get("short", 0))
+    # What another slot injects is not recalled again (a slot switched off, or outside the unified block, injects
+    # nothing, so its memories may be recalled).
+    shown = UNIFIED_ORDER if settings.unified else [name for name in filled if settings.enabled[name]]
+    placed = {pk for name in shown for pk in filled[name].memory_ids}
+
+    target = recalls.recall_target(chat=chat, message=message or None)
+    stored = recalls.recall_stored(target)
+    recall = {"source": "none", "message_index": target.index if target else None, "stored": False, "memories": []}
+    triggered = Filled()
+    record: dict[str, Any] | None = None
+    if settings.enabled["triggered"] or settings.unified:
+        keep_edit = stored is not None and stored.get("manuallyEdited") and message == _normal(stored)
+        if message and not keep_edit:
+            search = recalls.recall_search(
+                user=user,
+                scope=scope,
+                query=message,
+                budget=budgets["long"] - filled["long"].injected,
+                limit=settings.triggered_limit,
+                exclude=placed,
+                recent_from=chat.message_count - settings.recent_messages if settings.recall_messages else -1,
+            )
+            timings |= {"embed": search.embed_ms, "search": search.search_ms}
+            if search.filled.items:
+                triggered = search.filled
+                text = recalls.recall_text(search)
+                record = recalls.recall_record(
+                    user_id=user.pk, recalled=search, text=text, message=target, query=message, hook="context"
+                )
+                recall |= {"source": "new", "method": search.method, "memories": search.hits}
+        if record is None and stored is not None and stored["injectionText"]:
+            text = stored["injectionText"]  # as kept (a person may have edited it): injected as it is
+            tokens = count_tokens(text) + 1
+            triggered = Filled([Item(text)], tokens, tokens)
+            recall |= {"source": "stored", "memories": stored.get("memories", []), "edited": stored["manuallyEdited"]}
+    filled["triggered"] = triggered
+
+    note = repair_note(chat) if settings.enabled["repair"] else None
+    contents = _contents(filled, settings, responder, note)
+    macros = _macros(contents, settings, characters)
+    stats = {
+        tier: {"budget": budgets[tier], "injected": filled[tier].injected, "full": filled[tier].full}
+        for tier in budgets
+    }
+    stats["long"]["injected"] += triggered.injected  # the triggered slot draws on the long-term budget
+
+    if not preview:
+        chat = _commit(user, chat, state, contents, macros, stats, turn, target, record, note)
+        recall["stored"] = record is not None and target is not None
+    timings["total"] = (time.perf_counter() - started) * 1000
+    labels = {name: _label(name, responder) for name in SLOT}
+    slots = {SLOT[name].key: contents[name].as_dict(settings, labels[name]) for name in SLOT}
+    if record is not None:
+        recall["bme_recall"] = record
+    return Context(
+        chat=chat,
+        responder=responder,
+        turn=turn,
+        turn_scores=turn_scores,
+        slots=slots,
+        macros=macros,
+        sillytavern=[
+            {
+                "key": key,
+                "value": slot["text"] if slot["enabled"] else "",
+                "position": ST_POSITION[slot["position"]],
+                "depth": slot["depth"],
+                "scan": False,
+                "role": ST_ROLE[slot["role"]],
+            }
+            for key, slot in slots.items()
+        ],
+        stats=stats,
+        recall=recall,
+        timings_ms={key: round(value, 2) for key, value in timings.items()},
+        settings=settings,
+        preview=preview,
+    )
+
+
+def _normal(stored: dict) -> str:
+    return " ".join(str(stored.get("recallInput", "")).split())
+
+
+def _label(name: str, responder: Character | None) -> str:
+    if name == "epistemic" and responder is not None:
+        return f"What {responder.name} knows"
+    return SLOT[name].label
+
+
+def _contents(
+    filled: dict[str, Filled], settings: InjectionSettings, responder: Character | None, note: ContinuityCheck | None
+) -> dict[str, SlotContent]:
+    """Each slot's text, and how it is delivered: as a prompt, off (switched off, or replaced by the unified
+    block), or (decided with the macros) by a macro."""
+    contents: dict[str, SlotContent] = {}
+    for name in SLOT:
+        if name in ("unified", "repair"):
+            continue
+        part = filled[name]
+        stored = name == "triggered" and part.items and not part.memory_ids  # a kept recall: its text as it is
+        text = part.items[0].text if stored else render(_label(name, responder), part, prose=name in PROSE)
+        contents[name] = SlotContent(name, text, part.injected if text else 0, part.memory_ids)
+    repair_text = f"[{SLOT['repair'].label}]\n{note.repair_note}" if note else ""
+    contents["repair"] = SlotContent("repair", repair_text, count_tokens(repair_text) + 1 if note else 0)
+    # Unified: one block in the seed's order, what the turn recalled beside the long-term memories it draws on.
+    members: list[str] = []
+    for name in UNIFIED_ORDER:
+        members += [name, "triggered"] if name == "long" else [name]
+    parts = [contents[name] for name in members if contents[name].text]
+    contents["unified"] = SlotContent(
+        "unified",
+        "\n\n".join(part.text for part in parts),
+        sum(part.tokens for part in parts),
+        [pk for part in parts for pk in part.memory_ids],
+    )
+    for name, content in contents.items():
+        if not settings.enabled[name] or (name == "unified") != settings.unified:
+            content.delivery = "off"  # switched off; in unified mode every other slot is in the one block
+    return contents
+
+
+def _macros(contents: dict[str, SlotContent], settings: InjectionSettings, characters: list[Character]) -> dict:
+    """The 11 macros' text. Active: the ones found in the characters' cards, or all in force mode; with unified
+    mode on, only the unified one. A slot delivered by an active macro is not injected again as a prompt."""
+    present = detected_macros(characters)
+    macros: dict[str, str] = {}
+    for name in MACRO_SLOTS:
+        token = SLOT[name].macro
+        active = settings.force_macros or name in present
+        if settings.unified:
+            active = active and name == "unified"
+        elif name == "unified":
+            active = False
+        content = contents[name]
+        macros[token] = content.text if active else ""
+        if active and content.text and content.delivery == "prompt":
+            content.delivery = "macro"
+    return macros
+
+
+@transaction.atomic
+def _commit(user, chat, state, contents, macros, stats, turn, target, record, note) -> Chat:
+    """What a real build leaves behind: the recall on its user turn, the repair note used up, the content cache
+    and statistics, the demand auto-tune reads."""
+    if record is not None and target is not None:
+        chat = recalls.recall_store(chat=chat, index=target.index, record=record)
+    if note is not None and contents["repair"].delivery != "off":
+        ContinuityCheck.objects.filter(pk=note.pk).update(repair_consumed_at=timezone.now())
+    state = state or InjectionState(chat=chat, user=user)
+    state.slots = {
+        name: {"text": c.text, "tokens": c.tokens, "memory_ids": c.memory_ids} for name, c in contents.items()
+    }
+    state.macros = macros
+    state.stats = stats
+    state.demand = demand_update(state.demand or {}, {tier: s["full"] for tier, s in stats.items()})
+    state.turn_type = turn
+    state.builds += 1
+    state.built_at = timezone.now()
+    state.save()
+    return chat
+
+
+def recall_rerun(
+    *, user: AbstractUser, chat: Chat, index: int, integrity: uuid.UUID | None = None
+) -> tuple[dict[str, Any], Chat]:
+    """Search again for the user message at `index` and overwrite its recall (a person's edit included)."""
+    if chat.user_id != user.pk:
+        raise ApplicationError("Unknown chat.", {"field": "chat"})
+    message = chat.messages.filter(index=index).first()
+    if message is None or not message.is_user:
+        raise ApplicationError("A recall belongs to a user message.", {"field": "index"})
+    if not message.mes.strip():
+        raise ApplicationError("That message has no text to recall from.", {"field": "index"})
+    settings = injection_settings_get(user=user)
+    characters = list(chat.characters.order_by("id"))
+    state = InjectionState.objects.filter(chat=chat).first()
+    turn, _ = classify_turn(message.mes)
+    budgets = budgets_for(settings, turn=turn, demand=state.demand if state else {})
+    placed = {
+        pk
+        for name, slot in (state.slots if state else {}).items()
+        if name not in ("triggered", "unified")
+        for pk in slot.get("memory_ids", [])
+    }
+    search = recalls.recall_search(
+        user=user,
+        scope=Scope(user.pk, chat, characters, _responder(chat, characters, None)),
+        query=message.mes,
+        budget=budgets["long"],
+        limit=settings.triggered_limit,
+        exclude=placed,
+        recent_from=index - settings.recent_messages if settings.recall_messages else -1,
+    )
+    text = recalls.recall_text(search)
+    record = recalls.recall_record(
+        user_id=user.pk, recalled=search, text=text, message=message, query=message.mes, hook="rerun"
+    )
+    return record, recalls.recall_store(chat=chat, index=index, record=record, integrity=integrity)

@@ -1,0 +1,190 @@
+"""Persistent recall (ST-BME): what a turn's triggered recall found is kept on the user message it served, in
+`extra.bme_recall` (ST-BME's record, with the memories, their scores and the subgraph they form added), so a
+regeneration or a swipe of the reply is given the same recall, and a person can read, edit, delete or re-run it.
+
+Priority when building a context: a new recall this round is used and written back to the user turn; with none
+this round (no pending message: a regeneration), the stored recall of the user turn being answered is used; with
+neither, the triggered slot is empty. A recall a person edited is kept when the same message is asked about again;
+re-running overwrites it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AbstractUser
+from django.utils import timezone
+
+from apps.chats.models import Chat, Message
+from apps.common.exceptions import ApplicationError
+from apps.injection.services.slots import Filled, Item, Scope, fit, render
+from apps.llm.tokens import count_tokens
+from apps.memories.models import Entity, Kind, Memory
+from apps.memories.search.ranking import memory_search
+from apps.sync.services.extension_data import extension_data_put
+
+NAMESPACE = "bme_recall"
+LABEL = "Recalled for this turn"
+MAX_TEXT = 20000
+# What triggered recall searches: every extracted kind, and chat turns older than those in the prompt anyway.
+RECALL_KINDS = [k for k in Kind.values if k not in (Kind.SUMMARY, Kind.PROFILE, Kind.CANON)]
+
+
+@dataclass
+class Recalled:
+    filled: Filled
+    method: str
+    hits: list[dict] = field(default_factory=list)  # {id, kind, score} of what went in
+    embed_ms: float = 0.0
+    search_ms: float = 0.0
+
+
+def _normal(text: str) -> str:
+    return " ".join((text or "").split())
+
+
+def recall_target(*, chat: Chat, message: str | None) -> Message | None:
+    """The user turn a recall serves: the chat's last user message — when a pending message is given, only if it
+    is that message (a client asking before it appended the message gets its recall in the answer only)."""
+    last = Message.objects.filter(chat=chat, is_user=True).order_by("-index").first()
+    if last is None or (message and _normal(last.mes) != _normal(message)):
+        return None
+    return last
+
+
+def recall_stored(message: Message | None) -> dict[str, Any] | None:
+    data = (message.extra or {}).get(NAMESPACE) if message is not None else None
+    return data if isinstance(data, dict) and isinstance(data.get("injectionText"), str) else None
+
+
+def recall_search(
+    *,
+    user: AbstractUser,
+    scope: Scope,
+    query: str,
+    budget: int,
+    limit: int,
+    exclude: set[int],
+    recent_from: int | None,
+) -> Recalled:
+    """The pending message (split into sentences by the search) against the chat's memories with the memory
+    store's multi-signal ranking; memories already in another slot, and chat turns from `recent_from` on (they are
+    in the prompt anyway), are left out."""
+    outcome = memory_search(
+        user=user, query=query, chat_id=scope.chat.pk, kinds=RECALL_KINDS, limit=max(limit * 3, 10)
+    )
+    items: list[Item] = []
+    for hit in outcome.results:
+        memory = hit.memory
+        if memory.pk in exclude:
+            continue
+        if memory.kind == Kind.MESSAGE and recent_from is not None and memory.message_index >= recent_from:
+            continue
+        items.append(Item(memory.content, memory.pk, memory.kind, hit.score))
+        if len(items) >= limit:
+            break
+    filled = fit(items, budget)
+    hits = [{"id": i.memory_id, "kind": i.kind, "score": round(i.score or 0.0, 4)} for i in filled.items]
+    timings = outcome.timings_ms
+    return Recalled(filled, outcome.method, hits, timings.get("embed", 0.0), timings.get("search", 0.0))
+
+
+def recall_subgraph(*, user_id: int, memory_ids: list[int], scores: dict[int, float]) -> dict[str, list[dict]]:
+    """The memories a recall chose, the entities they name, and how they link (mentions, supersedes,
+    contradicts): the nodes and edges the recall card draws."""
+    memories = list(
+        Memory.objects.filter(user_id=user_id, pk__in=memory_ids)
+        .defer("embedding")
+        .prefetch_related("entities", "contradicts")
+    )
+    nodes: list[dict] = []
+    edges: list[dict] = []
+    entities: dict[int, Entity] = {}
+    chosen = {m.pk for m in memories}
+    for memory in memories:
+        nodes.append(
+            {
+                "id": f"m{memory.pk}",
+                "type": "memory",
+                "memory": memory.pk,
+                "kind": memory.kind,
+                "label": memory.content[:80],
+                "score": scores.get(memory.pk),
+            }
+        )
+        for entity in memory.entities.all():
+            entities[entity.pk] = entity
+            edges.append({"source": f"m{memory.pk}", "target": f"e{entity.pk}", "kind": "mentions"})
+        if memory.superseded_by_id in chosen:
+            edges.append({"source": f"m{memory.superseded_by_id}", "target": f"m{memory.pk}", "kind": "supersedes"})
+        for other in memory.contradicts.all():
+            if other.pk in chosen and memory.pk < other.pk:
+                edges.append({"source": f"m{memory.pk}", "target": f"m{other.pk}", "kind": "contradicts"})
+    nodes += [
+        {"id": f"e{e.pk}", "type": "entity", "entity": e.pk, "kind": e.type or "entity", "label": e.name}
+        for e in entities.values()
+    ]
+    return {"nodes": nodes, "edges": edges}
+
+
+def recall_record(
+    *, user_id: int, recalled: Recalled, text: str, message: Message | None, query: str, hook: str
+) -> dict[str, Any]:
+    """ST-BME's `bme_recall` record (version 1), with the memories, scores and subgraph added."""
+    now = timezone.now().isoformat()
+    scores = {hit["id"]: hit["score"] for hit in recalled.hits}
+    return {
+        "version": 1,
+        "injectionText": text,
+        "selectedNodeIds": [f"m{hit['id']}" for hit in recalled.hits],
+        "recallInput": query,
+        "recallSource": "lorekeeper",
+        "hookName": hook,
+        "tokenEstimate": recalled.filled.injected,
+        "createdAt": now,
+        "updatedAt": now,
+        "generationCount": 1,
+        "manuallyEdited": False,
+        "authoritativeInputUsed": message is not None and _normal(message.mes) == _normal(query),
+        "boundUserFloorText": message.mes if message is not None else query,
+        "method": recalled.method,
+        "memories": recalled.hits,
+        "subgraph": recall_subgraph(user_id=user_id, memory_ids=list(scores), scores=scores),
+    }
+
+
+def recall_text(recalled: Recalled) -> str:
+    return render(LABEL, recalled.filled)
+
+
+def recall_store(*, chat: Chat, index: int, record: dict[str, Any] | None, integrity: uuid.UUID | None = None) -> Chat:
+    """Write (or, with None, remove) a user message's recall; answers the chat with its new integrity. Given the
+    integrity a client last saw, a chat changed since is a conflict (409), as for every write to a message."""
+    message = Message.objects.filter(chat=chat, index=index).first()
+    if message is None or not message.is_user:
+        raise ApplicationError("A recall belongs to a user message.", {"field": "index"})
+    _, chat = extension_data_put(chat=chat, index=index, namespace=NAMESPACE, value=record, integrity=integrity)
+    return chat
+
+
+def recall_edit(
+    *, chat: Chat, index: int, text: str, integrity: uuid.UUID | None = None
+) -> tuple[dict[str, Any], Chat]:
+    """A person's own injection text for the turn (kept when the same message is asked about again)."""
+    message = Message.objects.filter(chat=chat, index=index).first()
+    record = recall_stored(message)
+    if record is None:
+        raise ApplicationError("That message has no recall to edit.", {"field": "index"})
+    text = text.strip()
+    if len(text) > MAX_TEXT:
+        raise ApplicationError(f"The recall text is at most {MAX_TEXT} characters.", {"field": "injection_text"})
+    record = {
+        **record,
+        "injectionText": text,
+        "manuallyEdited": True,
+        "updatedAt": timezone.now().isoformat(),
+        "tokenEstimate": count_tokens(text),
+    }
+    return record, recall_store(chat=chat, index=index, record=record, integrity=integrity)

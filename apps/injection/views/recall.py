@@ -1,0 +1,154 @@
+"""Recall cards under user messages (ST-BME's persistent recall): read the recall, see the subgraph it came from
+(drawn, each node clickable for its details), edit its text, delete it, re-run it. htmx partials; each write
+answers the card and tells the page the chat's new integrity (the `lk-integrity` event), as the chat editor's own
+writes do."""
+
+from __future__ import annotations
+
+import math
+import uuid
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import trigger_client_event
+
+from apps.chats import selectors as chat_selectors
+from apps.common.exceptions import ApplicationError
+from apps.injection.services.context import recall_rerun
+from apps.injection.services.recall import recall_edit, recall_store, recall_stored
+from apps.memories import selectors as memory_selectors
+
+CARD = "injection/partials/recall_card.html"
+WIDTH, HEIGHT = 560, 420
+MEMORY_RADIUS, ENTITY_RADIUS = 110, 185
+
+
+def _message(request, chat_id: int, index: int):
+    chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+    return chat, chat_selectors.message_get(chat=chat, index=index)
+
+
+def _integrity(request) -> uuid.UUID | None:
+    raw = request.POST.get("integrity", "").strip()
+    try:
+        return uuid.UUID(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def _card(request, chat, index: int, *, error: str = "", status: int = 200, opened: bool = True):
+    message = chat_selectors.message_get(chat=chat, index=index)
+    context = {"chat": chat, "message": message, "error": error, "open": opened}
+    response = render(request, CARD, context, status=status)
+    return trigger_client_event(response, "lk-integrity", {"integrity": str(chat.integrity)})
+
+
+def _write(request, chat, index: int, action):
+    """Run a write on the recall; a conflict (the chat changed in another tab meanwhile) is said on the card."""
+    try:
+        chat = action(_integrity(request))
+    except ApplicationError as exc:
+        if not request.htmx:
+            return redirect("chats:detail", chat.pk)
+        chat.refresh_from_db()
+        error = exc.message if exc.status != 409 else "The chat changed elsewhere meanwhile: reload to see it."
+        return _card(request, chat, index, error=error, status=exc.status)
+    if not request.htmx:
+        return redirect(f"/chats/{chat.pk}/#m{index}")
+    return _card(request, chat, index)
+
+
+@login_required
+@require_GET
+def recall_card(request, chat_id: int, index: int):
+    chat, _ = _message(request, chat_id, index)
+    return _card(request, chat, index, opened=request.GET.get("open") == "1")
+
+
+@login_required
+@require_POST
+def recall_edit_view(request, chat_id: int, index: int):
+    chat, _ = _message(request, chat_id, index)
+    text = request.POST.get("injection_text", "").replace("\x00", "")
+    return _write(
+        request, chat, index, lambda integrity: recall_edit(chat=chat, index=index, text=text, integrity=integrity)[1]
+    )
+
+
+@login_required
+@require_POST
+def recall_delete_view(request, chat_id: int, index: int):
+    chat, _ = _message(request, chat_id, index)
+    return _write(
+        request, chat, index, lambda integrity: recall_store(chat=chat, index=index, record=None, integrity=integrity)
+    )
+
+
+@login_required
+@require_POST
+def recall_rerun_view(request, chat_id: int, index: int):
+    chat, _ = _message(request, chat_id, index)
+    return _write(
+        request,
+        chat,
+        index,
+        lambda integrity: recall_rerun(user=request.user, chat=chat, index=index, integrity=integrity)[1],
+    )
+
+
+def graph_layout(subgraph: dict) -> dict:
+    """Positions for the recall's subgraph: its memories on an inner circle, the entities they name on an outer
+    one; each edge with its ends' positions."""
+    cx, cy = WIDTH / 2, HEIGHT / 2
+    memories = [n for n in subgraph.get("nodes", []) if n.get("type") == "memory"]
+    entities = [n for n in subgraph.get("nodes", []) if n.get("type") == "entity"]
+    placed: dict[str, dict] = {}
+    for ring, radius, offset in ((memories, MEMORY_RADIUS, -math.pi / 2), (entities, ENTITY_RADIUS, -math.pi / 3)):
+        for i, node in enumerate(ring):
+            angle = offset + 2 * math.pi * i / max(len(ring), 1)
+            r = radius if len(ring) > 1 or ring is entities else 0
+            label = node.get("label", "")
+            placed[node["id"]] = {
+                **node,
+                "x": round(cx + r * math.cos(angle), 1),
+                "y": round(cy + r * math.sin(angle), 1),
+                "short": label if len(label) <= 22 else label[:21] + "…",
+            }
+    edges = [
+        {**edge, "x1": a["x"], "y1": a["y"], "x2": b["x"], "y2": b["y"]}
+        for edge in subgraph.get("edges", [])
+        if (a := placed.get(edge.get("source"))) and (b := placed.get(edge.get("target")))
+    ]
+    return {"nodes": list(placed.values()), "edges": edges, "width": WIDTH, "height": HEIGHT}
+
+
+@login_required
+@require_GET
+def recall_graph(request, chat_id: int, index: int):
+    chat, message = _message(request, chat_id, index)
+    record = recall_stored(message)
+    if record is None:
+        raise Http404("That message has no recall.")
+    context = {"chat": chat, "message": message, "graph": graph_layout(record.get("subgraph") or {})}
+    return render(request, "injection/partials/recall_graph.html", context)
+
+
+@login_required
+@require_GET
+def recall_node(request, chat_id: int, index: int, node: str):
+    """One node of the subgraph: a memory (with the score the recall gave it) or an entity."""
+    chat, message = _message(request, chat_id, index)
+    record = recall_stored(message) or {}
+    kind, _, raw = node.partition("-")
+    if kind not in ("m", "e") or not raw.isdigit():
+        raise Http404("No such node.")
+    context = {"chat": chat, "message": message}
+    if kind == "m":
+        memory = memory_selectors.memory_get(user=request.user, memory_id=int(raw))
+        score = next((m.get("score") for m in record.get("memories", []) if m.get("id") == memory.pk), None)
+        context |= {"memory": memory, "score": score}
+    else:
+        context["entity"] = memory_selectors.entity_get(user=request.user, entity_id=int(raw))
+    return render(request, "injection/partials/recall_node.html", context)

@@ -1,0 +1,142 @@
+"""Triggered recall and persistent recall (ST-BME's `extra.bme_recall` on the user turn): the priority rules, what
+the record holds, and a person's edit, deletion and re-run."""
+
+import pytest
+
+from apps.chats.models import Chat, Message
+from apps.common.exceptions import ApplicationError
+from apps.injection.services.context import context_build, recall_rerun
+from apps.injection.services.recall import recall_edit, recall_store, recall_stored
+from apps.injection.services.settings import injection_settings_save
+from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
+from apps.sync.services.settings import settings_get
+from tests.injection.conftest import say
+
+pytestmark = pytest.mark.django_db
+
+ASK = "Tell me about the lighthouse keeper's old dog."
+DOG = "The lighthouse keeper's old dog is called Biscuit."
+
+
+@pytest.fixture
+def facts(user, story, character, remember, scripted):
+    """Long-term memories more than the long-term slot holds; the one the question is about is minor."""
+    injection_settings_save(user=user, values={"budgets": {"long": 60}}, integrity=settings_get(user=user).integrity)
+    made = [
+        remember("fact", f"{name} trades salt for copper in the harbour.", character=character, importance=3)
+        for name in ("Corvin", "Tessa", "Hale", "Brin")
+    ]
+    dog = remember("fact", DOG, character=character, importance=1, entities=[{"name": "Biscuit", "type": "animal"}])
+    say(story, ("Mira", "Welcome back."), ("Rowan", ASK))
+    return {"dog": dog, "others": made}
+
+
+def last_user(chat) -> Message:
+    return Message.objects.filter(chat=chat, is_user=True).order_by("-index").first()
+
+
+def test_a_new_recall_is_made_for_the_pending_message_and_kept_on_its_user_turn(user, story, facts):
+    before = Chat.objects.get(pk=story.pk).integrity
+    context = context_build(user=user, chat=story, message=ASK)
+    slot = context.slots["smart_memory_triggered"]
+    assert slot["text"] == f"[Recalled for this turn]\n- {DOG}" and slot["memory_ids"] == [facts["dog"].pk]
+    assert context.recall["source"] == "new" and context.recall["stored"] and context.recall["message_index"] == 1
+    record = recall_stored(last_user(story))
+    assert record["version"] == 1 and record["injectionText"] == slot["text"]
+    assert record["selectedNodeIds"] == [f"m{facts['dog'].pk}"] and record["memories"][0]["id"] == facts["dog"].pk
+    assert record["recallInput"] == ASK and record["boundUserFloorText"] == ASK and record["authoritativeInputUsed"]
+    assert record["manuallyEdited"] is False and record["tokenEstimate"] == slot["tokens"]
+    nodes = {node["id"]: node for node in record["subgraph"]["nodes"]}
+    dog_entity = facts["dog"].entities.get()
+    assert (
+        set(nodes) == {f"m{facts['dog'].pk}", f"e{dog_entity.pk}"} and nodes[f"e{dog_entity.pk}"]["label"] == "Biscuit"
+    )
+    assert record["subgraph"]["edges"] == [
+        {"source": f"m{facts['dog'].pk}", "target": f"e{dog_entity.pk}", "kind": "mentions"}
+    ]
+    current = Chat.objects.get(pk=story.pk).integrity
+    assert current != before and context.chat.integrity == current  # the recall is a write: the client gets it
+
+
+def test_a_regeneration_uses_the_recall_kept_on_the_turn_without_searching(user, story, facts, scripted):
+    context_build(user=user, chat=story, message=ASK)
+    scripted.forget()
+    again = context_build(user=user, chat=story)
+    assert again.recall["source"] == "stored"
+    assert again.slots["smart_memory_triggered"]["text"] == f"[Recalled for this turn]\n- {DOG}"
+    assert scripted.requests == []  # no query embedded: nothing searched
+
+
+def test_with_neither_a_new_nor_a_kept_recall_the_slot_is_empty(user, story, facts):
+    context = context_build(user=user, chat=story)
+    assert context.recall["source"] == "none" and context.slots["smart_memory_triggered"]["text"] == ""
+
+
+def test_a_message_not_in_the_chat_yet_gets_its_recall_in_the_answer_only(user, story, facts):
+    context = context_build(user=user, chat=story, message="What of the lighthouse keeper's old dog, then?")
+    assert context.recall["source"] == "new" and context.recall["stored"] is False
+    assert context.recall["bme_recall"]["injectionText"].endswith(DOG)
+    assert recall_stored(last_user(story)) is None
+
+
+def test_a_preview_keeps_nothing(user, story, facts):
+    before = Chat.objects.get(pk=story.pk).integrity
+    context = context_build(user=user, chat=story, message=ASK, preview=True)
+    assert context.recall["source"] == "new" and not context.recall["stored"]
+    assert recall_stored(last_user(story)) is None and Chat.objects.get(pk=story.pk).integrity == before
+
+
+def test_what_another_slot_injects_is_not_recalled_again(user, story, facts, character, remember):
+    important = remember(
+        "fact", "The lighthouse keeper guards the old harbour dog kennels.", character=character, importance=3
+    )
+    context = context_build(user=user, chat=story, message=ASK, preview=True)
+    assert important.pk in context.slots["smart_memory_long"]["memory_ids"]
+    assert important.pk not in context.slots["smart_memory_triggered"]["memory_ids"]
+
+
+def test_an_edited_recall_is_kept_when_the_same_message_is_asked_again_until_re_run(user, story, facts):
+    context_build(user=user, chat=story, message=ASK)
+    record, chat = recall_edit(chat=story, index=1, text="Biscuit is a grey lurcher.")
+    assert record["manuallyEdited"] and record["injectionText"] == "Biscuit is a grey lurcher."
+    again = context_build(user=user, chat=chat, message=ASK)
+    assert again.recall["source"] == "stored" and again.recall["edited"]
+    assert again.slots["smart_memory_triggered"]["text"] == "Biscuit is a grey lurcher."
+    record, chat = recall_rerun(user=user, chat=chat, index=1)
+    assert not record["manuallyEdited"] and record["injectionText"].endswith(DOG) and record["hookName"] == "rerun"
+    assert recall_stored(last_user(chat))["injectionText"] == record["injectionText"]
+
+
+def test_deleting_a_recall_removes_it_from_the_message_and_its_swipe(user, story, facts):
+    Message.objects.filter(chat=story, index=1).update(swipes=[ASK], swipe_id=0, swipe_info=[{"extra": {}}])
+    context_build(user=user, chat=story, message=ASK)
+    message = last_user(story)
+    assert message.swipe_info[0]["extra"]["bme_recall"]["injectionText"].endswith(DOG)  # swipe-aware, as set_data
+    chat = recall_store(chat=story, index=1, record=None)
+    message.refresh_from_db()
+    assert "bme_recall" not in message.extra and "bme_recall" not in message.swipe_info[0]["extra"]
+    assert chat.integrity == Chat.objects.get(pk=story.pk).integrity
+
+
+def test_a_recall_belongs_to_a_user_message_and_a_stale_integrity_is_refused(user, story, facts):
+    with pytest.raises(ApplicationError):
+        recall_rerun(user=user, chat=story, index=0)  # Mira's line
+    import uuid
+
+    with pytest.raises(ApplicationError) as conflict:
+        recall_rerun(user=user, chat=story, index=1, integrity=uuid.uuid4())
+    assert conflict.value.status == 409
+
+
+def test_older_chat_turns_are_recalled_but_not_those_in_the_prompt_anyway(user, story, character, scripted):
+    injection_settings_save(user=user, values={"recent_messages": 10}, integrity=settings_get(user=user).integrity)
+    say(story, *[("Mira" if i % 2 == 0 else "Rowan", f"Small talk number {i}.") for i in range(30)])
+    Message.objects.filter(chat=story, index=3).update(mes="Biscuit the lurcher sleeps under the lighthouse stairs.")
+    Message.objects.filter(chat=story, index=27).update(mes="Biscuit the lurcher barked at the lighthouse door.")
+    say(story, ("Rowan", "Where does Biscuit the lurcher sleep?"))
+    chat_index_messages(chat_id=story.pk)
+    memories_embed_pending(user_id=user.pk)
+    context = context_build(user=user, chat=story, message="Where does Biscuit the lurcher sleep?", preview=True)
+    text = context.slots["smart_memory_triggered"]["text"]
+    assert "Rowan: Biscuit the lurcher sleeps under the lighthouse stairs." in text
+    assert "barked at the lighthouse door" not in text  # message #27 is among the last 10
