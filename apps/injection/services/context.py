@@ -295,8 +295,11 @@ def _commit(user, chat, state, contents, macros, stats, turn, target, record, no
     if note is not None and contents["repair"].delivery != "off":
         ContinuityCheck.objects.filter(pk=note.pk).update(repair_consumed_at=timezone.now())
     state = state or InjectionState(chat=chat, user=user)
+    # The content cache: what each slot held, and which memories it gave the model (a re-run of a recall leaves
+    # those out, as the build did; a slot switched off gave none).
     state.slots = {
-        name: {"text": c.text, "tokens": c.tokens, "memory_ids": c.memory_ids} for name, c in contents.items()
+        name: {"text": c.text, "tokens": c.tokens, "memory_ids": c.memory_ids if c.delivery != "off" else []}
+        for name, c in contents.items()
     }
     state.macros = macros
     state.stats = stats

@@ -141,7 +141,7 @@ def recall_node(request, chat_id: int, index: int, node: str):
     """One node of the subgraph: a memory (with the score the recall gave it) or an entity."""
     chat, message = _message(request, chat_id, index)
     record = recall_stored(message) or {}
-    kind, _, raw = node.partition("-")
+    kind, raw = node[:1], node[1:]  # "m12": memory 12, "e3": entity 3
     if kind not in ("m", "e") or not raw.isdigit():
         raise Http404("No such node.")
     context = {"chat": chat, "message": message}
