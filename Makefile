@@ -44,3 +44,4 @@ bench: install
 	$(BIN)/python bench/memory_search.py
 	$(BIN)/python bench/lifecycle.py
 	$(BIN)/python bench/extraction.py
+	$(BIN)/python bench/context.py

@@ -127,10 +127,11 @@ class ContextApi(APIView):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
         state = InjectionState.objects.filter(chat=chat).first()
         if state is None:
-            return Response({"built_at": None, "slots": {}, "macros": {}, "stats": {}, "turn": ""})
+            body = {"built_at": None, "slots": {}, "macros": {}, "stats": {}, "turn": "", "builds": 0}
+            return with_etag(Response(body), chat.integrity)
         slots = {SLOT[name].key: value for name, value in state.slots.items() if name in SLOT}
         body = {"built_at": state.built_at, "slots": slots, "macros": state.macros, "stats": state.stats}
-        return Response({**body, "turn": state.turn_type, "builds": state.builds})
+        return with_etag(Response({**body, "turn": state.turn_type, "builds": state.builds}), chat.integrity)
 
 
 class RecallOutputSerializer(serializers.Serializer):
@@ -234,4 +235,4 @@ class InjectionSettingsApi(APIView):
         document = settings_get(user=request.user)
         settings = injection_settings_get(user=request.user, document=document)
         body = {"settings": settings.as_document(), "problems": settings.problems, "integrity": document.integrity}
-        return Response(InjectionSettingsSerializer(body).data)
+        return with_etag(Response(InjectionSettingsSerializer(body).data), document.integrity)

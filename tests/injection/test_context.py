@@ -242,3 +242,13 @@ def test_settings_read_leniently_and_saved_strictly(user):
     with pytest.raises(ApplicationError) as stale:
         injection_settings_save(user=user, values={}, integrity=document.integrity)  # changed since: 409
     assert stale.value.status == 409
+
+
+def test_saving_keeps_what_else_a_client_keeps_in_the_namespace(user):
+    from apps.sync.services.settings import settings_patch
+
+    document = settings_get(user=user)
+    settings_patch(user=user, patch={"smart_memory": {"theme": "dark"}}, kind="merge", integrity=document.integrity)
+    configure(user, unified=True)
+    data = settings_get(user=user).data["smart_memory"]
+    assert data["theme"] == "dark" and data["unified"] is True

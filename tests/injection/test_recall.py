@@ -140,3 +140,8 @@ def test_older_chat_turns_are_recalled_but_not_those_in_the_prompt_anyway(user, 
     text = context.slots["smart_memory_triggered"]["text"]
     assert "Rowan: Biscuit the lurcher sleeps under the lighthouse stairs." in text
     assert "barked at the lighthouse door" not in text  # message #27 is among the last 10
+
+
+def test_deleting_a_recall_that_is_not_there_changes_nothing(user, story, facts):
+    before = Chat.objects.get(pk=story.pk).integrity
+    assert recall_store(chat=story, index=1, record=None).integrity == before

@@ -165,6 +165,8 @@ def recall_store(*, chat: Chat, index: int, record: dict[str, Any] | None, integ
     message = Message.objects.filter(chat=chat, index=index).first()
     if message is None or not message.is_user:
         raise ApplicationError("A recall belongs to a user message.", {"field": "index"})
+    if record is None and NAMESPACE not in (message.extra or {}):
+        return chat  # nothing to remove: not a write
     _, chat = extension_data_put(chat=chat, index=index, namespace=NAMESPACE, value=record, integrity=integrity)
     return chat
 

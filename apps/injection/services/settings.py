@@ -153,11 +153,11 @@ def _read(raw: dict[str, Any], *, strict: bool) -> InjectionSettings:
             if isinstance(value["enabled"], bool):
                 result.enabled[name] = value["enabled"]
             else:
-                bad(f"slots.{name}.enabled", "enabled is true or false")
+                bad(f"slots.{name}.enabled", f"whether {name} is on is true or false")
         if "depth" in value:
             depth = _int(value["depth"], 0, MAX_DEPTH)
             if depth is None:
-                bad(f"slots.{name}.depth", f"depth is a whole number from 0 to {MAX_DEPTH}")
+                bad(f"slots.{name}.depth", f"the depth of {name} is a whole number from 0 to {MAX_DEPTH}")
             else:
                 result.depths[name] = depth
     for name in ("unified", "force_macros", "auto_tune", "adaptive", "recall_messages"):
@@ -192,7 +192,10 @@ def _read(raw: dict[str, Any], *, strict: bool) -> InjectionSettings:
             continue
         tokens = _int(value, 0, MAX_BUDGET)
         if tokens is None:
-            bad(f"budgets.{tier}", f"a budget is a whole number of tokens from 0 to {MAX_BUDGET}")
+            bad(
+                f"budgets.{tier}",
+                f"the {tier.replace('_', ' ')} budget is a whole number of tokens from 0 to {MAX_BUDGET}",
+            )
         else:
             result.budgets[tier] = tokens
     if strict and problems:
@@ -209,13 +212,9 @@ def injection_settings_get(*, user: AbstractUser, document: SettingsDocument | N
 
 
 def injection_settings_save(*, user: AbstractUser, values: dict[str, Any], integrity: uuid.UUID) -> InjectionSettings:
-    """Replace the namespace with these settings (checked strictly), if the document is still at `integrity`
-    (otherwise 409, as for any client of the settings document). Other namespaces are untouched."""
+    """Store these settings (checked strictly; what is not given keeps its default) in the namespace, if the
+    document is still at `integrity` (otherwise 409, as for any client of the settings document). A merge patch:
+    other keys a client keeps in the namespace, and other namespaces, are untouched."""
     settings = _read(values, strict=True)
-    document = settings_patch(
-        user=user,
-        patch=[{"op": "add", "path": f"/{NAMESPACE}", "value": settings.as_document()}],
-        kind="json",
-        integrity=integrity,
-    )
+    document = settings_patch(user=user, patch={NAMESPACE: settings.as_document()}, kind="merge", integrity=integrity)
     return injection_settings_get(user=user, document=document)
