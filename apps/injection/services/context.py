@@ -40,7 +40,6 @@ from apps.injection.services.slots import (
     gather,
     render,
     repair_note,
-    tier_sizes,
 )
 from apps.llm.tokens import count_tokens
 
@@ -137,8 +136,10 @@ def context_build(
     budgets = budgets_for(settings, turn=turn, demand=state.demand if state else {})
     timings: dict[str, float] = {}
 
-    raw = gather(scope)
-    sizes = tier_sizes(scope)
+    mark = time.perf_counter()
+    gathered = gather(scope, budgets)
+    raw, sizes = gathered.tiers, gathered.sizes
+    timings["gather"] = (time.perf_counter() - mark) * 1000
     filled: dict[str, Filled] = {"short": fit_text_end(raw["short"], budgets["short"])}
     reserve = int(budgets["long"] * TRIGGERED_SHARE)
     for tier in (*LIST_TIERS, "profiles", "canon"):
@@ -166,6 +167,7 @@ def context_build(
                 limit=settings.triggered_limit,
                 exclude=placed,
                 recent_from=chat.message_count - settings.recent_messages if settings.recall_messages else -1,
+                scope_rows=gathered.rows + chat.message_count,
             )
             timings |= {"embed": search.embed_ms, "search": search.search_ms}
             if search.filled.items:
@@ -192,7 +194,9 @@ def context_build(
     stats["long"]["injected"] += triggered.injected  # the triggered slot draws on the long-term budget
 
     if not preview:
+        mark = time.perf_counter()
         chat = _commit(user, chat, state, contents, macros, stats, turn, target, record, note)
+        timings["commit"] = (time.perf_counter() - mark) * 1000
         recall["stored"] = record is not None and target is not None
     timings["total"] = (time.perf_counter() - started) * 1000
     labels = {name: _label(name, responder) for name in SLOT}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractUser
+from django.db.models import Prefetch
 from django.utils import timezone
 
 from apps.chats.models import Chat, Message
@@ -68,12 +69,18 @@ def recall_search(
     limit: int,
     exclude: set[int],
     recent_from: int | None,
+    scope_rows: int | None = None,
 ) -> Recalled:
     """The pending message (split into sentences by the search) against the chat's memories with the memory
     store's multi-signal ranking; memories already in another slot, and chat turns from `recent_from` on (they are
     in the prompt anyway), are left out."""
     outcome = memory_search(
-        user=user, query=query, chat_id=scope.chat.pk, kinds=RECALL_KINDS, limit=max(limit * 3, 10)
+        user=user,
+        query=query,
+        chat_id=scope.chat.pk,
+        kinds=RECALL_KINDS,
+        limit=max(limit * 3, 10),
+        scope_rows=scope_rows,
     )
     items: list[Item] = []
     for hit in outcome.results:
@@ -96,8 +103,11 @@ def recall_subgraph(*, user_id: int, memory_ids: list[int], scores: dict[int, fl
     contradicts): the nodes and edges the recall card draws."""
     memories = list(
         Memory.objects.filter(user_id=user_id, pk__in=memory_ids)
-        .defer("embedding")
-        .prefetch_related("entities", "contradicts")
+        .only("id", "kind", "content", "superseded_by_id")
+        .prefetch_related(
+            Prefetch("entities", queryset=Entity.objects.only("id", "name", "type")),
+            Prefetch("contradicts", queryset=Memory.objects.only("id")),
+        )
     )
     nodes: list[dict] = []
     edges: list[dict] = []

@@ -4,15 +4,14 @@ headed block."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from django.db import connection
-from django.db.models import Q, QuerySet
 
 from apps.chats.models import Character, Chat
 from apps.extraction.models import ContinuityCheck
 from apps.llm.tokens import count_tokens
-from apps.memories.models import Kind, Memory, Status
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS
 
 CANDIDATES = 120  # memories read per tier: more than any budget holds
@@ -25,10 +24,10 @@ class Item:
     memory_id: int | None = None
     kind: str = ""
     score: float | None = None
+    tokens: int = field(init=False)
 
-    @property
-    def tokens(self) -> int:
-        return count_tokens(self.text) + 1
+    def __post_init__(self) -> None:
+        self.tokens = count_tokens(self.text) + 1
 
 
 @dataclass
@@ -50,15 +49,6 @@ class Scope:
     chat: Chat
     characters: list[Character]
     responder: Character | None
-
-    def visible(self) -> QuerySet[Memory]:
-        """The chat's own memories and its characters' persistent ones, active only."""
-        ids = [c.pk for c in self.characters]
-        return (
-            Memory.objects.filter(user_id=self.user_id, status=Status.ACTIVE)
-            .filter(Q(chat_id=self.chat.pk) | Q(chat__isnull=True, character_id__in=ids))
-            .defer("embedding")
-        )
 
 
 def fit(items: list[Item], budget: int, *, full: int | None = None, chronological: bool = False) -> Filled:
@@ -93,93 +83,146 @@ def fit_text_end(text: str, budget: int) -> Filled:
     return Filled([Item(body)], count_tokens(body) + 1, full)
 
 
-def _items(memories) -> list[Item]:
-    return [Item(m.content, m.pk, m.kind) for m in memories]
+def _limit(budget: int) -> int:
+    """Memories worth reading for a budget: no item is under about 6 tokens."""
+    return max(5, min(CANDIDATES, budget // 6 + 5))
 
 
-def tier_sizes(scope: Scope) -> dict[str, int]:
-    """Tokens each tier holds in all (its demand), in one grouped query over the chat's memories (estimated as the
-    planner does: characters / 3.6)."""
-    ids = [c.pk for c in scope.characters] or [0]
+@dataclass
+class Gathered:
+    """Each tier's candidates best first (the summary as its text), what each tier holds in all (tokens,
+    estimated from bytes), and how many memories the chat's scope holds (for the search)."""
+
+    tiers: dict[str, list[Item] | str]
+    sizes: dict[str, int]
+    rows: int
+
+
+_VISIBLE = (
+    "m.user_id = %(user)s AND m.status = 'active'"
+    " AND (m.chat_id = %(chat)s OR (m.chat_id IS NULL AND m.character_id = ANY(%(characters)s)))"
+)
+_OWN = "m.user_id = %(user)s AND m.status = 'active' AND m.chat_id = %(chat)s"
+_HISTORY = "(m.kind = 'relationship' AND m.data ? 'history')"  # a relationship's history: its own tier
+_RECENT = "m.updated_at DESC, m.id DESC"
+_NEWEST = "m.created_at DESC, m.id DESC"
+_LONG_ORDER = f"m.importance DESC, m.confidence DESC, {_RECENT}"
+
+# tier: (scope, which memories, best first). The long-term tier is read from the scope's pass below.
+_TIER_SQL = {
+    "short": (_OWN, "m.kind = 'summary'", "m.id DESC"),
+    "session": (_OWN, "m.kind = ANY(%(session)s)", _NEWEST),
+    "scenes": (_OWN, "m.kind = 'scene_recap'", _NEWEST),
+    "arcs": (_VISIBLE, "m.kind = 'arc'", f"(m.data ->> 'status') = 'resolved', {_RECENT}"),  # open threads first
+    "relationships": (_VISIBLE, _HISTORY, _RECENT),
+    "profiles": (_OWN, "m.kind = 'profile'", _RECENT),
+    "canon": (_VISIBLE, "m.kind = 'canon'", _RECENT),
+    "epistemic": (
+        _VISIBLE,
+        "m.kind = 'epistemic' AND (%(responder)s::text IS NULL"
+        " OR lower(m.data ->> 'holder') = lower(%(responder)s::text))",
+        _RECENT,
+    ),
+    "state_ledger": (_OWN, "m.kind = 'state'", "m.data ->> 'type', m.data ->> 'key', m.id"),
+}
+
+# One round trip. The scope is read once, narrow (no content, no vector), for what each kind holds and for the
+# long-term tier's best (the tier that is most of the scope); every other tier is its own small top-N through the
+# indexes. Rows: (id, kind, content, data, tier, rank) for candidates; (None, kind, None, None, None, None,
+# history, count, tokens) for the sizes.
+_GATHER_SQL = (
+    f"""
+WITH scope AS MATERIALIZED (
+    SELECT m.id, m.kind, {_HISTORY} AS history, m.importance, m.confidence, m.updated_at,
+           octet_length(m.content) AS bytes
+    FROM memories_memory m WHERE {_VISIBLE} AND m.kind <> 'message'
+), long AS (
+    SELECT m.id, row_number() OVER (ORDER BY {_LONG_ORDER}) AS rank
+    FROM scope m WHERE m.kind = ANY(%(long)s) AND NOT m.history
+    ORDER BY {_LONG_ORDER} LIMIT %(limit_long)s
+)
+SELECT m.id, m.kind, m.content, m.data, 'long', long.rank, NULL::boolean, NULL::bigint, NULL::bigint
+FROM long JOIN memories_memory m ON m.id = long.id
+"""
+    + "".join(
+        f"""UNION ALL
+SELECT * FROM (
+    SELECT m.id, m.kind, m.content, m.data, '{tier}', row_number() OVER (ORDER BY {order}),
+           NULL::boolean, NULL::bigint, NULL::bigint
+    FROM memories_memory m WHERE {scope} AND {which} ORDER BY {order} LIMIT %(limit_{tier})s
+) {tier}
+"""
+        for tier, (scope, which, order) in _TIER_SQL.items()
+    )
+    + """UNION ALL
+SELECT NULL, s.kind, NULL, NULL, NULL, NULL, s.history, count(*), sum(s.bytes / 4 + 3)
+FROM scope s GROUP BY s.kind, s.history
+ORDER BY 5, 6
+"""
+)
+
+
+def _tier_of(kind: str, history: bool) -> str | None:
+    if history:
+        return "relationships"
+    if kind in LONG_TERM_KINDS:
+        return "long"
+    if kind in SESSION_KINDS:
+        return "session"
+    return _KIND_TIERS.get(kind)
+
+
+_KIND_TIERS = {
+    "scene_recap": "scenes",
+    "arc": "arcs",
+    "canon": "canon",
+    "profile": "profiles",
+    "epistemic": "epistemic",
+    "state": "state_ledger",
+}
+
+
+def gather(scope: Scope, budgets: dict[str, int]) -> Gathered:
+    """All the tiers' candidates, each as many as its budget could hold, and what each tier holds in all: two
+    queries in all, not one per tier (the context is built before every generation); retired memories never.
+
+    The sizes are read over the visible scope; a tier read only from the chat's own memories (session, scenes,
+    profiles, state) or only the responder's beliefs (epistemic) may count a few more than it could show."""
+    limits = {tier: _limit(budget) for tier, budget in budgets.items()} | {"short": 1, "canon": 5, "profiles": 10}
+    params = {
+        "user": scope.user_id,
+        "chat": scope.chat.pk,
+        "characters": [c.pk for c in scope.characters] or [0],
+        "responder": scope.responder.name if scope.responder else None,
+        "long": list(LONG_TERM_KINDS),
+        "session": list(SESSION_KINDS),
+    } | {f"limit_{tier}": limits.get(tier, CANDIDATES) for tier in (*_TIER_SQL, "long")}
     with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT m.kind, (m.data ? 'history') AS history, sum(ceil(char_length(m.content) / 3.6) + 3)
-            FROM memories_memory m
-            WHERE m.user_id = %s AND m.status = 'active' AND m.kind <> 'message'
-              AND (m.chat_id = %s OR (m.chat_id IS NULL AND m.character_id = ANY(%s)))
-            GROUP BY 1, 2
-            """,
-            [scope.user_id, scope.chat.pk, ids],
-        )
+        cursor.execute(_GATHER_SQL, params)
         rows = cursor.fetchall()
+    tiers: dict[str, list[Item] | str] = {tier: [] for tier in (*_TIER_SQL, "long")} | {"short": ""}
+    profiles: list[tuple[int, Item]] = []
     sizes: dict[str, int] = {}
-    tiers = {
-        Kind.SUMMARY: "short",
-        Kind.SCENE_RECAP: "scenes",
-        Kind.ARC: "arcs",
-        Kind.CANON: "canon",
-        Kind.PROFILE: "profiles",
-        Kind.EPISTEMIC: "epistemic",
-        Kind.STATE: "state_ledger",
-    }
-    for kind, history, tokens in rows:
-        if kind == Kind.SUMMARY:
-            tokens = 0  # versions are superseded, one is active: counted from the text below
-        tier = (
-            "relationships"
-            if kind == Kind.RELATIONSHIP and history
-            else "long"
-            if kind in LONG_TERM_KINDS
-            else "session"
-            if kind in SESSION_KINDS
-            else tiers.get(kind)
-        )
-        if tier:
-            sizes[tier] = sizes.get(tier, 0) + int(tokens or 0)
-    return sizes
-
-
-def gather(scope: Scope) -> dict[str, list[Item] | str]:
-    """Each tier's candidates, best first (the summary as its text)."""
-    visible = scope.visible()
-    chat_own = visible.filter(chat_id=scope.chat.pk)
-    summary = chat_own.filter(kind=Kind.SUMMARY).order_by("-id").first()
-    long = (
-        visible.filter(kind__in=LONG_TERM_KINDS)
-        .exclude(data__has_key="history")
-        .order_by("-importance", "-confidence", "-updated_at", "-id")[:CANDIDATES]
-    )
-    arcs = sorted(
-        visible.filter(kind=Kind.ARC).order_by("-updated_at", "-id")[:CANDIDATES],
-        key=lambda m: 0 if m.data.get("status") != "resolved" else 1,  # open threads first, then settled ones
-    )
-    profiles = sorted(chat_own.filter(kind=Kind.PROFILE), key=lambda m: PROFILE_ORDER.get(m.data.get("section"), 9))
-    epistemic = visible.filter(kind=Kind.EPISTEMIC)
-    if scope.responder is not None:
-        epistemic = epistemic.filter(data__holder__iexact=scope.responder.name)
-    return {
-        "short": summary.content if summary else "",
-        "long": _items(long),
-        "session": _items(chat_own.filter(kind__in=SESSION_KINDS).order_by("-created_at", "-id")[:CANDIDATES]),
-        "scenes": _items(chat_own.filter(kind=Kind.SCENE_RECAP).order_by("-created_at", "-id")[:CANDIDATES]),
-        "arcs": [
-            Item(m.content if m.data.get("status") != "resolved" else f"(settled) {m.content}", m.pk, m.kind)
-            for m in arcs
-        ],
-        "relationships": _items(
-            visible.filter(kind=Kind.RELATIONSHIP, data__has_key="history").order_by("-updated_at", "-id")[:CANDIDATES]
-        ),
-        "profiles": [
-            Item(f"{m.data.get('section', 'profile').replace('_', ' ').capitalize()}: {m.content}", m.pk, m.kind)
-            for m in profiles
-        ],
-        "canon": _items(visible.filter(kind=Kind.CANON).order_by("-updated_at", "-id")[:5]),
-        "epistemic": _items(epistemic.order_by("-updated_at", "-id")[:CANDIDATES]),
-        "state_ledger": _items(
-            chat_own.filter(kind=Kind.STATE).order_by("data__type", "data__key", "id")[:CANDIDATES]
-        ),
-    }
+    total = 0
+    for pk, kind, content, data, tier, _rank, history, count, tokens in rows:
+        if tier is None:  # what the scope holds of a kind
+            total += count
+            if size_tier := _tier_of(kind, history):
+                sizes[size_tier] = sizes.get(size_tier, 0) + int(tokens or 0)
+            continue
+        data = data if isinstance(data, dict) else json.loads(data or "{}")
+        if tier == "short":
+            tiers["short"] = content
+        elif tier == "arcs" and data.get("status") == "resolved":
+            tiers[tier].append(Item(f"(settled) {content}", pk, kind))
+        elif tier == "profiles":
+            section = str(data.get("section", "profile"))
+            label = section.replace("_", " ").capitalize()
+            profiles.append((PROFILE_ORDER.get(section, 9), Item(f"{label}: {content}", pk, kind)))
+        else:
+            tiers[tier].append(Item(content, pk, kind))
+    tiers["profiles"] = [item for _, item in sorted(profiles, key=lambda pair: pair[0])]
+    return Gathered(tiers, sizes, total)
 
 
 def repair_note(chat: Chat) -> ContinuityCheck | None:

@@ -173,7 +173,11 @@ def memory_search(
     min_score: float | None = None,
     include_retired: bool = False,
     instance: str = "",
+    scope_rows: int | None = None,
 ) -> SearchOutcome:
+    """`scope_rows`: how many memories the scope holds, when the caller already knows (about) it: the count that
+    chooses between an exact scan and the HNSW index, and scales the text ranking's word frequencies, is then
+    skipped."""
     config = settings.LOREKEEPER_SEARCH
     query = query.replace("\x00", "").strip()
     if not query:
@@ -195,7 +199,7 @@ def memory_search(
 
     started = time.perf_counter()
     rankings: list[tuple[float, dict[int, int]]] = []
-    size = scope_size(scope)
+    size = scope_rows if scope_rows is not None else scope_size(scope)
     vector_scores = (
         vector_candidates(scope, vectors=vectors, model_key=embedding.key, k=k, size=size) if vectors else {}
     )
