@@ -183,8 +183,8 @@ _KIND_TIERS = {
 
 
 def gather(scope: Scope, budgets: dict[str, int]) -> Gathered:
-    """All the tiers' candidates, each as many as its budget could hold, and what each tier holds in all: two
-    queries in all, not one per tier (the context is built before every generation); retired memories never.
+    """All the tiers' candidates, each as many as its budget could hold, and what each tier holds in all: one
+    query, not one per tier (the context is built before every generation); retired memories never.
 
     The sizes are read over the visible scope; a tier read only from the chat's own memories (session, scenes,
     profiles, state) or only the responder's beliefs (epistemic) may count a few more than it could show."""
