@@ -93,6 +93,18 @@ class ContextOutputSerializer(serializers.Serializer):
         ref_name = "Context"
 
 
+class LastContextSerializer(serializers.Serializer):
+    built_at = serializers.DateTimeField(allow_null=True, help_text="Null: no context built yet.")
+    slots = serializers.DictField(help_text="By extension prompt key: text, tokens, memory_ids.")
+    macros = serializers.DictField(child=serializers.CharField(allow_blank=True))
+    stats = serializers.DictField(child=TierStatsSerializer(), help_text="Trim statistics by tier.")
+    turn = serializers.CharField(allow_blank=True)
+    builds = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "LastContext"
+
+
 class ContextApi(APIView):
     @extend_schema(
         operation_id="context_build",
@@ -119,7 +131,7 @@ class ContextApi(APIView):
 
     @extend_schema(
         operation_id="context_last",
-        responses=serializers.DictField(),
+        responses=LastContextSerializer,
         description="The last context built for the chat (the content cache macros read): slots, macros, trim "
         "statistics, turn type, when.",
     )
