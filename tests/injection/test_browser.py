@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connections
 
 from apps.chats.models import Chat, Message
 from apps.injection.services.context import context_build
@@ -60,6 +61,9 @@ def page(browser, live_server, client, user):
     page = context.new_page()
     yield page
     context.close()
+    # The test's ORM calls ran under Playwright's greenlet, whose context holds a connection of its own (Django's
+    # connections are per context): closed here, or the test database could not be dropped at the end.
+    connections.close_all()
 
 
 def stored(chat) -> dict | None:
