@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+from _switch import switched_off
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -89,20 +90,13 @@ def _queued_elsewhere():
     from apps.extraction import tasks as extraction_tasks
     from apps.memories import tasks as memory_tasks
 
-    saved = [
+    with switched_off(
         (memory_tasks, "enqueue_index_chat"),
         (memory_tasks, "enqueue_embed_pending"),
         (memory_tasks, "enqueue_lifecycle_job"),
         (extraction_tasks, "enqueue_run"),
-    ]
-    originals = [getattr(module, name) for module, name in saved]
-    for module, name in saved:
-        setattr(module, name, lambda *args, **kwargs: None)
-    try:
+    ):
         yield
-    finally:
-        for (module, name), original in zip(saved, originals, strict=True):
-            setattr(module, name, original)
 
 
 def build_world(rebuild: bool):

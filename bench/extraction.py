@@ -38,6 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+from _switch import switched_off
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -179,19 +181,12 @@ def _elsewhere():
     from apps.extraction import tasks as extraction_tasks
     from apps.memories import tasks as memory_tasks
 
-    saved = [
+    with switched_off(
         (memory_tasks, "enqueue_embed_pending"),
         (memory_tasks, "enqueue_lifecycle_job"),
         (extraction_tasks, "enqueue_run"),
-    ]
-    originals = [getattr(module, name) for module, name in saved]
-    for module, name in saved:
-        setattr(module, name, lambda *args, **kwargs: None)
-    try:
+    ):
         yield
-    finally:
-        for (module, name), original in zip(saved, originals, strict=True):
-            setattr(module, name, original)
 
 
 def overhead(passes: int) -> dict[str, tuple[float, float]]:

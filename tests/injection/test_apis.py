@@ -9,18 +9,13 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
-from apps.chats.models import Chat, Message
+from apps.chats.models import Message
 from apps.injection.models import InjectionState
-from apps.injection.services.context import context_build
-from apps.injection.services.recall import recall_stored
-from apps.injection.services.settings import SLOTS, TIERS, InjectionSettings, injection_settings_save
-from apps.sync.services.settings import settings_get
-from tests.injection.conftest import say
+from apps.injection.services.settings import SLOTS, TIERS, InjectionSettings
+from tests.injection.conftest import ASK, DOG, fresh, say, stored
 
 pytestmark = pytest.mark.django_db
 
-ASK = "Tell me about the lighthouse keeper's old dog."
-DOG = "The lighthouse keeper's old dog is called Biscuit."
 SLOT_FIELDS = {
     "name",
     "label",
@@ -35,35 +30,6 @@ SLOT_FIELDS = {
     "memory_ids",
 }
 KEYS = {f"smart_memory_{slot.name}" for slot in SLOTS}
-
-
-@pytest.fixture
-def facts(user, story, character, remember, scripted):
-    """Long-term memories more than the long-term slot holds; the one the question (ASK, message 1) is about is
-    minor, so only the turn's recall brings it."""
-    injection_settings_save(user=user, values={"budgets": {"long": 60}}, integrity=settings_get(user=user).integrity)
-    made = [
-        remember("fact", f"{name} trades salt for copper in the harbour.", character=character, importance=3)
-        for name in ("Corvin", "Tessa", "Hale", "Brin")
-    ]
-    dog = remember("fact", DOG, character=character, importance=1, entities=[{"name": "Biscuit", "type": "animal"}])
-    say(story, ("Mira", "Welcome back."), ("Rowan", ASK))
-    return {"dog": dog, "others": made}
-
-
-@pytest.fixture
-def recalled(user, story, facts) -> Chat:
-    """The context built for ASK: message 1 holds its recall. Answers the chat as it now is."""
-    context_build(user=user, chat=story, message=ASK)
-    return fresh(story)
-
-
-def fresh(chat) -> Chat:
-    return Chat.objects.get(pk=chat.pk)
-
-
-def stored(chat, index: int = 1):
-    return recall_stored(Message.objects.get(chat=chat, index=index))
 
 
 def etag(response) -> str:

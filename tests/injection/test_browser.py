@@ -18,14 +18,12 @@ from apps.injection.services.context import context_build
 from apps.injection.services.recall import recall_stored
 from apps.injection.services.settings import injection_settings_save
 from apps.sync.services.settings import settings_get
-from tests.injection.conftest import say
+from tests.injection.conftest import ASK, DOG, say
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
-ASK = "Tell me about the lighthouse keeper's old dog."
-DOG = "The lighthouse keeper's old dog is called Biscuit."
 FLAGS = [
     "--no-sandbox",
     "--disable-gpu",

@@ -10,12 +10,9 @@ from apps.injection.services.recall import recall_edit, recall_store, recall_sto
 from apps.injection.services.settings import injection_settings_save
 from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
 from apps.sync.services.settings import settings_get
-from tests.injection.conftest import say
+from tests.injection.conftest import ASK, DOG, say
 
 pytestmark = pytest.mark.django_db
-
-ASK = "Tell me about the lighthouse keeper's old dog."
-DOG = "The lighthouse keeper's old dog is called Biscuit."
 
 
 @pytest.fixture
