@@ -10,8 +10,10 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from apps.common.models import Synced
 
-class Character(models.Model):
+
+class Character(Synced):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="characters")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
@@ -50,6 +52,9 @@ class Chat(models.Model):
     header_absent_fields = models.JSONField(default=list, blank=True)
     # Changes on every write to the chat or its messages (optimistic locking for clients).
     integrity = models.UUIDField(default=uuid.uuid4)
+    uid = models.UUIDField(
+        default=uuid.uuid4, unique=True, editable=False, help_text="Stable across accounts: archives match it."
+    )
     message_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -16,6 +16,8 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from pgvector.django import VectorField
 
+from apps.common.models import Synced
+
 # Dimensions with an HNSW index (all-MiniLM 384, nomic-embed-text 768, mxbai/bge-large 1024, OpenAI small 1536).
 # Other dimensions are searched exactly, which is fine for a user's few thousand vectors, slow past that.
 INDEXED_DIMENSIONS = (384, 768, 1024, 1536)
@@ -81,7 +83,7 @@ class Entity(models.Model):
         return self.name
 
 
-class Memory(models.Model):
+class Memory(Synced):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memories")
     character = models.ForeignKey(
         "chats.Character", null=True, blank=True, on_delete=models.CASCADE, related_name="memories"
@@ -125,8 +127,9 @@ class Memory(models.Model):
     )
     occurred_at = models.DateTimeField(null=True, blank=True, help_text="When it happened in the story, if known.")
     entities = models.ManyToManyField(Entity, blank=True, related_name="memories")
-    source_instance = models.CharField(max_length=100, blank=True, default="")
-    participating_instances = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    edited_by = models.CharField(
+        max_length=64, blank=True, default="", help_text="Who last corrected it by hand: an instance, or 'web'."
+    )
     origin = models.CharField(
         max_length=20,
         blank=True,

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.sync.apis import chats, data, save
+from apps.sync.apis import chats, data, instances, save
 
 urlpatterns = [
     path("chats/<int:chat_id>/append", chats.ChatAppendApi.as_view(), name="chat-append"),
@@ -25,4 +25,9 @@ urlpatterns = [
         name="message-data",
     ),
     path("settings", data.SettingsApi.as_view(), name="settings"),
+    path("sync/instances", instances.InstanceListApi.as_view(), name="sync-instances"),
+    path("sync/instances/<str:key>", instances.InstanceDetailApi.as_view(), name="sync-instance"),
+    path("sync/pull", instances.SyncPullApi.as_view(), name="sync-pull"),
+    path("sync/push", instances.SyncPushApi.as_view(), name="sync-push"),
+    path("sync/status", instances.SyncStatusApi.as_view(), name="sync-status"),
 ]

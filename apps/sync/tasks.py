@@ -7,3 +7,11 @@ from apps.sync.services.housekeeping import sync_records_prune
 def prune_records() -> dict[str, int]:
     """Daily: forget idempotent answers and seen generation ids old enough that no retry can still arrive."""
     return sync_records_prune()
+
+
+@shared_task(name="sync.collect_tombstones", soft_time_limit=300, time_limit=360)
+def collect_tombstones() -> int:
+    """Hourly: tombstones every instance of their user has pulled past are no longer needed."""
+    from apps.sync.services.feed import tombstones_collect
+
+    return tombstones_collect()

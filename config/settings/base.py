@@ -177,6 +177,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sync-prune-records": {"task": "sync.prune_records", "schedule": 24 * 60 * 60},
+    "sync-collect-tombstones": {"task": "sync.collect_tombstones", "schedule": 60 * 60},
     "memories-sweep": {"task": "memories.sweep", "schedule": 5 * 60},
     # Every quarter hour, so that 05:00 in every time zone (some are offset by 30 or 45 minutes) is met on time.
     "memories-hierarchy": {"task": "memories.hierarchy_tick", "schedule": crontab(minute="*/15")},

@@ -143,9 +143,13 @@ def memory_retire(*, memory: Memory, reason: str = "deleted") -> Memory:
 
 @transaction.atomic
 def memory_restore(*, memory: Memory) -> Memory:
-    Memory.objects.filter(pk=memory.pk, status=Status.RETIRED, superseded_by__isnull=True).update(
+    from apps.sync.services.feed import feed_revive
+
+    restored = Memory.objects.filter(pk=memory.pk, status=Status.RETIRED, superseded_by__isnull=True).update(
         status=Status.ACTIVE, retired_reason="", version=F("version") + 1
     )
+    if restored:  # deleted on an instance: it comes back there too
+        feed_revive(user_id=memory.user_id, kind="memory", uid=memory.uid)
     memory.refresh_from_db()
     if memory.status != Status.ACTIVE:
         raise ApplicationError(

@@ -1,0 +1,29 @@
+"""Fields shared across apps."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+
+
+class Synced(models.Model):
+    """What multi-instance sync keeps on every object it carries (memories, characters, the settings document).
+
+    `clock` is a vector clock, `{instance key: counter}`; the server's own writes count under "server". Database
+    triggers (apps/sync migrations) keep it, `changed_at` and `changed_by` for every write that does not set them
+    itself (a page, the extraction pipeline, a bulk update), and put the object on the user's sync feed; sync's
+    own writes set them from the instance that pushed."""
+
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    clock = models.JSONField(default=dict, blank=True)
+    changed_at = models.DateTimeField(null=True, blank=True, help_text="When its content last changed (sync's LWW).")
+    changed_by = models.CharField(
+        max_length=64, blank=True, default="", help_text="The instance of its last change (empty: the server)."
+    )
+    source_instance = models.CharField(max_length=100, blank=True, default="")
+    participating_instances = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+
+    class Meta:
+        abstract = True

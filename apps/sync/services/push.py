@@ -1,0 +1,445 @@
+"""Applying an instance's queued changes (entity-core's sync_push, with the vector clocks it leaves unused).
+
+Each change carries the clock of the version the instance made. Against the stored clock:
+- it descends from the stored one (or is a create): applied;
+- it is the stored one: applied already (a retry), nothing changes;
+- the stored one descends from it: rejected as stale, and the answer carries the stored version to adopt;
+- neither descends from the other (concurrent): a conflict, resolved by the object's rule —
+  characters and settings (identity documents): last write wins, by the change's time to the second, then the
+  instance's priority, then its key; memories: last write wins the same way, except daily memories, whose bullets
+  merge, and weekly, monthly, yearly and significant ones, where the push is authoritative.
+  Either way the result's clock descends from both, so every instance takes the result at its next pull.
+- `edit` is a person's correction (entity-core's memory/update): it overwrites whatever is stored, records who
+  edited, and counts a version.
+- `delete` is final: the object is removed (a memory is retired, kept in its history) and a tombstone goes on the
+  feed; a later change to it from an instance that had not seen the deletion is rejected, and it never comes back
+  under that uid. A deletion wins over edits made concurrently with it.
+A memory whose content changes gets a new vector (embedded later, as any new content).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid as uuid_module
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.contrib.auth.models import AbstractUser
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from apps.chats.models import Character, Chat
+from apps.chats.services.characters import CHARACTER_FIELDS
+from apps.common.exceptions import ApplicationError
+from apps.memories.embeddings import text_hash
+from apps.memories.models import Kind, Memory, Status
+from apps.memories.services.memories import CHAT_ONLY_KINDS, embed_later, entities_ensure
+from apps.sync import clocks
+from apps.sync.clocks import Order
+from apps.sync.models import FeedEntry, FeedType, Instance, SettingsDocument
+from apps.sync.services import daily
+from apps.sync.services.feed import PAYLOADS, feed_head, feed_order, tombstone_payload
+from apps.sync.services.settings import settings_get
+
+PUSH_LOCK = 0x5350  # pg_advisory_xact_lock(PUSH_LOCK, user id): one push of a user at a time
+MAX_CHANGES = 1000
+AUTHORITATIVE_KINDS = {Kind.WEEKLY, Kind.MONTHLY, Kind.YEARLY, Kind.SIGNIFICANT}
+MEMORY_WRITABLE = (
+    "kind",
+    "content",
+    "data",
+    "importance",
+    "confidence",
+    "time_scope",
+    "valid_from",
+    "valid_to",
+    "status",
+    "retired_reason",
+    "occurred_at",
+)
+
+APPLIED, MERGED, RESOLVED, REJECTED = "applied", "merged", "conflict_resolved", "rejected"
+
+
+@dataclass
+class Change:
+    """One validated change of a push (apps/sync/apis/sync.py checks the shape)."""
+
+    index: int
+    type: str
+    op: str  # create, update, edit, delete
+    uid: UUID | None
+    clock: dict[str, int]
+    modified_at: datetime
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    index: int
+    type: str
+    uid: str
+    result: str
+    clock: dict[str, int]
+    reason: str = ""
+    winner: str = ""  # of a conflict: "incoming" or "server"
+    item: dict[str, Any] | None = None  # the stored version, when the instance's is not it
+
+
+@dataclass
+class Pushed:
+    outcomes: list[Outcome]
+    cursor: int
+
+
+class _Push:
+    """One push: the user, the pushing instance, and the priorities of all the user's instances (for ties)."""
+
+    def __init__(self, user: AbstractUser, instance: Instance) -> None:
+        self.user = user
+        self.instance = instance
+        self.key = instance.key
+        self.priorities = dict(Instance.objects.filter(user=user).values_list("key", "priority"))
+        self.touched: set[UUID] = set()
+
+    def lww_key(self, moment: datetime | None, by: str) -> tuple:
+        """Last write wins: the later change, to the second; then the higher priority; then the greater key."""
+        second = int(moment.timestamp()) if moment else 0
+        name = by or clocks.SERVER
+        return (second, self.priorities.get(name, 0), name)
+
+    def incoming_wins(self, change: Change, changed_at: datetime | None, changed_by: str) -> bool:
+        return self.lww_key(change.modified_at, self.key) > self.lww_key(changed_at, changed_by)
+
+    def outcome(self, change: Change, uid: UUID, result: str, clock: dict, **extra: Any) -> Outcome:
+        self.touched.add(uid)
+        return Outcome(change.index, change.type, str(uid), result, clock, **extra)
+
+    def current(self, kind: str, uid: UUID) -> dict[str, Any] | None:
+        entry = FeedEntry.objects.filter(user=self.user, type=kind, uid=uid).first()
+        if entry is not None and entry.deleted_at is not None:
+            return tombstone_payload(entry)
+        return PAYLOADS[kind](user_id=self.user.pk, uids=[uid]).get(uid)
+
+    def rejected(self, change: Change, uid: UUID, reason: str, clock: dict | None = None) -> Outcome:
+        item = self.current(change.type, uid)
+        return self.outcome(
+            change,
+            uid,
+            REJECTED,
+            clock if clock is not None else (item or {}).get("clock", {}),
+            reason=reason,
+            item=item,
+        )
+
+    def tombstone(self, kind: str, uid: UUID, clock: dict) -> None:
+        """The uid's tombstone, as this instance's deletion (a delete trigger may have written it just now)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT sync_feed_tombstone(%s, %s, %s, %s::jsonb, %s)",
+                [self.user.pk, kind, uid, json.dumps(clock), self.key],
+            )
+        FeedEntry.objects.filter(user=self.user, type=kind, uid=uid).update(deleted_by=self.key, clock=clock)
+
+    def tombstoned(self, kind: str, uid: UUID) -> FeedEntry | None:
+        """The uid's feed entry if it is a tombstone, or if it is another user's (never to be written here)."""
+        entry = FeedEntry.objects.filter(type=kind, uid=uid).first()
+        if entry is not None and (entry.deleted_at is not None or entry.user_id != self.user.pk):
+            return entry
+        return None
+
+    def descending(self, clock: dict, stored: dict) -> dict:
+        """`clock` if it descends from the stored one; else the merge of both, counted as this instance's write
+        (so the new version's clock always descends from what was stored)."""
+        if clocks.compare(clock, stored) is Order.AFTER:
+            return clock
+        return clocks.tick(clocks.merge(clock, stored), self.key)
+
+    def participating(self, current: list[str]) -> list[str]:
+        return current if self.key in current else [*current, self.key]
+
+
+# --- memories -------------------------------------------------------------------------------------------------
+
+
+def _memory_references(push: _Push, change: Change, memory: Memory | None) -> dict[str, Any] | str:
+    """The character, chat and superseding memory a change names, as model values; or why it cannot be applied."""
+    values: dict[str, Any] = {}
+    data = change.data
+    if "character" in data:
+        if data["character"] is None:
+            values["character"] = None
+        else:
+            character = Character.objects.filter(user=push.user, uid=data["character"]).first()
+            if character is None:
+                return "character_missing"
+            values["character"] = character
+    if "chat" in data:
+        if data["chat"] is None:
+            values["chat"] = None
+        else:
+            chat = Chat.objects.filter(user=push.user, pk=data["chat"]).first()
+            if chat is None:
+                return "chat_missing"
+            values["chat"] = chat
+    if "superseded_by" in data:
+        if data["superseded_by"] is None:
+            values["superseded_by"] = None
+        else:
+            other = Memory.objects.filter(user=push.user, uid=data["superseded_by"]).exclude(kind=Kind.MESSAGE).first()
+            if other is None or (memory is not None and other.pk == memory.pk):
+                return "superseded_by_missing"
+            values["superseded_by"] = other
+    character = values.get("character", memory.character if memory else None)
+    chat = values.get("chat", memory.chat if memory else None)
+    kind = data.get("kind", memory.kind if memory else None)
+    if character is None and chat is None:
+        return "no_scope"
+    if kind in CHAT_ONLY_KINDS and chat is None:
+        return "no_scope"
+    return values
+
+
+def _memory_write(push: _Push, change: Change, memory: Memory, values: dict[str, Any], clock: dict) -> Memory:
+    """Write the change's fields onto `memory` (new or stored) with `clock`, as the pushing instance's version."""
+    data = change.data
+    for name in MEMORY_WRITABLE:
+        if name in data:
+            setattr(memory, name, data[name])
+    for name, value in values.items():
+        setattr(memory, name, value)
+    if memory.kind == Kind.DAILY:
+        memory.content = daily.daily_tag(memory.content, push.key)
+        if "date" in data:
+            memory.data = {**(memory.data or {}), "period": data["date"]}
+    memory.content = memory.content.strip()
+    new_hash = text_hash(memory.content)
+    if new_hash != memory.content_hash:
+        memory.content_hash = new_hash
+        memory.embedding, memory.embedding_model, memory.embedding_dim = None, "", None
+        embed_later(user_id=push.user.pk)
+    if "participating_instances" in data:
+        memory.participating_instances = list(dict.fromkeys(data["participating_instances"]))
+    memory.participating_instances = push.participating(memory.participating_instances)
+    memory.clock = clock
+    memory.changed_at = change.modified_at
+    memory.changed_by = push.key
+    if change.op == "edit":
+        memory.edited_by = push.key
+    if memory.pk:
+        memory.version = F("version") + 1
+    memory.save()
+    if "entities" in data:
+        memory.entities.set(entities_ensure(user=push.user, character=memory.character, entities=data["entities"]))
+    return memory
+
+
+def _daily_twin(push: _Push, change: Change, values: dict[str, Any]) -> Memory | None:
+    """The instance's daily memory of that day and character, if it has one already (under another uid)."""
+    day = change.data.get("date") or (change.data.get("data") or {}).get("period")
+    character = values.get("character")
+    if not day or character is None:
+        return None
+    return (
+        Memory.objects.select_for_update()
+        .filter(
+            user=push.user,
+            character=character,
+            kind=Kind.DAILY,
+            status=Status.ACTIVE,
+            source_instance=push.key,
+            data__period=day,
+        )
+        .order_by("id")
+        .first()
+    )
+
+
+def _merge_daily(push: _Push, change: Change, memory: Memory) -> Outcome:
+    clock = push.descending(clocks.merge(change.clock, memory.clock), memory.clock)
+    merged = daily.daily_merge(memory.content, change.data.get("content", ""), push.key)
+    if merged != memory.content:
+        memory.content = merged
+        memory.content_hash = text_hash(merged)
+        memory.embedding, memory.embedding_model, memory.embedding_dim = None, "", None
+        memory.changed_at = max(change.modified_at, memory.changed_at or change.modified_at)
+        memory.changed_by = push.key
+        embed_later(user_id=push.user.pk)
+    memory.participating_instances = push.participating(memory.participating_instances)
+    memory.clock = clock
+    memory.save()
+    return push.outcome(change, memory.uid, MERGED, clock, item=push.current(FeedType.MEMORY, memory.uid))
+
+
+def _apply_memory(push: _Push, change: Change) -> Outcome:
+    uid = change.uid
+    if push.tombstoned(FeedType.MEMORY, uid):
+        return push.rejected(change, uid, "deleted")
+    memory = Memory.objects.select_for_update().filter(user=push.user, uid=uid).exclude(kind=Kind.MESSAGE).first()
+    if memory is not None and not FeedEntry.objects.filter(type=FeedType.MEMORY, uid=uid).exists():
+        return push.rejected(change, uid, "deleted")  # deleted, and its tombstone collected since
+    if change.op == "delete":
+        clock = clocks.merge(change.clock, memory.clock) if memory else change.clock
+        if memory is not None:
+            Memory.objects.filter(pk=memory.pk).update(
+                status=Status.RETIRED,
+                retired_reason="deleted",
+                version=F("version") + 1,
+                clock=clock,
+                changed_at=change.modified_at,
+                changed_by=push.key,
+            )
+        push.tombstone(FeedType.MEMORY, uid, clock)
+        return push.outcome(change, uid, APPLIED, clock)
+    if memory is None and change.op != "create":
+        return push.rejected(change, uid, "unknown", clock={})
+    values = _memory_references(push, change, memory)
+    if isinstance(values, str):
+        return push.rejected(change, uid, values, clock=memory.clock if memory else {})
+    if memory is None:
+        if change.data.get("kind") == Kind.DAILY:
+            twin = _daily_twin(push, change, values)
+            if twin is not None:
+                return _merge_daily(push, change, twin)
+        chat = values.get("chat")
+        fresh = Memory(user=push.user, uid=uid, source_instance=push.key, origin="sync", source_chat=chat)
+        memory = _memory_write(push, change, fresh, values, change.clock)
+        return push.outcome(change, uid, APPLIED, change.clock)
+    order = clocks.compare(change.clock, memory.clock)
+    if order is Order.EQUAL:  # this version is the stored one: a retry
+        return push.outcome(change, uid, APPLIED, memory.clock)
+    merged = push.descending(clocks.merge(change.clock, memory.clock), memory.clock)
+    if change.op == "edit":  # a person's correction overwrites, whatever the clocks say
+        _memory_write(push, change, memory, values, merged)
+        return push.outcome(change, uid, APPLIED, merged)
+    if order is Order.AFTER:
+        _memory_write(push, change, memory, values, change.clock)
+        return push.outcome(change, uid, APPLIED, change.clock)
+    if order is Order.BEFORE:
+        return push.rejected(change, uid, "stale")
+    if memory.kind == Kind.DAILY and change.data.get("kind", Kind.DAILY) == Kind.DAILY:
+        return _merge_daily(push, change, memory)
+    if memory.kind in AUTHORITATIVE_KINDS or push.incoming_wins(change, memory.changed_at, memory.changed_by):
+        _memory_write(push, change, memory, values, merged)
+        return push.outcome(change, uid, RESOLVED, merged, winner="incoming")
+    Memory.objects.filter(pk=memory.pk).update(clock=merged)
+    return push.outcome(change, uid, RESOLVED, merged, winner="server", item=push.current(FeedType.MEMORY, uid))
+
+
+# --- identity documents: characters and settings ---------------------------------------------------------------
+
+
+def _apply_character(push: _Push, change: Change) -> Outcome:
+    uid = change.uid
+    if push.tombstoned(FeedType.CHARACTER, uid):
+        return push.rejected(change, uid, "deleted")
+    character = Character.objects.select_for_update().filter(user=push.user, uid=uid).first()
+    if change.op == "delete":
+        clock = clocks.merge(change.clock, character.clock) if character else change.clock
+        if character is not None:
+            character.delete()  # its persistent memories go with it, each leaving a tombstone
+        push.tombstone(FeedType.CHARACTER, uid, clock)
+        return push.outcome(change, uid, APPLIED, clock)
+    if character is None:
+        if change.op != "create":
+            return push.rejected(change, uid, "unknown", clock={})
+        character = Character(user=push.user, uid=uid, source_instance=push.key)
+        _character_write(push, change, character, change.clock)
+        return push.outcome(change, uid, APPLIED, change.clock)
+    order = clocks.compare(change.clock, character.clock)
+    if order is Order.EQUAL:
+        return push.outcome(change, uid, APPLIED, character.clock)
+    merged = push.descending(clocks.merge(change.clock, character.clock), character.clock)
+    if change.op == "edit" or order is Order.AFTER:
+        clock = merged if change.op == "edit" else change.clock
+        _character_write(push, change, character, clock)
+        return push.outcome(change, uid, APPLIED, clock)
+    if order is Order.BEFORE:
+        return push.rejected(change, uid, "stale")
+    if push.incoming_wins(change, character.changed_at, character.changed_by):
+        _character_write(push, change, character, merged)
+        return push.outcome(change, uid, RESOLVED, merged, winner="incoming")
+    Character.objects.filter(pk=character.pk).update(clock=merged)
+    return push.outcome(change, uid, RESOLVED, merged, winner="server", item=push.current(FeedType.CHARACTER, uid))
+
+
+def _character_write(push: _Push, change: Change, character: Character, clock: dict) -> None:
+    for name in CHARACTER_FIELDS:
+        if name in change.data:
+            setattr(character, name, change.data[name])
+    if not character.name:
+        raise ApplicationError("A character needs a name.", {"field": f"changes[{change.index}].data.name"})
+    character.participating_instances = push.participating(character.participating_instances)
+    character.clock = clock
+    character.changed_at = change.modified_at
+    character.changed_by = push.key
+    character.save()
+
+
+def _apply_settings(push: _Push, change: Change) -> Outcome:
+    settings_get(user=push.user)
+    document = SettingsDocument.objects.select_for_update().get(user=push.user)
+    uid = document.uid
+    order = clocks.compare(change.clock, document.clock)
+    if order is Order.EQUAL:
+        return push.outcome(change, uid, APPLIED, document.clock)
+    merged = push.descending(clocks.merge(change.clock, document.clock), document.clock)
+    resolved = order is Order.CONCURRENT and change.op != "edit"
+    if order is Order.BEFORE and change.op != "edit":
+        return push.rejected(change, uid, "stale")
+    if resolved and not push.incoming_wins(change, document.changed_at, document.changed_by):
+        SettingsDocument.objects.filter(pk=document.pk).update(clock=merged)
+        return push.outcome(change, uid, RESOLVED, merged, winner="server", item=push.current(FeedType.SETTINGS, uid))
+    clock = change.clock if order is Order.AFTER and change.op != "edit" else merged
+    document.data = change.data["document"]
+    document.integrity = uuid_module.uuid4()  # the document changed: a Luker-style If-Match must see it
+    document.participating_instances = push.participating(document.participating_instances)
+    document.clock = clock
+    document.changed_at = change.modified_at
+    document.changed_by = push.key
+    document.save()
+    if resolved:
+        return push.outcome(change, uid, RESOLVED, clock, winner="incoming")
+    return push.outcome(change, uid, APPLIED, clock)
+
+
+APPLY = {FeedType.MEMORY: _apply_memory, FeedType.CHARACTER: _apply_character, FeedType.SETTINGS: _apply_settings}
+
+
+@transaction.atomic
+def sync_push(*, user: AbstractUser, instance: Instance, changes: list[Change]) -> Pushed:
+    """Apply `changes` in order, all or none (a change that cannot be applied by the rules is answered
+    `rejected`, not an error; bad input is an ApplicationError naming the change and nothing is stored).
+
+    The answer's cursor moves the instance past its own changes when nothing else reached the feed since its
+    cursor; otherwise it stays, and the next pull brings the rest."""
+    if len(changes) > MAX_CHANGES:
+        raise ApplicationError(f"At most {MAX_CHANGES} changes per push.", {"field": "changes"})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [PUSH_LOCK, user.pk])
+    push = _Push(user, instance)
+    now = timezone.now()
+    outcomes = []
+    for change in changes:
+        change.modified_at = min(change.modified_at, now + timedelta(seconds=1))  # a client's clock ahead of ours
+        outcomes.append(APPLY[change.type](push, change))
+    feed_order(user_id=user.pk)
+    head = feed_head(user_id=user.pk)
+    cursor = instance.pulled_seq
+    others = (
+        FeedEntry.objects.filter(user=user, seq__gt=instance.pulled_seq, seq__lte=head)
+        .exclude(uid__in=push.touched)
+        .exists()
+    )
+    if not others:
+        cursor = head
+    Instance.objects.filter(pk=instance.pk).update(
+        pulled_seq=max(instance.pulled_seq, cursor),
+        pushed_items=F("pushed_items") + len(changes),
+        last_push_at=now,
+    )
+    instance.refresh_from_db()
+    return Pushed(outcomes, cursor)
