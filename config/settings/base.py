@@ -152,6 +152,7 @@ SPECTACULAR_SETTINGS = {
         "PipelineStateEnum": "apps.extraction.selectors.PIPELINE_STATES",
         "AwayRecapStateEnum": "apps.extraction.models.Recap.State",
         "AutomaticEnum": "apps.extraction.models.AutoChoice",
+        "SyncInstanceKindEnum": "apps.sync.models.InstanceKind",
     },
     "APPEND_COMPONENTS": {
         "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},

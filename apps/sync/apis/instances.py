@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.common.serializers import DictField, StorableInputSerializer
+from apps.memories.apis.memories import WRITABLE_KINDS
 from apps.memories.models import Kind, Status
 from apps.sync import selectors
 from apps.sync.clocks import clock_problem
@@ -17,7 +18,6 @@ from apps.sync.services.feed import MAX_PULL_LIMIT, PULL_LIMIT, sync_pull
 from apps.sync.services.instances import instance_key_check, instance_register, instance_remove, instance_update
 from apps.sync.services.push import MAX_CHANGES, Change, sync_push
 
-WRITABLE_KINDS = [k for k in Kind.values if k != Kind.MESSAGE]
 OPS = ("create", "update", "edit", "delete")
 
 

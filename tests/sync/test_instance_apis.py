@@ -1,0 +1,139 @@
+"""The sync API's wiring: instances registered, listed, changed and removed; pull and push validated with errors
+that name the change and field (and nothing stored then); status; another user's instances out of reach."""
+
+import uuid
+
+import pytest
+
+from apps.memories.models import Memory
+from apps.sync.models import FeedEntry, Instance
+from tests.chats.factories import CharacterFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def mira(user):
+    return CharacterFactory(user=user, name="Mira")
+
+
+def fact(mira, uid=None, clock=None, **data):
+    return {
+        "type": "memory",
+        "op": "create",
+        "uid": str(uid or uuid.uuid4()),
+        "clock": clock or {"laptop": 1},
+        "data": {"kind": "fact", "content": "Mira keeps a lantern.", "character": str(mira.uid), **data},
+    }
+
+
+def test_instances_are_registered_changed_listed_and_removed(api):
+    created = api.post("/api/v1/sync/instances", {"key": "laptop", "name": "Laptop", "kind": "desktop"}, format="json")
+    assert created.status_code == 201 and created.json()["name"] == "Laptop" and created.json()["cursor"] == 0
+    again = api.post("/api/v1/sync/instances", {"key": "laptop", "priority": 3}, format="json")
+    assert again.status_code == 200 and again.json()["priority"] == 3 and again.json()["name"] == "Laptop"
+    changed = api.patch("/api/v1/sync/instances/laptop", {"name": "Old laptop"}, format="json")
+    assert changed.json()["name"] == "Old laptop"
+    assert [i["key"] for i in api.get("/api/v1/sync/instances").json()] == ["laptop"]
+    assert api.delete("/api/v1/sync/instances/laptop").status_code == 204
+    assert api.get("/api/v1/sync/instances/laptop").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"key": "server"}, "key"),
+        ({"key": "has space"}, "key"),
+        ({"key": "ok", "kind": "toaster"}, "kind"),
+        ({"key": "ok", "priority": 5000}, "priority"),
+    ],
+)
+def test_a_bad_instance_is_refused_naming_the_field(api, body, field):
+    response = api.post("/api/v1/sync/instances", body, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert field in body or body.get("extra", {}).get("field") == field
+    assert not Instance.objects.exists()
+
+
+def test_another_users_instance_is_a_404(api, other_api):
+    api.post("/api/v1/sync/instances", {"key": "laptop"}, format="json")
+    assert other_api.get("/api/v1/sync/instances/laptop").status_code == 404
+    assert other_api.delete("/api/v1/sync/instances/laptop").status_code == 404
+    assert other_api.get("/api/v1/sync/status?instance=laptop").status_code == 404
+
+
+def test_push_then_pull_through_the_api(api, mira):
+    uid = uuid.uuid4()
+    pushed = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [fact(mira, uid)]}, format="json")
+    assert pushed.status_code == 200
+    (result,) = pushed.json()["results"]
+    assert result == {
+        "index": 0,
+        "type": "memory",
+        "uid": str(uid),
+        "result": "applied",
+        "clock": {"laptop": 1},
+        "reason": "",
+        "winner": "",
+        "item": None,
+    }
+    pulled = api.post("/api/v1/sync/pull", {"instance": "phone"}, format="json").json()
+    memories = [i for i in pulled["items"] if i["type"] == "memory"]
+    assert [m["uid"] for m in memories] == [str(uid)] and pulled["has_more"] is False
+    assert pulled["cursor"] == pulled["head"] == max(i["seq"] for i in pulled["items"])
+
+
+def test_a_bad_change_is_a_400_naming_it_and_nothing_is_stored(api, mira):
+    good = fact(mira)
+    bad = fact(mira, kind="message")
+    response = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [good, bad]}, format="json")
+    assert response.status_code == 400
+    assert "kind" in response.json()["changes"]["1"]["data"]
+    assert not Memory.objects.exists() and not FeedEntry.objects.filter(type="memory").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        ({"clock": {"laptop": -1}}, ("clock",)),
+        ({"clock": {"phone": 1}}, ("clock",)),
+        ({"uid": None}, ("uid",)),
+        ({"op": "rename"}, ("op",)),
+        ({"data": {"kind": "fact", "content": "No scope."}}, ("data", "character")),
+        ({"data": {"kind": "daily", "content": "- A", "character": None, "chat": 1}}, ("data", "character")),
+        ({"type": "settings", "op": "delete"}, ("op",)),
+        ({"type": "settings", "op": "update", "data": {"document": {"ns": 3}}}, ("data", "document")),
+        ({"data": {"kind": "fact", "content": "bad\u0000nul", "chat": 1}}, ("data", "content")),
+    ],
+)
+def test_each_malformed_change_names_its_field(api, mira, change, path):
+    body = fact(mira) | change
+    response = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [body]}, format="json")
+    assert response.status_code == 400, response.json()
+    error = response.json()["changes"]["0"]
+    for key in path:
+        error = error[key]
+    assert error
+
+
+def test_a_bad_instance_key_in_a_pull_names_the_instance(api):
+    response = api.post("/api/v1/sync/pull", {"instance": "server"}, format="json")
+    assert response.status_code == 400 and response.json()["extra"]["field"] == "instance"
+
+
+def test_a_pull_registers_its_instance_and_status_shows_how_far_behind_each_is(api, mira):
+    api.post("/api/v1/sync/pull", {"instance": "laptop"}, format="json")
+    api.post("/api/v1/sync/push", {"instance": "phone", "changes": [fact(mira, clock={"phone": 1})]}, format="json")
+    status = api.get("/api/v1/sync/status?instance=laptop").json()
+    assert status["instance"]["instance"]["key"] == "laptop"
+    assert status["instance"]["behind"] == 1
+    # The phone never pulled: the character is new to it, and so (its cursor could not move past the character)
+    # is its own memory.
+    assert {row["instance"]["key"]: row["behind"] for row in status["instances"]} == {"laptop": 1, "phone": 2}
+    assert status["objects"] >= 2 and status["tombstones"] == 0
+
+
+def test_pull_limit_is_bounded(api):
+    response = api.post("/api/v1/sync/pull", {"instance": "laptop", "limit": 999999}, format="json")
+    assert response.status_code == 400 and "limit" in response.json()
