@@ -7,19 +7,21 @@ descends from another)."""
 from __future__ import annotations
 
 import itertools
-import uuid
-from dataclasses import dataclass, field
 from datetime import timedelta
 
+import httpx
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.signals import request_finished, request_started
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rest_framework.test import APIClient
 
+from apps.accounts.services import api_token_create
 from apps.memories.models import Memory
-from apps.sync.clocks import tick
+from apps.sync.client import SyncClient
 from apps.sync.models import FeedEntry
 from tests.chats.factories import CharacterFactory
 
@@ -28,84 +30,35 @@ pytestmark = pytest.mark.django_db
 KEYS = ("laptop", "phone", "companion")
 PRIORITIES = {"laptop": 0, "phone": 2, "companion": 1}
 users = itertools.count()
+BASE = "http://testserver/api/v1"
 
 
-@dataclass
-class Local:
-    content: str
-    clock: dict[str, int]
+class Clock:
+    """The simulation's time: a step is two seconds after the one before."""
+
+    def __init__(self, start) -> None:
+        self.value = start
+
+    def __call__(self):
+        return self.value
 
 
-@dataclass
-class Instance:
-    """A client as a real one would be written: a local cache, a queue of changes, a cursor."""
+@pytest.fixture(autouse=True)
+def keep_the_tests_connection():
+    """Requests served in-process must not close the test's database connection at their end (Django's test
+    client does the same)."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
-    key: str
-    api: APIClient
-    character: str
-    items: dict[str, Local] = field(default_factory=dict)
-    queue: dict[str, dict] = field(default_factory=dict)  # uid → the change to push (the latest per uid)
-    cursor: int | None = None
 
-    def create(self, content: str, when) -> str:
-        uid = str(uuid.uuid4())
-        self.items[uid] = Local(content, {self.key: 1})
-        self.queue[uid] = {"op": "create", "when": when}
-        return uid
-
-    def edit(self, uid: str, content: str, when) -> None:
-        item = self.items[uid]
-        item.content, item.clock = content, tick(item.clock, self.key)
-        op = "create" if self.queue.get(uid, {}).get("op") == "create" else "update"
-        self.queue[uid] = {"op": op, "when": when}
-
-    def delete(self, uid: str, when) -> None:
-        item = self.items.pop(uid)
-        self.queue[uid] = {"op": "delete", "when": when, "clock": tick(item.clock, self.key)}
-
-    def push(self) -> None:
-        changes = []
-        for uid, queued in self.queue.items():
-            if queued["op"] == "delete":
-                changes.append({"type": "memory", "op": "delete", "uid": uid, "clock": queued["clock"]})
-                continue
-            item = self.items[uid]
-            data = {"content": item.content}
-            if queued["op"] == "create":
-                data |= {"kind": "fact", "character": self.character}
-            changes.append({"type": "memory", "op": queued["op"], "uid": uid, "clock": item.clock, "data": data})
-        for change, queued in zip(changes, self.queue.values(), strict=True):
-            change["modified_at"] = queued["when"].isoformat()
-        response = self.api.post("/api/v1/sync/push", {"instance": self.key, "changes": changes}, format="json")
-        assert response.status_code == 200, response.json()
-        body = response.json()
-        self.queue.clear()
-        for result in body["results"]:
-            if result["item"] is not None:
-                self.adopt(result["item"])
-            elif result["uid"] in self.items:
-                self.items[result["uid"]].clock = result["clock"]
-        if self.cursor is not None:
-            self.cursor = max(self.cursor, body["cursor"])
-
-    def pull(self) -> None:
-        while True:
-            body = {"instance": self.key, "cursor": self.cursor, "limit": 7}
-            response = self.api.post("/api/v1/sync/pull", body, format="json")
-            assert response.status_code == 200, response.json()
-            page = response.json()
-            for item in page["items"]:
-                if item["type"] == "memory" and item["uid"] not in self.queue:
-                    self.adopt(item)  # a change still queued here is settled by the next push
-            self.cursor = page["cursor"]
-            if not page["has_more"]:
-                return
-
-    def adopt(self, item: dict) -> None:
-        if item["deleted"] or item["data"]["status"] != "active":
-            self.items.pop(item["uid"], None)
-        else:
-            self.items[item["uid"]] = Local(item["data"]["content"], item["clock"])
+def client_for(user) -> SyncClient:
+    """The package's client, talking to this process's Django through WSGI (the test's own transaction)."""
+    _, token = api_token_create(user=user, name="simulation")
+    transport = httpx.WSGITransport(app=get_wsgi_application())
+    return SyncClient("http://testserver", token=token, http=httpx.Client(transport=transport, base_url=BASE))
 
 
 step = st.one_of(
@@ -135,6 +88,7 @@ def live_on_server(user) -> dict[str, tuple[str, dict]]:
 def test_three_instances_converge_whatever_the_interleaving(steps, final_order):
     user = get_user_model().objects.create_user(username=f"sim{next(users)}")
     character = CharacterFactory(user=user, name="Mira")
+    mira = str(character.uid)
     start = timezone.now() - timedelta(days=1)
     writes: dict[str, list[tuple]] = {}  # uid → (when, content) of every write
     for number in range(3):  # memories every instance has from the start: edits of them meet
@@ -142,42 +96,41 @@ def test_three_instances_converge_whatever_the_interleaving(steps, final_order):
             user=user, character=character, kind="fact", content=f"shared {number}", changed_at=start
         )
         writes[str(made.uid)] = [(start, made.content)]
-    instances = {}
-    for key in KEYS:
-        api = APIClient()
-        api.force_authenticate(user)
-        api.post("/api/v1/sync/instances", {"key": key, "priority": PRIORITIES[key]}, format="json")
-        instances[key] = Instance(key, api, str(character.uid))
-        instances[key].pull()
+    clock = Clock(start)
+    client = client_for(user)
+    instances = {key: client.instance(key, priority=PRIORITIES[key], now=clock) for key in KEYS}
+    for instance in instances.values():
+        instance.pull(limit=7)
 
     deleted: set[str] = set()
     counter = itertools.count()
     for number, action in enumerate(steps):
-        when = start + timedelta(seconds=2 * number + 2)  # a second or more apart: no ties
+        when = clock.value = start + timedelta(seconds=2 * number + 2)  # a second or more apart: no ties
         kind, rest = action[0], action[1:]
         content = f"memory text {next(counter)}"
         if kind == "create":
-            uid = instances[rest[0]].create(content, when)
+            uid = instances[rest[0]].create("memory", {"kind": "fact", "content": content, "character": mira})
             writes.setdefault(uid, []).append((when, content))
         elif kind in ("edit", "delete", "recreate"):
             instance = instances[rest[0]]
-            if not instance.items:
+            live = sorted(instance.local("memory"))
+            if not live:
                 continue
-            uid = sorted(instance.items)[rest[1] % len(instance.items)]
+            uid = live[rest[1] % len(live)]
             if kind == "edit":
-                instance.edit(uid, content, when)
+                instance.update("memory", uid, {"content": content})
                 writes.setdefault(uid, []).append((when, content))
             else:
-                old = instance.items[uid].content
-                instance.delete(uid, when)
+                old = instance.local("memory")[uid]["content"]
+                instance.delete("memory", uid)
                 deleted.add(uid)
                 if kind == "recreate":
-                    new = instance.create(old, when)
+                    new = instance.create("memory", {"kind": "fact", "content": old, "character": mira})
                     writes.setdefault(new, []).append((when, old))
         elif kind == "push":
             instances[rest[0]].push()
         elif kind == "pull":
-            instances[rest[0]].pull()
+            instances[rest[0]].pull(limit=7)
         else:  # a person edits on the server (a bulk write: the trigger counts it as the server's)
             live = sorted(live_on_server(user))
             if not live:
@@ -193,7 +146,8 @@ def test_three_instances_converge_whatever_the_interleaving(steps, final_order):
 
     server = live_on_server(user)
     for instance in instances.values():
-        assert {uid: (i.content, i.clock) for uid, i in instance.items.items()} == server, instance.key
+        local = {uid: (i.data["content"], i.clock) for (k, uid), i in instance.items.items() if k == "memory"}
+        assert local == server, instance.key
     assert not deleted & server.keys(), "a deleted memory came back"
     for uid, (content, _) in server.items():
         assert content == max(writes[uid])[1], "a surviving memory lost its latest write"
