@@ -104,6 +104,76 @@ class _Push:
         self.key = instance.key
         self.priorities = dict(Instance.objects.filter(user=user).values_list("key", "priority"))
         self.touched: set[UUID] = set()
+        self.embed = False  # some content changed: new vectors are due (one task for the whole push)
+        self.entries: dict[tuple[str, UUID], FeedEntry | None] = {}
+        self.memories: dict[UUID, Memory] = {}
+        self.characters: dict[UUID, Character] = {}
+        self.chats: dict[int, Chat] = {}
+        self.superseding: dict[UUID, int] = {}
+        self.entity_names: dict[int, set[str]] = {}
+        self.pending: dict[UUID, tuple[Memory, set[str]]] = {}  # stored memories changed, not written yet
+
+    def write_later(self, memory: Memory, columns: list[str]) -> None:
+        """Stored memories are written together, in as few statements as their changed columns allow (a push
+        of 500 edits is not 500 round trips); anything that reads them back flushes first."""
+        _, before = self.pending.get(memory.uid, (memory, set()))
+        self.pending[memory.uid] = (memory, before | set(columns))
+
+    def flush(self) -> None:
+        groups: dict[tuple[str, ...], list[Memory]] = {}
+        for memory, columns in self.pending.values():
+            groups.setdefault(tuple(sorted(columns)), []).append(memory)
+        self.pending.clear()
+        for names, memories in groups.items():
+            fields = [Memory._meta.get_field(name) for name in names]
+            sql = "UPDATE memories_memory SET {} WHERE id = %s".format(
+                ", ".join(f"{connection.ops.quote_name(field.column)} = %s" for field in fields)
+            )
+            rows = [
+                [field.get_db_prep_save(getattr(memory, field.attname), connection) for field in fields] + [memory.pk]
+                for memory in memories
+            ]
+            with connection.cursor() as cursor:
+                cursor.executemany(sql, rows)  # psycopg pipelines these: one round trip, not one per memory
+
+    def preload(self, changes: list[Change]) -> None:
+        """Read once what the changes touch or name (a push of 500 is not 2,500 single-row reads); the rows
+        to change are locked. Kept in step as the push writes."""
+        uids = {c.uid for c in changes if c.uid}
+        for entry in FeedEntry.objects.filter(uid__in=uids):
+            self.entries[(entry.type, entry.uid)] = entry
+        memory_uids = {c.uid for c in changes if c.type == FeedType.MEMORY and c.uid}
+        self.memories = {
+            m.uid: m
+            for m in Memory.objects.select_for_update()
+            .filter(user=self.user, uid__in=memory_uids)
+            .exclude(kind=Kind.MESSAGE)
+            .defer("embedding")
+            .order_by("id")
+        }
+        named = {c.data.get("character") for c in changes if c.type == FeedType.MEMORY} - {None}
+        wanted = named | {c.uid for c in changes if c.type == FeedType.CHARACTER and c.uid}
+        self.characters = {
+            c.uid: c
+            for c in Character.objects.select_for_update().filter(user=self.user, uid__in=wanted).order_by("id")
+        }
+        chat_ids = {c.data.get("chat") for c in changes if c.type == FeedType.MEMORY} - {None}
+        self.chats = {c.pk: c for c in Chat.objects.filter(user=self.user, pk__in=chat_ids)}
+        through = Memory.entities.through.objects.filter(memory_id__in=[m.pk for m in self.memories.values()])
+        for memory_id, name in through.values_list("memory_id", "entity__name"):
+            self.entity_names.setdefault(memory_id, set()).add(name.lower())
+        superseding = {c.data.get("superseded_by") for c in changes if c.type == FeedType.MEMORY} - {None}
+        self.superseding = dict(
+            Memory.objects.filter(user=self.user, uid__in=superseding)
+            .exclude(kind=Kind.MESSAGE)
+            .values_list("uid", "id")
+        )
+
+    def entry(self, kind: str, uid: UUID) -> FeedEntry | None:
+        key = (kind, uid)
+        if key not in self.entries:
+            self.entries[key] = FeedEntry.objects.filter(type=kind, uid=uid).first()
+        return self.entries[key]
 
     def lww_key(self, moment: datetime | None, by: str) -> tuple:
         """Last write wins: the later change, to the second; then the higher priority; then the greater key."""
@@ -119,6 +189,7 @@ class _Push:
         return Outcome(change.index, change.type, str(uid), result, clock, **extra)
 
     def current(self, kind: str, uid: UUID) -> dict[str, Any] | None:
+        self.flush()
         entry = FeedEntry.objects.filter(user=self.user, type=kind, uid=uid).first()
         if entry is not None and entry.deleted_at is not None:
             return tombstone_payload(entry)
@@ -143,13 +214,16 @@ class _Push:
                 [self.user.pk, kind, uid, json.dumps(clock), self.key],
             )
         FeedEntry.objects.filter(user=self.user, type=kind, uid=uid).update(deleted_by=self.key, clock=clock)
+        self.entries[(kind, uid)] = FeedEntry.objects.get(type=kind, uid=uid)
 
-    def tombstoned(self, kind: str, uid: UUID) -> FeedEntry | None:
-        """The uid's feed entry if it is a tombstone, or if it is another user's (never to be written here)."""
-        entry = FeedEntry.objects.filter(type=kind, uid=uid).first()
-        if entry is not None and (entry.deleted_at is not None or entry.user_id != self.user.pk):
-            return entry
-        return None
+    def tombstoned(self, kind: str, uid: UUID) -> bool:
+        """Whether the uid is a tombstone, or another user's (never to be written here)."""
+        entry = self.entry(kind, uid)
+        return entry is not None and (entry.deleted_at is not None or entry.user_id != self.user.pk)
+
+    def created(self, kind: str, uid: UUID) -> None:
+        """An object this push made: on the feed now (its trigger wrote the entry)."""
+        self.entries.pop((kind, uid), None)
 
     def descending(self, clock: dict, stored: dict) -> dict:
         """`clock` if it descends from the stored one; else the merge of both, counted as this instance's write
@@ -166,35 +240,27 @@ class _Push:
 
 
 def _memory_references(push: _Push, change: Change, memory: Memory | None) -> dict[str, Any] | str:
-    """The character, chat and superseding memory a change names, as model values; or why it cannot be applied."""
+    """The character, chat and superseding memory a change names, as column values; or why it cannot be
+    applied."""
     values: dict[str, Any] = {}
     data = change.data
     if "character" in data:
-        if data["character"] is None:
-            values["character"] = None
-        else:
-            character = Character.objects.filter(user=push.user, uid=data["character"]).first()
-            if character is None:
-                return "character_missing"
-            values["character"] = character
+        character = push.characters.get(data["character"]) if data["character"] is not None else None
+        if data["character"] is not None and character is None:
+            return "character_missing"
+        values["character_id"] = character.pk if character else None
     if "chat" in data:
-        if data["chat"] is None:
-            values["chat"] = None
-        else:
-            chat = Chat.objects.filter(user=push.user, pk=data["chat"]).first()
-            if chat is None:
-                return "chat_missing"
-            values["chat"] = chat
+        chat = push.chats.get(data["chat"]) if data["chat"] is not None else None
+        if data["chat"] is not None and chat is None:
+            return "chat_missing"
+        values["chat_id"] = chat.pk if chat else None
     if "superseded_by" in data:
-        if data["superseded_by"] is None:
-            values["superseded_by"] = None
-        else:
-            other = Memory.objects.filter(user=push.user, uid=data["superseded_by"]).exclude(kind=Kind.MESSAGE).first()
-            if other is None or (memory is not None and other.pk == memory.pk):
-                return "superseded_by_missing"
-            values["superseded_by"] = other
-    character = values.get("character", memory.character if memory else None)
-    chat = values.get("chat", memory.chat if memory else None)
+        other = push.superseding.get(data["superseded_by"]) if data["superseded_by"] is not None else None
+        if data["superseded_by"] is not None and (other is None or (memory is not None and other == memory.pk)):
+            return "superseded_by_missing"
+        values["superseded_by_id"] = other
+    character = values.get("character_id", memory.character_id if memory else None)
+    chat = values.get("chat_id", memory.chat_id if memory else None)
     kind = data.get("kind", memory.kind if memory else None)
     if character is None and chat is None:
         return "no_scope"
@@ -203,9 +269,15 @@ def _memory_references(push: _Push, change: Change, memory: Memory | None) -> di
     return values
 
 
+SYNC_COLUMNS = ["clock", "changed_at", "changed_by", "participating_instances", "edited_by", "version", "updated_at"]
+VECTOR_COLUMNS = ["content_hash", "embedding", "embedding_model", "embedding_dim"]
+
+
 def _memory_write(push: _Push, change: Change, memory: Memory, values: dict[str, Any], clock: dict) -> Memory:
-    """Write the change's fields onto `memory` (new or stored) with `clock`, as the pushing instance's version."""
+    """Write the change's fields onto `memory` (new or stored) with `clock`, as the pushing instance's version;
+    a stored one is updated in the columns that can change only (its vector stays unless the content moved)."""
     data = change.data
+    columns = [name for name in MEMORY_WRITABLE if name in data] + list(values)
     for name in MEMORY_WRITABLE:
         if name in data:
             setattr(memory, name, data[name])
@@ -215,12 +287,14 @@ def _memory_write(push: _Push, change: Change, memory: Memory, values: dict[str,
         memory.content = daily.daily_tag(memory.content, push.key)
         if "date" in data:
             memory.data = {**(memory.data or {}), "period": data["date"]}
+            columns += ["content", "data"]
     memory.content = memory.content.strip()
     new_hash = text_hash(memory.content)
     if new_hash != memory.content_hash:
         memory.content_hash = new_hash
         memory.embedding, memory.embedding_model, memory.embedding_dim = None, "", None
-        embed_later(user_id=push.user.pk)
+        columns += VECTOR_COLUMNS
+        push.embed = True
     if "participating_instances" in data:
         memory.participating_instances = list(dict.fromkeys(data["participating_instances"]))
     memory.participating_instances = push.participating(memory.participating_instances)
@@ -229,25 +303,36 @@ def _memory_write(push: _Push, change: Change, memory: Memory, values: dict[str,
     memory.changed_by = push.key
     if change.op == "edit":
         memory.edited_by = push.key
-    if memory.pk:
-        memory.version = F("version") + 1
-    memory.save()
+    memory.updated_at = timezone.now()
+    if memory.pk is None:
+        memory.save()
+        push.memories[memory.uid] = memory
+        push.created(FeedType.MEMORY, memory.uid)
+    else:
+        memory.version += 1  # the row is locked: its version is the stored one
+        push.write_later(memory, [*columns, *SYNC_COLUMNS])
     if "entities" in data:
-        memory.entities.set(entities_ensure(user=push.user, character=memory.character, entities=data["entities"]))
+        names = {str(e.get("name", "")).strip().lower() for e in data["entities"]}
+        if names != push.entity_names.get(memory.pk, set()):
+            entities = entities_ensure(user=push.user, character=memory.character, entities=data["entities"])
+            memory.entities.set(entities)
+            push.entity_names[memory.pk] = names
     return memory
 
 
 def _daily_twin(push: _Push, change: Change, values: dict[str, Any]) -> Memory | None:
     """The instance's daily memory of that day and character, if it has one already (under another uid)."""
+    push.flush()
     day = change.data.get("date") or (change.data.get("data") or {}).get("period")
-    character = values.get("character")
+    character = values.get("character_id")
     if not day or character is None:
         return None
     return (
         Memory.objects.select_for_update()
+        .defer("embedding")
         .filter(
             user=push.user,
-            character=character,
+            character_id=character,
             kind=Kind.DAILY,
             status=Status.ACTIVE,
             source_instance=push.key,
@@ -259,6 +344,7 @@ def _daily_twin(push: _Push, change: Change, values: dict[str, Any]) -> Memory |
 
 
 def _merge_daily(push: _Push, change: Change, memory: Memory) -> Outcome:
+    push.flush()
     clock = push.descending(clocks.merge(change.clock, memory.clock), memory.clock)
     merged = daily.daily_merge(memory.content, change.data.get("content", ""), push.key)
     if merged != memory.content:
@@ -267,7 +353,7 @@ def _merge_daily(push: _Push, change: Change, memory: Memory) -> Outcome:
         memory.embedding, memory.embedding_model, memory.embedding_dim = None, "", None
         memory.changed_at = max(change.modified_at, memory.changed_at or change.modified_at)
         memory.changed_by = push.key
-        embed_later(user_id=push.user.pk)
+        push.embed = True
     memory.participating_instances = push.participating(memory.participating_instances)
     memory.clock = clock
     memory.save()
@@ -278,12 +364,13 @@ def _apply_memory(push: _Push, change: Change) -> Outcome:
     uid = change.uid
     if push.tombstoned(FeedType.MEMORY, uid):
         return push.rejected(change, uid, "deleted")
-    memory = Memory.objects.select_for_update().filter(user=push.user, uid=uid).exclude(kind=Kind.MESSAGE).first()
-    if memory is not None and not FeedEntry.objects.filter(type=FeedType.MEMORY, uid=uid).exists():
+    memory = push.memories.get(uid)
+    if memory is not None and push.entry(FeedType.MEMORY, uid) is None:
         return push.rejected(change, uid, "deleted")  # deleted, and its tombstone collected since
     if change.op == "delete":
         clock = clocks.merge(change.clock, memory.clock) if memory else change.clock
         if memory is not None:
+            push.flush()
             Memory.objects.filter(pk=memory.pk).update(
                 status=Status.RETIRED,
                 retired_reason="deleted",
@@ -292,6 +379,7 @@ def _apply_memory(push: _Push, change: Change) -> Outcome:
                 changed_at=change.modified_at,
                 changed_by=push.key,
             )
+            push.memories.pop(uid, None)
         push.tombstone(FeedType.MEMORY, uid, clock)
         return push.outcome(change, uid, APPLIED, clock)
     if memory is None and change.op != "create":
@@ -304,8 +392,8 @@ def _apply_memory(push: _Push, change: Change) -> Outcome:
             twin = _daily_twin(push, change, values)
             if twin is not None:
                 return _merge_daily(push, change, twin)
-        chat = values.get("chat")
-        fresh = Memory(user=push.user, uid=uid, source_instance=push.key, origin="sync", source_chat=chat)
+        chat = values.get("chat_id")
+        fresh = Memory(user=push.user, uid=uid, source_instance=push.key, origin="sync", source_chat_id=chat)
         memory = _memory_write(push, change, fresh, values, change.clock)
         return push.outcome(change, uid, APPLIED, change.clock)
     order = clocks.compare(change.clock, memory.clock)
@@ -325,7 +413,9 @@ def _apply_memory(push: _Push, change: Change) -> Outcome:
     if memory.kind in AUTHORITATIVE_KINDS or push.incoming_wins(change, memory.changed_at, memory.changed_by):
         _memory_write(push, change, memory, values, merged)
         return push.outcome(change, uid, RESOLVED, merged, winner="incoming")
+    push.flush()
     Memory.objects.filter(pk=memory.pk).update(clock=merged)
+    memory.clock = merged
     return push.outcome(change, uid, RESOLVED, merged, winner="server", item=push.current(FeedType.MEMORY, uid))
 
 
@@ -336,11 +426,14 @@ def _apply_character(push: _Push, change: Change) -> Outcome:
     uid = change.uid
     if push.tombstoned(FeedType.CHARACTER, uid):
         return push.rejected(change, uid, "deleted")
-    character = Character.objects.select_for_update().filter(user=push.user, uid=uid).first()
+    character = push.characters.get(uid)
     if change.op == "delete":
         clock = clocks.merge(change.clock, character.clock) if character else change.clock
         if character is not None:
+            push.flush()
             character.delete()  # its persistent memories go with it, each leaving a tombstone
+            push.characters.pop(uid, None)
+            push.memories = {k: m for k, m in push.memories.items() if m.character_id != character.pk}
         push.tombstone(FeedType.CHARACTER, uid, clock)
         return push.outcome(change, uid, APPLIED, clock)
     if character is None:
@@ -363,6 +456,7 @@ def _apply_character(push: _Push, change: Change) -> Outcome:
         _character_write(push, change, character, merged)
         return push.outcome(change, uid, RESOLVED, merged, winner="incoming")
     Character.objects.filter(pk=character.pk).update(clock=merged)
+    character.clock = merged
     return push.outcome(change, uid, RESOLVED, merged, winner="server", item=push.current(FeedType.CHARACTER, uid))
 
 
@@ -376,7 +470,11 @@ def _character_write(push: _Push, change: Change, character: Character, clock: d
     character.clock = clock
     character.changed_at = change.modified_at
     character.changed_by = push.key
+    created = character.pk is None
     character.save()
+    push.characters[character.uid] = character
+    if created:
+        push.created(FeedType.CHARACTER, character.uid)
 
 
 def _apply_settings(push: _Push, change: Change) -> Outcome:
@@ -421,11 +519,15 @@ def sync_push(*, user: AbstractUser, instance: Instance, changes: list[Change]) 
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [PUSH_LOCK, user.pk])
     push = _Push(user, instance)
+    push.preload(changes)
     now = timezone.now()
     outcomes = []
     for change in changes:
         change.modified_at = min(change.modified_at, now + timedelta(seconds=1))  # a client's clock ahead of ours
         outcomes.append(APPLY[change.type](push, change))
+    push.flush()
+    if push.embed:
+        embed_later(user_id=user.pk)
     feed_order(user_id=user.pk)
     head = feed_head(user_id=user.pk)
     cursor = instance.pulled_seq
