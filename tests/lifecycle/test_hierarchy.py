@@ -2,6 +2,7 @@
 period caught up at the next run, a manual trigger for any period, the originals kept."""
 
 import re
+import uuid
 from datetime import UTC, datetime
 
 import pytest
@@ -155,6 +156,20 @@ def test_a_day_that_already_has_a_daily_from_the_api_is_not_summarised_again(
     assert hierarchy_run(character=character, connection=model, now=datetime(2026, 11, 30, tzinfo=UTC))["daily"] == []
     [weekly] = model.server.prompts("weekly summary for 2026-W47")
     assert "My own notes." in weekly
+
+
+def test_a_week_is_made_from_every_instances_daily_of_its_days(user, character, said, model, scripted):
+    """Each instance owns its daily memory of a day (entity-core's YYYY-MM-DD_instance): the week reads them all."""
+    from tests.sync.instances import change, push
+
+    said(datetime(2026, 11, 20, 12, tzinfo=UTC), "Friday.")
+    day = {"kind": "daily", "character": character.uid, "date": "2026-11-20"}
+    push(user, "laptop", change("create", uuid.uuid4(), {"laptop": 1}, content="- Laptop [chat:1]", **day))
+    push(user, "phone", change("create", uuid.uuid4(), {"phone": 1}, content="- Phone [chat:2]", **day))
+    assert hierarchy_run(character=character, connection=model, now=datetime(2026, 11, 30, tzinfo=UTC))["daily"] == []
+    [weekly] = model.server.prompts("weekly summary for 2026-W47")
+    assert "[daily 2026-11-20 via laptop] - Laptop [chat:1] [via:laptop]" in weekly
+    assert "[daily 2026-11-20 via phone] - Phone [chat:2] [via:phone]" in weekly
 
 
 def test_a_failing_model_leaves_the_job_failed_and_the_next_run_builds_it(

@@ -57,6 +57,25 @@ def _summaries(character: Character, granularity: str) -> dict[str, Memory]:
     return found
 
 
+def _dailies(character: Character) -> list[tuple[date, Memory]]:
+    """Every active daily memory of the character with its day: each instance keeps its own for a day
+    (`YYYY-MM-DD_instance`), and a week is made from all of them."""
+    found = []
+    qs = Memory.objects.filter(
+        user_id=character.user_id, character=character, chat__isnull=True, kind="daily", status=Status.ACTIVE
+    ).defer("embedding")
+    for memory in qs.order_by("created_at", "id"):
+        try:
+            found.append((periods.parse_key("daily", (memory.data or {}).get("period")).start, memory))
+        except (ValueError, TypeError):
+            continue
+    return found
+
+
+def _via(memory: Memory) -> str:
+    return f" via {memory.source_instance}" if memory.source_instance else ""
+
+
 def _message_days(character: Character, tz: ZoneInfo, since: datetime) -> list[date]:
     with db.cursor() as cursor:
         cursor.execute(
@@ -115,8 +134,7 @@ def _sources(character: Character, period: Period, tz: ZoneInfo) -> tuple[list[s
     if period.granularity == "daily":
         return _messages(character, period, tz), []
     child_level = CHILD[period.granularity]
-    dailies = [(date.fromisoformat(key), m) for key, m in _summaries(character, "daily").items()]
-    inside = [(day, m) for day, m in dailies if period.start <= day <= period.end]
+    inside = [(day, m) for day, m in _dailies(character) if period.start <= day <= period.end]
     if child_level == "daily":
         chosen = inside
     else:
@@ -130,7 +148,7 @@ def _sources(character: Character, period: Period, tz: ZoneInfo) -> tuple[list[s
         # The days of a straddling or not yet summarised week (or month) count by their dailies.
         chosen += [(day, m) for day, m in inside if day not in covered]
     chosen.sort(key=lambda pair: (pair[0], pair[1].pk))
-    labels = [f"[{m.kind} {m.data.get('period')}] {m.content}" for _, m in chosen]
+    labels = [f"[{m.kind} {m.data.get('period')}{_via(m)}] {m.content}" for _, m in chosen]
     return labels, [m.pk for _, m in chosen]
 
 
