@@ -1,6 +1,10 @@
+import logging
+
 from celery import shared_task
 
 from apps.sync.services.housekeeping import sync_records_prune
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(name="sync.prune_records", soft_time_limit=300, time_limit=360)
@@ -15,3 +19,27 @@ def collect_tombstones() -> int:
     from apps.sync.services.feed import tombstones_collect
 
     return tombstones_collect()
+
+
+@shared_task(name="sync.backup", acks_late=True, soft_time_limit=3 * 3600, time_limit=3 * 3600 + 300)
+def backup(backup_id: int) -> str:
+    """Make an archive, or import / restore one (a redelivered task finds the job claimed and leaves it)."""
+    from apps.sync.services.backups import backup_run
+
+    done = backup_run(backup_id=backup_id)
+    return done.state if done else "gone"
+
+
+@shared_task(name="sync.backups_due", soft_time_limit=300, time_limit=360)
+def backups_due() -> list[int]:
+    """Hourly: the automatic backups that are due."""
+    from apps.sync.services.backups import backups_due as due
+
+    return due()
+
+
+def enqueue_backup(backup_id: int) -> None:
+    try:
+        backup.apply_async((backup_id,), retry=False)
+    except Exception as exc:  # noqa: BLE001 — the job stays queued; the hourly check re-sends it
+        log.warning("could not enqueue backup %s (the hourly check will): %s", backup_id, exc)

@@ -100,6 +100,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
+# Account backups and uploaded archives (not served: they are downloaded through a view that checks the owner).
+MEDIA_ROOT = env("MEDIA_ROOT", default=str(embedded.VAR_DIR / "media"))
 
 # Uploads above this size go to a temporary file, so a 50 MB chat import never sits in memory whole.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
@@ -179,6 +181,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sync-prune-records": {"task": "sync.prune_records", "schedule": 24 * 60 * 60},
     "sync-collect-tombstones": {"task": "sync.collect_tombstones", "schedule": 60 * 60},
+    "sync-backups-due": {"task": "sync.backups_due", "schedule": 60 * 60},
     "memories-sweep": {"task": "memories.sweep", "schedule": 5 * 60},
     # Every quarter hour, so that 05:00 in every time zone (some are offset by 30 or 45 minutes) is met on time.
     "memories-hierarchy": {"task": "memories.hierarchy_tick", "schedule": crontab(minute="*/15")},
