@@ -10,7 +10,7 @@ from django.db.models import Count, Max, Q, QuerySet
 from django.http import Http404
 
 from apps.chats.models import Chat
-from apps.sync.models import ChatRevision, FeedEntry, Instance
+from apps.sync.models import Backup, ChatRevision, FeedEntry, Instance
 
 REVISION_LIST_LIMIT = 100
 CHUNK = 256 * 1024
@@ -82,3 +82,21 @@ def sync_status(*, user, instance: Instance | None = None) -> dict:
     if instance is not None:
         status["instance"] = next(row for row in rows if row["instance"].pk == instance.pk)
     return status
+
+
+BACKUP_LIST_LIMIT = 50
+
+
+def backup_list(*, user) -> QuerySet[Backup]:
+    return Backup.objects.filter(user=user)[:BACKUP_LIST_LIMIT]
+
+
+def backup_get(*, user, backup_id: int) -> Backup:
+    try:
+        return Backup.objects.get(user=user, pk=backup_id)
+    except Backup.DoesNotExist as exc:
+        raise Http404("No such backup.") from exc
+
+
+def backups_active(*, user) -> bool:
+    return Backup.objects.filter(user=user, state__in=[Backup.State.QUEUED, Backup.State.RUNNING]).exists()
