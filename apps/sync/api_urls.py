@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.sync.apis import backups, chats, data, instances, save
+from apps.sync.apis import backups, chats, data, instances, legacy, save
 
 urlpatterns = [
     path("chats/<int:chat_id>/append", chats.ChatAppendApi.as_view(), name="chat-append"),
@@ -30,6 +30,7 @@ urlpatterns = [
     path("sync/pull", instances.SyncPullApi.as_view(), name="sync-pull"),
     path("sync/push", instances.SyncPushApi.as_view(), name="sync-push"),
     path("sync/status", instances.SyncStatusApi.as_view(), name="sync-status"),
+    path("chats/<int:chat_id>/legacy-import", legacy.ChatLegacyImportApi.as_view(), name="chat-legacy-import"),
     path("backups", backups.BackupListApi.as_view(), name="backups"),
     path("backups/settings", backups.BackupSettingsApi.as_view(), name="backup-settings"),
     path("backups/import", backups.ArchiveImportApi.as_view(), name="backup-import"),

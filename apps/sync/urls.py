@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.sync.views import devices, settings
+from apps.sync.views import devices, legacy, settings
 
 app_name = "sync"
 
@@ -16,4 +16,5 @@ urlpatterns = [
     path("backups/<int:backup_id>/download/", devices.backup_download, name="backup-download"),
     path("backups/<int:backup_id>/restore/", devices.backup_restore, name="backup-restore"),
     path("backups/<int:backup_id>/delete/", devices.backup_remove, name="backup-delete"),
+    path("chats/<int:chat_id>/legacy-import/", legacy.legacy_import, name="legacy-import"),
 ]
