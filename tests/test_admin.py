@@ -36,6 +36,10 @@ def chat(user):
         "/admin/memories/consolidationcounter/",
         "/admin/llm/connection/?q=x",
         "/admin/llm/call/?status__exact=error",
+        "/admin/sync/instance/?q=laptop&kind__exact=phone",
+        "/admin/sync/feedentry/?type__exact=memory&deleted_at__isempty=0",
+        "/admin/sync/backup/?state__exact=failed",
+        "/admin/sync/backupsettings/",
     ],
 )
 def test_admin_lists_with_search_and_filters(staff, chat, path):

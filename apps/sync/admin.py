@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from apps.sync.models import ChatRevision, SettingsDocument
+from apps.sync.models import Backup, BackupSettings, ChatRevision, FeedEntry, Instance, SettingsDocument
 
 
 @admin.register(ChatRevision)
@@ -22,3 +22,50 @@ class SettingsDocumentAdmin(admin.ModelAdmin):
     search_fields = ["user__username"]
     list_select_related = ["user"]
     readonly_fields = ["user", "integrity", "updated_at"]
+
+
+@admin.register(Instance)
+class InstanceAdmin(admin.ModelAdmin):
+    list_display = ["key", "name", "user", "kind", "priority", "pulled_seq", "last_pull_at", "last_push_at"]
+    list_filter = ["kind"]
+    search_fields = ["key", "name", "user__username"]
+    list_select_related = ["user"]
+    readonly_fields = ["user", "key", "pulled_seq", "pulled_items", "pushed_items", "last_pull_at", "last_push_at"]
+
+
+@admin.register(FeedEntry)
+class FeedEntryAdmin(admin.ModelAdmin):
+    """The sync feed, read-only: the triggers write it. A tombstone is an entry with `deleted_at`."""
+
+    list_display = ["type", "uid", "user", "seq", "deleted_at", "deleted_by"]
+    list_filter = ["type", ("deleted_at", admin.EmptyFieldListFilter)]
+    search_fields = ["=uid", "user__username"]
+    list_select_related = ["user"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Backup)
+class BackupAdmin(admin.ModelAdmin):
+    list_display = ["id", "user", "kind", "trigger", "state", "progress", "size", "created_at", "finished_at"]
+    list_filter = ["kind", "state", "trigger"]
+    search_fields = ["user__username"]
+    list_select_related = ["user"]
+    readonly_fields = [
+        "user", "kind", "trigger", "state", "stage", "progress", "file", "size", "source", "counts", "error",
+        "created_at", "started_at", "finished_at",
+    ]  # fmt: skip
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(BackupSettings)
+class BackupSettingsAdmin(admin.ModelAdmin):
+    list_display = ["user", "mode", "every_hours", "keep"]
+    list_filter = ["mode"]
+    search_fields = ["user__username"]
