@@ -45,3 +45,4 @@ bench: install
 	$(BIN)/python bench/lifecycle.py
 	$(BIN)/python bench/extraction.py
 	$(BIN)/python bench/context.py
+	$(BIN)/python bench/sync_instances.py

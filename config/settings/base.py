@@ -102,6 +102,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
 # Account backups and uploaded archives (not served: they are downloaded through a view that checks the owner).
 MEDIA_ROOT = env("MEDIA_ROOT", default=str(embedded.VAR_DIR / "media"))
+# An account archive may unpack to at most this much (a zip bomb is refused before anything is read).
+LOREKEEPER_MAX_ARCHIVE_BYTES = env.int("LOREKEEPER_MAX_ARCHIVE_BYTES", default=4 * 1024**3)
 
 # Uploads above this size go to a temporary file, so a 50 MB chat import never sits in memory whole.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024

@@ -265,7 +265,7 @@ def _open(source: BinaryIO) -> zipfile.ZipFile:
         archive = zipfile.ZipFile(source)
     except zipfile.BadZipFile as exc:
         raise ArchiveError("This is not a Lorekeeper archive (not a zip file).") from exc
-    limit = int(getattr(settings, "LOREKEEPER_MAX_ARCHIVE_BYTES", 4 * 1024**3))
+    limit = settings.LOREKEEPER_MAX_ARCHIVE_BYTES
     if sum(info.file_size for info in archive.infolist()) > limit:
         raise ArchiveError(f"The archive unpacks to more than {limit // 1024**2:,} MB.")
     try:

@@ -8,6 +8,7 @@ import tempfile
 from datetime import timedelta
 from typing import Any, BinaryIO
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.core.files import File
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
@@ -84,6 +85,9 @@ def backup_restore_start(*, backup: Backup) -> Backup:
 @transaction.atomic
 def archive_upload(*, user: AbstractUser, upload: BinaryIO, name: str = "archive.zip") -> Backup:
     """Keep an uploaded archive and queue its import (merged by the sync rules)."""
+    limit = settings.LOREKEEPER_MAX_IMPORT_BYTES
+    if getattr(upload, "size", 0) > limit:
+        raise ApplicationError(f"An archive may be at most {limit // 1024**2:,} MB.", {"field": "file"}, status=413)
     if _busy(user):
         raise ApplicationError("A backup, import or restore is already under way: wait for it.", status=409)
     job = Backup(user=user, kind=Backup.Kind.IMPORT, trigger=Backup.Trigger.UPLOAD, stage="queued")
