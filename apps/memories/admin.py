@@ -83,7 +83,11 @@ class MemoryAdmin(admin.ModelAdmin):
         return self.readonly_fields
 
     def save_model(self, request, obj, form, change):
-        memory_update(memory=obj, data={key: form.cleaned_data[key] for key in form.changed_data if key in EDITABLE})
+        memory_update(
+            memory=obj,
+            data={key: form.cleaned_data[key] for key in form.changed_data if key in EDITABLE},
+            edited_by="admin",
+        )
 
 
 @admin.register(Entity)

@@ -18,6 +18,7 @@ from apps.sync.idempotency import idempotent
 
 class CharacterOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
+    uid = serializers.UUIDField(help_text="Its id in multi-instance sync (memories name their character by it).")
     name = serializers.CharField()
     description = serializers.CharField()
     personality = serializers.CharField()

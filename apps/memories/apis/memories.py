@@ -39,6 +39,7 @@ class EntityRefSerializer(serializers.Serializer):
 
 class MemoryOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
+    uid = serializers.UUIDField(help_text="Its id in multi-instance sync.")
     kind = serializers.CharField()
     content = serializers.CharField()
     character = serializers.IntegerField(source="character_id", allow_null=True)
@@ -59,6 +60,8 @@ class MemoryOutputSerializer(serializers.Serializer):
     entities = EntityRefSerializer(many=True, source="entities.all")
     source_instance = serializers.CharField()
     participating_instances = serializers.ListField(child=serializers.CharField())
+    clock = serializers.DictField(child=serializers.IntegerField(), help_text="Its vector clock (sync).")
+    edited_by = serializers.CharField(help_text="Who last corrected it by hand: an instance, web, api or admin.")
     origin = serializers.CharField(help_text="What wrote it: api, extraction, consolidation, hierarchy.")
     occurred_at = serializers.DateTimeField(allow_null=True)
     embedding_model = serializers.CharField()
@@ -276,7 +279,8 @@ class MemoryDetailApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         entities = data.pop("entities", None)
-        memory = memory_update(memory=memory, data=data, entities=entities)
+        edited_by = request.META.get(INSTANCE_HEADER, "")[:64] or "api"
+        memory = memory_update(memory=memory, data=data, entities=entities, edited_by=edited_by)
         return Response(MemoryOutputSerializer(with_links(Memory.objects.filter(pk=memory.pk)).get()).data)
 
     @extend_schema(

@@ -94,9 +94,12 @@ def memory_create(
 
 
 @transaction.atomic
-def memory_update(*, memory: Memory, data: dict[str, Any], entities: Iterable[dict[str, Any]] | None = None) -> Memory:
+def memory_update(
+    *, memory: Memory, data: dict[str, Any], entities: Iterable[dict[str, Any]] | None = None, edited_by: str = ""
+) -> Memory:
     """Change a memory in place (a user's correction): version + 1, and a new vector when the content changed.
-    Message memories follow their message and are not edited here."""
+    `edited_by`: who corrected it (an instance's key, "web", "api", "admin"), kept on the memory. Message memories
+    follow their message and are not edited here."""
     if memory.kind == Kind.MESSAGE:
         raise ApplicationError("A message memory follows its message: edit the message instead.", {"field": "kind"})
     memory = Memory.objects.select_for_update().get(pk=memory.pk)
@@ -123,7 +126,8 @@ def memory_update(*, memory: Memory, data: dict[str, Any], entities: Iterable[di
         memory.entities.set(entities_ensure(user=memory.user, character=memory.character, entities=entities))
     if changed or entities is not None:
         memory.version = F("version") + 1
-        memory.save(update_fields=[*changed, "version", "updated_at"])
+        memory.edited_by = edited_by[:64]
+        memory.save(update_fields=[*changed, "version", "edited_by", "updated_at"])
         memory.refresh_from_db()
     return memory
 

@@ -193,7 +193,7 @@ def memory_edit(request, memory_id: int):
     form = MemoryEditForm(request.POST)
     if form.is_valid():
         try:
-            memory = memory_update(memory=memory, data=form.cleaned_data)
+            memory = memory_update(memory=memory, data=form.cleaned_data, edited_by="web")
         except ApplicationError as exc:
             form.add_error(error_field(exc, form, "content"), exc.message)
         else:
