@@ -142,6 +142,8 @@ class _Push:
         uids = {c.uid for c in changes if c.uid}
         for entry in FeedEntry.objects.filter(uid__in=uids):
             self.entries[(entry.type, entry.uid)] = entry
+        for change in changes:
+            self.entries.setdefault((change.type, change.uid), None)  # not on any feed (yet)
         memory_uids = {c.uid for c in changes if c.type == FeedType.MEMORY and c.uid}
         self.memories = {
             m.uid: m
