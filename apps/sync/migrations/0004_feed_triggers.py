@@ -6,52 +6,7 @@ Written by hand; `sync_feed_seq` numbers the feed (see FeedEntry)."""
 
 from django.db import migrations
 
-MEMORY_COLUMNS = (
-    "kind, content, data, importance, time_scope, valid_from, valid_to, superseded_by_id, status, retired_reason, "
-    "occurred_at, character_id, chat_id, version, source_instance, participating_instances, edited_by"
-)
-CHARACTER_COLUMNS = (
-    "name, description, personality, scenario, first_mes, mes_example, system_prompt, creator_notes, tags, "
-    "card_data, source_instance, participating_instances"
-)
-SETTINGS_COLUMNS = "data, source_instance, participating_instances"
-
-
-def _row(prefix: str, columns: str) -> str:
-    return "(" + ", ".join(f"{prefix}.{c.strip()}" for c in columns.split(",")) + ")"
-
-
-def _changed_function(name: str, feed_type: str, columns: str, skip: str = "FALSE") -> str:
-    return f"""
-CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF {skip} THEN
-        RETURN NEW;
-    END IF;
-    IF TG_OP = 'INSERT' THEN
-        IF NEW.clock IS NULL OR NEW.clock = '{{}}'::jsonb THEN
-            NEW.clock := '{{"server": 1}}'::jsonb;
-        END IF;
-        NEW.changed_at := coalesce(NEW.changed_at, clock_timestamp());
-        PERFORM sync_feed_touch(NEW.user_id, '{feed_type}', NEW.uid);
-        RETURN NEW;
-    END IF;
-    IF {_row("NEW", columns)} IS DISTINCT FROM {_row("OLD", columns)} THEN
-        IF NEW.clock IS NOT DISTINCT FROM OLD.clock THEN
-            -- Not a sync write: the server's own change.
-            NEW.clock := OLD.clock || jsonb_build_object('server', coalesce((OLD.clock ->> 'server')::bigint, 0) + 1);
-            NEW.changed_by := '';
-        END IF;
-        IF NEW.changed_at IS NOT DISTINCT FROM OLD.changed_at THEN
-            NEW.changed_at := clock_timestamp();
-        END IF;
-        PERFORM sync_feed_touch(NEW.user_id, '{feed_type}', NEW.uid);
-    ELSIF NEW.clock IS DISTINCT FROM OLD.clock THEN
-        PERFORM sync_feed_touch(NEW.user_id, '{feed_type}', NEW.uid);
-    END IF;
-    RETURN NEW;
-END $$;
-"""
+from apps.sync.triggers import CHARACTER_COLUMNS, MEMORY_COLUMNS, SETTINGS_COLUMNS, changed_function
 
 
 def _deleted_function(name: str, feed_type: str, skip: str = "FALSE") -> str:
@@ -96,11 +51,11 @@ BEGIN
     WHERE sync_feedentry.deleted_at IS NULL;
 END $$;
 """
-    + _changed_function("sync_memory_changed", "memory", MEMORY_COLUMNS, skip="NEW.kind = 'message'")
+    + changed_function("sync_memory_changed", "memory", MEMORY_COLUMNS, skip="NEW.kind = 'message'")
     + _deleted_function("sync_memory_deleted", "memory", skip="OLD.kind = 'message'")
-    + _changed_function("sync_character_changed", "character", CHARACTER_COLUMNS)
+    + changed_function("sync_character_changed", "character", CHARACTER_COLUMNS)
     + _deleted_function("sync_character_deleted", "character")
-    + _changed_function("sync_settings_changed", "settings", SETTINGS_COLUMNS)
+    + changed_function("sync_settings_changed", "settings", SETTINGS_COLUMNS)
     + """
 CREATE TRIGGER sync_memory_changed BEFORE INSERT OR UPDATE ON memories_memory
     FOR EACH ROW EXECUTE FUNCTION sync_memory_changed();

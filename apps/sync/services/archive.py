@@ -48,6 +48,7 @@ from apps.sync.clocks import Order
 from apps.sync.models import ChatRevision, FeedEntry, FeedType, Instance, SettingsDocument
 from apps.sync.services.chats import _replace_contents, _snapshot
 from apps.sync.services.daily import daily_merge
+from apps.sync.services.feed import MEMORY_FIELDS as FEED_MEMORY_FIELDS
 from apps.sync.services.feed import feed_revive
 from apps.sync.services.settings import settings_get
 
@@ -55,25 +56,8 @@ FORMAT = "lorekeeper-archive"
 ARCHIVE_NAMESPACE = uuid.UUID("5f0c6e3a-8a4e-4f3b-9a57-6b1f2d0c7e11")
 VERSION = 1
 BATCH = 1000
-MEMORY_FIELDS = (
-    "kind",
-    "content",
-    "data",
-    "importance",
-    "confidence",
-    "time_scope",
-    "valid_from",
-    "valid_to",
-    "status",
-    "retired_reason",
-    "occurred_at",
-    "source_instance",
-    "participating_instances",
-    "origin",
-    "edited_by",
-    "version",
-    "source_message_indices",
-)
+# What a memory line holds besides its uid, clock and references (its creation time is written apart).
+MEMORY_FIELDS = (*(name for name in FEED_MEMORY_FIELDS if name != "created_at"), "source_message_indices")
 Progress = Callable[[str, int], None]
 
 
