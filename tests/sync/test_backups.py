@@ -186,3 +186,14 @@ def test_a_backup_is_made_by_a_real_worker(user, story, broker, media, django_ca
     backup.refresh_from_db()
     assert backup.state == "done", backup.error
     assert backup.counts["memories"] == 1 and (media / backup.file.name).exists()
+
+
+def test_the_archives_of_a_deleted_account_are_removed(user, story, media):
+    from django.contrib.auth import get_user_model
+
+    backup = made(user)
+    path = media / backup.file.name
+    assert path.exists()
+    get_user_model().objects.filter(pk=user.pk).delete()
+    backups_due()
+    assert not path.exists()

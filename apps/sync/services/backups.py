@@ -11,6 +11,7 @@ from typing import Any, BinaryIO
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.core.files import File
+from django.core.files.storage import default_storage
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -199,6 +200,7 @@ def backups_due(*, now=None) -> list[int]:
         "pk", flat=True
     ):
         enqueue_backup(pk)
+    backup_files_orphaned_remove()
     started = []
     for choice in BackupSettings.objects.filter(mode=BackupSettings.Mode.AUTOMATIC).select_related("user"):
         since = now - timedelta(hours=choice.every_hours)
@@ -209,3 +211,24 @@ def backups_due(*, now=None) -> list[int]:
             continue
         started.append(backup_start(user=choice.user, trigger=Backup.Trigger.AUTOMATIC).pk)
     return started
+
+
+def backup_files_orphaned_remove() -> int:
+    """Archives of accounts that no longer exist (an account deleted by a moderator takes its Backup rows, not
+    their files): removed. Returns how many files went."""
+    from django.contrib.auth import get_user_model
+
+    if not default_storage.exists("backups"):
+        return 0
+    folders, _ = default_storage.listdir("backups")
+    ids = {folder for folder in folders if folder.isdigit()}
+    alive = {
+        str(pk) for pk in get_user_model().objects.filter(pk__in=[int(i) for i in ids]).values_list("pk", flat=True)
+    }
+    removed = 0
+    for folder in ids - alive:
+        _, files = default_storage.listdir(f"backups/{folder}")
+        for name in files:
+            default_storage.delete(f"backups/{folder}/{name}")
+            removed += 1
+    return removed
