@@ -269,6 +269,7 @@ WRITABLE = {
         "superseded_by",
         "entities",
         "participating_instances",
+        "date",
     ),
     "character": (
         "name",
@@ -367,6 +368,10 @@ class InstanceSync:
             )
             for result in answer["results"]:
                 key = (result["type"], result["uid"])
+                sent = changes[result["index"]]
+                if sent.get("uid") and sent["uid"] != result["uid"]:
+                    # Merged into another object (a second daily memory of the same day): that one replaces it.
+                    self.items.pop((sent["type"], sent["uid"]), None)
                 if result["item"] is not None:
                     self._adopt(result["item"])
                 elif key in self.items:

@@ -152,3 +152,17 @@ def test_three_instances_converge_whatever_the_interleaving(steps, final_order):
     for uid, (content, _) in server.items():
         assert content == max(writes[uid])[1], "a surviving memory lost its latest write"
     assert {uid for uid in writes if uid not in deleted} <= server.keys(), "a memory nobody deleted is missing"
+
+
+def test_a_client_whose_daily_merged_into_the_days_keeps_one_copy(user):
+    character = CharacterFactory(user=user, name="Mira")
+    laptop = client_for(user).instance("laptop")
+    laptop.pull()
+    day = {"kind": "daily", "character": str(character.uid), "date": "2026-11-20"}
+    first = laptop.create("memory", {**day, "content": "- Met Corvin [chat:1]"})
+    laptop.push()
+    laptop.create("memory", {**day, "content": "- Found the key [chat:2]"})
+    laptop.push()
+    dailies = laptop.local("memory")
+    assert list(dailies) == [first]
+    assert dailies[first]["content"] == "- Met Corvin [chat:1] [via:laptop]\n- Found the key [chat:2] [via:laptop]"
