@@ -27,3 +27,5 @@ urlpatterns = [
     path("", include("apps.injection.urls")),
     path("", include("apps.chats.urls")),
 ]
+
+handler500 = "apps.common.views.server_error"

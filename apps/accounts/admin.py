@@ -1,8 +1,9 @@
 from django.contrib import admin, messages
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 
-from apps.accounts.models import ApiToken
+from apps.accounts.models import ApiToken, AuditEvent
 from apps.accounts.services import user_deactivate
 
 User = get_user_model()
@@ -18,7 +19,7 @@ def deactivate_users(modeladmin, request, queryset):
         queryset = queryset.exclude(is_superuser=True)
     count = 0
     for user in queryset.filter(is_active=True):
-        user_deactivate(user=user)
+        user_deactivate(user=user, actor=request.user)
         modeladmin.log_change(request, user, "Deactivated through the admin action.")
         count += 1
     modeladmin.message_user(request, f"Deactivated {count} user(s).", messages.SUCCESS)
@@ -44,3 +45,34 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    """Token creation and revocation, sign-ins paused after failures, accounts switched off."""
+
+    list_display = ["created_at", "action", "user", "actor", "target", "ip"]
+    list_filter = ["action", "created_at"]
+    search_fields = ["user__username", "actor__username", "target", "ip"]
+    list_select_related = ["user", "actor"]
+
+
+@admin.register(LogEntry)
+class ModerationLogAdmin(ReadOnlyAdmin):
+    """What staff changed through the admin (Django's admin log), for staff to review."""
+
+    list_display = ["action_time", "user", "content_type", "object_repr", "action_flag", "change_message"]
+    list_filter = ["action_flag", "content_type", "action_time"]
+    search_fields = ["object_repr", "user__username", "change_message"]
+    list_select_related = ["user", "content_type"]

@@ -1,6 +1,6 @@
 from rest_framework import authentication, exceptions
 
-from apps.accounts.services import api_token_authenticate
+from apps.accounts.services import api_token_authenticate, token_digest
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -21,7 +21,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         user = api_token_authenticate(raw=raw)
         if user is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        return user, None
+        return user, token_digest(raw)[:24]  # request.auth: which token (rate limits count per token)
 
     def authenticate_header(self, request) -> str:
         return f'{self.keyword} realm="api"'

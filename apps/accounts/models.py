@@ -23,3 +23,37 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class AuditEvent(models.Model):
+    """Security events staff can review: API tokens made and revoked, sign-ins paused after failures, accounts
+    switched off. Changes made through the admin are in Django's own admin log (also shown to staff)."""
+
+    class Action(models.TextChoices):
+        TOKEN_CREATED = "token.created"
+        TOKEN_REVOKED = "token.revoked"
+        LOGIN_LOCKED = "login.locked"
+        USER_DEACTIVATED = "user.deactivated"
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="audit_events",
+        help_text="Whose account it concerns.",
+    )
+    action = models.CharField(max_length=40, choices=Action.choices)
+    target = models.CharField(max_length=200, blank=True, default="", help_text="What it acted on (never a secret).")
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.target}"

@@ -9,7 +9,8 @@ from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 from django.utils import timezone
 
-from apps.accounts.models import ApiToken
+from apps.accounts.audit import audit_record
+from apps.accounts.models import ApiToken, AuditEvent
 from apps.common.exceptions import ApplicationError
 
 TOKEN_PREFIX = "lk_"
@@ -22,22 +23,25 @@ def token_digest(raw: str) -> str:
 
 
 @transaction.atomic
-def api_token_create(*, user: AbstractUser, name: str) -> tuple[ApiToken, str]:
+def api_token_create(*, user: AbstractUser, name: str, ip: str | None = None) -> tuple[ApiToken, str]:
     """Make a token for `user`; answers the stored row and the raw token, which is never retrievable again."""
     name = name.strip()
     if not name:
         raise ApplicationError("A token needs a name.", {"field": "name"})
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(user=user, name=name[:100], prefix=raw[:10], digest=token_digest(raw))
+    audit_record(action=AuditEvent.Action.TOKEN_CREATED, user=user, target=f"{token.name} ({token.prefix}…)", ip=ip)
     return token, raw
 
 
 @transaction.atomic
-def api_token_revoke(*, user: AbstractUser, token_id: int) -> ApiToken:
+def api_token_revoke(*, user: AbstractUser, token_id: int, ip: str | None = None) -> ApiToken:
     token = ApiToken.objects.select_for_update().get(user=user, pk=token_id)
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
+        target = f"{token.name} ({token.prefix}…)"
+        audit_record(action=AuditEvent.Action.TOKEN_REVOKED, user=user, target=target, ip=ip)
     return token
 
 
@@ -59,10 +63,11 @@ def api_token_authenticate(*, raw: str) -> AbstractUser | None:
 
 
 @transaction.atomic
-def user_deactivate(*, user: AbstractUser) -> AbstractUser:
+def user_deactivate(*, user: AbstractUser, actor: AbstractUser | None = None) -> AbstractUser:
     """Switch an account off: no sign-in, and its API tokens stop working (they are checked against is_active)."""
     user.is_active = False
     user.save(update_fields=["is_active"])
+    audit_record(action=AuditEvent.Action.USER_DEACTIVATED, user=user, actor=actor, target=user.get_username())
     return user
 
 

@@ -1,6 +1,8 @@
-from django.urls import include, path
+from django.contrib.auth import urls as django_auth_urls
+from django.urls import path
 
 from apps.accounts import views
+from apps.accounts.signin import SignInView
 
 app_name = "accounts"
 
@@ -10,5 +12,9 @@ urlpatterns = [
     path("tokens/<int:token_id>/revoke/", views.token_revoke, name="token-revoke"),
 ]
 
-# Django's own sign-in, sign-out, password change and reset views, with our templates in templates/registration/.
-auth_urlpatterns = [path("", include("django.contrib.auth.urls"))]
+# Django's own sign-out, password change and reset views, with our templates in templates/registration/; sign-in
+# is Django's too, with a pause after repeated failures.
+auth_urlpatterns = [
+    path("login/", SignInView.as_view(), name="login"),
+    *[p for p in django_auth_urls.urlpatterns if p.name != "login"],
+]

@@ -7,6 +7,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from apps.accounts.audit import client_ip
 from apps.accounts.forms import ApiTokenForm, SignupForm
 from apps.accounts.models import ApiToken
 from apps.accounts.selectors import api_token_list
@@ -34,7 +35,7 @@ def token_list(request):
     form = ApiTokenForm(request.POST or None)
     new_token = None
     if request.method == "POST" and form.is_valid():
-        _, new_token = api_token_create(user=request.user, name=form.cleaned_data["name"])
+        _, new_token = api_token_create(user=request.user, name=form.cleaned_data["name"], ip=client_ip(request))
         form = ApiTokenForm()
     context = {"tokens": api_token_list(user=request.user), "form": form, "new_token": new_token}
     template = "accounts/token_list.html#token-panel" if request.htmx else "accounts/token_list.html"
@@ -45,7 +46,7 @@ def token_list(request):
 @require_POST
 def token_revoke(request, token_id: int):
     try:
-        token = api_token_revoke(user=request.user, token_id=token_id)
+        token = api_token_revoke(user=request.user, token_id=token_id, ip=client_ip(request))
     except ApiToken.DoesNotExist as exc:
         raise Http404 from exc
     if request.htmx:

@@ -137,6 +137,8 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
+    "DEFAULT_THROTTLE_CLASSES": ["apps.common.throttling.ApiRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api": env("LOREKEEPER_API_RATE", default="1200/min")},
 }
 
 SPECTACULAR_SETTINGS = {
@@ -169,6 +171,24 @@ SPECTACULAR_SETTINGS = {
 }
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or embedded.valkey_url()
+# The shared cache (rate limits, sign-in attempts): CACHE_URL, or the broker's server (database 1) when it is Redis
+# or Valkey; with neither, each process counts for itself.
+_CACHE_URL = env("CACHE_URL", default="") or (
+    CELERY_BROKER_URL.rsplit("/", 1)[0] + "/1" if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else ""
+)
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": _CACHE_URL,
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        "KEY_PREFIX": "lk",
+    }
+    if _CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+# Sign-in: this many failed attempts for one account or one address within the window, then a pause.
+LOREKEEPER_LOGIN_ATTEMPTS = env.int("LOREKEEPER_LOGIN_ATTEMPTS", default=10)
+LOREKEEPER_LOGIN_WINDOW_SECONDS = env.int("LOREKEEPER_LOGIN_WINDOW_SECONDS", default=15 * 60)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default="") or CELERY_BROKER_URL
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

@@ -38,3 +38,7 @@ LOREKEEPER_EXTRACTION = {**LOREKEEPER_EXTRACTION, "retry_backoff": 0.05, "retry_
 # Two test runs at once (two checkouts, or a helper's run beside yours) each name their own test database.
 if os.environ.get("LOREKEEPER_TEST_DB_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["LOREKEEPER_TEST_DB_NAME"]}  # noqa: F405
+
+# Rate limits and sign-in attempts counted in this process (tests of the limits set their own rates).
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"api": "100000/min"}}  # noqa: F405
