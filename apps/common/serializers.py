@@ -27,3 +27,18 @@ class DictField(serializers.JSONField):
         if not isinstance(value, dict):
             self.fail("not_object")
         return value
+
+
+def paginated(child: type[serializers.Serializer]) -> serializers.Serializer:
+    """The schema of a cursor-paginated list of `child` (what ListPagination answers)."""
+    from drf_spectacular.utils import inline_serializer
+
+    name = getattr(getattr(child, "Meta", None), "ref_name", None) or child.__name__.removesuffix("Serializer")
+    return inline_serializer(
+        name=f"Paginated{name}",
+        fields={
+            "next": serializers.URLField(allow_null=True, help_text="The next page (same query), or null."),
+            "previous": serializers.URLField(allow_null=True, help_text="The previous page, or null."),
+            "results": child(many=True),
+        },
+    )

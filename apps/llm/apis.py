@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.common.exceptions import ApplicationError
-from apps.common.serializers import StorableInputSerializer
+from apps.common.serializers import StorableInputSerializer, paginated
 from apps.llm import selectors
 from apps.llm.models import Call, Connection
 from apps.llm.services import connection_create, connection_delete, connection_test, connection_update
@@ -68,8 +68,15 @@ class ConnectionInputSerializer(StorableInputSerializer):
         ref_name = "LlmConnectionInput"
 
 
+class ConnectionListOutputSerializer(serializers.Serializer):
+    results = ConnectionOutputSerializer(many=True)
+
+    class Meta:
+        ref_name = "LlmConnectionList"
+
+
 class ConnectionListApi(APIView):
-    @extend_schema(operation_id="llm_connections_list", responses=ConnectionOutputSerializer(many=True))
+    @extend_schema(operation_id="llm_connections_list", responses=ConnectionListOutputSerializer)
     def get(self, request):
         connections = selectors.connection_list(user=request.user)
         return Response({"results": ConnectionOutputSerializer(connections, many=True).data})
@@ -163,7 +170,7 @@ class CallListApi(APIView):
     @extend_schema(
         operation_id="llm_calls_list",
         parameters=[OpenApiParameter("status", str, enum=Call.Status.values)],
-        responses=CallOutputSerializer(many=True),
+        responses=paginated(CallOutputSerializer),
     )
     def get(self, request):
         status_value = request.query_params.get("status") or None

@@ -12,7 +12,7 @@ from apps.chats import selectors
 from apps.chats.apis.common import ListPagination
 from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import character_create, character_delete, character_update
-from apps.common.serializers import DictField, StorableInputSerializer
+from apps.common.serializers import DictField, StorableInputSerializer, paginated
 from apps.sync.idempotency import idempotent
 
 
@@ -50,7 +50,7 @@ class CharacterListApi(APIView):
     @extend_schema(
         operation_id="characters_list",
         parameters=[OpenApiParameter("search", str, description="Filter by name (case-insensitive substring).")],
-        responses=CharacterOutputSerializer(many=True),
+        responses=paginated(CharacterOutputSerializer),
     )
     def get(self, request):
         paginator = ListPagination()

@@ -18,7 +18,7 @@ from apps.chats.apis.common import JSONL_CONTENT_TYPES, JsonlPassthroughParser, 
 from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_import, chat_update
 from apps.common.exceptions import ApplicationError
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
-from apps.common.serializers import DictField, StorableInputSerializer
+from apps.common.serializers import DictField, StorableInputSerializer, paginated
 from apps.memories.services.indexing import chat_index_progress
 from apps.sync.idempotency import idempotent
 
@@ -71,7 +71,7 @@ class ChatListApi(APIView):
     @extend_schema(
         operation_id="chats_list",
         parameters=[OpenApiParameter("search", str, description="Filter by title or character name.")],
-        responses=ChatSummarySerializer(many=True),
+        responses=paginated(ChatSummarySerializer),
     )
     def get(self, request):
         paginator = ListPagination()

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from apps.chats import selectors as chat_selectors
 from apps.chats.apis.common import ListPagination
 from apps.common.exceptions import ApplicationError
+from apps.common.serializers import paginated
 from apps.extraction import selectors
 from apps.extraction.models import ContinuityCheck, PipelineJob
 from apps.extraction.services.jobs import RETRYABLE, job_retry
@@ -196,7 +197,7 @@ class PipelineJobListApi(APIView):
     @extend_schema(
         operation_id="pipeline_jobs_list",
         parameters=[OpenApiParameter("state", str, enum=PipelineJob.State.values)],
-        responses=JobOutputSerializer(many=True),
+        responses=paginated(JobOutputSerializer),
     )
     def get(self, request, chat_id: int):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)

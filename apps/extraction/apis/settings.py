@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats.apis.common import ListPagination
+from apps.common.serializers import paginated
 from apps.extraction import selectors
 from apps.extraction.models import AutoChoice, ExtractionSettings, ModelTest
 from apps.extraction.services.model_test import model_test_start
@@ -89,7 +90,7 @@ class ModelTestInputSerializer(serializers.Serializer):
 
 
 class ModelTestListApi(APIView):
-    @extend_schema(operation_id="model_tests_list", responses=ModelTestOutputSerializer(many=True))
+    @extend_schema(operation_id="model_tests_list", responses=paginated(ModelTestOutputSerializer))
     def get(self, request):
         paginator = ListPagination()
         page = paginator.paginate_queryset(selectors.model_test_list(user=request.user), request, view=self)

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.common.serializers import StorableInputSerializer
+from apps.common.serializers import StorableInputSerializer, paginated
 from apps.memories import selectors
 from apps.memories.apis.memories import (
     EntityInputSerializer,
@@ -55,7 +55,7 @@ class EntityListApi(APIView):
             OpenApiParameter("character", int, description="That character's registry and the user-wide one."),
             OpenApiParameter("search", str),
         ],
-        responses=EntityOutputSerializer(many=True),
+        responses=paginated(EntityOutputSerializer),
     )
     def get(self, request):
         qs = selectors.entity_list(

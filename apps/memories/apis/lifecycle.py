@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
+from apps.common.serializers import paginated
 from apps.memories import selectors
 from apps.memories.apis.memories import (
     INSTANCE_HEADER,
@@ -246,7 +247,7 @@ class LifecycleJobListApi(APIView):
     @extend_schema(
         operation_id="lifecycle_jobs_list",
         parameters=[OpenApiParameter("character", int)],
-        responses=JobOutputSerializer(many=True),
+        responses=paginated(JobOutputSerializer),
     )
     def get(self, request):
         raw = request.query_params.get("character")

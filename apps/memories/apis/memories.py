@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from apps.chats import selectors as chat_selectors
 from apps.chats.apis.common import parse_ids
 from apps.common.exceptions import ApplicationError
-from apps.common.serializers import DictField, StorableInputSerializer
+from apps.common.serializers import DictField, StorableInputSerializer, paginated
 from apps.memories import selectors
 from apps.memories.models import Decision, Entity, Kind, Memory, Status
 from apps.memories.services.lifecycle.classify import Candidate, Classified, memories_submit
@@ -220,7 +220,7 @@ class MemoryListApi(APIView):
             OpenApiParameter("status", str, enum=Status.values),
             OpenApiParameter("entity", int, description="Only memories linked to this entity."),
         ],
-        responses=MemoryOutputSerializer(many=True),
+        responses=paginated(MemoryOutputSerializer),
     )
     def get(self, request):
         status_value = request.query_params.get("status") or None
