@@ -30,8 +30,9 @@ run: install
 test: install
 	$(BIN)/python -m pytest -m "not slow"
 
+# Everything, the slow suites too (fault injection, long fuzzing): more inputs per fuzzed operation.
 test-all: install
-	$(BIN)/python -m pytest
+	LOREKEEPER_FUZZ_EXAMPLES=50 LOREKEEPER_FUZZ_EXAMPLES_JSON=300 $(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
