@@ -60,7 +60,11 @@ def broker():
 
 
 def _forget_connections(app) -> None:
-    """Celery caches its broker pool and result backend at first use; drop them so the new URLs take effect."""
+    """Celery caches its broker pool and result backend at first use, kombu its producer pools per broker URL; drop
+    them so new URLs (or a broker started again at the same URL) take effect."""
+    from kombu import pools
+
+    pools.reset()
     if app._pool is not None:
         app._pool.force_close_all()
     app._pool = None

@@ -1,8 +1,6 @@
 """The pipeline in a real Celery worker (a separate process, a real broker, the scripted model over HTTP): appends
-through the API are extracted in the background; an edit while a job runs discards its results; a worker killed
-mid-job has its task delivered again, and nothing is stored twice."""
-
-import time
+through the API are extracted in the background; an edit while a job runs discards its results. (A worker killed
+mid-job: tests/faults/test_worker.py.)"""
 
 import pytest
 
@@ -15,7 +13,7 @@ from apps.memories.models import Memory
 from apps.memories.services.settings import embedding_settings_set
 from tests.extraction.conftest import TASKS, script
 from tests.llm_server import Reply
-from tests.worker import celery_worker, start_worker, stop_worker, wait_for
+from tests.worker import celery_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -137,46 +135,3 @@ def test_an_edit_while_a_job_runs_discards_its_results_and_the_tier_runs_again(
     details = Memory.objects.filter(user=user, kind="detail")
     assert list(details.values_list("content", flat=True)) == ["The fresh detail."]
     assert "Rowan tears the ledger page out." in worker_model.prompts(TASKS["session"])[-1]
-
-
-def test_a_worker_killed_mid_job_has_the_task_delivered_again_and_nothing_is_stored_twice(
-    api, user, character, worker_model, broker
-):
-    chat = chat_create(user=user, title="Harbour", character_ids=[character.pk], user_name="Rowan")
-    worker_model.on(TASKS["longterm"], Reply("[fact:2:permanent] Never stored: the worker dies.", delay=30), times=1)
-    append(api, chat, turns(0, 10))
-    fast_redelivery = {"CELERY_VISIBILITY_TIMEOUT": "3"}
-    first = start_worker(broker, **fast_redelivery)
-    try:
-        wait_for(
-            lambda: worker_model.prompts(TASKS["longterm"]),
-            timeout=60,
-            what="the long-term pass asking the model",
-            worker=first,
-        )
-        job = PipelineJob.objects.get(chat=chat, tier="longterm")
-        assert job.state == "running"
-    finally:
-        stop_worker(first, kill=True)  # SIGKILL: no chance to acknowledge or clean up
-
-    time.sleep(3.5)  # past the visibility timeout: the broker hands the task to the next worker
-    with celery_worker(broker, **fast_redelivery) as second:
-        wait_for(
-            lambda: (
-                PipelineJob.objects.filter(pk=job.pk, state="done").exists()
-                and not PipelineJob.objects.filter(chat=chat, state__in=["queued", "running"]).exists()
-            ),
-            timeout=90,
-            what="the long-term pass completing after the redelivery",
-            worker=second,
-        )
-    job.refresh_from_db()
-    assert job.attempts == 2
-    facts = Memory.objects.filter(user=user, origin="extraction", kind__in=["fact", "event", "relationship"])
-    assert sorted(facts.values_list("content", flat=True)) == [
-        "Corvin burned the first harbour ledger years ago.",
-        "Mira was born in the drowned village of Hollin.",
-        "Mira → Rowan: wary (medium), curious (high)",
-    ]
-    assert Memory.objects.filter(user=user, kind="detail").count() == 1
-    assert PipelineJob.objects.filter(chat=chat, tier="longterm").count() == 1
