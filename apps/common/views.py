@@ -14,7 +14,7 @@ RETRY_AFTER_SECONDS = 5
 UNAVAILABLE = "The database is unavailable for a moment (restarting?): nothing was saved. Try again shortly."
 
 
-def _database_down(exc: BaseException | None) -> bool:
+def database_down(exc: BaseException | None) -> bool:
     # Django's wrappers, and psycopg's own errors when they reach here unwrapped (a connection made outside Django).
     return isinstance(exc, OperationalError | InterfaceError | psycopg.OperationalError | psycopg.InterfaceError)
 
@@ -22,7 +22,7 @@ def _database_down(exc: BaseException | None) -> bool:
 def server_error(request, *args, **kwargs) -> HttpResponse:
     exc = sys.exc_info()[1]
     api = request.path.startswith("/api/")
-    if _database_down(exc):
+    if database_down(exc):
         if api:
             response = JsonResponse(
                 {"message": UNAVAILABLE, "extra": {"retry_after": RETRY_AFTER_SECONDS}}, status=503

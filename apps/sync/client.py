@@ -1,9 +1,9 @@
 """A Python client for Lorekeeper's sync API (used by the tests and the benchmarks; usable by scripts).
 
 It keeps the integrity of each chat it writes, serialises its writes per chat, gathers bursts of edits into one
-patch (the debounce window, 1 s by default), sends every write with an Idempotency-Key (so a network retry never
-applies twice), and on a 409 integrity conflict re-reads the chat's state with `delta` and re-applies its pending
-change: the conflict loop of the seed.
+patch (the debounce window, 1 s by default), sends every write with an Idempotency-Key (so a retry after a
+network error or a 503 never applies twice), and on a 409 integrity conflict re-reads the chat's state with `delta`
+and re-applies its pending change: the conflict loop of the seed.
 
     client = SyncClient("http://127.0.0.1:8000", token="lk_…")
     chat = client.chat(42)
@@ -40,6 +40,7 @@ class WriteStats:
     requests: int = 0
     conflicts: int = 0
     network_retries: int = 0
+    unavailable_retries: int = 0
     bytes_sent: int = 0
 
 
@@ -59,6 +60,8 @@ class SyncClient:
         debounce: float = 1.0,
         max_conflict_retries: int = 100,
         network_retries: int = 3,
+        unavailable_retries: int = 10,
+        retry_after_max: float = 30.0,
         timeout: float = 30.0,
         http: httpx.Client | None = None,
     ) -> None:
@@ -67,6 +70,8 @@ class SyncClient:
         self.debounce = debounce
         self.max_conflict_retries = max_conflict_retries
         self.network_retries = network_retries
+        self.unavailable_retries = unavailable_retries
+        self.retry_after_max = retry_after_max
         self.stats = WriteStats()
         self._chats: dict[int, ChatSync] = {}
         self._lock = threading.Lock()
@@ -87,21 +92,37 @@ class SyncClient:
         self.http.close()
 
     def request(self, method: str, path: str, *, idempotency_key: str | None = None, **kwargs) -> httpx.Response:
-        """One request; on a network error the very same request (same Idempotency-Key) is sent again."""
+        """One request. On a network error, or a 503 (the server's database is restarting; it says in Retry-After
+        when to come back), the very same request (same Idempotency-Key) is sent again: at once after a network
+        error, after the wait it asked for (at most `retry_after_max` seconds) after a 503."""
         headers = dict(kwargs.pop("headers", {}))
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
-        for attempt in range(self.network_retries + 1):
+        network_errors = unavailable = 0
+        while True:
             try:
                 request = self.http.build_request(method, path, headers=headers, **kwargs)
                 self.stats.requests += 1
                 self.stats.bytes_sent += len(request.content or b"")
-                return self.http.send(request)
+                response = self.http.send(request)
             except NETWORK_ERRORS:
-                if attempt == self.network_retries:
+                if network_errors == self.network_retries:
                     raise
+                network_errors += 1
                 self.stats.network_retries += 1
-        raise AssertionError("unreachable")
+                continue
+            if response.status_code != 503 or unavailable == self.unavailable_retries:
+                return response
+            unavailable += 1
+            self.stats.unavailable_retries += 1
+            time.sleep(self._retry_after(response))
+
+    def _retry_after(self, response: httpx.Response) -> float:
+        try:
+            wait = float(response.headers.get("Retry-After", "1"))
+        except ValueError:  # an HTTP date: not something this server sends
+            wait = 1.0
+        return max(0.0, min(wait, self.retry_after_max))
 
 
 class ChatSync:

@@ -232,7 +232,8 @@ LOGGING = {
     # The level on the handler too: Django's own "django" logger is at INFO and propagates past the root's level.
     "handlers": {"console": {"class": "logging.StreamHandler", "level": env("LOG_LEVEL", default="INFO")}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-    "loggers": {"pgserver": {"level": "WARNING"}},
+    "filters": {"database_unavailable": {"()": "apps.common.logs.DatabaseUnavailable"}},
+    "loggers": {"pgserver": {"level": "WARNING"}, "django.request": {"filters": ["database_unavailable"]}},
 }
 
 # Embeddings (apps/memories/embeddings.py): local | openai | ollama | none; a user may override them.

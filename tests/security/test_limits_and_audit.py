@@ -125,7 +125,7 @@ def test_tokens_and_model_keys_never_reach_the_logs(user, llm_server, caplog):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_database_that_drops_the_connection_answers_503_with_retry_after(user):
+def test_a_database_that_drops_the_connection_answers_503_with_retry_after(user, caplog):
     _, raw = api_token_create(user=user, name="t")
     client = APIClient(raise_request_exception=False)
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
@@ -140,6 +140,10 @@ def test_a_database_that_drops_the_connection_answers_503_with_retry_after(user)
     response = client.post("/api/v1/chats/", {"title": "During the outage"}, format="json")
     assert response.status_code == 503 and response["Retry-After"] == "5"
     assert "nothing was saved" in response.json()["message"]
+    # Logged as one line naming the cause; no traceback per request of an outage.
+    (record,) = [r for r in caplog.records if r.name == "django.request"]
+    assert record.getMessage().startswith("Service Unavailable: /api/v1/chats/ (database unavailable: ")
+    assert record.exc_info is None and "Traceback" not in caplog.text
     connection.close()
     assert not Chat.objects.filter(title="During the outage").exists()
     assert client.get("/api/v1/chats/").status_code == 200  # back by itself (a new connection)
@@ -160,3 +164,17 @@ def test_the_web_pages_answer_503_too(user):
     assert response.status_code == 503 and response["Retry-After"] == "5"
     assert "Back in a moment" in response.content.decode()
     connection.close()
+
+
+def test_error_reports_hide_the_authorization_header_and_secret_settings(user, rf, settings):
+    from django.views.debug import ExceptionReporter
+
+    settings.LOREKEEPER_EMBEDDINGS_API_KEY = "sk-embedding-key-in-settings"
+    _, raw = api_token_create(user=user, name="reported?")
+    request = rf.get("/api/v1/chats/", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError as exc:
+        report = ExceptionReporter(request, type(exc), exc, exc.__traceback__).get_traceback_text()
+    assert "HTTP_AUTHORIZATION" in report  # the header is named, its value is not
+    assert raw not in report and "sk-embedding-key-in-settings" not in report
