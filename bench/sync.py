@@ -48,7 +48,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(port: int) -> subprocess.Popen:
+def start_server(port: int, *, workers: int = 2, threads: int = 8) -> subprocess.Popen:
+    """gunicorn with production settings; `threads` 1 is gunicorn's plain sync worker (the README's command)."""
     env = {**os.environ, **ENV}
     env.pop("DATABASE_URL", None)
     server = subprocess.Popen(
@@ -60,11 +61,8 @@ def start_server(port: int) -> subprocess.Popen:
             "-b",
             f"127.0.0.1:{port}",
             "--workers",
-            "2",
-            "--worker-class",
-            "gthread",
-            "--threads",
-            "8",
+            str(workers),
+            *(["--worker-class", "gthread", "--threads", str(threads)] if threads > 1 else []),
             "--log-level",
             "warning",
         ],

@@ -244,6 +244,8 @@ LOREKEEPER_EMBEDDINGS_API_KEY = env("LOREKEEPER_EMBEDDINGS_API_KEY", default="")
 LOREKEEPER_EMBEDDINGS_DIMENSIONS = env.int("LOREKEEPER_EMBEDDINGS_DIMENSIONS", default=None)
 LOREKEEPER_EMBEDDINGS_BATCH = env.int("LOREKEEPER_EMBEDDINGS_BATCH", default=128)
 LOREKEEPER_EMBEDDINGS_TIMEOUT = env.float("LOREKEEPER_EMBEDDINGS_TIMEOUT", default=30.0)
+# Threads per process for the local model: 1, as every web and worker process embeds on its own.
+LOREKEEPER_EMBEDDINGS_THREADS = env.int("LOREKEEPER_EMBEDDINGS_THREADS", default=1)
 # The local model is loaded from the installed package, never fetched from a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
