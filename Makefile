@@ -47,3 +47,4 @@ bench: install
 	$(BIN)/python bench/extraction.py
 	$(BIN)/python bench/context.py
 	$(BIN)/python bench/sync_instances.py
+	$(BIN)/python bench/load.py

@@ -1,14 +1,15 @@
 """Load: many people writing stories at once, against the production stack on loopback.
 
-    .venv/bin/python bench/load.py [--users 50] [--seconds 300] [--workers 4 --threads 1] [--quick]
+    .venv/bin/python bench/load.py [--users 50] [--seconds 300] [--think 0.5] [--workers 4 --threads 4] [--quick]
 
-Starts what a deployment runs (README, "Running in production"): gunicorn with production settings (by default the
-README's `-w 4` sync workers), a Celery worker and beat, on an embedded Valkey of its own and the embedded
-PostgreSQL, in a database of its own (`lorekeeper_bench_load`, rebuilt each run). Each simulated person has an
-account, a character with a few hundred memories and a chat of 120 indexed messages, and plays turns as
-SillyTavern does: build the context for the next message, append the person's message, append the reply;
+Starts what a deployment runs (README, "Running in production"): gunicorn with production settings (by default
+the README's `-w 4 --threads 4 --keep-alive 10`), a Celery worker and beat, on an embedded Valkey of its own and
+the embedded PostgreSQL, in a database of its own (`lorekeeper_bench_load`, rebuilt each run). Each simulated
+person has an account, a character with a few hundred memories and a chat of 120 indexed messages, and plays turns
+as SillyTavern does: build the context for the next message, append the person's message, append the reply;
 sometimes correct the reply (a patch) or search the memories. Think time between requests is random (mean
-`--think` seconds). Every write carries an Idempotency-Key and is retried as a client would (5xx, network error)
+`--think` seconds: 0.5 is far faster than anyone writes, to find the capacity; 10 is closer to people waiting for
+a model and typing). Every write carries an Idempotency-Key and is retried as a client would (5xx, network error)
 until acknowledged.
 
 Prints throughput, p50/p95/p99 per endpoint and the error rate; then checks every chat in the database: every
@@ -60,9 +61,9 @@ def start_services(broker_dir: str):
     return valkey
 
 
-def start_celery(folder: str) -> list[subprocess.Popen]:
+def start_celery(folder: str, nice: int) -> list[subprocess.Popen]:
     env = {**os.environ, **sync_bench.ENV}
-    celery = [sys.executable, "-m", "celery", "-A", "config"]
+    celery = [*(["nice", "-n", str(nice)] if nice else []), sys.executable, "-m", "celery", "-A", "config"]
     return [
         subprocess.Popen([*celery, "worker", "--loglevel=WARNING"], cwd=ROOT, env=env, start_new_session=True),
         subprocess.Popen(
@@ -79,6 +80,7 @@ def seed(people: int) -> list[dict]:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
@@ -90,6 +92,7 @@ def seed(people: int) -> list[dict]:
     from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
 
     call_command("migrate", verbosity=0)
+    settings.LOREKEEPER_EMBEDDINGS_THREADS = os.cpu_count()  # this process alone embeds while seeding
     started = time.perf_counter()
     get_user_model().objects.filter(username__startswith="load_").delete()
     rng, noise = random.Random(5), np.random.default_rng(5)
@@ -155,6 +158,7 @@ class Person(threading.Thread):
         self.until, self.think, self.rng = until, think, random.Random(seed)
         self.timings: dict[str, list[float]] = defaultdict(list)
         self.failures: dict[str, int] = defaultdict(int)  # non-2xx answers and network errors, retries included
+        self.errors: dict[str, str] = {}  # the first answer of each kind of failure
         self.integrity = ""
         self.fatal: str | None = None
 
@@ -163,12 +167,14 @@ class Person(threading.Thread):
         started = time.perf_counter()
         try:
             response = self.http.request(method, path, **kwargs)
-        except httpx.TransportError:
+        except httpx.TransportError as exc:
             self.failures[endpoint] += 1
+            self.errors.setdefault(f"{endpoint} {type(exc).__name__}", str(exc)[:200])
             return None
         self.timings[endpoint].append(time.perf_counter() - started)
         if response.status_code >= 400:
             self.failures[endpoint] += 1
+            self.errors.setdefault(f"{endpoint} {response.status_code}", response.text[:200])
         return response
 
     def _write(self, endpoint: str, path: str, body: dict) -> dict:
@@ -269,9 +275,14 @@ def report(people: list[Person], elapsed: float) -> None:
         )
     errors = sum(failures.values())
     print(f"all       {total:>10,}{total / elapsed:>9.1f}   error rate {errors / max(total, 1):.3%} ({errors})")
+    kinds: dict[str, str] = {}
     for person in people:
+        for kind, text in person.errors.items():
+            kinds.setdefault(kind, text)
         if person.fatal:
             print(f"  a person stopped: {person.fatal}")
+    for kind, text in sorted(kinds.items()):
+        print(f"  {kind}: {text}")
 
 
 def check(people: list[Person]) -> bool:
@@ -325,7 +336,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--think", type=float, default=0.5, help="mean pause between a person's requests (s)")
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=1, help="per gunicorn worker; 1 = sync workers")
+    parser.add_argument("--threads", type=int, default=4, help="per gunicorn worker; 1 = sync workers")
+    parser.add_argument("--keep-alive", type=int, default=10, help="gunicorn's --keep-alive (s)")
+    parser.add_argument("--worker-nice", type=int, default=0, help="run the Celery worker and beat under nice -n N")
     parser.add_argument("--quick", action="store_true", help="10 people for 30 s")
     args = parser.parse_args()
     if args.quick:
@@ -337,8 +350,10 @@ def main() -> None:
     try:
         persons = seed(args.users)
         port = sync_bench.free_port()
-        children.append(sync_bench.start_server(port, workers=args.workers, threads=args.threads))
-        children += start_celery(folder)
+        children.append(
+            sync_bench.start_server(port, workers=args.workers, threads=args.threads, keep_alive=args.keep_alive)
+        )
+        children += start_celery(folder, args.worker_nice)
         kind = f"{args.workers} sync workers" if args.threads == 1 else f"{args.workers}x{args.threads} threads"
         print(
             f"Load: {args.users} people for {args.seconds:.0f} s, think time {args.think} s, gunicorn {kind}, "

@@ -48,8 +48,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(port: int, *, workers: int = 2, threads: int = 8) -> subprocess.Popen:
-    """gunicorn with production settings; `threads` 1 is gunicorn's plain sync worker (the README's command)."""
+def start_server(port: int, *, workers: int = 2, threads: int = 8, keep_alive: int = 2) -> subprocess.Popen:
+    """gunicorn with production settings; `threads` 1 is gunicorn's plain sync worker."""
     env = {**os.environ, **ENV}
     env.pop("DATABASE_URL", None)
     server = subprocess.Popen(
@@ -63,6 +63,8 @@ def start_server(port: int, *, workers: int = 2, threads: int = 8) -> subprocess
             "--workers",
             str(workers),
             *(["--worker-class", "gthread", "--threads", str(threads)] if threads > 1 else []),
+            "--keep-alive",
+            str(keep_alive),
             "--log-level",
             "warning",
         ],

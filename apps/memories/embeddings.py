@@ -100,6 +100,7 @@ def config_for(user) -> EmbeddingConfig:
 
 _local_models: dict[str, object] = {}
 _local_lock = threading.Lock()
+_encode_lock = threading.Lock()
 
 
 def _local_model(name: str):
@@ -148,8 +149,12 @@ def warm_up_in_background() -> None:
 
 def _embed_local(config: EmbeddingConfig, texts: list[str]) -> list[list[float]]:
     model = _local_model(config.model)
+    # One encode at a time per process: with one PyTorch thread per process two encodes at once only take turns,
+    # and the model's fast tokenizer is one object that threads must not share in several transformers releases
+    # ("RuntimeError: Already borrowed", huggingface/tokenizers#537; not seen with the versions installed here).
     # encode() sorts by length within the call, so one large call pads less than many small ones.
-    vectors = model.encode(texts, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
+    with _encode_lock:
+        vectors = model.encode(texts, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
     return [v.tolist() for v in vectors]
 
 
