@@ -4,10 +4,10 @@
 
 Starts what a deployment runs (README, "Running in production"): gunicorn with production settings (by default
 the README's `-w 4 --threads 4 --keep-alive 10`), a Celery worker and beat, on an embedded Valkey of its own and
-the embedded PostgreSQL, in a database of its own (`lorekeeper_bench_load`, rebuilt each run). Each simulated
-person has an account, a character with a few hundred memories and a chat of 120 indexed messages, and plays turns
-as SillyTavern does: build the context for the next message, append the person's message, append the reply;
-sometimes correct the reply (a patch) or search the memories. Think time between requests is random (mean
+the embedded PostgreSQL, in a database of its own (`lorekeeper_bench_load`; its people are made again each run).
+Each simulated person has an account, a character with a few hundred memories and a chat of 120 indexed messages,
+and plays turns as SillyTavern does: build the context for the next message, append the person's message, append
+the reply; sometimes correct the reply (a patch) or search the memories. Think time between requests is random (mean
 `--think` seconds: 0.5 is far faster than anyone writes, to find the capacity; 10 is closer to people waiting for
 a model and typing). Every write carries an Idempotency-Key and is retried as a client would (5xx, network error)
 until acknowledged.
@@ -22,6 +22,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -56,6 +58,7 @@ def start_services(broker_dir: str):
     valkey.start()
     broker = f"redis://127.0.0.1:{valkey.port}/0"
     sync_bench.ENV = {**sync_bench.ENV, "LOREKEEPER_DATABASE_NAME": DATABASE, "CELERY_BROKER_URL": broker}
+    sync_bench.ENV.pop("LOREKEEPER_API_RATE")  # each person has a token of their own: production's limit
     os.environ.update(sync_bench.ENV)
     os.environ.pop("DATABASE_URL", None)
     return valkey
@@ -375,13 +378,14 @@ def main() -> None:
         indexing_lag(people, timeout=300)
     finally:
         for child in children:
-            child.terminate()
+            os.killpg(child.pid, signal.SIGTERM)  # each runs in a session of its own, with its workers
         for child in children:
             try:
                 child.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                child.kill()
+                os.killpg(child.pid, signal.SIGKILL)
         valkey.stop()
+        shutil.rmtree(folder, ignore_errors=True)
     if not consistent:
         raise SystemExit(1)
 

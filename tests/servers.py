@@ -1,10 +1,12 @@
 """Lorekeeper as production runs it, for tests that need the real thing: gunicorn (production settings, threaded
 workers, persistent database connections) in a process of its own, on a free loopback port, reading the test's
-database; and the embedded PostgreSQL server stopped and started again under it."""
+database; and the embedded PostgreSQL server stopped and started again under it (which every other process using
+that server feels too: those tests are slow ones, for `make test-all`)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,27 +39,33 @@ def gunicorn(*, broker: str, workers: int = 2, threads: int = 4, **extra: str):
         SECURE_SSL_REDIRECT="false",
         CELERY_BROKER_URL=broker,
         LOG_LEVEL="ERROR",
+        LOREKEEPER_API_RATE="1000000/min",  # the tests share a token between many clients
+        LOREKEEPER_EMBEDDINGS_PROVIDER="none",  # no model loading in every worker while the test runs
         **extra,
     )
     command = [sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{port}"]
     command += ["--workers", str(workers), "--worker-class", "gthread", "--threads", str(threads)]
-    server = subprocess.Popen([*command, "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True)
+    command += ["--keep-alive", "10", "--log-level", "warning"]  # as the README's production command
+    server = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
-        while True:
+        while True:  # until a worker answers (the master listens before its workers have booted)
             assert server.poll() is None, "gunicorn exited while starting"
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
+            try:
+                if httpx.get(f"{url}/api/v1/chats/", timeout=5).status_code == 401:
                     break
+            except httpx.TransportError:
+                pass
             assert time.monotonic() < deadline, "gunicorn did not start within 60 s"
             time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
-        server.terminate()
+        os.killpg(server.pid, signal.SIGTERM)  # the master and its workers
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            server.kill()
+            os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=10)
 
 
@@ -79,8 +88,10 @@ def restart_postgres(server, *, down_for: float) -> None:
     options = (server.pgdata / "postmaster.opts").read_text().split(None, 1)[1].strip()
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user, timeout=60)
     connections.close_all()  # this process's connections died with it
-    time.sleep(down_for)
-    pg_ctl(["-w", "-o", options, "-l", str(server.log), "start"], pgdata=server.pgdata, user=server.system_user)
+    try:
+        time.sleep(down_for)
+    finally:  # whatever happens meanwhile (a failure, Ctrl-C), the server is started again
+        pg_ctl(["-w", "-o", options, "-l", str(server.log), "start"], pgdata=server.pgdata, user=server.system_user)
     deadline = time.monotonic() + 60
     while True:
         info = PostmasterInfo.read_from_pgdata(server.pgdata)

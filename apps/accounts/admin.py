@@ -3,8 +3,10 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 
+from apps.accounts.audit import audit_record
 from apps.accounts.models import ApiToken, AuditEvent
 from apps.accounts.services import user_deactivate
+from apps.accounts.signin import admin_sign_in
 
 User = get_user_model()
 
@@ -31,6 +33,17 @@ admin.site.unregister(User)
 @admin.register(User)
 class LorekeeperUserAdmin(UserAdmin):
     actions = [deactivate_users]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and "is_active" in form.changed_data and not obj.is_active:  # "Active" unticked by hand
+            audit_record(
+                action=AuditEvent.Action.USER_DEACTIVATED, user=obj, actor=request.user, target=obj.get_username()
+            )
+
+
+# The admin's sign-in pauses after repeated failures like the site's (apps/accounts/signin.py).
+admin.site.login = admin_sign_in
 
 
 @admin.register(ApiToken)

@@ -125,6 +125,15 @@ def valkey_port() -> int:
     return int(os.environ.get("LOREKEEPER_VALKEY_PORT", DEFAULT_VALKEY_PORT))
 
 
+def cache_url_from_broker(broker_url: str) -> str:
+    """Database 1 of the broker's server when it is Redis or Valkey (the broker uses 0), else "" (no shared cache)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if not broker_url.startswith(("redis://", "rediss://")):
+        return ""
+    return urlunsplit(urlsplit(broker_url)._replace(path="/1"))
+
+
 def valkey_url() -> str:
     # kombu does not know the valkey:// scheme; the server speaks the Redis protocol.
     return f"redis://127.0.0.1:{valkey_port()}/0"

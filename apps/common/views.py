@@ -1,6 +1,7 @@
 """The answer to an error no view handled. The database being unreachable (restarting, failing over, out of
-connections) is not a bug in the request: it is a 503 with Retry-After, so clients wait and try again — and
-nothing was written, since every write is one transaction. Anything else is a 500."""
+connections) is not a bug in the request: it is a 503 with Retry-After, so clients wait and try again. A request is
+one transaction, so it was applied whole or not at all; a retried write carrying the same Idempotency-Key is never
+applied twice. Anything else (a deadlock or a timeout included) is a 500."""
 
 from __future__ import annotations
 
@@ -11,12 +12,26 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 
 RETRY_AFTER_SECONDS = 5
-UNAVAILABLE = "The database is unavailable for a moment (restarting?): nothing was saved. Try again shortly."
+UNAVAILABLE = (
+    "The database is unavailable for a moment (restarting?): the request was not completed. Try again shortly; "
+    "a write sent again with the same Idempotency-Key is never applied twice."
+)
+# SQLSTATEs of a server that is going away or not taking sessions: admin_shutdown, crash_shutdown, cannot_connect_now,
+# too_many_connections (class 08, connection exceptions, is matched by its prefix).
+_GOING_AWAY = {"57P01", "57P02", "57P03", "53300"}
 
 
 def database_down(exc: BaseException | None) -> bool:
-    # Django's wrappers, and psycopg's own errors when they reach here unwrapped (a connection made outside Django).
-    return isinstance(exc, OperationalError | InterfaceError | psycopg.OperationalError | psycopg.InterfaceError)
+    """The database could not be reached or dropped the session, as opposed to refusing the statement (a deadlock, a
+    timeout, a serialisation failure are OperationalErrors too, but the database is there: those are bugs or load)."""
+    if isinstance(exc, InterfaceError | psycopg.InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError | psycopg.OperationalError):
+        return False
+    # Django wraps psycopg's error (its __cause__); psycopg's own reaches here from connections made outside Django.
+    original = exc.__cause__ if isinstance(exc.__cause__, psycopg.Error) else exc
+    sqlstate = getattr(original, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in _GOING_AWAY
 
 
 def server_error(request, *args, **kwargs) -> HttpResponse:

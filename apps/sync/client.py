@@ -92,9 +92,9 @@ class SyncClient:
         self.http.close()
 
     def request(self, method: str, path: str, *, idempotency_key: str | None = None, **kwargs) -> httpx.Response:
-        """One request. On a network error, or a 503 (the server's database is restarting; it says in Retry-After
-        when to come back), the very same request (same Idempotency-Key) is sent again: at once after a network
-        error, after the wait it asked for (at most `retry_after_max` seconds) after a 503."""
+        """One request. On a network error, a 503 (the server's database is restarting) or a 429 (the token's rate
+        is used up), the very same request (same Idempotency-Key) is sent again: at once after a network error,
+        after the wait Retry-After asks for (at most `retry_after_max` seconds) otherwise."""
         headers = dict(kwargs.pop("headers", {}))
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
@@ -111,7 +111,7 @@ class SyncClient:
                 network_errors += 1
                 self.stats.network_retries += 1
                 continue
-            if response.status_code != 503 or unavailable == self.unavailable_retries:
+            if response.status_code not in (429, 503) or unavailable == self.unavailable_retries:
                 return response
             unavailable += 1
             self.stats.unavailable_retries += 1

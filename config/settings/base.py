@@ -173,9 +173,7 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or embedded.valkey_url()
 # The shared cache (rate limits, sign-in attempts): CACHE_URL, or the broker's server (database 1) when it is Redis
 # or Valkey; with neither, each process counts for itself.
-_CACHE_URL = env("CACHE_URL", default="") or (
-    CELERY_BROKER_URL.rsplit("/", 1)[0] + "/1" if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else ""
-)
+_CACHE_URL = env("CACHE_URL", default="") or embedded.cache_url_from_broker(CELERY_BROKER_URL)
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",

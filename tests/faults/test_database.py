@@ -3,8 +3,10 @@ connections): clients get 503 with Retry-After while it is down, never a 500 and
 the service comes back by itself, and the sync client (which waits as told and sends the very same request again,
 same Idempotency-Key) ends with every message it was told was stored present exactly once.
 
-The short run is in `make test`; the long one (more clients, three restarts, patches and context builds too) in
-`make test-all`. Both need the embedded server: a database named by DATABASE_URL is not ours to restart."""
+Both runs are slow ones (`make test-all`): they stop the embedded server under everything else using it (a `make
+run` beside the tests, another test run). The short one has six clients and one restart; the long one more
+clients, three restarts, patches and context builds too. A database named by DATABASE_URL is not ours to restart:
+they skip."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from apps.chats.services.chats import chat_create
 from apps.sync.client import SyncClient, SyncError
 from tests.servers import embedded_postgres, gunicorn, restart_postgres
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
@@ -119,7 +121,6 @@ def test_postgres_restarted_under_load_answers_503_then_resumes_and_loses_nothin
     run_under_restarts(user, broker, postgres, clients=6, restarts=1, down_for=2, patches=False)
 
 
-@pytest.mark.slow
 def test_postgres_restarted_three_times_under_heavier_load_with_patches_and_context(user, broker, postgres):
     writers = run_under_restarts(user, broker, postgres, clients=24, restarts=3, down_for=4, patches=True)
     assert sum(len(writer.corrected) for writer in writers) > 0

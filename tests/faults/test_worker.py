@@ -142,36 +142,43 @@ def test_with_the_broker_down_writes_succeed_and_their_work_runs_when_it_returns
 
 
 def test_a_model_that_fails_or_talks_nonsense_fails_the_job_visibly_and_later_tries_again(
-    api, user, character, worker_model, broker
+    api, user, character, worker_model, broker, settings
 ):
     chat = chat_create(user=user, title="Harbour", character_ids=[character.pk], user_name="Rowan")
-    worker_model.on(TASKS["session"], Reply("", status=500), times=1)
-    worker_model.on(TASKS["longterm"], Reply(raw="<html>proxy error</html>"), times=1)
+    worker_model.on(TASKS["session"], Reply("", status=500))  # down for good
+    worker_model.on(TASKS["longterm"], Reply(raw="<html>proxy error</html>"), times=1)  # a proxy's page, once
     worker_model.on(TASKS["arcs"], "I'd rather talk about the weather. Nothing in the expected format here.")
     append(api, chat, turns(0, 10))
+
+    def job(tier):
+        return PipelineJob.objects.filter(chat=chat, tier=tier).order_by("-pk").first()
+
     with celery_worker(broker) as worker:
         wait_for(
             lambda: (
-                PipelineJob.objects.filter(chat=chat, tier__in=["session", "longterm", "arcs"], attempts__gte=1)
-                .exclude(error="")
-                .count()
-                >= 2
+                getattr(job("session"), "state", None) == "failed"
+                and getattr(job("arcs"), "state", None) == "failed"
+                and getattr(job("longterm"), "state", None) == "done"
             ),
-            timeout=90,
-            what="the jobs meeting the failing model",
+            timeout=120,
+            what="the jobs meeting the failing model settling",
             worker=worker,
         )
-    failed = PipelineJob.objects.filter(chat=chat).exclude(error="")
-    for job in failed:
-        assert job.state in ("queued", "failed", "done"), job.state
-        assert job.error  # the reason is on the job
-        if job.state == "queued":
-            assert job.next_attempt_at is not None  # tried again later, with backoff
+    attempts = settings.LOREKEEPER_EXTRACTION["max_attempts"]
+    session, arcs, longterm = job("session"), job("arcs"), job("longterm")
+    # Tried again after each failure (with backoff), then left failed with the reason, for a person to retry.
+    assert session.attempts == attempts and "500" in session.error, (session.attempts, session.error)
+    assert arcs.attempts == attempts and arcs.error, (arcs.attempts, arcs.error)
+    # The garbage answer cost one attempt; the next one went through.
+    assert longterm.attempts == 2, (longterm.attempts, longterm.error)
+    assert Memory.objects.filter(user=user, origin="extraction", kind="fact").exists()
+    # Other tiers were not held up by the failing ones.
+    assert getattr(job("ledger"), "state", None) == "done"
 
 
 def test_a_slow_model_never_holds_up_the_web_requests(api, user, character, worker_model, broker):
     chat = chat_create(user=user, title="Harbour", character_ids=[character.pk], user_name="Rowan")
-    worker_model.on(TASKS["session"], Reply("[detail:2:scene] Slow.", delay=8), times=1)
+    worker_model.on(TASKS["session"], Reply("[detail:2:scene] Slow.", delay=12), times=1)
     append(api, chat, turns(0, 10))
     with celery_worker(broker) as worker:
         wait_for(
@@ -185,7 +192,7 @@ def test_a_slow_model_never_holds_up_the_web_requests(api, user, character, work
         assert api.get(f"/api/v1/chats/{chat.pk}/messages/").status_code == 200
         built = api.post(f"/api/v1/chats/{chat.pk}/context", {"message": "Where is the key?"}, format="json")
         assert built.status_code == 200
-        assert time.monotonic() - started < 4  # while the model is still answering (8 s)
+        assert time.monotonic() - started < 8  # while the model is still answering (12 s)
         assert PipelineJob.objects.filter(chat=chat, tier="session", state="running").exists()
 
 

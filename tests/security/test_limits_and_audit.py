@@ -139,7 +139,7 @@ def test_a_database_that_drops_the_connection_answers_503_with_retry_after(user,
     other.close()
     response = client.post("/api/v1/chats/", {"title": "During the outage"}, format="json")
     assert response.status_code == 503 and response["Retry-After"] == "5"
-    assert "nothing was saved" in response.json()["message"]
+    assert "Try again shortly" in response.json()["message"]
     # Logged as one line naming the cause; no traceback per request of an outage.
     (record,) = [r for r in caplog.records if r.name == "django.request"]
     assert record.getMessage().startswith("Service Unavailable: /api/v1/chats/ (database unavailable: ")
@@ -147,6 +147,59 @@ def test_a_database_that_drops_the_connection_answers_503_with_retry_after(user,
     connection.close()
     assert not Chat.objects.filter(title="During the outage").exists()
     assert client.get("/api/v1/chats/").status_code == 200  # back by itself (a new connection)
+
+
+@pytest.fixture
+def chat_insert_trigger():
+    """Run a PL/pgSQL statement inside the write, when a chat titled "Doomed" is inserted."""
+    made = []
+
+    def make(body: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"CREATE FUNCTION lk_test_fault() RETURNS trigger AS $$ BEGIN {body}; RETURN NEW; END $$ "
+                "LANGUAGE plpgsql"
+            )
+            cursor.execute(
+                "CREATE TRIGGER lk_test_fault AFTER INSERT ON chats_chat FOR EACH ROW "
+                "WHEN (NEW.title = 'Doomed') EXECUTE FUNCTION lk_test_fault()"
+            )
+        made.append(True)
+
+    yield make
+    if made:
+        connection.close()
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER lk_test_fault ON chats_chat")
+            cursor.execute("DROP FUNCTION lk_test_fault()")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_ended_in_the_middle_of_a_write_answers_503_and_keeps_nothing_of_it(user, chat_insert_trigger):
+    # The server ends the session after the chat row is inserted and before the request's transaction commits.
+    chat_insert_trigger("PERFORM pg_terminate_backend(pg_backend_pid())")
+    _, raw = api_token_create(user=user, name="t")
+    client = APIClient(raise_request_exception=False)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    connection.close()  # the request opens its own session
+    response = client.post("/api/v1/chats/", {"title": "Doomed", "user_name": "Rowan"}, format="json")
+    assert response.status_code == 503 and response["Retry-After"] == "5"
+    connection.close()
+    assert not Chat.objects.filter(title="Doomed").exists()
+    assert client.post("/api/v1/chats/", {"title": "Spared"}, format="json").status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deadlock_is_a_server_error_not_an_outage(user, chat_insert_trigger, caplog):
+    # The database is there and refused the statement: a 500 with its traceback in the log, not "try again".
+    chat_insert_trigger("RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01'")
+    _, raw = api_token_create(user=user, name="t")
+    client = APIClient(raise_request_exception=False)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    response = client.post("/api/v1/chats/", {"title": "Doomed"}, format="json")
+    assert response.status_code == 500 and "Retry-After" not in response
+    assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records if r.name == "django.request")
+    assert not Chat.objects.filter(title="Doomed").exists()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -178,3 +231,86 @@ def test_error_reports_hide_the_authorization_header_and_secret_settings(user, r
         report = ExceptionReporter(request, type(exc), exc, exc.__traceback__).get_traceback_text()
     assert "HTTP_AUTHORIZATION" in report  # the header is named, its value is not
     assert raw not in report and "sk-embedding-key-in-settings" not in report
+
+
+@pytest.mark.parametrize(
+    ("broker", "cache"),
+    [
+        ("redis://redis:6379/0", "redis://redis:6379/1"),
+        ("redis://redis:6379", "redis://redis:6379/1"),
+        (
+            "rediss://:secret@cache.example:6380/3?ssl_cert_reqs=none",
+            "rediss://:secret@cache.example:6380/1?ssl_cert_reqs=none",
+        ),
+        ("amqp://guest@rabbit//", ""),
+    ],
+)
+def test_the_shared_cache_is_database_1_of_a_redis_broker(broker, cache):
+    from apps.common.embedded import cache_url_from_broker
+
+    assert cache_url_from_broker(broker) == cache
+
+
+def test_look_alike_names_count_against_the_same_account(user, settings, client):
+    settings.LOREKEEPER_LOGIN_ATTEMPTS = 3
+    from django.core.cache import cache
+
+    cache.clear()
+    for name in ("alice", "ａｌｉｃｅ", "ALICE"):  # the form signs in with the NFKC form: all of them are alice
+        assert client.post("/accounts/login/", {"username": name, "password": "wrong"}).status_code == 200
+    paused = client.post("/accounts/login/", {"username": "ａlice", "password": "correct horse battery"})
+    assert paused.status_code == 429
+    (event,) = AuditEvent.objects.filter(action="login.locked")
+    assert event.user == user  # the account, where it exists
+    cache.clear()
+
+
+def test_a_right_password_starts_the_count_again(user, settings, client):
+    settings.LOREKEEPER_LOGIN_ATTEMPTS = 3
+    from django.core.cache import cache
+
+    cache.clear()
+    for _ in range(2):
+        client.post("/accounts/login/", {"username": "alice", "password": "wrong"})
+    assert (
+        client.post("/accounts/login/", {"username": "alice", "password": "correct horse battery"}).status_code == 302
+    )
+    client.logout()
+    for _ in range(3):  # three more failures are allowed again
+        assert client.post("/accounts/login/", {"username": "alice", "password": "wrong"}).status_code == 200
+    assert client.post("/accounts/login/", {"username": "alice", "password": "wrong"}).status_code == 429
+    cache.clear()
+
+
+def test_the_admin_sign_in_pauses_too(settings, client):
+    settings.LOREKEEPER_LOGIN_ATTEMPTS = 2
+    from django.core.cache import cache
+
+    cache.clear()
+    get_user_model().objects.create_superuser(username="root", password="correct horse battery")
+    for _ in range(2):
+        assert client.post("/admin/login/", {"username": "root", "password": "wrong"}).status_code == 200
+    paused = client.post("/admin/login/", {"username": "root", "password": "correct horse battery"})
+    assert paused.status_code == 429 and "Sign-in paused" in paused.content.decode()
+    assert "_auth_user_id" not in client.session
+    cache.clear()
+    assert client.post("/admin/login/", {"username": "root", "password": "correct horse battery"}).status_code == 302
+
+
+def test_unticking_active_in_the_admin_is_audited(user, client):
+    admin_user = get_user_model().objects.create_superuser(username="root", password="x")
+    client.force_login(admin_user)
+    page = client.get(f"/admin/auth/user/{user.pk}/change/")
+    form = page.context["adminform"].form
+    data = {name: value for name, value in form.initial.items() if value is not None and not isinstance(value, list)}
+    data.update(
+        username=user.username, is_active="", date_joined_0="2026-01-01", date_joined_1="00:00:00", email=user.email
+    )
+    data.pop("password", None)
+    data.pop("last_login", None)
+    response = client.post(f"/admin/auth/user/{user.pk}/change/", data)
+    assert response.status_code == 302, response.context["adminform"].form.errors if response.context else response
+    user.refresh_from_db()
+    assert not user.is_active
+    (event,) = AuditEvent.objects.filter(action="user.deactivated")
+    assert event.user == user and event.actor == admin_user
