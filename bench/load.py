@@ -162,6 +162,7 @@ class Person(threading.Thread):
         self.timings: dict[str, list[float]] = defaultdict(list)
         self.failures: dict[str, int] = defaultdict(int)  # non-2xx answers and network errors, retries included
         self.errors: dict[str, str] = {}  # the first answer of each kind of failure
+        self.builds: list[tuple[float, dict]] = []  # each context build: seconds on the wire, the server's timings
         self.integrity = ""
         self.fatal: str | None = None
 
@@ -203,6 +204,9 @@ class Person(threading.Thread):
         try:
             state = self.http.get(f"/chats/{self.chat}/delta", params={"from_index": 0, "limit": 1}).json()
             self.integrity = state["integrity"]
+            # People arrive over a while, not all in the same instant (fifty context builds at once at the start
+            # would be a burst no deployment sees, and would set the percentiles of a slow-paced run).
+            time.sleep(self.rng.uniform(0, 2 * self.think))
             turn = 0
             while time.monotonic() < self.until:
                 self.turn(turn)
@@ -215,7 +219,10 @@ class Person(threading.Thread):
     def turn(self, turn: int) -> None:
         rng = self.rng
         question = f"Rowan asks about the {rng.choice(THINGS)} near the {rng.choice(PLACES)} (turn {turn})."
-        self._send("context", "POST", f"/chats/{self.chat}/context", json={"message": question})
+        started = time.perf_counter()
+        built = self._send("context", "POST", f"/chats/{self.chat}/context", json={"message": question})
+        if built is not None and built.status_code == 200:
+            self.builds.append((time.perf_counter() - started, built.json().get("timings_ms", {})))
         self._pause()
         reply = f"{sentence(rng)} *{rng.choice(PEOPLE)} nods.* (reply {turn})"
         for name, text in (("Rowan", question), ("Mira", reply)):
@@ -286,6 +293,11 @@ def report(people: list[Person], elapsed: float) -> None:
             print(f"  a person stopped: {person.fatal}")
     for kind, text in sorted(kinds.items()):
         print(f"  {kind}: {text}")
+    builds = sorted((build for person in people for build in person.builds), key=lambda b: b[0], reverse=True)
+    if builds:
+        print("Slowest context builds (on the wire; the server's own timings, ms):")
+        for seconds, timings in builds[:5]:
+            print(f"  {seconds * 1000:7.0f} ms  " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()))
 
 
 def check(people: list[Person]) -> bool:
@@ -378,12 +390,12 @@ def main() -> None:
         indexing_lag(people, timeout=300)
     finally:
         for child in children:
-            os.killpg(child.pid, signal.SIGTERM)  # each runs in a session of its own, with its workers
+            child.terminate()  # the master stops its own workers (Celery: once their tasks are done)
         for child in children:
             try:
                 child.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
+                os.killpg(child.pid, signal.SIGKILL)  # each runs in a session of its own, with its workers
         valkey.stop()
         shutil.rmtree(folder, ignore_errors=True)
     if not consistent:

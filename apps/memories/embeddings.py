@@ -113,8 +113,8 @@ def _local_model(name: str):
                 raise EmbeddingUnavailable("sentence-transformers is not installed.") from exc
             # PyTorch gives each process a thread per core, and its idle threads spin. A deployment runs several
             # web and worker processes, each embedding a few texts at a time: with one thread each they share the
-            # cores instead of fighting over them (under load on 2 cores, context builds went from p50 670 ms to
-            # 120 ms; bench/load.py).
+            # cores instead of fighting over them (ten people writing at once on 2 cores, bench/load.py: context
+            # builds went from p50 670 ms to 90 ms).
             torch.set_num_threads(settings.LOREKEEPER_EMBEDDINGS_THREADS)
             path = name
             if name == "all-MiniLM-L6-v2":

@@ -187,6 +187,9 @@ CACHES = {
 # Sign-in: this many failed attempts for one account or one address within the window, then a pause.
 LOREKEEPER_LOGIN_ATTEMPTS = env.int("LOREKEEPER_LOGIN_ATTEMPTS", default=10)
 LOREKEEPER_LOGIN_WINDOW_SECONDS = env.int("LOREKEEPER_LOGIN_WINDOW_SECONDS", default=15 * 60)
+# Proxies in front of the web servers that append the client's address to X-Forwarded-For (a TLS proxy: 1), so that
+# sign-in pauses and the audit log see the client, not the proxy.
+LOREKEEPER_PROXY_HOPS = env.int("LOREKEEPER_PROXY_HOPS", default=0)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default="") or CELERY_BROKER_URL
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

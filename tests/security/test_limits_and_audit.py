@@ -314,3 +314,22 @@ def test_unticking_active_in_the_admin_is_audited(user, client):
     assert not user.is_active
     (event,) = AuditEvent.objects.filter(action="user.deactivated")
     assert event.user == user and event.actor == admin_user
+
+
+@pytest.mark.parametrize(
+    ("hops", "forwarded", "expected"),
+    [
+        (0, "203.0.113.9", "10.0.0.2"),  # no proxy configured: the header is the client's own words
+        (1, "203.0.113.9", "203.0.113.9"),  # what the proxy saw
+        (1, "198.51.100.1, 203.0.113.9", "203.0.113.9"),  # a client's forged entry comes first: ignored
+        (2, "198.51.100.1, 203.0.113.9, 10.0.0.7", "203.0.113.9"),
+        (1, "not-an-address", "10.0.0.2"),
+        (2, "203.0.113.9", "10.0.0.2"),  # shorter than the proxies configured
+    ],
+)
+def test_the_client_address_behind_proxies(rf, settings, hops, forwarded, expected):
+    from apps.accounts.audit import client_ip
+
+    settings.LOREKEEPER_PROXY_HOPS = hops
+    request = rf.get("/", HTTP_X_FORWARDED_FOR=forwarded, REMOTE_ADDR="10.0.0.2")
+    assert client_ip(request) == expected
