@@ -74,6 +74,17 @@ def attempt_succeeded(request) -> None:
         pass
 
 
+def _signed_in(request, response: HttpResponse) -> bool:
+    """This attempt signed in: a redirect, and the session's user is the one named (someone already signed in who
+    posts another account's name with a wrong password gets the form again, and must not reset its count)."""
+    user = request.user
+    return (
+        response.status_code == 302
+        and user.is_authenticated
+        and user.get_username().casefold() == _name(request).casefold()
+    )
+
+
 def _pause_message() -> str:
     minutes = max(1, settings.LOREKEEPER_LOGIN_WINDOW_SECONDS // 60)
     return f"Too many failed sign-ins: try again in {minutes} minutes."
@@ -95,7 +106,7 @@ class SignInView(auth_views.LoginView):
             form.add_error(None, _pause_message())
             return _paused(self.render_to_response(self.get_context_data(form=form)))
         response = super().post(request, *args, **kwargs)
-        if request.user.is_authenticated:
+        if _signed_in(request, response):
             attempt_succeeded(request)
         return response
 
@@ -107,6 +118,6 @@ def admin_sign_in(request, extra_context=None):
             page = f"<!doctype html><title>Paused</title><h1>Sign-in paused</h1><p>{escape(_pause_message())}</p>"
             return _paused(HttpResponse(page))
     response = AdminSite.login(admin.site, request, extra_context)
-    if request.method == "POST" and request.user.is_authenticated:
+    if request.method == "POST" and _signed_in(request, response):
         attempt_succeeded(request)
     return response

@@ -333,3 +333,15 @@ def test_the_client_address_behind_proxies(rf, settings, hops, forwarded, expect
     settings.LOREKEEPER_PROXY_HOPS = hops
     request = rf.get("/", HTTP_X_FORWARDED_FOR=forwarded, REMOTE_ADDR="10.0.0.2")
     assert client_ip(request) == expected
+
+
+def test_someone_signed_in_cannot_reset_another_accounts_count(user, other_user, settings, client):
+    settings.LOREKEEPER_LOGIN_ATTEMPTS = 2
+    from django.core.cache import cache
+
+    cache.clear()
+    client.force_login(other_user)  # bob, signed in, guessing alice's password through the form
+    for _ in range(2):
+        assert client.post("/accounts/login/", {"username": "alice", "password": "wrong"}).status_code == 200
+    assert client.post("/accounts/login/", {"username": "alice", "password": "guess"}).status_code == 429
+    cache.clear()
