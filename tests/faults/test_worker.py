@@ -90,17 +90,11 @@ class OutageBroker:
 
 @pytest.fixture
 def outage_broker(tmp_path):
-    from config.celery import app as celery_app
-    from tests.conftest import _forget_connections
+    from tests.conftest import tasks_sent_to
 
     broker = OutageBroker(tmp_path / "valkey")
-    saved = celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager
-    celery_app.conf.broker_url = celery_app.conf.result_backend = broker.url
-    celery_app.conf.task_always_eager = False
-    _forget_connections(celery_app)
-    yield broker
-    celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager = saved
-    _forget_connections(celery_app)
+    with tasks_sent_to(broker.url):
+        yield broker
     broker.close()
 
 

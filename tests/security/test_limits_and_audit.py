@@ -30,10 +30,21 @@ def limited(settings):
         pass
 
 
-def bearer(raw: str) -> APIClient:
-    client = APIClient()
+def bearer(raw: str, **options) -> APIClient:
+    client = APIClient(**options)
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return client
+
+
+def end_this_session() -> None:
+    """Another session ends this process's database session, as a server going down would."""
+    other = connection.copy()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        mine = cursor.fetchone()[0]
+    with other.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [mine])
+    other.close()
 
 
 def test_the_api_is_limited_per_token(user, limited):
@@ -126,17 +137,8 @@ def test_tokens_and_model_keys_never_reach_the_logs(user, llm_server, caplog):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_database_that_drops_the_connection_answers_503_with_retry_after(user, caplog):
-    _, raw = api_token_create(user=user, name="t")
-    client = APIClient(raise_request_exception=False)
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    # Another session ends ours, as a restarting server would.
-    other = connection.copy()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        mine = cursor.fetchone()[0]
-    with other.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(%s)", [mine])
-    other.close()
+    client = bearer(api_token_create(user=user, name="t")[1], raise_request_exception=False)
+    end_this_session()  # as a restarting server would
     response = client.post("/api/v1/chats/", {"title": "During the outage"}, format="json")
     assert response.status_code == 503 and response["Retry-After"] == "5"
     assert "Try again shortly" in response.json()["message"]
@@ -178,9 +180,7 @@ def chat_insert_trigger():
 def test_a_session_ended_in_the_middle_of_a_write_answers_503_and_keeps_nothing_of_it(user, chat_insert_trigger):
     # The server ends the session after the chat row is inserted and before the request's transaction commits.
     chat_insert_trigger("PERFORM pg_terminate_backend(pg_backend_pid())")
-    _, raw = api_token_create(user=user, name="t")
-    client = APIClient(raise_request_exception=False)
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    client = bearer(api_token_create(user=user, name="t")[1], raise_request_exception=False)
     connection.close()  # the request opens its own session
     response = client.post("/api/v1/chats/", {"title": "Doomed", "user_name": "Rowan"}, format="json")
     assert response.status_code == 503 and response["Retry-After"] == "5"
@@ -193,9 +193,7 @@ def test_a_session_ended_in_the_middle_of_a_write_answers_503_and_keeps_nothing_
 def test_a_deadlock_is_a_server_error_not_an_outage(user, chat_insert_trigger, caplog):
     # The database is there and refused the statement: a 500 with its traceback in the log, not "try again".
     chat_insert_trigger("RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01'")
-    _, raw = api_token_create(user=user, name="t")
-    client = APIClient(raise_request_exception=False)
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    client = bearer(api_token_create(user=user, name="t")[1], raise_request_exception=False)
     response = client.post("/api/v1/chats/", {"title": "Doomed"}, format="json")
     assert response.status_code == 500 and "Retry-After" not in response
     assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records if r.name == "django.request")
@@ -206,13 +204,7 @@ def test_a_deadlock_is_a_server_error_not_an_outage(user, chat_insert_trigger, c
 def test_the_web_pages_answer_503_too(user):
     web = Client(raise_request_exception=False)
     web.force_login(user)
-    other = connection.copy()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        mine = cursor.fetchone()[0]
-    with other.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(%s)", [mine])
-    other.close()
+    end_this_session()
     response = web.get("/chats/")
     assert response.status_code == 503 and response["Retry-After"] == "5"
     assert "Back in a moment" in response.content.decode()
