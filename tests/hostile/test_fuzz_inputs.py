@@ -196,3 +196,22 @@ def test_markup_and_template_syntax_in_text_are_shown_not_run(web, user):
         assert "<script>alert" not in page and "<img src=x" not in page, path
         assert "sql_queries" not in page, path  # {% debug %} never ran
         assert "&lt;script&gt;" in page and "{{ 7|add:7 }}" in page, path  # shown as the text it is
+
+
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("/api/v1/sync/status?instance=e%009", "instance"),
+        ("/api/v1/chats/?limit=5&q=%00", "q"),
+        ("/api/v1/sync/instances/ab%00cd", "path"),
+        ("/chats/?q=%00", "q"),
+    ],
+)
+def test_a_nul_character_in_the_query_or_path_is_a_400_naming_where(api, client, user, url, field):
+    client.force_login(user)
+    response = (api if url.startswith("/api/") else client).get(url)
+    assert response.status_code == 400
+    if url.startswith("/api/"):
+        assert response.json()["extra"]["field"] == field
+    else:
+        assert "NUL character" in response.content.decode()
