@@ -44,6 +44,8 @@ def instance_list(*, user) -> QuerySet[Instance]:
 
 
 def instance_get(*, user, key: str) -> Instance:
+    if "\x00" in key:  # no key holds one (PostgreSQL text cannot), and comparing with one fails in the database
+        raise Http404("No instance with that key.")
     try:
         return Instance.objects.get(user=user, key=key)
     except Instance.DoesNotExist as exc:

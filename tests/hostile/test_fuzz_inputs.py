@@ -198,20 +198,7 @@ def test_markup_and_template_syntax_in_text_are_shown_not_run(web, user):
         assert "&lt;script&gt;" in page and "{{ 7|add:7 }}" in page, path  # shown as the text it is
 
 
-@pytest.mark.parametrize(
-    ("url", "field"),
-    [
-        ("/api/v1/sync/status?instance=e%009", "instance"),
-        ("/api/v1/chats/?limit=5&q=%00", "q"),
-        ("/api/v1/sync/instances/ab%00cd", "path"),
-        ("/chats/?q=%00", "q"),
-    ],
-)
-def test_a_nul_character_in_the_query_or_path_is_a_400_naming_where(api, client, user, url, field):
-    client.force_login(user)
-    response = (api if url.startswith("/api/") else client).get(url)
-    assert response.status_code == 400
-    if url.startswith("/api/"):
-        assert response.json()["extra"]["field"] == field
-    else:
-        assert "NUL character" in response.content.decode()
+@pytest.mark.parametrize("url", ["/api/v1/sync/status?instance=e%009", "/api/v1/sync/instances/ab%00cd"])
+def test_an_instance_key_with_a_nul_character_is_unknown_not_a_server_error(api, url):
+    # Found by the long schema fuzz (make test-all): the key reached a lookup PostgreSQL cannot make.
+    assert api.get(url).status_code == 404
