@@ -21,6 +21,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from apps.chats.models import Character
+from apps.chats.services.characters import CHARACTER_FIELDS as CARD_FIELDS
 from apps.memories.models import Memory
 from apps.sync.models import FeedEntry, FeedType, Instance, SettingsDocument
 
@@ -28,7 +29,8 @@ FEED_LOCK = 0x5346  # pg_advisory_xact_lock(FEED_LOCK, user id): numbering the u
 PULL_LIMIT = 500
 MAX_PULL_LIMIT = 2000
 
-MEMORY_FIELDS = (
+# What an instance may write of a memory (push applies these), and what a pulled memory carries besides.
+MEMORY_WRITABLE = (
     "kind",
     "content",
     "data",
@@ -40,6 +42,9 @@ MEMORY_FIELDS = (
     "status",
     "retired_reason",
     "occurred_at",
+)
+MEMORY_FIELDS = (
+    *MEMORY_WRITABLE,
     "source_instance",
     "participating_instances",
     "edited_by",
@@ -47,20 +52,7 @@ MEMORY_FIELDS = (
     "version",
     "created_at",
 )
-CHARACTER_FIELDS = (
-    "name",
-    "description",
-    "personality",
-    "scenario",
-    "first_mes",
-    "mes_example",
-    "system_prompt",
-    "creator_notes",
-    "tags",
-    "card_data",
-    "source_instance",
-    "participating_instances",
-)
+CHARACTER_FIELDS = (*CARD_FIELDS, "source_instance", "participating_instances")
 
 
 def feed_order(*, user_id: int) -> None:

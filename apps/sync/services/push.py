@@ -41,25 +41,12 @@ from apps.sync import clocks
 from apps.sync.clocks import Order
 from apps.sync.models import FeedEntry, FeedType, Instance, SettingsDocument
 from apps.sync.services import daily
-from apps.sync.services.feed import PAYLOADS, feed_head, feed_order, tombstone_payload
+from apps.sync.services.feed import MEMORY_WRITABLE, PAYLOADS, feed_head, feed_order, tombstone_payload
 from apps.sync.services.settings import settings_get
 
 PUSH_LOCK = 0x5350  # pg_advisory_xact_lock(PUSH_LOCK, user id): one push of a user at a time
 MAX_CHANGES = 1000
 AUTHORITATIVE_KINDS = {Kind.WEEKLY, Kind.MONTHLY, Kind.YEARLY, Kind.SIGNIFICANT}
-MEMORY_WRITABLE = (
-    "kind",
-    "content",
-    "data",
-    "importance",
-    "confidence",
-    "time_scope",
-    "valid_from",
-    "valid_to",
-    "status",
-    "retired_reason",
-    "occurred_at",
-)
 
 APPLIED, MERGED, RESOLVED, REJECTED = "applied", "merged", "conflict_resolved", "rejected"
 
