@@ -12,14 +12,14 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from functools import cache
+from http import HTTPStatus
 
 import httpx
 import openai
 from django.conf import settings
 
 from apps.common.exceptions import ApplicationError
-from apps.common.netguard import provider_url_check
+from apps.common.netguard import guarded_http_client, provider_url_check
 from apps.common.secrets import secret_decrypt
 from apps.llm.models import Call, Connection
 from apps.llm.prompts import Prompt
@@ -74,12 +74,15 @@ def _retry_after(headers) -> float | None:
     return None
 
 
-@cache
-def _http_client() -> httpx.Client:
-    """One pooled HTTP client for every OpenAI-compatible call of the process: building one loads the system's CA
-    certificates (about 25 ms), which per call was the largest cost of a classification. A redirect is never
-    followed: it would reach a host provider_url_check never saw (a private one, say)."""
-    return openai.DefaultHttpxClient(follow_redirects=False)
+def _refused(status: int) -> LlmError:
+    """What a person is told of a refusal: the status and its standard reason, never the body. The body could be
+    any service's page, and echoing it would make the connection test a probe (nor is it logged: providers echo
+    parts of the key in it)."""
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = "an unknown status"
+    return LlmError(f"the server refused the request ({status}): {reason}")
 
 
 def _call_openai(connection: Connection, messages: list[dict], options: dict, timeout: float) -> _Answer:
@@ -88,7 +91,7 @@ def _call_openai(connection: Connection, messages: list[dict], options: dict, ti
         api_key=secret_decrypt(connection.api_key_encrypted) or "unused",
         timeout=timeout,
         max_retries=0,  # ours below, the same for both APIs
-        http_client=_http_client(),
+        http_client=guarded_http_client(),  # the address policy at every connection, no redirects
     )
     try:
         answer = client.chat.completions.create(model=connection.model, messages=messages, **options)
@@ -101,9 +104,9 @@ def _call_openai(connection: Connection, messages: list[dict], options: dict, ti
     except openai.InternalServerError as exc:
         raise _Retryable(f"server error {exc.status_code}", _retry_after(exc.response.headers)) from exc
     except openai.APIStatusError as exc:
-        raise LlmError(f"the server refused the request ({exc.status_code}): {_short(exc.message)}") from exc
+        raise _refused(exc.status_code) from exc
     except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
-        raise LlmError(f"unreadable answer: {_short(str(exc))}") from exc
+        raise LlmError("unreadable answer: not an OpenAI-compatible chat completion") from exc
     try:
         message = answer.choices[0].message.model_dump()
     except (AttributeError, IndexError, TypeError) as exc:
@@ -126,7 +129,7 @@ def _call_ollama(connection: Connection, messages: list[dict], options: dict, ti
     if key:
         headers["Authorization"] = f"Bearer {key}"
     try:
-        response = httpx.post(url, json=body, headers=headers, timeout=timeout)
+        response = guarded_http_client().post(url, json=body, headers=headers, timeout=timeout)
     except httpx.TimeoutException as exc:
         raise _Retryable(f"timed out after {timeout:g} s") from exc
     except httpx.HTTPError as exc:
@@ -136,7 +139,7 @@ def _call_ollama(connection: Connection, messages: list[dict], options: dict, ti
     if response.status_code >= 500:
         raise _Retryable(f"server error {response.status_code}", _retry_after(response.headers))
     if response.status_code >= 400:
-        raise LlmError(f"the server refused the request ({response.status_code}): {_short(response.text)}")
+        raise _refused(response.status_code)
     try:
         data = response.json()
         message = data["message"]

@@ -22,12 +22,15 @@ import httpx
 from django.conf import settings
 
 from apps.common.exceptions import ApplicationError
-from apps.common.netguard import provider_url_check
+from apps.common.netguard import guarded_http_client, provider_url_check, trusted_http_client
 from apps.memories.models import EmbeddingCache, EmbeddingSettings
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODELS = {"local": "all-MiniLM-L6-v2", "openai": "text-embedding-3-small", "ollama": "nomic-embed-text"}
+# Where a remote provider is called when no URL is given. A default is held to the same address policy as a typed
+# URL: a user's "ollama" with no URL must not reach the server's own loopback.
+DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "ollama": "http://127.0.0.1:11434"}
 PROVIDERS = ("local", "openai", "ollama", "none")
 
 
@@ -45,6 +48,12 @@ class EmbeddingConfig:
     batch_size: int = 128
     timeout: float = 30.0
     retries: int = 2
+    # The operator's own provider (LOREKEEPER_EMBEDDINGS_*) may be on the private network; a user's may not.
+    trusted: bool = False
+
+    @property
+    def url(self) -> str:
+        return self.base_url or DEFAULT_URLS.get(self.provider, "")
 
     @property
     def key(self) -> str:
@@ -73,6 +82,7 @@ def deployment_config() -> EmbeddingConfig:
         dimensions=settings.LOREKEEPER_EMBEDDINGS_DIMENSIONS,
         batch_size=settings.LOREKEEPER_EMBEDDINGS_BATCH,
         timeout=settings.LOREKEEPER_EMBEDDINGS_TIMEOUT,
+        trusted=True,
     )
 
 
@@ -162,27 +172,31 @@ def _embed_openai(config: EmbeddingConfig, texts: list[str]) -> list[list[float]
     import openai
 
     client = openai.OpenAI(
-        base_url=config.base_url or None,
+        base_url=config.url,
         api_key=config.api_key or "unused",
         timeout=config.timeout,
         max_retries=config.retries,
+        http_client=_http_client(config),
     )
     extra = {"dimensions": config.dimensions} if config.dimensions else {}
     try:
         answer = client.embeddings.create(model=config.model, input=texts, **extra)
+    except openai.APIStatusError as exc:
+        # The status only: the body could be any service's page (apps/llm/client.py says the same of models).
+        raise EmbeddingUnavailable(f"Embedding endpoint refused the request ({exc.status_code})") from exc
     except openai.OpenAIError as exc:
-        raise EmbeddingUnavailable(f"Embedding endpoint failed: {exc}") from exc
+        raise EmbeddingUnavailable(f"Embedding endpoint failed: {type(exc).__name__}") from exc
     ordered = sorted(answer.data, key=lambda item: item.index)
     return [list(item.embedding) for item in ordered]
 
 
 def _embed_ollama(config: EmbeddingConfig, texts: list[str]) -> list[list[float]]:
-    url = (config.base_url or "http://127.0.0.1:11434").rstrip("/") + "/api/embed"
+    url = config.url.rstrip("/") + "/api/embed"
     body: dict = {"model": config.model, "input": texts}
     if config.dimensions:
         body["dimensions"] = config.dimensions
     try:
-        response = httpx.post(url, json=body, timeout=config.timeout)
+        response = _http_client(config).post(url, json=body, timeout=config.timeout)
         response.raise_for_status()
         return response.json()["embeddings"]
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
@@ -192,12 +206,18 @@ def _embed_ollama(config: EmbeddingConfig, texts: list[str]) -> list[list[float]
 _PROVIDERS = {"local": _embed_local, "openai": _embed_openai, "ollama": _embed_ollama}
 
 
+def _http_client(config: EmbeddingConfig) -> httpx.Client:
+    """Never following a redirect; a user's URL also under the address policy at every connection
+    (apps/common/netguard.py)."""
+    return trusted_http_client() if config.trusted else guarded_http_client()
+
+
 def _call_provider(config: EmbeddingConfig, texts: list[str]) -> list[list[float]]:
     if not config.enabled:
         raise EmbeddingUnavailable("Embeddings are switched off.")
-    if config.base_url:
+    if config.url and not config.trusted:
         try:
-            provider_url_check(config.base_url)
+            provider_url_check(config.url)
         except ApplicationError as exc:
             raise EmbeddingUnavailable(exc.message) from exc
     vectors = _PROVIDERS[config.provider](config, texts)

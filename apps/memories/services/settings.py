@@ -13,7 +13,7 @@ from django.db import transaction
 from apps.common.exceptions import ApplicationError
 from apps.common.netguard import provider_url_check
 from apps.common.secrets import secret_encrypt
-from apps.memories.embeddings import DEFAULT_MODELS, config_for
+from apps.memories.embeddings import DEFAULT_MODELS, DEFAULT_URLS, config_for
 from apps.memories.models import EmbeddingSettings, LifecycleSettings
 from apps.memories.services.memories import embed_later
 
@@ -60,8 +60,8 @@ def embedding_settings_set(
             raise ApplicationError("Name the embedding model.", {"field": "model"})
         if provider == "local" and base_url:
             raise ApplicationError("The local provider takes no URL.", {"field": "base_url"})
-        if base_url:
-            provider_url_check(base_url)
+        if base_url or provider in DEFAULT_URLS:
+            provider_url_check(base_url or DEFAULT_URLS[provider])  # a default URL meets the same policy
         own, _ = EmbeddingSettings.objects.select_for_update().get_or_create(
             user=user, defaults={"provider": provider}
         )
