@@ -1,7 +1,9 @@
 from django.contrib import admin, messages
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
-from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
+from django.db.models import Q
 
 from apps.accounts.audit import audit_record
 from apps.accounts.models import ApiToken, AuditEvent
@@ -16,9 +18,9 @@ def deactivate_users(modeladmin, request, queryset):
     if queryset.filter(pk=request.user.pk).exists():
         modeladmin.message_user(request, "You cannot deactivate your own account.", messages.ERROR)
         queryset = queryset.exclude(pk=request.user.pk)
-    if not request.user.is_superuser and queryset.filter(is_superuser=True).exists():
-        modeladmin.message_user(request, "Only a superuser can deactivate a superuser.", messages.ERROR)
-        queryset = queryset.exclude(is_superuser=True)
+    if not request.user.is_superuser and queryset.filter(Q(is_superuser=True) | Q(is_staff=True)).exists():
+        modeladmin.message_user(request, "Only a superuser can deactivate a staff account.", messages.ERROR)
+        queryset = queryset.exclude(Q(is_superuser=True) | Q(is_staff=True))
     count = 0
     for user in queryset.filter(is_active=True):
         user_deactivate(user=user, actor=request.user)
@@ -30,9 +32,37 @@ def deactivate_users(modeladmin, request, queryset):
 admin.site.unregister(User)
 
 
+def _may_manage(actor, account) -> bool:
+    """A superuser manages every account; a moderator only people's accounts and his own (another staff account
+    may hold powers he lacks, and setting its password would hand them to him)."""
+    if account is None or actor.is_superuser or account.pk == actor.pk:
+        return True
+    return not (account.is_superuser or account.is_staff)
+
+
+# What makes an account powerful: only a superuser grants it, and only a superuser changes a superuser. A moderator
+# with "change user" (which the deactivate action needs) could otherwise make himself a superuser, or set the
+# password of one.
+PRIVILEGE_FIELDS = ("is_staff", "is_superuser", "groups", "user_permissions")
+
+
 @admin.register(User)
 class LorekeeperUserAdmin(UserAdmin):
     actions = [deactivate_users]
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return fields if request.user.is_superuser else fields + PRIVILEGE_FIELDS
+
+    def has_change_permission(self, request, obj=None):
+        if not _may_manage(request.user, obj):
+            return False  # the password form asks this too
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        if not _may_manage(request.user, obj):
+            return False
+        return super().has_delete_permission(request, obj)
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
@@ -40,6 +70,23 @@ class LorekeeperUserAdmin(UserAdmin):
             audit_record(
                 action=AuditEvent.Action.USER_DEACTIVATED, user=obj, actor=request.user, target=obj.get_username()
             )
+
+
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class LorekeeperGroupAdmin(GroupAdmin):
+    """A group is a bundle of permissions: changing one grants them to its members, so only superusers may."""
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser
 
 
 # The admin's sign-in pauses after repeated failures like the site's (apps/accounts/signin.py).

@@ -1,6 +1,10 @@
-"""Sign-in with a pause after repeated attempts: LOREKEEPER_LOGIN_ATTEMPTS failed attempts for one account (or five
-times that from one address) within LOREKEEPER_LOGIN_WINDOW_SECONDS, and further attempts are refused with 429,
-without checking the password, until the window passes. Both the site's sign-in and the admin's count.
+"""Sign-in with a pause after repeated attempts, and password-reset mail with a limit.
+
+Sign-in: LOREKEEPER_LOGIN_ATTEMPTS failed attempts at one account from one address (or five times that from one
+address at any accounts) within LOREKEEPER_LOGIN_WINDOW_SECONDS, and further attempts from that address are refused
+with 429, without checking the password, until the window passes. An account's attempts are counted per address,
+and an address already paused counts against no account: one address can pause only itself, never an account for
+everybody (the default "admin" included). Both the site's sign-in and the admin's count.
 
 An attempt is counted before its password is checked, so parallel guesses cannot slip past the limit; a successful
 sign-in takes its attempt back. Counted in the shared cache; a cache that is down does not lock anybody out."""
@@ -17,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.core.cache import cache
 from django.http import HttpResponse
+from django.shortcuts import redirect
 from django.utils.html import escape
 
 from apps.accounts.audit import audit_record, client_ip
@@ -24,6 +29,7 @@ from apps.accounts.models import AuditEvent
 
 log = logging.getLogger(__name__)
 ADDRESS_FACTOR = 5  # an address may try several accounts (a household, a shared connection)
+RESET_WINDOW_SECONDS = 60 * 60
 
 
 def _name(request) -> str:
@@ -31,32 +37,42 @@ def _name(request) -> str:
     return unicodedata.normalize("NFKC", str(request.POST.get("username", ""))).strip()[:150]
 
 
-def _keys(request) -> list[tuple[str, int]]:
-    limit = settings.LOREKEEPER_LOGIN_ATTEMPTS
-    keys = [(f"signin:ip:{client_ip(request) or 'unknown'}", limit * ADDRESS_FACTOR)]
-    if name := _name(request).casefold():
-        keys.append((f"signin:user:{name}", limit))
-    return keys
+def _address(request) -> str:
+    return client_ip(request) or "unknown"
 
 
-def _bump(key: str) -> int:
-    window = settings.LOREKEEPER_LOGIN_WINDOW_SECONDS
+def _address_key(request) -> str:
+    return f"signin:ip:{_address(request)}"
+
+
+def _account_key(request) -> str | None:
+    name = _name(request).casefold()
+    return f"signin:user:{name}:ip:{_address(request)}" if name else None
+
+
+def count_attempt(key: str, window: int) -> int:
+    """This attempt's number in the window (1 for the first); 0 when nothing can be counted (no cache: nobody is
+    locked out)."""
     try:
         if cache.add(key, 1, timeout=window):
             return 1
         return int(cache.incr(key))
     except Exception as exc:  # noqa: BLE001 — no cache, no lock-out
-        log.warning("sign-in attempts not counted (cache unavailable): %s", exc)
+        log.warning("attempts not counted (cache unavailable): %s", exc)
         return 0
 
 
 def attempt_begin(request) -> bool:
-    """Count this attempt; False if the account or the address has used up its attempts (the first refusal is
-    audited: the moment the pause began)."""
-    counts = [(_bump(key), limit) for key, limit in _keys(request)]
-    if all(count <= limit for count, limit in counts):
+    """Count this attempt; False if the address, or this account from this address, has used up its attempts (the
+    first refusal is audited: the moment the pause began). A paused address counts against no account."""
+    limit, window = settings.LOREKEEPER_LOGIN_ATTEMPTS, settings.LOREKEEPER_LOGIN_WINDOW_SECONDS
+    counts = [(count_attempt(_address_key(request), window), limit * ADDRESS_FACTOR)]
+    account_key = _account_key(request)
+    if account_key and counts[0][0] <= counts[0][1]:
+        counts.append((count_attempt(account_key, window), limit))
+    if all(count <= most for count, most in counts):
         return True
-    if any(count == limit + 1 for count, limit in counts):
+    if any(count == most + 1 for count, most in counts):
         name = _name(request)
         user = get_user_model()._default_manager.filter(username=name).first() if name else None
         audit_record(action=AuditEvent.Action.LOGIN_LOCKED, user=user, target=name, ip=client_ip(request))
@@ -64,12 +80,12 @@ def attempt_begin(request) -> bool:
 
 
 def attempt_succeeded(request) -> None:
-    """A right password: the account's count starts again, and the address gets its attempt back."""
-    (address, _), *account = _keys(request)
+    """A right password: the account's count from this address starts again, and the address gets its attempt
+    back."""
     try:
-        for key, _ in account:
-            cache.delete(key)
-        cache.decr(address)
+        if account_key := _account_key(request):
+            cache.delete(account_key)
+        cache.decr(_address_key(request))
     except Exception:  # noqa: BLE001, S110 — nothing to take back without a cache (or the key expired)
         pass
 
@@ -121,3 +137,31 @@ def admin_sign_in(request, extra_context=None):
     if request.method == "POST" and _signed_in(request, response):
         attempt_succeeded(request)
     return response
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    """Django's reset form, with a limit on the mail it sends: LOREKEEPER_PASSWORD_RESET_PER_ADDRESS requests an
+    hour from one address (then 429), and LOREKEEPER_PASSWORD_RESET_PER_ACCOUNT mails an hour to one address of
+    mail. Past the second limit the answer is the usual "sent if it exists" page and nothing is sent, counted
+    whether or not an account has that address, so the answer tells nothing about which accounts exist."""
+
+    def post(self, request, *args, **kwargs):
+        per_address = count_attempt(f"reset:ip:{_address(request)}", RESET_WINDOW_SECONDS)
+        if per_address > settings.LOREKEEPER_PASSWORD_RESET_PER_ADDRESS:
+            form = self.get_form()
+            form.is_valid()
+            form.add_error(None, "Too many password reset requests from here: try again in an hour.")
+            response = self.render_to_response(self.get_context_data(form=form))
+            response.status_code = 429
+            response["Retry-After"] = str(RESET_WINDOW_SECONDS)
+            return response
+        email = unicodedata.normalize("NFKC", str(request.POST.get("email", ""))).strip().casefold()[:254]
+        if email and count_attempt(f"reset:email:{email}", RESET_WINDOW_SECONDS) > (
+            settings.LOREKEEPER_PASSWORD_RESET_PER_ACCOUNT
+        ):
+            form = self.get_form()
+            if form.is_valid():
+                log.info("password reset mail not sent: the hourly limit for that address is reached")
+                return redirect(self.get_success_url())
+            return self.form_invalid(form)
+        return super().post(request, *args, **kwargs)

@@ -8,10 +8,23 @@ class ConnectionAdmin(admin.ModelAdmin):
     list_display = ["name", "user", "api", "model", "base_url", "profile", "is_default", "last_test_ok"]
     list_filter = ["api", "profile", "is_default", "last_test_ok"]
     search_fields = ["name", "model", "base_url", "user__username"]
-    # The key never reaches a page, not even a moderator's: only its last characters.
+    # The key never reaches a page, not even a moderator's: only its last characters. Where the key is sent (the
+    # URL and the API) and whose it is are the user's alone: a moderator who could change them would receive the
+    # key with the next call. Users make connections through the site and the API, which check the URL.
     exclude = ["api_key_encrypted"]
-    readonly_fields = ["api_key_hint", "last_tested_at", "last_test_ok", "last_test_message", "created_at"]
-    raw_id_fields = ["user"]
+    readonly_fields = [
+        "user",
+        "api",
+        "base_url",
+        "api_key_hint",
+        "last_tested_at",
+        "last_test_ok",
+        "last_test_message",
+        "created_at",
+    ]
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 @admin.register(Call)

@@ -102,8 +102,12 @@ class EntityAdmin(admin.ModelAdmin):
 class EmbeddingSettingsAdmin(admin.ModelAdmin):
     list_display = ["user", "provider", "model", "base_url", "updated_at"]
     list_filter = ["provider"]
+    # As with LLM connections (apps/llm/admin.py): where a user's key goes is never a moderator's to change.
     exclude = ["api_key_encrypted"]
-    raw_id_fields = ["user"]
+    readonly_fields = ["user", "provider", "base_url"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 @admin.register(MemoryScope)

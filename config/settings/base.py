@@ -1,5 +1,6 @@
 """Settings shared by every environment. Everything that differs between deployments comes from the environment."""
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -13,6 +14,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
 
 SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-key-change-me")
+# Keys SECRET_KEY had before a rotation: sessions, reset links and stored API keys made with them stay valid
+# (apps/common/secrets.py; `manage.py secrets_rotate` moves stored keys to the current one).
+SECRET_KEY_FALLBACKS = env.list("SECRET_KEY_FALLBACKS", default=[])
 DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -42,6 +46,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "apps.common.uploads.UploadLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -102,13 +107,26 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
 # Account backups and uploaded archives (not served: they are downloaded through a view that checks the owner).
 MEDIA_ROOT = env("MEDIA_ROOT", default=str(embedded.VAR_DIR / "media"))
-# An account archive may unpack to at most this much (a zip bomb is refused before anything is read).
-LOREKEEPER_MAX_ARCHIVE_BYTES = env.int("LOREKEEPER_MAX_ARCHIVE_BYTES", default=4 * 1024**3)
 
 # Uploads above this size go to a temporary file, so a 50 MB chat import never sits in memory whole.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 LOREKEEPER_MAX_IMPORT_BYTES = env.int("LOREKEEPER_MAX_IMPORT_BYTES", default=200 * 1024 * 1024)
+# An account archive (itself an upload, at most LOREKEEPER_MAX_IMPORT_BYTES) may unpack to at most this much, counted
+# as it is unpacked: ten times the largest upload, about what JSONL chats deflate by, so an honest archive fits and a
+# zip bomb stops there.
+LOREKEEPER_MAX_ARCHIVE_BYTES = env.int("LOREKEEPER_MAX_ARCHIVE_BYTES", default=10 * LOREKEEPER_MAX_IMPORT_BYTES)
+# What one account's backups and uploaded archives waiting to be imported may take on disk: five archives of the
+# largest upload size by default (five backups are kept unless the user asks otherwise).
+LOREKEEPER_BACKUP_QUOTA_BYTES = env.int("LOREKEEPER_BACKUP_QUOTA_BYTES", default=5 * LOREKEEPER_MAX_IMPORT_BYTES)
+# A whole request (an upload and its form fields), refused by its Content-Length before it is read; uploaded files
+# are counted as they are read and stop at LOREKEEPER_MAX_IMPORT_BYTES (apps/common/uploads.py).
+LOREKEEPER_MAX_UPLOAD_BYTES = LOREKEEPER_MAX_IMPORT_BYTES + 1024 * 1024
+FILE_UPLOAD_HANDLERS = [
+    "apps.common.uploads.LimitedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 # JSON request bodies (a save carries a whole chat and is limited by LOREKEEPER_MAX_IMPORT_BYTES instead).
 LOREKEEPER_MAX_JSON_BYTES = env.int("LOREKEEPER_MAX_JSON_BYTES", default=10 * 1024 * 1024)
 
@@ -184,9 +202,13 @@ CACHES = {
     if _CACHE_URL
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
-# Sign-in: this many failed attempts for one account or one address within the window, then a pause.
+# Sign-in: this many failed attempts at one account from one address (five times as many from one address at any
+# accounts) within the window, then a pause for that address (apps/accounts/signin.py).
 LOREKEEPER_LOGIN_ATTEMPTS = env.int("LOREKEEPER_LOGIN_ATTEMPTS", default=10)
 LOREKEEPER_LOGIN_WINDOW_SECONDS = env.int("LOREKEEPER_LOGIN_WINDOW_SECONDS", default=15 * 60)
+# Password reset mail (apps/accounts/signin.py): requests an hour from one address, mails an hour to one address.
+LOREKEEPER_PASSWORD_RESET_PER_ADDRESS = env.int("LOREKEEPER_PASSWORD_RESET_PER_ADDRESS", default=10)
+LOREKEEPER_PASSWORD_RESET_PER_ACCOUNT = env.int("LOREKEEPER_PASSWORD_RESET_PER_ACCOUNT", default=3)
 # Proxies in front of the web servers that append the client's address to X-Forwarded-For (a TLS proxy: 1), so that
 # sign-in pauses and the audit log see the client, not the proxy.
 LOREKEEPER_PROXY_HOPS = env.int("LOREKEEPER_PROXY_HOPS", default=0)
@@ -286,6 +308,12 @@ LOREKEEPER_SEARCH = {
 # Whether user-chosen provider URLs (LLM connections, embedding providers) may point at private or local addresses:
 # yes for a self-hosted install beside its own Ollama, no for a public deployment (see apps/common/netguard.py).
 LOREKEEPER_PROVIDER_PRIVATE_HOSTS = env.bool("LOREKEEPER_PROVIDER_PRIVATE_HOSTS", default=True)
+# Networks users' URLs may reach even when private hosts are refused (a model box the operator shares on the private
+# network), as CIDR blocks separated by commas. A malformed block stops the server at start, not at the first call.
+LOREKEEPER_PROVIDER_ALLOWED_NETWORKS = [
+    str(ipaddress.ip_network(block, strict=False))
+    for block in env.list("LOREKEEPER_PROVIDER_ALLOWED_NETWORKS", default=[])
+]
 
 # Calls to a user's model (apps/llm/client.py).
 LOREKEEPER_LLM = {
