@@ -60,7 +60,9 @@ class BackupListApi(APIView):
         operation_id="backups_start",
         request=None,
         responses={202: BackupOutputSerializer},
-        description="Back up now: the job is queued (409 while another backup, import or restore runs).",
+        description="Back up now: the job is queued (409 while another backup, import or restore runs, or when the "
+        "account's stored backups and uploads already fill its quota, LOREKEEPER_BACKUP_QUOTA_BYTES; a backup "
+        "that turns out larger than the room left fails its job).",
     )
     def post(self, request):
         return Response(BackupOutputSerializer(backup_start(user=request.user)).data, status=status.HTTP_202_ACCEPTED)
@@ -121,7 +123,10 @@ class ArchiveImportApi(APIView):
         request={"multipart/form-data": ArchiveImportInputSerializer},
         responses={202: BackupOutputSerializer},
         description="Import an archive into this account (empty or not), merged by the sync rules; deleted "
-        "things stay deleted. The job reports what it created, updated and kept.",
+        "things stay deleted. The job reports what it created, updated and kept; every line is checked as the API "
+        "checks what it stores, and a bad one fails the job naming the file and line, changing nothing. The "
+        "uploaded file is removed once the import ends. 413 above LOREKEEPER_MAX_IMPORT_BYTES or when it would "
+        "take the account's stored backups and uploads past its quota (`extra.field` is `file`).",
     )
     def post(self, request):
         serializer = ArchiveImportInputSerializer(data=request.data)

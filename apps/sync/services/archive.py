@@ -17,6 +17,8 @@ deleted since (tombstoned objects come back). A chat already here under the arch
 integrity differs, the archive's version saved beside it as a revision that can be restored (a restore does the
 opposite: the archive's version comes back, the current one saved as a revision). Nothing is ever lost.
 All of it in one transaction: an archive with a bad line changes nothing, and the error names the file and line.
+Every line is checked with the API's serializers before it is stored (apps/sync/archive_records.py), and every
+member is streamed, its bytes counted as they are unpacked (apps/sync/services/archive_zip.py).
 """
 
 from __future__ import annotations
@@ -27,15 +29,16 @@ import json
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import connection, transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
+from apps.chats.jsonl import ImportLineError, is_header, iter_objects
 from apps.chats.models import Character, Chat
 from apps.chats.services.characters import CHARACTER_FIELDS
 from apps.chats.services.chats import chat_export_lines, chat_import, repeatable_read
@@ -44,21 +47,41 @@ from apps.memories.embeddings import text_hash
 from apps.memories.models import Entity, Kind, Memory, Status
 from apps.memories.services.memories import CHAT_ONLY_KINDS, embed_later
 from apps.sync import clocks
+from apps.sync.archive_records import (
+    CharacterRecordSerializer,
+    ChatRecordSerializer,
+    EntityRecordSerializer,
+    MemoryRecordSerializer,
+    SettingsRecordSerializer,
+    TombstoneRecordSerializer,
+    record_check,
+)
 from apps.sync.clocks import Order
 from apps.sync.models import ChatRevision, FeedEntry, FeedType, Instance, SettingsDocument
+from apps.sync.services.archive_zip import FORMAT, VERSION, ArchiveError, ArchiveMember, ArchiveReader
 from apps.sync.services.chats import _replace_contents, _snapshot
 from apps.sync.services.daily import daily_merge
 from apps.sync.services.feed import MEMORY_FIELDS as FEED_MEMORY_FIELDS
 from apps.sync.services.feed import feed_revive
 from apps.sync.services.settings import settings_get
 
-FORMAT = "lorekeeper-archive"
+__all__ = ["ArchiveError", "archive_import", "archive_write"]
+
 ARCHIVE_NAMESPACE = uuid.UUID("5f0c6e3a-8a4e-4f3b-9a57-6b1f2d0c7e11")
-VERSION = 1
 BATCH = 1000
 # What a memory line holds besides its uid, clock and references (its creation time is written apart).
 MEMORY_FIELDS = (*(name for name in FEED_MEMORY_FIELDS if name != "created_at"), "source_message_indices")
 Progress = Callable[[str, int], None]
+
+
+class _Link(NamedTuple):
+    """What a memory line says of other rows (its chain, contradictions, entities), kept until all are in."""
+
+    uid: uuid.UUID
+    superseded_by: uuid.UUID | None
+    contradicts: tuple[uuid.UUID, ...]
+    character: int | None
+    entities: tuple[str, ...]
 
 
 def _line(obj: dict[str, Any]) -> bytes:
@@ -230,57 +253,7 @@ def archive_write(*, user: AbstractUser, target: BinaryIO, progress: Progress = 
     return counts
 
 
-# --- reading ----------------------------------------------------------------------------------------------------
-
-
-class ArchiveError(ApplicationError):
-    def __init__(self, message: str, *, file: str = "", line: int | None = None) -> None:
-        extra: dict[str, Any] = {"field": "archive"}
-        if file:
-            extra["file"] = file
-        if line is not None:
-            extra["line"] = line
-        where = f"{file}, line {line}: " if line is not None else (f"{file}: " if file else "")
-        super().__init__(f"{where}{message}", extra)
-
-
-def _open(source: BinaryIO) -> zipfile.ZipFile:
-    try:
-        archive = zipfile.ZipFile(source)
-    except zipfile.BadZipFile as exc:
-        raise ArchiveError("This is not a Lorekeeper archive (not a zip file).") from exc
-    limit = settings.LOREKEEPER_MAX_ARCHIVE_BYTES
-    if sum(info.file_size for info in archive.infolist()) > limit:
-        raise ArchiveError(f"The archive unpacks to more than {limit // 1024**2:,} MB.")
-    try:
-        manifest = json.loads(archive.read("manifest.json"))
-    except KeyError as exc:
-        raise ArchiveError("The archive has no manifest.json: it is not a Lorekeeper archive.") from exc
-    except ValueError as exc:
-        raise ArchiveError("manifest.json is not JSON.", file="manifest.json") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ArchiveError("This is not a Lorekeeper archive.", file="manifest.json")
-    if manifest.get("version") != VERSION:
-        raise ArchiveError(f"Archive version {manifest.get('version')!r} is not one this server reads ({VERSION}).")
-    return archive
-
-
-def _lines(archive: zipfile.ZipFile, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    try:
-        handle = archive.open(name)
-    except KeyError:
-        return
-    with handle:
-        for number, raw in enumerate(io.TextIOWrapper(handle, encoding="utf-8"), start=1):
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except ValueError as exc:
-                raise ArchiveError(f"not JSON ({exc.msg})", file=name, line=number) from exc
-            if not isinstance(value, dict):
-                raise ArchiveError("each line is a JSON object", file=name, line=number)
-            yield number, value
+# --- importing --------------------------------------------------------------------------------------------------
 
 
 def _uuid(value: Any, *, file: str, line: int, field: str = "uid") -> uuid.UUID:
@@ -290,28 +263,35 @@ def _uuid(value: Any, *, file: str, line: int, field: str = "uid") -> uuid.UUID:
         raise ArchiveError(f"{field} is not a uuid", file=file, line=line) from exc
 
 
-def _clock(value: Any, *, file: str, line: int) -> dict[str, int]:
-    value = value if value is not None else {}
-    problem = clocks.clock_problem(value)
-    if problem:
-        raise ArchiveError(problem, file=file, line=line)
-    return value
+class _Tee:
+    """A chat file read by the line reader while its bytes go, as they come, into the revision's gzip."""
+
+    def __init__(self, member: ArchiveMember, out: gzip.GzipFile) -> None:
+        self.member, self.out = member, out
+
+    def read(self, size: int) -> bytes:
+        data = self.member.read(size)
+        self.out.write(data)
+        return data
 
 
-def _when(value: Any, *, file: str, line: int, field: str) -> datetime | None:
-    if value in (None, ""):
-        return None
-    parsed = parse_datetime(str(value)) if isinstance(value, str) else None
-    if parsed is None:
-        raise ArchiveError(f"{field} is not an ISO date and time", file=file, line=line)
-    return parsed
-
-
-# --- importing --------------------------------------------------------------------------------------------------
+def _revision_of(member: ArchiveMember) -> tuple[bytes, int]:
+    """A chat file kept as a revision: gzipped a chunk at a time, every line checked as a chat import checks it.
+    Answers the gzip and its number of messages."""
+    buffer = io.BytesIO()
+    messages, first = 0, True
+    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=6) as out:
+        for _number, obj in iter_objects(_Tee(member, out), max_bytes=settings.LOREKEEPER_MAX_IMPORT_BYTES):
+            if not (first and is_header(obj)):
+                messages += 1
+            first = False
+    if first:
+        raise ArchiveError("the chat file is empty: a SillyTavern chat has at least one line", file=member.name)
+    return buffer.getvalue(), messages
 
 
 class _Import:
-    def __init__(self, user: AbstractUser, archive: zipfile.ZipFile, restore: bool, progress: Progress) -> None:
+    def __init__(self, user: AbstractUser, archive: ArchiveReader, restore: bool, progress: Progress) -> None:
         self.user = user
         self.archive = archive
         self.restore = restore
@@ -330,6 +310,12 @@ class _Import:
     def count(self, kind: str, what: str) -> None:
         self.counts.setdefault(kind, {}).setdefault(what, 0)
         self.counts[kind][what] += 1
+
+    def expected(self, kind: str) -> int:
+        """How many of `kind` the manifest announces (for progress only: the lines are what counts)."""
+        counts = self.archive.manifest.get("counts")
+        value = counts.get(kind) if isinstance(counts, dict) else None
+        return value if isinstance(value, int) and value > 0 else 0
 
     def local(self, model, uid: uuid.UUID) -> uuid.UUID:
         """The uid an archived object has here: its own, unless another account holds that one (an archive of
@@ -362,19 +348,11 @@ class _Import:
 
     def characters_in(self) -> None:
         name = "characters.jsonl"
-        for number, row in _lines(self.archive, name):
+        for number, row in self.archive.lines(name):
             archived = _uuid(row.get("uid"), file=name, line=number)
+            record = record_check(CharacterRecordSerializer, row, file=name, line=number)
             uid = self.local(Character, archived)
-            clock = _clock(row.get("clock"), file=name, line=number)
-            changed_at = _when(row.get("changed_at"), file=name, line=number, field="changed_at")
-            fields = {field: row[field] for field in CHARACTER_FIELDS if field in row}
-            if not isinstance(fields.get("name"), str) or not fields["name"].strip():
-                raise ArchiveError("a character needs a name", file=name, line=number)
-            for field in CHARACTER_FIELDS:
-                if field in ("tags", "card_data") or field not in fields:
-                    continue
-                if not isinstance(fields[field], str):
-                    raise ArchiveError(f"{field} is text", file=name, line=number)
+            fields = {field: record[field] for field in CHARACTER_FIELDS if field in record}
             stored = Character.objects.filter(user=self.user, uid=uid).first()
             if stored is None:
                 if (FeedType.CHARACTER, uid) in self.tombstoned and not self.restore:
@@ -383,11 +361,11 @@ class _Import:
                 character = Character.objects.create(
                     user=self.user,
                     uid=uid,
-                    clock=clock,
-                    changed_at=changed_at,
-                    changed_by=str(row.get("changed_by", ""))[:64],
-                    source_instance=str(row.get("source_instance", "")),
-                    participating_instances=list(row.get("participating_instances") or []),
+                    clock=record["clock"],
+                    changed_at=record["changed_at"],
+                    changed_by=record["changed_by"],
+                    source_instance=record["source_instance"],
+                    participating_instances=record["participating_instances"],
                     **fields,
                 )
                 if (FeedType.CHARACTER, uid) in self.tombstoned:
@@ -398,12 +376,15 @@ class _Import:
                 self.characters[str(archived)] = character.pk
                 continue
             self.characters[str(archived)] = stored.pk
-            side, kept_clock = self.winner(clock, changed_at, row.get("changed_by", ""), stored)
+            side, kept_clock = self.winner(record["clock"], record["changed_at"], record["changed_by"], stored)
             if side == "archive":
                 for field, value in fields.items():
                     setattr(stored, field, value)
-                stored.clock, stored.changed_at = kept_clock, changed_at
-                stored.changed_by = str(row.get("changed_by", ""))[:64]
+                stored.clock, stored.changed_at, stored.changed_by = (
+                    kept_clock,
+                    record["changed_at"],
+                    record["changed_by"],
+                )
                 stored.save()
                 self.count("characters", "updated")
             else:
@@ -413,53 +394,69 @@ class _Import:
 
     # chats
 
+    @contextmanager
+    def chat_file(self, path: str) -> Iterator[ArchiveMember]:
+        """A chat file of the archive, streamed; what the chat import refuses in it is refused naming the file."""
+        member = self.archive.member(path)
+        try:
+            with member:
+                yield member
+        except ArchiveError:
+            raise
+        except ImportLineError as exc:
+            raise ArchiveError(exc.extra["problem"], file=path, line=exc.extra["line"]) from exc
+        except ApplicationError as exc:
+            raise ArchiveError(exc.message, file=path) from exc
+
     def chats_in(self) -> None:
         name = "chats.jsonl"
-        rows = list(_lines(self.archive, name))
-        for position, (number, row) in enumerate(rows):
-            self.progress(f"chat {position + 1} of {len(rows)}", 10 + int(40 * position / max(len(rows), 1)))
+        total = self.expected("chats")
+        for position, (number, row) in enumerate(self.archive.lines(name)):
+            of = f" of {total}" if total else ""
+            self.progress(f"chat {position + 1}{of}", 10 + int(40 * min(position / max(total, 1), 1)))
             archived = _uuid(row.get("uid"), file=name, line=number)
+            record = record_check(ChatRecordSerializer, row, file=name, line=number)
             uid = self.local(Chat, archived)
-            path = row.get("file") or f"chats/{archived}.jsonl"
-            if not isinstance(path, str) or path not in self.archive.namelist():
+            path = record.get("file") or f"chats/{archived}.jsonl"
+            if path not in self.archive.names:
                 raise ArchiveError(f"the chat's file {path!r} is not in the archive", file=name, line=number)
-            characters = [self.characters.get(str(c)) for c in row.get("characters") or []]
-            characters = [c for c in characters if c is not None]
+            characters = [self.characters[str(c)] for c in record["characters"] if str(c) in self.characters]
             stored = Chat.objects.filter(user=self.user, uid=uid).first()
-            jsonl = self.archive.read(path)
             if stored is None:
-                chat = chat_import(
-                    user=self.user,
-                    stream=io.BytesIO(jsonl),
-                    filename=path,
-                    title=str(row.get("title") or "")[:300],
-                    character_ids=characters,
-                )
+                with self.chat_file(path) as member:
+                    chat = chat_import(
+                        user=self.user,
+                        stream=member,
+                        filename=path,
+                        title=record.get("title") or "",
+                        character_ids=characters,
+                    )
                 same = {"uid": uid}
-                if row.get("integrity"):  # the same version as archived
-                    same["integrity"] = _uuid(row["integrity"], file=name, line=number, field="integrity")
+                if record.get("integrity"):  # the same version as archived
+                    same["integrity"] = record["integrity"]
                 Chat.objects.filter(pk=chat.pk).update(**same)
                 self.chats[str(archived)] = chat.pk
                 self.count("chats", "created")
                 continue
             self.chats[str(archived)] = stored.pk
-            if str(stored.integrity) == str(row.get("integrity")):
+            if str(stored.integrity) == str(record.get("integrity")):
                 self.count("chats", "same")
                 continue
             if self.restore:
                 _snapshot(stored, reason="before restoring a backup")
-                _replace_contents(stored, io.BytesIO(jsonl))
+                with self.chat_file(path) as member:
+                    _replace_contents(stored, member)
                 self.count("chats", "restored")
             else:
-                buffer = io.BytesIO()
-                with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=6) as gz:
-                    gz.write(jsonl)
+                integrity = _uuid(record.get("integrity"), file=name, line=number, field="integrity")
+                with self.chat_file(path) as member:
+                    jsonl_gzip, messages = _revision_of(member)
                 ChatRevision.objects.create(
                     chat=stored,
                     reason="imported archive (kept beside the current chat)",
-                    integrity=_uuid(row.get("integrity"), file=name, line=number, field="integrity"),
-                    message_count=max(jsonl.count(b"\n"), 0),
-                    jsonl_gzip=buffer.getvalue(),
+                    integrity=integrity,
+                    message_count=messages,
+                    jsonl_gzip=jsonl_gzip,
                 )
                 self.count("chats", "kept, archive's version saved as a revision")
 
@@ -472,102 +469,108 @@ class _Import:
             for e in Entity.objects.filter(user=self.user).only("character_id", "name")
         }
         fresh = []
-        for number, row in _lines(self.archive, name):
-            label = str(row.get("name") or "").strip()[:200]
-            if not label:
-                raise ArchiveError("an entity needs a name", file=name, line=number)
-            character = self.characters.get(str(row.get("character"))) if row.get("character") else None
+        for number, row in self.archive.lines(name):
+            record = record_check(EntityRecordSerializer, row, file=name, line=number)
+            label = record["name"]
+            character = self.characters.get(str(record["character"])) if record.get("character") else None
             if (character, label.lower()) in known:
                 continue
             known.add((character, label.lower()))
-            aliases = [str(a)[:200] for a in row.get("aliases") or []]
             fresh.append(
                 Entity(
                     user=self.user,
                     character_id=character,
                     name=label,
-                    type=str(row.get("type") or "")[:50],
-                    aliases=aliases,
+                    type=record.get("type", ""),
+                    aliases=record["aliases"],
                 )
             )
-        Entity.objects.bulk_create(fresh, batch_size=BATCH)
+            if len(fresh) >= BATCH:
+                Entity.objects.bulk_create(fresh)
+                fresh = []
+        Entity.objects.bulk_create(fresh)
         self.entity_ids = {
             (e.character_id, e.name.lower()): e.pk
             for e in Entity.objects.filter(user=self.user).only("character_id", "name")
         }
 
-    def _memory_values(self, row: dict[str, Any], *, file: str, line: int) -> dict[str, Any]:
-        kind = row.get("kind")
-        if kind not in Kind.values or kind == Kind.MESSAGE:
-            raise ArchiveError(f"kind {kind!r} is not a memory kind", file=file, line=line)
-        content = row.get("content")
-        if not isinstance(content, str) or not content.strip():
-            raise ArchiveError("a memory needs content", file=file, line=line)
-        character = self.characters.get(str(row.get("character"))) if row.get("character") else None
-        chat = self.chats.get(str(row.get("chat"))) if row.get("chat") else None
-        if row.get("character") and character is None:
+    def _memory_values(self, record: dict[str, Any], *, file: str, line: int) -> dict[str, Any]:
+        """A memory line's columns, from its checked fields; what it belongs to must be in the archive."""
+        kind = record["kind"]
+        character = self.characters.get(str(record["character"])) if record.get("character") else None
+        chat = self.chats.get(str(record["chat"])) if record.get("chat") else None
+        if record.get("character") and character is None:
             raise ArchiveError("its character is not in the archive", file=file, line=line)
-        if row.get("chat") and chat is None:
+        if record.get("chat") and chat is None:
             raise ArchiveError("its chat is not in the archive", file=file, line=line)
         if character is None and chat is None or (kind in CHAT_ONLY_KINDS and chat is None):
             raise ArchiveError("a memory belongs to a character or to a chat", file=file, line=line)
-        importance = row.get("importance", 2)
-        confidence = row.get("confidence", 0.7)
-        if not isinstance(importance, int) or not 1 <= importance <= 3:
-            raise ArchiveError("importance is 1, 2 or 3", file=file, line=line)
-        if not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
-            raise ArchiveError("confidence is from 0 to 1", file=file, line=line)
-        status = row.get("status", Status.ACTIVE)
-        if status not in Status.values:
-            raise ArchiveError(f"status {status!r} is not active or retired", file=file, line=line)
-        data = row.get("data") or {}
-        if not isinstance(data, dict):
-            raise ArchiveError("data is an object", file=file, line=line)
-        content = content.strip()
+        content = record["content"]
         return {
             "kind": kind,
             "content": content,
             "content_hash": text_hash(content),
-            "data": data,
-            "importance": importance,
-            "confidence": float(confidence),
-            "time_scope": str(row.get("time_scope") or "")[:20],
-            "valid_from": row.get("valid_from"),
-            "valid_to": row.get("valid_to"),
-            "status": status,
-            "retired_reason": str(row.get("retired_reason") or "")[:50],
-            "occurred_at": _when(row.get("occurred_at"), file=file, line=line, field="occurred_at"),
-            "source_instance": str(row.get("source_instance") or "")[:100],
-            "participating_instances": [str(i)[:100] for i in row.get("participating_instances") or []],
-            "origin": str(row.get("origin") or "import")[:20],
-            "edited_by": str(row.get("edited_by") or "")[:64],
-            "source_message_indices": [
-                i for i in row.get("source_message_indices") or [] if isinstance(i, int) and i >= 0
-            ],
+            "data": record.get("data") or {},
+            "importance": record.get("importance", 2),
+            "confidence": record.get("confidence", 0.7),
+            "time_scope": record.get("time_scope", ""),
+            "valid_from": record.get("valid_from"),
+            "valid_to": record.get("valid_to"),
+            "status": record.get("status", Status.ACTIVE),
+            "retired_reason": record.get("retired_reason", ""),
+            "occurred_at": record.get("occurred_at"),
+            "source_instance": record["source_instance"],
+            "participating_instances": record["participating_instances"],
+            "origin": record.get("origin") or "import",
+            "edited_by": record.get("edited_by", ""),
+            "source_message_indices": record["source_message_indices"],
             "character_id": character,
             "chat_id": chat,
-            "clock": _clock(row.get("clock"), file=file, line=line),
-            "changed_at": _when(row.get("changed_at"), file=file, line=line, field="changed_at"),
-            "changed_by": str(row.get("changed_by") or "")[:64],
+            "clock": record["clock"],
+            "changed_at": record["changed_at"],
+            "changed_by": record["changed_by"],
         }
 
     def memories_in(self) -> None:
+        """Memories a batch at a time as their lines come (a line's content is not kept once it is stored); their
+        chains and entities once every memory is in."""
         name = "memories.jsonl"
-        rows = list(_lines(self.archive, name))
-        for number, row in rows:
-            archived = _uuid(row.get("uid"), file=name, line=number)
-            self.uids[archived] = self.local(Memory, archived)
-        stored = {
-            m.uid: m for m in Memory.objects.filter(user=self.user, uid__in=self.uids.values()).defer("embedding")
-        }
+        total = self.expected("memories")
         present = set(FeedEntry.objects.filter(user=self.user, type=FeedType.MEMORY).values_list("uid", flat=True))
-        fresh: list[Memory] = []
-        links: list[tuple[uuid.UUID, dict[str, Any]]] = []
-        for position, (number, row) in enumerate(rows):
+        links: list[_Link] = []
+        batch: list[tuple[uuid.UUID, dict[str, Any], _Link]] = []
+        for position, (number, row) in enumerate(self.archive.lines(name)):
             if position % BATCH == 0:
-                self.progress(f"memories {position:,} of {len(rows):,}", 50 + int(40 * position / max(len(rows), 1)))
-            uid = self.uids[_uuid(row.get("uid"), file=name, line=number)]
-            values = self._memory_values(row, file=name, line=number)
+                of = f" of {total:,}" if total else ""
+                self.progress(f"memories {position:,}{of}", 50 + int(40 * min(position / max(total, 1), 1)))
+            archived = _uuid(row.get("uid"), file=name, line=number)
+            if archived in self.uids:
+                raise ArchiveError("a memory with this uid came before", file=name, line=number)
+            record = record_check(MemoryRecordSerializer, row, file=name, line=number)
+            values = self._memory_values(record, file=name, line=number)
+            uid = self.uids[archived] = self.local(Memory, archived)
+            batch.append((uid, values, self._link(uid, record)))
+            if len(batch) >= BATCH:
+                self._memories_store(batch, present, links)
+                batch = []
+        self._memories_store(batch, present, links)
+        self.progress("memory chains", 92)
+        self._links(links)
+
+    def _link(self, uid: uuid.UUID, record: dict[str, Any]) -> _Link:
+        character = self.characters.get(str(record["character"])) if record.get("character") else None
+        names = tuple(entity["name"].lower() for entity in record.get("entities") or [])
+        return _Link(uid, record.get("superseded_by"), tuple(record["contradicts"]), character, names)
+
+    def _memories_store(
+        self, batch: list[tuple[uuid.UUID, dict[str, Any], _Link]], present: set[uuid.UUID], links: list[_Link]
+    ) -> None:
+        stored = {
+            m.uid: m
+            for m in Memory.objects.filter(user=self.user, uid__in=[uid for uid, _, _ in batch]).defer("embedding")
+        }
+        fresh: list[Memory] = []
+        for uid, values, link in batch:
             memory = stored.get(uid)
             deleted = (FeedType.MEMORY, uid) in self.tombstoned or (memory is not None and uid not in present)
             if deleted and not self.restore:
@@ -575,10 +578,10 @@ class _Import:
                 continue
             if memory is None:
                 fresh.append(Memory(user=self.user, uid=uid, **values))
-                links.append((uid, row))
+                links.append(link)
                 self.count("memories", "revived" if deleted else "created")
                 continue
-            links.append((uid, row))
+            links.append(link)
             side, clock = self.winner(values["clock"], values["changed_at"], values["changed_by"], memory)
             if deleted:
                 side, clock = "archive", clocks.tick(clocks.merge(values["clock"], memory.clock), clocks.SERVER)
@@ -617,32 +620,25 @@ class _Import:
                 feed_revive(user_id=self.user.pk, kind=FeedType.MEMORY, uid=memory.uid)
         if fresh:
             self.embed = True
-        self.progress("memory chains", 92)
-        self._links(links)
 
-    def _links(self, links: list[tuple[uuid.UUID, dict[str, Any]]]) -> None:
+    def _links(self, links: list[_Link]) -> None:
         """Chains and entities by uid, once every memory is in."""
         ids = dict(Memory.objects.filter(user=self.user).exclude(kind=Kind.MESSAGE).values_list("uid", "id"))
         superseded, contradicts, mentions = [], [], []
-        for uid, row in links:
-            memory_id = ids.get(uid)
+        for link in links:
+            memory_id = ids.get(link.uid)
             if memory_id is None:
                 continue
-            later = row.get("superseded_by")
-            if later:
-                later = _uuid(later, file="memories.jsonl", line=0, field="superseded_by")
-                later_id = ids.get(self.uids.get(later, later))
+            if link.superseded_by:
+                later_id = ids.get(self.uids.get(link.superseded_by, link.superseded_by))
                 if later_id and later_id != memory_id:
                     superseded.append((later_id, memory_id))
-            for other in row.get("contradicts") or []:
-                other = _uuid(other, file="memories.jsonl", line=0, field="contradicts")
+            for other in link.contradicts:
                 other_id = ids.get(self.uids.get(other, other))
                 if other_id and other_id != memory_id:
                     contradicts += [(memory_id, other_id), (other_id, memory_id)]
-            character = self.characters.get(str(row.get("character"))) if row.get("character") else None
-            for entity in row.get("entities") or []:
-                label = str(entity.get("name", "") if isinstance(entity, dict) else "").strip().lower()
-                entity_id = self.entity_ids.get((character, label)) or self.entity_ids.get((None, label))
+            for label in link.entities:
+                entity_id = self.entity_ids.get((link.character, label)) or self.entity_ids.get((None, label))
                 if entity_id:
                     mentions.append((memory_id, entity_id))
         if superseded:
@@ -666,25 +662,17 @@ class _Import:
     # settings and tombstones
 
     def settings_in(self) -> None:
-        try:
-            raw = json.loads(self.archive.read("settings.json"))
-        except KeyError:
+        name = "settings.json"
+        raw = self.archive.json(name)
+        if raw is None:
             return
-        except ValueError as exc:
-            raise ArchiveError("not JSON", file="settings.json") from exc
-        if not isinstance(raw, dict) or not isinstance(raw.get("document", {}), dict):
-            raise ArchiveError("the settings document is an object", file="settings.json")
-        document = raw.get("document", {})
-        if not all(isinstance(value, dict) for value in document.values()):
-            raise ArchiveError("each settings namespace is an object", file="settings.json")
-        clock = _clock(raw.get("clock"), file="settings.json", line=1)
-        changed_at = _when(raw.get("changed_at"), file="settings.json", line=1, field="changed_at")
+        record = record_check(SettingsRecordSerializer, raw, file=name, line=1)
         settings_get(user=self.user)
         stored = SettingsDocument.objects.select_for_update().get(user=self.user)
-        side, kept = self.winner(clock, changed_at, raw.get("changed_by", ""), stored)
+        side, kept = self.winner(record["clock"], record["changed_at"], record["changed_by"], stored)
         if side == "archive":
-            stored.data, stored.clock, stored.changed_at = document, kept, changed_at
-            stored.changed_by = str(raw.get("changed_by") or "")[:64]
+            stored.data, stored.clock, stored.changed_at = record["document"], kept, record["changed_at"]
+            stored.changed_by = record["changed_by"]
             stored.integrity = uuid.uuid4()
             stored.save()
             self.counts["settings"] = {"updated": 1}
@@ -698,13 +686,14 @@ class _Import:
         if self.restore:
             return
         name = "tombstones.jsonl"
-        for number, row in _lines(self.archive, name):
-            kind = row.get("type")
+        for number, row in self.archive.lines(name):
+            record = record_check(TombstoneRecordSerializer, row, file=name, line=number)
+            kind = record["type"]
             if kind not in (FeedType.MEMORY, FeedType.CHARACTER):
                 continue
             model = Memory if kind == FeedType.MEMORY else Character
-            uid = self.local(model, _uuid(row.get("uid"), file=name, line=number))
-            clock = _clock(row.get("clock"), file=name, line=number)
+            uid = self.local(model, record["uid"])
+            clock = record["clock"]
             target = model.objects.filter(user=self.user, uid=uid).first()
             if target is not None and clocks.compare(target.clock, clock) is Order.AFTER:
                 continue  # changed here after the deletion it saw: kept
@@ -715,7 +704,7 @@ class _Import:
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT sync_feed_tombstone(%s, %s, %s, %s::jsonb, %s)",
-                    [self.user.pk, kind, uid, json.dumps(clock), str(row.get("deleted_by") or "")[:64]],
+                    [self.user.pk, kind, uid, json.dumps(clock), record["deleted_by"]],
                 )
             self.count("tombstones", "applied")
 
@@ -724,8 +713,10 @@ def archive_import(
     *, user: AbstractUser, source: BinaryIO, restore: bool = False, progress: Progress = _quiet
 ) -> dict[str, Any]:
     """Merge an archive into the account (see the module's docstring); `restore` also brings back what was deleted
-    since. All or nothing. Returns what happened, by kind."""
-    archive = _open(source)
+    since. All or nothing: every line is checked as the API checks what it stores, every member streamed and
+    counted against LOREKEEPER_MAX_ARCHIVE_BYTES (apps/sync/services/archive_zip.py). Returns what happened, by
+    kind."""
+    archive = ArchiveReader(source)
     job = _Import(user, archive, restore, progress)
     with transaction.atomic():
         progress("characters", 5)

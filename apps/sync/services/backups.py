@@ -1,9 +1,14 @@
 """Backups (ST-BME's cloud mirror, server side): archives of an account made now or on a schedule, kept up to a
 number, downloaded, restored, and archives uploaded to import. The work runs in the background (a job per
-Backup row, with its stage and progress); the requests only record it."""
+Backup row, with its stage and progress); the requests only record it.
+
+What an account keeps on disk is bounded: an uploaded archive is removed once its import ends (done or failed), and
+the backups kept plus the uploads waiting may take at most LOREKEEPER_BACKUP_QUOTA_BYTES; an upload or a backup
+that would pass it is refused (a backup's size is known only once it is written: then its job fails)."""
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from datetime import timedelta
 from typing import Any, BinaryIO
@@ -19,6 +24,9 @@ from django.utils import timezone
 from apps.common.exceptions import ApplicationError
 from apps.sync.models import Backup, BackupSettings
 from apps.sync.services.archive import archive_import, archive_write
+from apps.sync.services.archive_zip import size_text
+
+log = logging.getLogger(__name__)
 
 STALE_AFTER = timedelta(hours=2)  # a running job not heard from since is taken for lost
 
@@ -53,6 +61,39 @@ def _busy(user: AbstractUser) -> bool:
     return Backup.objects.filter(user=user, state__in=[Backup.State.QUEUED, Backup.State.RUNNING]).exists()
 
 
+def _lock(user: AbstractUser) -> None:
+    """One backup request of an account at a time (the check that none is under way, the quota's sum)."""
+    BackupSettings.objects.select_for_update().filter(pk=backup_settings_get(user=user).pk).first()
+
+
+def backup_storage_used(*, user: AbstractUser, for_backup: bool = False) -> int:
+    """Bytes the account's archives take on disk: its backups and the uploads not yet imported. `for_backup`: what
+    stays once a new backup is made (pruning then keeps the newest `keep`, the new one included)."""
+    rows = Backup.objects.filter(user=user).exclude(file="").order_by("-created_at")
+    keep = backup_settings_get(user=user).keep - 1 if for_backup else None
+    used = 0
+    for kind, state, size in rows.values_list("kind", "state", "size"):
+        if keep is not None and kind == Backup.Kind.BACKUP and state == Backup.State.DONE:
+            if keep <= 0:
+                continue
+            keep -= 1
+        used += size
+    return used
+
+
+def _quota_refusal(*, user: AbstractUser, adding: int = 0) -> str:
+    """Why a new backup (adding: its size, when known) would pass the account's quota, or ""."""
+    quota = settings.LOREKEEPER_BACKUP_QUOTA_BYTES
+    used = backup_storage_used(user=user, for_backup=True)
+    if used + adding <= quota and (adding or used < quota):
+        return ""
+    what = f"This backup ({size_text(adding)})" if adding else "A new backup"
+    return (
+        f"{what} would take your stored backups and uploads past your quota of {size_text(quota)} "
+        f"({size_text(used)} used): delete old backups, or keep fewer, first."
+    )
+
+
 def _enqueue(backup: Backup) -> None:
     from apps.sync.tasks import enqueue_backup
 
@@ -61,9 +102,13 @@ def _enqueue(backup: Backup) -> None:
 
 @transaction.atomic
 def backup_start(*, user: AbstractUser, trigger: str = Backup.Trigger.MANUAL) -> Backup:
-    """Queue an archive of the account."""
+    """Queue an archive of the account; refused when the account's stored archives already fill its quota."""
+    _lock(user)
     if _busy(user):
         raise ApplicationError("A backup, import or restore is already under way: wait for it.", status=409)
+    refusal = _quota_refusal(user=user)
+    if refusal:
+        raise ApplicationError(refusal, {"field": "backup"}, status=409)
     backup = Backup.objects.create(user=user, kind=Backup.Kind.BACKUP, trigger=trigger, stage="queued")
     _enqueue(backup)
     return backup
@@ -85,12 +130,23 @@ def backup_restore_start(*, backup: Backup) -> Backup:
 
 @transaction.atomic
 def archive_upload(*, user: AbstractUser, upload: BinaryIO, name: str = "archive.zip") -> Backup:
-    """Keep an uploaded archive and queue its import (merged by the sync rules)."""
+    """Keep an uploaded archive and queue its import (merged by the sync rules); the file goes once the import
+    ends. Refused when it would take the account's stored archives past its quota."""
     limit = settings.LOREKEEPER_MAX_IMPORT_BYTES
-    if getattr(upload, "size", 0) > limit:
+    size = getattr(upload, "size", 0) or 0
+    if size > limit:
         raise ApplicationError(f"An archive may be at most {limit // 1024**2:,} MB.", {"field": "file"}, status=413)
+    _lock(user)
     if _busy(user):
         raise ApplicationError("A backup, import or restore is already under way: wait for it.", status=409)
+    quota, used = settings.LOREKEEPER_BACKUP_QUOTA_BYTES, backup_storage_used(user=user)
+    if used + size > quota:
+        raise ApplicationError(
+            f"This archive ({size_text(size)}) would take your stored backups and uploads past your quota of "
+            f"{size_text(quota)} ({size_text(used)} used): delete old backups first.",
+            {"field": "file", "quota": quota, "used": used},
+            status=413,
+        )
     job = Backup(user=user, kind=Backup.Kind.IMPORT, trigger=Backup.Trigger.UPLOAD, stage="queued")
     job.file.save(f"upload-{timezone.now():%Y%m%d-%H%M%S}.zip", File(upload, name=name), save=False)
     job.size = job.file.size
@@ -135,6 +191,9 @@ def backup_run(*, backup_id: int) -> Backup | None:
         if backup.kind == Backup.Kind.BACKUP:
             with tempfile.TemporaryFile() as target:
                 counts = archive_write(user=backup.user, target=target, progress=progress)
+                refusal = _quota_refusal(user=backup.user, adding=target.tell())
+                if refusal:
+                    raise ApplicationError(refusal, {"field": "backup"})
                 target.seek(0)
                 backup.file.save(f"lorekeeper-{timezone.now():%Y%m%d-%H%M%S}.zip", File(target), save=False)
             backup.size = backup.file.size
@@ -160,6 +219,8 @@ def backup_run(*, backup_id: int) -> Backup | None:
         return backup
     finally:
         progress.close()
+        if backup.kind == Backup.Kind.IMPORT:
+            upload_remove(backup=backup)
     backup.state, backup.counts, backup.stage, backup.progress = Backup.State.DONE, counts, "done", 100
     backup.finished_at = timezone.now()
     backup.save(update_fields=["state", "counts", "stage", "progress", "finished_at", "file", "size"])
@@ -175,6 +236,26 @@ def backups_prune(*, user: AbstractUser) -> int:
     removed = 0
     for old in done[keep:]:
         backup_delete(backup=old)
+        removed += 1
+    return removed
+
+
+def upload_remove(*, backup: Backup) -> None:
+    """An uploaded archive's file, once its import has ended: what it brought is in the account, the zip goes.
+    The row stays (what the import did, or why it failed)."""
+    if not backup.file:
+        return
+    backup.file.delete(save=False)
+    backup.file = ""
+    Backup.objects.filter(pk=backup.pk).update(file="")
+
+
+def uploads_finished_remove() -> int:
+    """Files of imports that ended without removing them (a worker stopped in between, a job marked lost)."""
+    ended = Backup.objects.filter(kind=Backup.Kind.IMPORT, state__in=[Backup.State.DONE, Backup.State.FAILED])
+    removed = 0
+    for job in ended.exclude(file=""):
+        upload_remove(backup=job)
         removed += 1
     return removed
 
@@ -201,6 +282,7 @@ def backups_due(*, now=None) -> list[int]:
     ):
         enqueue_backup(pk)
     backup_files_orphaned_remove()
+    uploads_finished_remove()
     started = []
     for choice in BackupSettings.objects.filter(mode=BackupSettings.Mode.AUTOMATIC).select_related("user"):
         since = now - timedelta(hours=choice.every_hours)
@@ -209,7 +291,10 @@ def backups_due(*, now=None) -> list[int]:
         )
         if recent.exists() or _busy(choice.user):
             continue
-        started.append(backup_start(user=choice.user, trigger=Backup.Trigger.AUTOMATIC).pk)
+        try:
+            started.append(backup_start(user=choice.user, trigger=Backup.Trigger.AUTOMATIC).pk)
+        except ApplicationError as exc:  # its quota is full: the next check tries again
+            log.info("no automatic backup for user %s: %s", choice.user_id, exc.message)
     return started
 
 
