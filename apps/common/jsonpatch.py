@@ -1,19 +1,29 @@
 """RFC 6902 (JSON Patch) and RFC 7386 (JSON Merge Patch) on plain Python JSON values.
 
-Errors come in two kinds, as the sync API answers them: `PatchInvalid` (the operation itself is malformed: 400) and
+Errors come in three kinds, as the sync API answers them: `PatchInvalid` (the operation itself is malformed: 400),
 `PatchConflict` (it does not fit the document as it is now: a failed `test`, a missing path, an index out of
-range: 409). Both carry the operation's position in the request.
+range: 409) and `PatchTooLarge` (it would write more than a request body may carry: 413). Each carries the
+operation's position in the request.
+
+A patch may write at most LOREKEEPER_MAX_JSON_BYTES of JSON, counting every value an `add`, `replace` or `copy`
+puts in (a `move` relocates without writing, `remove` and `test` write nothing): a `copy` of what earlier copies
+made would otherwise double the document at each operation, so a request of a kilobyte could store gigabytes.
+Each value is measured once, as it is copied, so the cost of a patch is bounded by the limit, not by its result.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
+
+from django.conf import settings
 
 from apps.common.exceptions import ApplicationError
 
 OPERATIONS = ("add", "remove", "replace", "move", "copy", "test")
+MAX_OPERATIONS = 10_000
 _ARRAY_INDEX = re.compile(r"0|[1-9][0-9]{0,17}")  # ASCII digits, no leading zeros (RFC 6901)
 
 
@@ -32,16 +42,57 @@ class PatchConflict(PatchError):
     pass
 
 
+class PatchTooLarge(PatchError):
+    def __init__(self, message: str, *, max_bytes: int, op_index: int | None = None) -> None:
+        super().__init__(message, op_index=op_index)
+        self.max_bytes = max_bytes
+
+
 def as_application_error(exc: PatchError) -> ApplicationError:
-    """400 `patch_invalid` or 409 `patch_conflict`, naming the operation."""
-    conflict = isinstance(exc, PatchConflict)
+    """400 `patch_invalid`, 409 `patch_conflict` or 413 `patch_too_large`, naming the operation."""
     where = f"Operation {exc.op_index}: " if exc.op_index is not None else ""
+    if isinstance(exc, PatchTooLarge):
+        return ApplicationError(
+            f"{where}{exc.message}.",
+            {"operation": exc.op_index, "max_bytes": exc.max_bytes},
+            status=413,
+            code="patch_too_large",
+        )
+    conflict = isinstance(exc, PatchConflict)
     return ApplicationError(
         f"{where}{exc.message}.",
         {"operation": exc.op_index},
         status=409 if conflict else 400,
         code="patch_conflict" if conflict else "patch_invalid",
     )
+
+
+def json_size(value: Any) -> int:
+    """Bytes of `value` as compact UTF-8 JSON."""
+    return len(_encode(value).encode("utf-8", "surrogatepass"))
+
+
+def _encode(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError as exc:
+        raise PatchInvalid("the value is nested too deeply") from exc
+
+
+class WriteBudget:
+    """What one patch may still write (see the module's docstring): every value it puts in goes through `take`."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = settings.LOREKEEPER_MAX_JSON_BYTES if limit is None else limit
+        self.written = 0
+
+    def take(self, value: Any) -> Any:
+        """A copy of `value` to write, counted first: refused before anything is copied once over the limit."""
+        encoded = _encode(value)
+        self.written += len(encoded.encode("utf-8", "surrogatepass"))
+        if self.written > self.limit:
+            raise PatchTooLarge(f"the patch would write more than {self.limit} bytes", max_bytes=self.limit)
+        return json.loads(encoded)  # as copy.deepcopy, at the encoder's speed
 
 
 def parse_pointer(pointer: Any) -> list[str]:
@@ -159,37 +210,40 @@ def json_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def apply_operation(doc: Any, op: dict[str, Any]) -> Any:
+def apply_operation(doc: Any, op: dict[str, Any], budget: WriteBudget) -> Any:
     """Apply one (validated) operation; answers the new document (the same object where it could be edited)."""
     name, tokens = op["op"], parse_pointer(op["path"])
     if name == "add":
-        return add(doc, tokens, copy.deepcopy(op["value"]))
+        return add(doc, tokens, budget.take(op["value"]))
     if name == "remove":
         return remove(doc, tokens)
     if name == "replace":
         get(doc, tokens)  # must exist
-        return add(remove(doc, tokens) if tokens else doc, tokens, copy.deepcopy(op["value"]))
+        return add(remove(doc, tokens) if tokens else doc, tokens, budget.take(op["value"]))
     if name == "test":
         if not json_equal(get(doc, tokens), op["value"]):
             raise PatchConflict(f"test failed at {op['path']!r}")
         return doc
     source = parse_pointer(op["from"])
-    if name == "move" and tokens[: len(source)] == source and tokens != source:
-        raise PatchConflict("cannot move a value into one of its own children")
-    value = copy.deepcopy(get(doc, source))
     if name == "move":
-        doc = remove(doc, source)
-    return add(doc, tokens, value)
+        if tokens[: len(source)] == source and tokens != source:
+            raise PatchConflict("cannot move a value into one of its own children")
+        value = get(doc, source)  # leaves its place, so it needs no copy
+        return add(remove(doc, source), tokens, value)
+    return add(doc, tokens, budget.take(get(doc, source)))
 
 
-def apply_patch(doc: Any, operations: Any) -> Any:
+def apply_patch(doc: Any, operations: Any, *, budget: WriteBudget | None = None) -> Any:
     """Apply a whole JSON Patch to a copy of `doc`; the original is untouched when any operation fails."""
     if not isinstance(operations, list):
         raise PatchInvalid("a JSON Patch is a JSON array of operations")
+    if len(operations) > MAX_OPERATIONS:
+        raise PatchInvalid(f"a JSON Patch has at most {MAX_OPERATIONS} operations")
+    budget = budget or WriteBudget()
     doc = copy.deepcopy(doc)
     for i, op in enumerate(operations):
         try:
-            doc = apply_operation(doc, validate_operation(op))
+            doc = apply_operation(doc, validate_operation(op), budget)
         except PatchError as exc:
             exc.op_index = i
             raise
@@ -198,16 +252,24 @@ def apply_patch(doc: Any, operations: Any) -> Any:
 
 def patch_object(document: dict[str, Any], patch: Any, *, kind: str, what: str) -> dict[str, Any]:
     """A JSON object patched by a merge patch (`kind` "merge", RFC 7386) or a JSON Patch ("json", RFC 6902),
-    which must leave it an object; errors answer as the sync API does (400 / 409, naming the operation)."""
+    which must leave it an object; errors answer as the sync API does (400 / 409 / 413, naming the operation).
+
+    The result may not be larger than LOREKEEPER_MAX_JSON_BYTES (or than the document was, for one stored larger
+    by an import): a document grows no further than a request could have sent it whole."""
+    budget = WriteBudget()
     try:
         if kind == "merge":
             if not isinstance(patch, dict):
                 raise PatchInvalid(f"a merge patch for {what} must be a JSON object")
             patched = merge_patch(document, patch)
         else:
-            patched = apply_patch(document, patch)
+            patched = apply_patch(document, patch, budget=budget)
         if not isinstance(patched, dict):
             raise PatchInvalid(f"{what} must stay a JSON object")
+        size = json_size(patched)
+        if size > budget.limit and size > json_size(document):
+            limit = budget.limit
+            raise PatchTooLarge(f"the patched {what} would be larger than {limit} bytes", max_bytes=limit)
     except PatchError as exc:
         raise as_application_error(exc) from exc
     return patched

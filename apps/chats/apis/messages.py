@@ -14,6 +14,8 @@ from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_in
 from apps.common.serializers import DictField, StorableInputSerializer
 from apps.sync.idempotency import idempotent
 
+MAX_SWIPES = 10_000  # per message: far beyond what anyone regenerates, and cheap to check each
+
 
 class MessageOutputSerializer(serializers.Serializer):
     index = serializers.IntegerField()
@@ -37,10 +39,13 @@ class MessageInputSerializer(StorableInputSerializer):
     mes = serializers.CharField(allow_blank=True, trim_whitespace=False)
     extra = DictField(required=False)
     swipes = serializers.ListField(
-        child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False, allow_null=True
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        required=False,
+        allow_null=True,
+        max_length=MAX_SWIPES,
     )
     swipe_id = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
-    swipe_info = serializers.ListField(child=DictField(), required=False, allow_null=True)
+    swipe_info = serializers.ListField(child=DictField(), required=False, allow_null=True, max_length=MAX_SWIPES)
     other_fields = DictField(required=False, help_text="Replaces all keys beyond the known ones.")
 
 

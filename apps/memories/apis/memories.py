@@ -22,6 +22,8 @@ from apps.sync.idempotency import idempotent
 
 INSTANCE_HEADER = "HTTP_X_LOREKEEPER_INSTANCE"
 WRITABLE_KINDS = [k for k in Kind.values if k != Kind.MESSAGE]
+MAX_ENTITIES = 50  # per memory, here and in a sync push
+MAX_ALIASES = 50  # per entity
 
 
 class MemoryPagination(CursorPagination):
@@ -138,7 +140,9 @@ def submitted_output(result: Classified) -> dict:
 class EntityInputSerializer(StorableInputSerializer):
     name = serializers.CharField(max_length=200)
     type = serializers.CharField(max_length=50, required=False, allow_blank=True)
-    aliases = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=50)
+    aliases = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, max_length=MAX_ALIASES
+    )
 
     class Meta:
         ref_name = "EntityInput"
@@ -158,7 +162,7 @@ class MemoryCreateInputSerializer(StorableInputSerializer):
         child=serializers.IntegerField(min_value=0), required=False, max_length=1000
     )
     occurred_at = serializers.DateTimeField(required=False, allow_null=True)
-    entities = EntityInputSerializer(many=True, required=False, max_length=50)
+    entities = EntityInputSerializer(many=True, required=False, max_length=MAX_ENTITIES)
     data = DictField(required=False)
 
     class Meta:

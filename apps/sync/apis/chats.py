@@ -20,7 +20,7 @@ from apps.sync.apis.common import (
 )
 from apps.sync.idempotency import idempotent
 from apps.sync.services import chats as sync
-from apps.sync.services.patch import chat_patch
+from apps.sync.services.patch import MAX_PATCH_OPERATIONS, chat_patch
 
 
 class AppendInputSerializer(serializers.Serializer):
@@ -36,7 +36,10 @@ class AppendOutputSerializer(ChatStateSerializer):
 
 class PatchInputSerializer(serializers.Serializer):
     operations = serializers.ListField(
-        child=serializers.JSONField(), help_text="RFC 6902 operations against the message array."
+        child=serializers.JSONField(),
+        max_length=MAX_PATCH_OPERATIONS,
+        help_text="RFC 6902 operations against the message array. A patch writes at most the JSON body limit "
+        "(values added, replaced and copied): 413 `patch_too_large` naming the operation beyond it.",
     )
     integrity = serializers.UUIDField(required=False, help_text="Or send it as If-Match.")
 

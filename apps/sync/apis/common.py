@@ -6,13 +6,14 @@ from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH
+from apps.common.jsonpatch import MAX_OPERATIONS
 from apps.common.parsers import JSONPatchParser, LimitedJSONParser, MergePatchParser
 
 PATCH_PARSERS = [MergePatchParser, JSONPatchParser, LimitedJSONParser]
 # The body of a PATCH on a JSON document (chat metadata, settings), for the schema.
 PATCH_REQUEST_BODIES = {
     "application/merge-patch+json": OpenApiTypes.OBJECT,
-    "application/json-patch+json": {"type": "array", "items": {"type": "object"}},
+    "application/json-patch+json": {"type": "array", "items": {"type": "object"}, "maxItems": MAX_OPERATIONS},
 }
 WRITE_PARAMETERS = [IF_MATCH, IDEMPOTENCY_KEY]
 

@@ -9,14 +9,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.common.serializers import DictField, StorableInputSerializer
-from apps.memories.apis.memories import WRITABLE_KINDS
+from apps.memories.apis.memories import MAX_ALIASES, MAX_ENTITIES, WRITABLE_KINDS
 from apps.memories.models import Kind, Status
 from apps.sync import selectors
 from apps.sync.clocks import clock_problem
 from apps.sync.models import FeedType, InstanceKind
 from apps.sync.services.feed import MAX_PULL_LIMIT, PULL_LIMIT, sync_pull
 from apps.sync.services.instances import instance_key_check, instance_register, instance_remove, instance_update
-from apps.sync.services.push import MAX_CHANGES, Change, sync_push
+from apps.sync.services.push import MAX_CHANGES, MAX_PUSH_ENTITIES, Change, push_entities, sync_push
 
 OPS = ("create", "update", "edit", "delete")
 
@@ -110,7 +110,9 @@ class InstanceDetailApi(APIView):
 class EntityInputSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     type = serializers.CharField(max_length=50, required=False, allow_blank=True)
-    aliases = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=50)
+    aliases = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, max_length=MAX_ALIASES
+    )
 
     class Meta:
         ref_name = "SyncEntityInput"
@@ -131,7 +133,7 @@ class MemoryDataSerializer(StorableInputSerializer):
     character = serializers.UUIDField(allow_null=True, required=False, help_text="The character's uid.")
     chat = serializers.IntegerField(allow_null=True, required=False, help_text="The chat's id.")
     superseded_by = serializers.UUIDField(allow_null=True, required=False, help_text="The memory's uid.")
-    entities = EntityInputSerializer(many=True, required=False)
+    entities = EntityInputSerializer(many=True, required=False, max_length=MAX_ENTITIES)
     participating_instances = serializers.ListField(
         child=serializers.CharField(max_length=100), required=False, max_length=100
     )
@@ -249,12 +251,21 @@ class PullOutputSerializer(serializers.Serializer):
 
 class PushInputSerializer(serializers.Serializer):
     instance = serializers.CharField(max_length=64)
-    changes = ChangeSerializer(many=True, max_length=MAX_CHANGES, allow_empty=True)
+    changes = ChangeSerializer(
+        many=True,
+        max_length=MAX_CHANGES,
+        allow_empty=True,
+        help_text=f"Their memories name at most {MAX_PUSH_ENTITIES} entities in all (50 each).",
+    )
 
     class Meta:
         ref_name = "SyncPushInput"
 
     def validate(self, attrs):
+        if push_entities(change.get("data") or {} for change in attrs["changes"]) > MAX_PUSH_ENTITIES:
+            raise serializers.ValidationError(
+                {"changes": [f"At most {MAX_PUSH_ENTITIES} entities per push: send fewer changes at a time."]}
+            )
         errors = {}
         for index, change in enumerate(attrs["changes"]):
             if int(change["clock"].get(attrs["instance"], 0)) < 1:

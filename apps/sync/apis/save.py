@@ -98,7 +98,12 @@ def _parse_save(body, backend) -> tuple[tempfile.SpooledTemporaryFile, object, b
 class SaveInputSerializer(serializers.Serializer):
     """For the schema: the body is read as a stream, not through this serializer."""
 
-    chat = serializers.ListField(child=serializers.DictField(), help_text="The header line, then every message.")
+    chat = serializers.ListField(
+        child=serializers.DictField(),
+        # The body limit bounds it: each line takes at least three bytes ("{}" and a comma).
+        max_length=settings.LOREKEEPER_MAX_IMPORT_BYTES // 3,
+        help_text="The header line, then every message (as many as the import size limit holds).",
+    )
     integrity = serializers.UUIDField(required=False, help_text="Or send it as If-Match.")
     force = serializers.BooleanField(
         required=False, default=False, help_text="Overwrite even if the chat changed; the replaced one is kept."

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import uuid
 from typing import Any
 
@@ -24,7 +23,7 @@ from apps.common.exceptions import ApplicationError
 from apps.common.jsonsafe import unstorable_reason
 from apps.sync.services.chats import WriteResult
 
-MAX_PATCH_OPERATIONS = 10_000
+MAX_PATCH_OPERATIONS = jsonpatch.MAX_OPERATIONS
 
 
 class _MessageArray:
@@ -107,13 +106,14 @@ def _as_message(value: Any) -> dict[str, Any]:
     return value
 
 
-def _apply_to_messages(messages: _MessageArray, op: dict[str, Any]) -> bool:
-    """One operation; False when it is an `add` of the message already at that index (a retry: skipped)."""
+def _apply_to_messages(messages: _MessageArray, op: dict[str, Any], budget: jsonpatch.WriteBudget) -> bool:
+    """One operation; False when it is an `add` of the message already at that index (a retry: skipped).
+    Every value it writes is counted against `budget` (apps/common/jsonpatch.py says why)."""
     name, tokens = op["op"], jsonpatch.parse_pointer(op["path"])
     if not tokens:
         raise jsonpatch.PatchInvalid("operations address messages: /N, /N/field…, or /- to add at the end")
-    value = copy.deepcopy(op.get("value"))
     if name == "add":
+        value = budget.take(op["value"])
         if len(tokens) == 1 and tokens[0] != "-":
             index = messages.position(tokens[0], allow_end=True)
             if index < messages.chat.message_count and jsonpatch.json_equal(messages.message(index), value):
@@ -122,20 +122,22 @@ def _apply_to_messages(messages: _MessageArray, op: dict[str, Any]) -> bool:
     elif name == "remove":
         messages.remove(tokens)
     elif name == "replace":
-        messages.replace(tokens, value)
+        messages.replace(tokens, budget.take(op["value"]))
     elif name == "test":
-        if not jsonpatch.json_equal(messages.get(tokens), value):
+        if not jsonpatch.json_equal(messages.get(tokens), op["value"]):
             raise jsonpatch.PatchConflict(f"test failed at {op['path']!r}")
     else:
         source = jsonpatch.parse_pointer(op["from"])
         if not source:
             raise jsonpatch.PatchInvalid("'from' must address a message or a field in one")
-        if name == "move" and tokens[: len(source)] == source and tokens != source:
-            raise jsonpatch.PatchConflict("cannot move a value into one of its own children")
-        moved = copy.deepcopy(messages.get(source))
-        if name == "move":
+        if name == "copy":
+            messages.add(tokens, budget.take(messages.get(source)))
+        else:
+            if tokens[: len(source)] == source and tokens != source:
+                raise jsonpatch.PatchConflict("cannot move a value into one of its own children")
+            moved = messages.get(source)  # leaves its place, so it needs no copy
             messages.remove(source)
-        messages.add(tokens, moved)
+            messages.add(tokens, moved)
     return True
 
 
@@ -144,7 +146,8 @@ def chat_patch(*, chat: Chat, operations: list[Any], integrity: uuid.UUID) -> Wr
     """RFC 6902 JSON Patch against the chat's message array (header excluded), all operations or none.
 
     `/5` addresses message 5, `/5/mes` a field in it, `/5/extra/ns/key` deeper, `/-` the end. An `add` whose value
-    equals the message already at that index counts as already applied (skipped), as in Luker."""
+    equals the message already at that index counts as already applied (skipped), as in Luker. A patch writes at
+    most LOREKEEPER_MAX_JSON_BYTES (413 `patch_too_large` naming the operation that would pass it)."""
     if not isinstance(operations, list) or not operations:
         raise ApplicationError("`operations` must be a non-empty JSON array.", {"field": "operations"})
     if len(operations) > MAX_PATCH_OPERATIONS:
@@ -152,6 +155,7 @@ def chat_patch(*, chat: Chat, operations: list[Any], integrity: uuid.UUID) -> Wr
     chat = chat_lock(chat=chat, integrity=integrity)
     messages = _MessageArray(chat)
     result = WriteResult(chat=chat)
+    budget = jsonpatch.WriteBudget()
     changed = False
     for i, op in enumerate(operations):
         try:
@@ -159,7 +163,7 @@ def chat_patch(*, chat: Chat, operations: list[Any], integrity: uuid.UUID) -> Wr
             reason = unstorable_reason(op)
             if reason:
                 raise jsonpatch.PatchInvalid(f"the operation {reason}")
-            if _apply_to_messages(messages, op):
+            if _apply_to_messages(messages, op, budget):
                 result.applied += 1
                 changed = changed or op["op"] != "test"
             else:

@@ -15,12 +15,17 @@ Each change carries the clock of the version the instance made. Against the stor
   feed; a later change to it from an instance that had not seen the deletion is rejected, and it never comes back
   under that uid. A deletion wins over edits made concurrently with it.
 A memory whose content changes gets a new vector (embedded later, as any new content).
+
+Uids are unique across all users (and a memory's across kinds). A create under a uid this user's syncable objects
+do not hold, but something else does (another user's object or tombstone, or one of the user's message memories),
+is refused whole with one 409 `uid_unavailable` that says nothing of what holds it: the client makes a new uid.
 """
 
 from __future__ import annotations
 
 import json
 import uuid as uuid_module
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -46,6 +51,8 @@ from apps.sync.services.settings import settings_get
 
 PUSH_LOCK = 0x5350  # pg_advisory_xact_lock(PUSH_LOCK, user id): one push of a user at a time
 MAX_CHANGES = 1000
+# Entities named across a push's memories (at most 50 each): each costs queries while the user's push lock is held.
+MAX_PUSH_ENTITIES = 2000
 AUTHORITATIVE_KINDS = {Kind.WEEKLY, Kind.MONTHLY, Kind.YEARLY, Kind.SIGNIFICANT}
 
 APPLIED, MERGED, RESOLVED, REJECTED = "applied", "merged", "conflict_resolved", "rejected"
@@ -99,6 +106,7 @@ class _Push:
         self.superseding: dict[UUID, int] = {}
         self.entity_names: dict[int, set[str]] = {}
         self.pending: dict[UUID, tuple[Memory, set[str]]] = {}  # stored memories changed, not written yet
+        self.unavailable: set[tuple[str, UUID]] = set()  # uids a create cannot take: held by something else
 
     def write_later(self, memory: Memory, columns: list[str]) -> None:
         """Stored memories are written together, in as few statements as their changed columns allow (a push
@@ -157,6 +165,27 @@ class _Push:
             .exclude(kind=Kind.MESSAGE)
             .values_list("uid", "id")
         )
+        self.preload_unavailable(changes)
+
+    def preload_unavailable(self, changes: list[Change]) -> None:
+        """The uids the push's creates name that are held by anything but this user's own synced objects."""
+        held = {FeedType.MEMORY: (Memory, self.memories), FeedType.CHARACTER: (Character, self.characters)}
+        for kind, (model, own) in held.items():
+            created = {c.uid for c in changes if c.type == kind and c.op == "create"} - set(own)
+            stored = set(model.objects.filter(uid__in=created).values_list("uid", flat=True))
+            for uid in created:
+                entry = self.entries.get((kind, uid))
+                if uid in stored or (entry is not None and entry.user_id != self.user.pk):
+                    self.unavailable.add((kind, uid))
+
+    def check_available(self, change: Change) -> None:
+        if change.op == "create" and (change.type, change.uid) in self.unavailable:
+            raise ApplicationError(
+                f"Change {change.index}: this uid cannot be used; give the object a new one.",
+                {"field": f"changes[{change.index}].uid"},
+                status=409,
+                code="uid_unavailable",
+            )
 
     def entry(self, kind: str, uid: UUID) -> FeedEntry | None:
         key = (kind, uid)
@@ -351,6 +380,7 @@ def _merge_daily(push: _Push, change: Change, memory: Memory) -> Outcome:
 
 def _apply_memory(push: _Push, change: Change) -> Outcome:
     uid = change.uid
+    push.check_available(change)
     if push.tombstoned(FeedType.MEMORY, uid):
         return push.rejected(change, uid, "deleted")
     memory = push.memories.get(uid)
@@ -413,6 +443,7 @@ def _apply_memory(push: _Push, change: Change) -> Outcome:
 
 def _apply_character(push: _Push, change: Change) -> Outcome:
     uid = change.uid
+    push.check_available(change)
     if push.tombstoned(FeedType.CHARACTER, uid):
         return push.rejected(change, uid, "deleted")
     character = push.characters.get(uid)
@@ -496,6 +527,11 @@ def _apply_settings(push: _Push, change: Change) -> Outcome:
 APPLY = {FeedType.MEMORY: _apply_memory, FeedType.CHARACTER: _apply_character, FeedType.SETTINGS: _apply_settings}
 
 
+def push_entities(datas: Iterable[dict[str, Any]]) -> int:
+    """How many entities the `data` of a push's changes name."""
+    return sum(len(data.get("entities") or []) for data in datas)
+
+
 @transaction.atomic
 def sync_push(*, user: AbstractUser, instance: Instance, changes: list[Change]) -> Pushed:
     """Apply `changes` in order, all or none (a change that cannot be applied by the rules is answered
@@ -505,6 +541,10 @@ def sync_push(*, user: AbstractUser, instance: Instance, changes: list[Change]) 
     cursor; otherwise it stays, and the next pull brings the rest."""
     if len(changes) > MAX_CHANGES:
         raise ApplicationError(f"At most {MAX_CHANGES} changes per push.", {"field": "changes"})
+    if push_entities(c.data for c in changes) > MAX_PUSH_ENTITIES:
+        raise ApplicationError(
+            f"At most {MAX_PUSH_ENTITIES} entities per push: send fewer changes at a time.", {"field": "changes"}
+        )
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [PUSH_LOCK, user.pk])
     push = _Push(user, instance)
