@@ -274,3 +274,21 @@ def test_a_push_create_under_a_fresh_uid_after_a_refusal_is_applied(
     )
     response = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [_create(mira)]}, format="json")
     assert response.status_code == 200 and response.json()["results"][0]["result"] == "applied"
+
+
+def test_an_update_of_another_users_uid_answers_as_a_uid_nobody_holds(api, other_user, mira):
+    their_character = CharacterFactory(user=other_user, name="Corvin")
+    their_fact = memory_create(user=other_user, character=their_character, kind="fact", content="Corvin rows.")
+    before = _snapshot()
+
+    def update(kind: str, uid) -> dict:
+        change = {"type": kind, "op": "update", "uid": str(uid), "clock": {"laptop": 3}, "data": {}}
+        change["data"] = {"content": "Mine now."} if kind == "memory" else {"name": "Mine now"}
+        response = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [change]}, format="json")
+        assert response.status_code == 200, response.content
+        (outcome,) = response.json()["results"]
+        return {key: value for key, value in outcome.items() if key != "uid"}
+
+    assert update("memory", their_fact.uid) == update("memory", uuid.uuid4())
+    assert update("character", their_character.uid) == update("character", uuid.uuid4())
+    assert _snapshot() == before

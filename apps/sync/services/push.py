@@ -239,6 +239,14 @@ class _Push:
         entry = self.entry(kind, uid)
         return entry is not None and (entry.deleted_at is not None or entry.user_id != self.user.pk)
 
+    def refused(self, change: Change, uid: UUID) -> Outcome:
+        """The answer for a tombstoned uid. Another user's uid is answered as a uid nobody holds would be
+        ("unknown"), so that an answer never tells whether someone else has it."""
+        entry = self.entry(change.type, uid)
+        if entry is not None and entry.user_id != self.user.pk:
+            return self.rejected(change, uid, "unknown", clock={})
+        return self.rejected(change, uid, "deleted")
+
     def created(self, kind: str, uid: UUID) -> None:
         """An object this push made: on the feed now (its trigger wrote the entry)."""
         self.entries.pop((kind, uid), None)
@@ -382,7 +390,7 @@ def _apply_memory(push: _Push, change: Change) -> Outcome:
     uid = change.uid
     push.check_available(change)
     if push.tombstoned(FeedType.MEMORY, uid):
-        return push.rejected(change, uid, "deleted")
+        return push.refused(change, uid)
     memory = push.memories.get(uid)
     if memory is not None and push.entry(FeedType.MEMORY, uid) is None:
         return push.rejected(change, uid, "deleted")  # deleted, and its tombstone collected since
@@ -445,7 +453,7 @@ def _apply_character(push: _Push, change: Change) -> Outcome:
     uid = change.uid
     push.check_available(change)
     if push.tombstoned(FeedType.CHARACTER, uid):
-        return push.rejected(change, uid, "deleted")
+        return push.refused(change, uid)
     character = push.characters.get(uid)
     if change.op == "delete":
         clock = clocks.merge(change.clock, character.clock) if character else change.clock
