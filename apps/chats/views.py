@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -19,6 +20,7 @@ from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import character_create, character_delete, character_update
 from apps.chats.services.chats import chat_delete, chat_import, chat_import_sample
 from apps.common.exceptions import ApplicationError
+from apps.memories.selectors import character_memory_counts
 from apps.sync.selectors import revision_list
 from apps.sync.services.chats import chat_revision_restore
 
@@ -213,9 +215,24 @@ def character_detail(request, character_id: int | None = None):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def character_delete_view(request, character_id: int):
+    """A page that says what goes with the character (how many memories) before the deletion it confirms."""
     character = selectors.character_get(user=request.user, character_id=character_id)
-    character_delete(character=character)
-    messages.success(request, f"Deleted {character.name}; their chats are kept.")
+    if request.method == "GET":
+        counts = character_memory_counts(user=request.user, character_id=character.pk)
+        chats = selectors.chat_list(user=request.user).filter(characters=character).count()
+        context = {"character": character, "counts": counts, "chats": chats}
+        return render(request, "chats/character_delete.html", context)
+    counts = character_delete(character=character, delete_chat_memories=request.POST.get("chat_memories") == "delete")
+    deleted, kept = counts["memories_deleted"], counts["memories_kept"]
+    note = (
+        f" {kept} memor{pluralize(kept, 'y,ies')} drawn from their chats {pluralize(kept, 'is,are')} kept."
+        if kept
+        else ""
+    )
+    messages.success(
+        request,
+        f"Deleted {character.name} and {deleted} memor{pluralize(deleted, 'y,ies')}; their chats are kept.{note}",
+    )
     return redirect("chats:characters")

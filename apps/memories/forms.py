@@ -53,6 +53,12 @@ class MemoryFilterForm(forms.Form):
 
 
 class MemoryEditForm(forms.Form):
+    # The version the form was opened at: saving over a newer one is refused (apps.memories.services.memories).
+    version = forms.IntegerField(
+        min_value=1,
+        widget=forms.HiddenInput,
+        error_messages={"required": "This form does not say which version it edits: reload the page and edit again."},
+    )
     content = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), max_length=50_000)
     kind = forms.ChoiceField(choices=EDITABLE_KINDS)
     importance = forms.TypedChoiceField(choices=[(1, "1 · minor"), (2, "2 · normal"), (3, "3 · major")], coerce=int)

@@ -109,3 +109,17 @@ def lifecycle_job_get(*, user: AbstractUser, job_id: int) -> LifecycleJob:
     if job is None:
         raise Http404("No such job.")
     return job
+
+
+# Memories of a character that a chat taught or holds: deleting the character keeps them (moved to their chat)
+# unless the person asks that they go too (apps.memories.services.characters).
+FROM_CHATS = Q(chat__isnull=False) | Q(source_chat__isnull=False)
+
+
+def character_memory_counts(*, user: AbstractUser, character_id: int) -> dict[str, int]:
+    """What deleting the character does to its memories: `own` go with it; `from_chats` are kept unless the
+    person asks that they go too. Retired memories count: they are deleted as well."""
+    character = chat_selectors.character_get(user=user, character_id=character_id)
+    return Memory.objects.filter(character=character).aggregate(
+        own=Count("id", filter=~FROM_CHATS), from_chats=Count("id", filter=FROM_CHATS)
+    )

@@ -15,8 +15,7 @@ from django.db.models import F, Q
 from apps.chats.models import Chat
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, deployment_config
 from apps.memories.models import EmbeddingSettings, Memory, MemoryScope
-from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
-from apps.memories.services.schema import chat_schema_ensure
+from apps.memories.services.indexing import chat_index_refresh, memories_embed_run
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +28,10 @@ def _send(task, *args, countdown: float = 0) -> None:
 
 
 def enqueue_index_chat(chat_id: int) -> None:
-    # A second's delay lets a burst of writes to one chat coalesce: the first task to run indexes the chat as it
-    # then is, the others find it indexed at its integrity and return at once (reconciling a 100,000-message chat
-    # hashes every message, about half a second here).
-    _send(index_chat, chat_id, countdown=1)
+    # At once: a burst of writes to one chat coalesces without a wait, as the runs of one chat take turns (a
+    # reconciliation finds the chat indexed at its integrity and returns) and one user's embedding is one run at a
+    # time (the others leave it to the one running). See apps.memories.services.indexing.
+    _send(index_chat, chat_id)
 
 
 def enqueue_embed_pending(user_id: int) -> None:
@@ -41,12 +40,14 @@ def enqueue_embed_pending(user_id: int) -> None:
 
 @shared_task(name="memories.index_chat", acks_late=True, soft_time_limit=1800, time_limit=1900)
 def index_chat(chat_id: int) -> dict:
-    """Reconcile a chat's message memories, then embed what lacks a vector (this chat's first)."""
+    """Reconcile a chat's message memories, then embed what lacks a vector (this chat's first). A chat deleted
+    before or during the run ends it quietly."""
     chat = Chat.objects.filter(pk=chat_id).first()
     if chat is None:
         return {}
-    chat_schema_ensure(chat=chat)
-    counts = chat_index_messages(chat_id=chat_id)
+    counts = chat_index_refresh(chat=chat)
+    if counts is None:
+        return {}
     if counts["created"] or counts["moved"] or counts["deleted"]:
         # The chat's text changed: the extraction pipeline plans its tiers (before the embedding below, which
         # it does not wait for). A hint: its sweep finds chats whose plan is behind.
@@ -65,7 +66,7 @@ def embed_pending(user_id: int) -> int:
 def _embed(*, user_id: int, chat_id: int | None = None) -> int:
     # A provider that is down leaves the rest without vectors; text search covers them and the sweep tries again.
     try:
-        return memories_embed_pending(user_id=user_id, chat_id=chat_id)
+        return memories_embed_run(user_id=user_id, chat_id=chat_id)
     except EmbeddingUnavailable as exc:
         log.warning("embedding for user %s postponed: %s", user_id, exc)
         return 0

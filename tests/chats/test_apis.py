@@ -80,7 +80,7 @@ def test_character_crud(api):
     response = api.patch(f"/api/v1/characters/{character_id}/", {"personality": "gruff"}, format="json")
     assert response.json()["personality"] == "gruff" and response.json()["card_data"] == {"v": 2}
     assert api.get(f"/api/v1/characters/{character_id}/").json()["name"] == "Mira"
-    assert api.delete(f"/api/v1/characters/{character_id}/").status_code == 204
+    assert api.delete(f"/api/v1/characters/{character_id}/").json() == {"memories_deleted": 0, "memories_kept": 0}
     assert not Character.objects.exists()
 
 

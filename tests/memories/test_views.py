@@ -264,6 +264,7 @@ def test_edit_form_swaps_in_and_saves_through_htmx(web, user, mira):
     response = web.post(
         f"/memories/{memory.pk}/edit/",
         {
+            "version": "1",
             "content": "Mira keeps two lanterns.",
             "kind": "event",
             "importance": "3",
@@ -290,7 +291,7 @@ def test_edit_form_swaps_in_and_saves_through_htmx(web, user, mira):
 def test_edit_without_htmx_redirects_and_full_form_page_works(web, user, mira):
     memory = _fact(user, mira)
     assert "<html" in _body(web.get(f"/memories/{memory.pk}/edit/"))
-    data = {"content": "Changed.", "kind": "fact", "importance": "2", "confidence": "0.7"}
+    data = {"version": "1", "content": "Changed.", "kind": "fact", "importance": "2", "confidence": "0.7"}
     response = web.post(f"/memories/{memory.pk}/edit/", data)
     assert response.status_code == 302 and response["Location"] == f"/memories/{memory.pk}/"
     assert Memory.objects.get(pk=memory.pk).content == "Changed."

@@ -12,6 +12,7 @@ from apps.chats import selectors
 from apps.chats.apis.common import ListPagination
 from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import character_create, character_delete, character_update
+from apps.common.exceptions import ApplicationError
 from apps.common.serializers import DictField, StorableInputSerializer, paginated
 from apps.sync.idempotency import idempotent
 
@@ -69,6 +70,14 @@ class CharacterListApi(APIView):
         return Response(CharacterOutputSerializer(character).data, status=status.HTTP_201_CREATED)
 
 
+class CharacterDeleteOutputSerializer(serializers.Serializer):
+    memories_deleted = serializers.IntegerField(help_text="Memories deleted with the character.")
+    memories_kept = serializers.IntegerField(help_text="Memories drawn from its chats, kept and moved to them.")
+
+    class Meta:
+        ref_name = "CharacterDeleteOutput"
+
+
 class CharacterDetailApi(APIView):
     @extend_schema(operation_id="characters_retrieve", responses=CharacterOutputSerializer)
     def get(self, request, character_id: int):
@@ -86,11 +95,27 @@ class CharacterDetailApi(APIView):
         character = character_update(character=character, data=serializer.validated_data)
         return Response(CharacterOutputSerializer(character).data)
 
-    @extend_schema(operation_id="characters_destroy", responses={204: None})
+    @extend_schema(
+        operation_id="characters_destroy",
+        parameters=[
+            OpenApiParameter(
+                "memories",
+                str,
+                enum=["keep", "delete"],
+                description="`keep` (the default): the memories a chat taught the character or holds stay, moved "
+                "to that chat; `delete`: they go with the character. Its other memories go either way.",
+            )
+        ],
+        responses=CharacterDeleteOutputSerializer,
+    )
     @idempotent
     def delete(self, request, character_id: int):
-        character_delete(character=selectors.character_get(user=request.user, character_id=character_id))
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        choice = request.query_params.get("memories", "keep")
+        if choice not in ("keep", "delete"):
+            raise ApplicationError("`memories` is `keep` or `delete`.", {"field": "memories"})
+        character = selectors.character_get(user=request.user, character_id=character_id)
+        counts = character_delete(character=character, delete_chat_memories=choice == "delete")
+        return Response(CharacterDeleteOutputSerializer(counts).data)
 
 
 class CharacterCardImportInputSerializer(serializers.Serializer):

@@ -6,6 +6,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 
 from apps.chats.models import Character
+from apps.memories.services.characters import character_memories_release
 
 CHARACTER_FIELDS = (
     "name",
@@ -36,9 +37,16 @@ def character_update(*, character: Character, data: dict[str, Any]) -> Character
 
 
 @transaction.atomic
-def character_delete(*, character: Character) -> None:
-    """Deleting a character keeps its chats (they simply lose that participant)."""
+def character_delete(*, character: Character, delete_chat_memories: bool = False) -> dict[str, int]:
+    """Deleting a character keeps its chats (they simply lose that participant) and, unless `delete_chat_memories`,
+    the memories drawn from them (apps.memories.services.characters); its own other memories go with it. Answers
+    `memories_deleted` and `memories_kept`.
+
+    The character is locked first, so no memory naming it is committed between the count and the deletion."""
+    character = Character.objects.select_for_update().get(pk=character.pk)
+    counts = character_memories_release(character=character, delete_chat_memories=delete_chat_memories)
     character.delete()
+    return counts
 
 
 def characters_for_names(*, user: AbstractUser, names: list[str]) -> list[Character]:

@@ -113,7 +113,11 @@ def chat_update(*, chat: Chat, data: dict[str, Any], integrity: uuid.UUID | None
 
 @transaction.atomic
 def chat_delete(*, chat: Chat) -> None:
-    chat.delete()
+    """Locked first (FOR UPDATE): background work still writing rows that refer to the chat (its recall index)
+    commits before the deletion gathers them, or fails its foreign key after it, instead of failing the deletion."""
+    chat = Chat.objects.select_for_update().filter(pk=chat.pk).first()
+    if chat is not None:
+        chat.delete()
 
 
 @transaction.atomic

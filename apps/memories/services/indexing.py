@@ -9,6 +9,16 @@ so a lost or doubled task does no harm and the periodic sweep repairs anything m
 `memories_embed_pending` gives vectors to a user's memories that have none under the user's current model: new
 ones, edited ones, and all of them after a model change. It commits in batches, so progress is visible while it
 runs.
+
+Index runs of one chat take turns: a reconciliation holds an advisory lock on the chat (the next one then finds the
+chat indexed at its integrity and returns), and background embedding (`memories_embed_run`) is one run per user at a
+time: a run that finds it busy leaves at once, and the one running picks up rows added meanwhile before it ends. So
+two tasks (two writes to one chat, an import and the sweep) never send the same texts to the provider, and no task
+waits a fixed time before it starts.
+
+A chat deleted while it is indexed ends the run quietly: the reconciliation's rows then fail their foreign key at
+commit, and `chat_index_refresh` answers None for a chat that is gone (chat_delete locks the chat first, so the two
+never interleave the other way round and fail the deletion).
 """
 
 from __future__ import annotations
@@ -17,7 +27,7 @@ import logging
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from django.db import connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Q, Value
 from django.db.models.functions import Coalesce, Least
 from django.utils.dateparse import parse_datetime
@@ -25,6 +35,7 @@ from django.utils.dateparse import parse_datetime
 from apps.chats.models import Chat, Message
 from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash
 from apps.memories.models import Kind, Memory, MemoryScope
+from apps.memories.services.schema import chat_schema_ensure
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +44,15 @@ EMBED_BATCH = 256
 CONTENT_SQL = "CASE WHEN m.name <> '' THEN m.name || ': ' || m.mes ELSE m.mes END"
 HASH_SQL = f"encode(sha256(convert_to({CONTENT_SQL}, 'UTF8')), 'hex')"
 LOCK_NAMESPACE = 0x4C4B  # "LK": pg_advisory_xact_lock(namespace, chat id)
+EMBED_LOCK_NAMESPACE = 0x4C45  # "LE": pg_try_advisory_lock(namespace, user id), held by an embedding run
 
 
 def message_content(*, name: str, mes: str) -> str:
     return f"{name}: {mes}" if name else mes
+
+
+def _lock_key(pk: int) -> int:
+    return pk % 2**31
 
 
 def chat_index_schedule(*, chat_id: int) -> None:
@@ -88,7 +104,7 @@ def _parse_human_date(text: str) -> datetime | None:
 def chat_index_messages(*, chat_id: int) -> dict[str, int]:
     """Reconcile the chat's message memories with its messages. Answers counts of what it did."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_NAMESPACE, chat_id % 2**31])
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_NAMESPACE, _lock_key(chat_id)])
     chat = Chat.objects.filter(pk=chat_id).first()
     if chat is None or MemoryScope.objects.filter(chat_id=chat_id, indexed_integrity=chat.integrity).exists():
         return {
@@ -164,8 +180,24 @@ def chat_index_messages(*, chat_id: int) -> dict[str, int]:
                 )
             )
         Memory.objects.bulk_create(memories, batch_size=1000)
-    MemoryScope.objects.filter(chat_id=chat_id).update(indexed_integrity=chat.integrity)
+    # A chat's first reconciliation makes its scope (at schema version 0: chat_schema_ensure's steps follow).
+    MemoryScope.objects.update_or_create(chat_id=chat_id, defaults={"indexed_integrity": chat.integrity})
     return {"created": len(create), "moved": len(moves), "deleted": len(stale), "changed_from": changed_from}
+
+
+def chat_index_refresh(*, chat: Chat) -> dict[str, int] | None:
+    """What an index task does before embedding: reconcile the chat's message memories, then bring its memory schema
+    up to date (after, so that the first schema step, which indexes chats from before the recall layer, finds the
+    chat indexed and does nothing). None when the chat was deleted meanwhile: the run ends quietly."""
+    try:
+        counts = chat_index_messages(chat_id=chat.pk)
+        chat_schema_ensure(chat=chat)
+    except IntegrityError:
+        # The rows written refer to a chat deleted while they were written (their foreign keys are checked at commit).
+        if Chat.objects.filter(pk=chat.pk).exists():
+            raise
+        return None
+    return counts
 
 
 def _first_changed(existing, *, stale: list[int], moves: list[tuple[int, int]], create: list[int]) -> int | None:
@@ -215,6 +247,44 @@ def memories_embed_pending(*, user_id: int, chat_id: int | None = None, max_batc
             done += len(pending)
             batches += 1
     return done
+
+
+def memories_embed_run(*, user_id: int, chat_id: int | None = None) -> int:
+    """memories_embed_pending, one run per user at a time (a session advisory lock held by the run). A run that finds
+    the user's embedding in hand leaves at once: the holder embeds until nothing is pending, and once it has let go
+    looks again, so rows committed while it finished (whose own run found it busy) are not left for the sweep.
+    Answers how many memories got a vector in this call."""
+    done = 0
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [EMBED_LOCK_NAMESPACE, _lock_key(user_id)])
+            if not cursor.fetchone()[0]:
+                return done
+        try:
+            done += memories_embed_pending(user_id=user_id, chat_id=chat_id)
+        finally:
+            _unlock(EMBED_LOCK_NAMESPACE, user_id)
+        if not _embedding_pending(user_id=user_id):
+            return done
+
+
+def _unlock(namespace: int, pk: int) -> None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [namespace, _lock_key(pk)])
+    except DatabaseError:
+        # The connection broke (the error on its way up says why) and the lock went with its session.
+        log.debug("advisory lock %s/%s released with its session", namespace, pk)
+
+
+def _embedding_pending(*, user_id: int) -> bool:
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(pk=user_id).first()
+    if user is None:
+        return False
+    config = config_for(user)
+    return config.enabled and Memory.objects.filter(_needs_vector(config), user_id=user_id).exists()
 
 
 def chat_index_progress(*, chat: Chat) -> dict[str, int]:

@@ -93,16 +93,34 @@ def memory_create(
     return memory
 
 
+class VersionConflict(ApplicationError):
+    def __init__(self, memory: Memory) -> None:
+        super().__init__(
+            "The memory was changed by another client since you read it; read it again and re-apply your change.",
+            {"current_version": memory.version},
+            status=409,
+            code="version",
+        )
+
+
 @transaction.atomic
 def memory_update(
-    *, memory: Memory, data: dict[str, Any], entities: Iterable[dict[str, Any]] | None = None, edited_by: str = ""
+    *,
+    memory: Memory,
+    data: dict[str, Any],
+    entities: Iterable[dict[str, Any]] | None = None,
+    edited_by: str = "",
+    expected_version: int | None = None,
 ) -> Memory:
     """Change a memory in place (a user's correction): version + 1, and a new vector when the content changed.
     `edited_by`: who corrected it (an instance's key, "web", "api", "admin"), kept on the memory. Message memories
-    follow their message and are not edited here."""
+    follow their message and are not edited here. Given the version the editor read, a memory changed since
+    answers VersionConflict (409); the check and the write are one step under the row lock."""
     if memory.kind == Kind.MESSAGE:
         raise ApplicationError("A message memory follows its message: edit the message instead.", {"field": "kind"})
     memory = Memory.objects.select_for_update().get(pk=memory.pk)
+    if expected_version is not None and memory.version != expected_version:
+        raise VersionConflict(memory)
     if data.get("kind") == Kind.MESSAGE:
         raise ApplicationError("A memory cannot become a message memory.", {"field": "kind"})
     changed = [key for key in EDITABLE_FIELDS if key in data and data[key] != getattr(memory, key)]

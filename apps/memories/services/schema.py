@@ -26,10 +26,12 @@ def _character_v1_register_self(character: Character) -> None:
 
 
 def _chat_v1_index_messages(chat: Chat) -> None:
-    """Chats from before the recall layer existed get their messages indexed."""
-    from apps.memories.services.indexing import chat_index_schedule
+    """Chats from before the recall layer existed get their messages indexed. In place, not by scheduling an index
+    task: the index task is what ensures the schema, right after it has reconciled (so this finds the chat indexed),
+    and a task scheduled from there would be a second run for every chat imported."""
+    from apps.memories.services.indexing import chat_index_messages
 
-    chat_index_schedule(chat_id=chat.pk)
+    chat_index_messages(chat_id=chat.pk)
 
 
 CHARACTER_MIGRATIONS: list[tuple[int, str, Callable[[Character], None]]] = [

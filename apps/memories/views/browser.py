@@ -18,7 +18,13 @@ from apps.memories import selectors
 from apps.memories.forms import STATUS_ALL, EntityForm, MemoryEditForm, MemoryFilterForm
 from apps.memories.models import Entity, Kind, Memory, Status
 from apps.memories.search import memory_search
-from apps.memories.services.memories import entity_update, memory_restore, memory_retire, memory_update
+from apps.memories.services.memories import (
+    VersionConflict,
+    entity_update,
+    memory_restore,
+    memory_retire,
+    memory_update,
+)
 
 MEMORIES_PER_PAGE = 25
 DECISIONS_SHOWN = 50
@@ -158,10 +164,12 @@ def _detail_context(memory: Memory, **extra) -> dict:
     return {"memory": memory, "history": selectors.memory_history(memory=memory), "decisions": decisions, **extra}
 
 
-def _answer_card(request, memory: Memory, *, status: int = 200, error: str = "", editing_form=None):
+def _answer_card(
+    request, memory: Memory, *, status: int = 200, error: str = "", editing_form=None, conflict: bool = False
+):
     """The card after a change or a refused one: htmx gets the card (and the history, out of band); a full page
     otherwise."""
-    context = _detail_context(memory, card_error=error, form=editing_form)
+    context = _detail_context(memory, card_error=error, form=editing_form, conflict=conflict)
     if not request.htmx:
         return render(request, "memories/memory_detail.html", context, status=status)
     if editing_form is not None:
@@ -193,7 +201,16 @@ def memory_edit(request, memory_id: int):
     form = MemoryEditForm(request.POST)
     if form.is_valid():
         try:
-            memory = memory_update(memory=memory, data=form.cleaned_data, edited_by="web")
+            memory = memory_update(
+                memory=memory, data=form.cleaned_data, edited_by="web", expected_version=form.cleaned_data["version"]
+            )
+        except VersionConflict:
+            # As the chat editor does: nothing saved, the person's text kept in the form, the current memory shown
+            # beside it; the form now carries the current version, so saving again is a deliberate overwrite.
+            current = _memory(request, memory.pk)
+            data = request.POST.copy()
+            data["version"] = str(current.version)
+            return _answer_card(request, current, status=409, editing_form=MemoryEditForm(data), conflict=True)
         except ApplicationError as exc:
             form.add_error(error_field(exc, form, "content"), exc.message)
         else:
