@@ -3,6 +3,8 @@ cannot double a document at every operation), every list in every API input has 
 push that names a uid held elsewhere is refused without saying by what."""
 
 import json
+import threading
+import time
 import uuid
 
 import pytest
@@ -292,3 +294,41 @@ def test_an_update_of_another_users_uid_answers_as_a_uid_nobody_holds(api, other
     assert update("memory", their_fact.uid) == update("memory", uuid.uuid4())
     assert update("character", their_character.uid) == update("character", uuid.uuid4())
     assert _snapshot() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_uid_another_account_commits_meanwhile_is_a_409_not_a_500(api, other_user, mira):
+    """The other account's push is still open when ours looks for the uid, and commits while ours writes it."""
+    from django.db import transaction
+
+    from tests.sync.instances import change, push
+
+    uid = uuid.uuid4()
+    corvin = CharacterFactory(user=other_user, name="Corvin")
+    started, result = threading.Event(), {}
+
+    def theirs() -> None:
+        try:
+            with transaction.atomic():
+                push(
+                    other_user,
+                    "desk",
+                    change("create", uid, {"desk": 1}, kind="fact", content="x", character=corvin.uid),
+                )
+                started.set()
+                time.sleep(1.0)  # ours reaches its insert meanwhile, and waits on the uid's index
+        finally:
+            connection.close()
+
+    from django.db import connection
+
+    thread = threading.Thread(target=theirs)
+    thread.start()
+    started.wait(10)
+    result["response"] = api.post(
+        "/api/v1/sync/push", {"instance": "laptop", "changes": [_create(mira, uid=uid)]}, format="json"
+    )
+    thread.join()
+    assert result["response"].status_code == 409, result["response"].content
+    assert result["response"].json()["error"] == "uid_unavailable"
+    assert Memory.objects.get(uid=uid).user_id == other_user.pk

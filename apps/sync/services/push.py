@@ -32,7 +32,7 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.models import AbstractUser
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -51,6 +51,7 @@ from apps.sync.services.settings import settings_get
 
 PUSH_LOCK = 0x5350  # pg_advisory_xact_lock(PUSH_LOCK, user id): one push of a user at a time
 MAX_CHANGES = 1000
+FEED_CONSTRAINT = "sync_feed_one_per_object"  # apps.sync.models.FeedEntry: one entry per object
 # Entities named across a push's memories (at most 50 each): each costs queries while the user's push lock is held.
 MAX_PUSH_ENTITIES = 2000
 AUTHORITATIVE_KINDS = {Kind.WEEKLY, Kind.MONTHLY, Kind.YEARLY, Kind.SIGNIFICANT}
@@ -540,6 +541,13 @@ def push_entities(datas: Iterable[dict[str, Any]]) -> int:
     return sum(len(data.get("entities") or []) for data in datas)
 
 
+def _uid_clash(exc: IntegrityError) -> bool:
+    """A unique violation of an object's uid (its table's, or the feed's one entry per object)."""
+    cause = exc.__cause__
+    constraint = getattr(getattr(cause, "diag", None), "constraint_name", None) or ""
+    return getattr(cause, "sqlstate", None) == "23505" and ("uid" in constraint or constraint == FEED_CONSTRAINT)
+
+
 @transaction.atomic
 def sync_push(*, user: AbstractUser, instance: Instance, changes: list[Change]) -> Pushed:
     """Apply `changes` in order, all or none (a change that cannot be applied by the rules is answered
@@ -556,13 +564,24 @@ def sync_push(*, user: AbstractUser, instance: Instance, changes: list[Change]) 
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [PUSH_LOCK, user.pk])
     push = _Push(user, instance)
-    push.preload(changes)
-    now = timezone.now()
-    outcomes = []
-    for change in changes:
-        change.modified_at = min(change.modified_at, now + timedelta(seconds=1))  # a client's clock ahead of ours
-        outcomes.append(APPLY[change.type](push, change))
-    push.flush()
+    try:
+        push.preload(changes)
+        now = timezone.now()
+        outcomes = []
+        for change in changes:
+            change.modified_at = min(change.modified_at, now + timedelta(seconds=1))  # a client's clock ahead of ours
+            outcomes.append(APPLY[change.type](push, change))
+        push.flush()
+    except IntegrityError as exc:
+        # Another account committed the same uid after the preload looked (its push holds its own lock, not ours).
+        if not _uid_clash(exc):
+            raise
+        raise ApplicationError(
+            "A uid in this push was taken meanwhile; give the object a new one.",
+            {"field": "changes"},
+            status=409,
+            code="uid_unavailable",
+        ) from exc
     if push.embed:
         embed_later(user_id=user.pk)
     feed_order(user_id=user.pk)
