@@ -17,10 +17,14 @@ from apps.chats import selectors
 from apps.chats.apis.chats import export_response
 from apps.chats.forms import CharacterCardForm, CharacterForm, ChatImportForm
 from apps.chats.services.cards import character_import_card
-from apps.chats.services.characters import character_create, character_delete, character_update
+from apps.chats.services.characters import (
+    character_create,
+    character_delete,
+    character_delete_counts,
+    character_update,
+)
 from apps.chats.services.chats import chat_delete, chat_import, chat_import_sample
 from apps.common.exceptions import ApplicationError
-from apps.memories.selectors import character_memory_counts
 from apps.sync.selectors import revision_list
 from apps.sync.services.chats import chat_revision_restore
 
@@ -220,7 +224,7 @@ def character_delete_view(request, character_id: int):
     """A page that says what goes with the character (how many memories) before the deletion it confirms."""
     character = selectors.character_get(user=request.user, character_id=character_id)
     if request.method == "GET":
-        counts = character_memory_counts(user=request.user, character_id=character.pk)
+        counts = character_delete_counts(character=character)
         chats = selectors.chat_list(user=request.user).filter(characters=character).count()
         context = {"character": character, "counts": counts, "chats": chats}
         return render(request, "chats/character_delete.html", context)

@@ -165,7 +165,10 @@ class _GuardedBackend(httpcore.NetworkBackend):
 
 class GuardedTransport(httpx.HTTPTransport):
     """httpx's transport over a connection pool whose every connection goes through `_GuardedBackend`. The proxy
-    variables of the environment are ignored: a proxy would make the connection the check never saw."""
+    variables of the environment are ignored: a proxy would make the connection the check never saw.
+
+    httpx takes no network backend, so the pool it built is replaced by one that has ours (`_pool` is what its
+    handle_request uses, in httpx 0.28; tests/security/test_outbound_calls.py fails if that changes)."""
 
     def __init__(self, resolve: Callable[[str, int], Iterable[Address]] = _resolve) -> None:
         super().__init__(trust_env=False)

@@ -18,6 +18,7 @@ from django.core.files.uploadhandler import FileUploadHandler
 from django.http import HttpResponse, JsonResponse
 
 from apps.common.exceptions import ApplicationError
+from apps.common.views import plain_page
 
 
 def _megabytes(limit: int) -> str:
@@ -33,12 +34,7 @@ def too_large_response(path: str, limit: int) -> HttpResponse:
     error = UploadTooLarge(limit)
     if path.startswith("/api/"):
         return JsonResponse({"message": error.message, "extra": error.extra}, status=413)
-    page = (
-        "<!doctype html><html lang=en><meta charset=utf-8><title>Too large · Lorekeeper</title>"
-        '<body style="font-family:sans-serif;max-width:40rem;margin:4rem auto"><h1>Too large</h1>'
-        f"<p>{error.message} Go back and choose a smaller file.</p>"
-    )
-    return HttpResponse(page, status=413)
+    return HttpResponse(plain_page("Too large", f"{error.message} Go back and choose a smaller file."), status=413)
 
 
 class LimitedUploadHandler(FileUploadHandler):

@@ -43,16 +43,17 @@ def server_error(request, *args, **kwargs) -> HttpResponse:
                 {"message": UNAVAILABLE, "extra": {"retry_after": RETRY_AFTER_SECONDS}}, status=503
             )
         else:
-            response = HttpResponse(_page("Back in a moment", UNAVAILABLE), status=503)
+            response = HttpResponse(plain_page("Back in a moment", UNAVAILABLE), status=503)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
     message = "Something went wrong on our side; it has been logged."
     if api:
         return JsonResponse({"message": message, "extra": {}}, status=500)
-    return HttpResponse(_page("Server error", message), status=500)
+    return HttpResponse(plain_page("Server error", message), status=500)
 
 
-def _page(title: str, text: str) -> str:
+def plain_page(title: str, text: str) -> str:
+    """A page of one heading and one paragraph, for answers given where templates may not be at hand."""
     # No template engine and no database: this page must render when either is the problem.
     return (
         f"<!doctype html><html lang=en><meta charset=utf-8><title>{title} · Lorekeeper</title>"

@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class MemoriesConfig(AppConfig):
     name = "apps.memories"
     label = "memories"
+
+    def ready(self) -> None:
+        from apps.memories import receivers  # noqa: F401 — connects what the chats app's signals ask of memories

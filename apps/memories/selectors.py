@@ -7,6 +7,7 @@ from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
 from apps.chats import selectors as chat_selectors
+from apps.chats.models import Character
 from apps.memories.models import Decision, Entity, LifecycleJob, Memory
 
 
@@ -116,10 +117,9 @@ def lifecycle_job_get(*, user: AbstractUser, job_id: int) -> LifecycleJob:
 FROM_CHATS = Q(chat__isnull=False) | Q(source_chat__isnull=False)
 
 
-def character_memory_counts(*, user: AbstractUser, character_id: int) -> dict[str, int]:
+def character_memory_counts(*, character: Character) -> dict[str, int]:
     """What deleting the character does to its memories: `own` go with it; `from_chats` are kept unless the
     person asks that they go too. Retired memories count: they are deleted as well."""
-    character = chat_selectors.character_get(user=user, character_id=character_id)
     return Memory.objects.filter(character=character).aggregate(
         own=Count("id", filter=~FROM_CHATS), from_chats=Count("id", filter=FROM_CHATS)
     )

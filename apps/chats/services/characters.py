@@ -6,7 +6,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 
 from apps.chats.models import Character
-from apps.memories.services.characters import character_memories_release
+from apps.chats.signals import character_delete_preview, character_deleting
 
 CHARACTER_FIELDS = (
     "name",
@@ -39,13 +39,33 @@ def character_update(*, character: Character, data: dict[str, Any]) -> Character
 @transaction.atomic
 def character_delete(*, character: Character, delete_chat_memories: bool = False) -> dict[str, int]:
     """Deleting a character keeps its chats (they simply lose that participant) and, unless `delete_chat_memories`,
-    the memories drawn from them (apps.memories.services.characters); its own other memories go with it. Answers
+    the memories drawn from them (the memories app does that, told through apps/chats/signals.py); its own other
+    memories go with it. Answers
     `memories_deleted` and `memories_kept`.
 
     The character is locked first, so no memory naming it is committed between the count and the deletion."""
     character = Character.objects.select_for_update().get(pk=character.pk)
-    counts = character_memories_release(character=character, delete_chat_memories=delete_chat_memories)
+    counts = _counts(
+        character_deleting,
+        {"memories_deleted": 0, "memories_kept": 0},
+        character=character,
+        delete_chat_memories=delete_chat_memories,
+    )
     character.delete()
+    return counts
+
+
+def character_delete_counts(*, character: Character) -> dict[str, int]:
+    """What deleting the character would take: `own` memories go with it, `from_chats` are kept unless the person
+    asks that they go too."""
+    return _counts(character_delete_preview, {"own": 0, "from_chats": 0}, character=character)
+
+
+def _counts(signal, counts: dict[str, int], **kwargs) -> dict[str, int]:
+    """The receivers' counts added up (apps/chats/signals.py)."""
+    for _receiver, answer in signal.send(sender=Character, **kwargs):
+        for key, value in (answer or {}).items():
+            counts[key] = counts.get(key, 0) + value
     return counts
 
 

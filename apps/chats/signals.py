@@ -1,0 +1,12 @@
+"""What the chats app tells the apps built on it. They subscribe (in their AppConfig.ready); chats never imports them.
+
+Both signals are sent with `character`; each receiver answers a dict of counts, and the sender adds them up.
+"""
+
+from django.dispatch import Signal
+
+# Inside the deletion's transaction, the character locked and not yet deleted, with `delete_chat_memories`: make
+# ready for the deletion; answer {"memories_deleted": n, "memories_kept": k}.
+character_deleting = Signal()
+# Before a person confirms the deletion: what it would take; answer {"own": n, "from_chats": k}.
+character_delete_preview = Signal()
