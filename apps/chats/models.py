@@ -56,12 +56,35 @@ class Chat(models.Model):
         default=uuid.uuid4, unique=True, editable=False, help_text="Stable across accounts: archives match it."
     )
     message_count = models.PositiveIntegerField(default=0)
+    # NULL, not "", for "no key" (DJ001): most chats have none, and the unique constraint skips them.
+    client_key = models.CharField(  # noqa: DJ001
+        max_length=500,
+        null=True,
+        blank=True,
+        help_text="A client's own name for the chat, unique per account: the SillyTavern extension's is made from "
+        "the chat file's name and its character's avatar or group id, so every device finds the same chat.",
+    )
+    mirrored_integrity = models.UUIDField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="`integrity` right after the last write that made the chat equal to a SillyTavern file (an "
+        "import, a save, a write from a client mirroring the file). While `integrity` still equals it, an export "
+        "keeps the file's chat_metadata.integrity; after any other write it carries a fresh one.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-updated_at", "-id"]
         indexes = [models.Index(fields=["user", "-updated_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "client_key"],
+                condition=models.Q(client_key__isnull=False),
+                name="chat_unique_client_key_per_user",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.title

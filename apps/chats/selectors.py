@@ -31,9 +31,11 @@ def character_get(*, user: AbstractUser, character_id: int) -> Character:
         raise Http404("No such character.") from exc
 
 
-def chat_list(*, user: AbstractUser, search: str = "") -> QuerySet[Chat]:
+def chat_list(*, user: AbstractUser, search: str = "", client_key: str | None = None) -> QuerySet[Chat]:
     search = _search_term(search)
     qs = Chat.objects.filter(user=user).prefetch_related("characters")
+    if client_key is not None:
+        qs = qs.filter(client_key=client_key.replace("\x00", ""))
     if search:
         # A subquery, not a join, so a chat matching through two characters is listed once.
         by_character = Character.objects.filter(user=user, name__icontains=search).values("chats")

@@ -5,7 +5,7 @@ patch (the debounce window, 1 s by default), sends every write with an Idempoten
 network error or a 503 never applies twice), and on a 409 integrity conflict re-reads the chat's state with `delta`
 and re-applies its pending change: the conflict loop of the seed.
 
-    client = SyncClient("http://127.0.0.1:8000", token="lk_…")
+    client = SyncClient("http://127.0.0.1:8720", token="lk_…")
     chat = client.chat(42)
     chat.append([{"name": "You", "is_user": True, "mes": "Hello"}])
     chat.edit(3, "mes", "A corrected line")      # debounced

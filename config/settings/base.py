@@ -21,6 +21,19 @@ DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# Cross-origin calls to the API (django-cors-headers), for the SillyTavern extension: a page served by SillyTavern
+# calls Lorekeeper from SillyTavern's origin. Only the API answers CORS; no cookie crosses origins (the extension
+# sends its token), so credentials stay off. The default is SillyTavern's own local origins.
+CORS_ALLOWED_ORIGINS = env.list(
+    "LOREKEEPER_CORS_ORIGINS",
+    default=["http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000"],
+)
+CORS_URLS_REGEX = r"^/api/"
+CORS_ALLOW_CREDENTIALS = False
+CORS_ALLOW_HEADERS = ["authorization", "content-type", "if-match", "idempotency-key"]
+CORS_EXPOSE_HEADERS = ["ETag", "Retry-After"]
+CORS_PREFLIGHT_MAX_AGE = 3600
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -34,6 +47,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
+    "corsheaders",
     "apps.common",
     "apps.accounts",
     "apps.chats",
@@ -46,6 +60,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything that can answer: a preflight OPTIONS is answered here, without authentication.
+    "corsheaders.middleware.CorsMiddleware",
     "apps.common.uploads.UploadLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

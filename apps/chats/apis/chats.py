@@ -15,12 +15,13 @@ from rest_framework.views import APIView
 
 from apps.chats import selectors
 from apps.chats.apis.common import JSONL_CONTENT_TYPES, JsonlPassthroughParser, ListPagination, parse_ids
-from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_import, chat_update
+from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_update
 from apps.common.exceptions import ApplicationError
-from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
+from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import DictField, StorableInputSerializer, paginated
 from apps.memories.services.indexing import chat_index_progress
 from apps.sync.idempotency import idempotent
+from apps.sync.services.chats import chat_import_or_update
 
 
 class CharacterRefSerializer(serializers.Serializer):
@@ -36,6 +37,7 @@ class ChatSummarySerializer(serializers.Serializer):
     character_name = serializers.CharField()
     total_messages = serializers.IntegerField(source="message_count")
     integrity = serializers.UUIDField()
+    client_key = serializers.CharField(allow_null=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -65,17 +67,30 @@ class ChatInputSerializer(StorableInputSerializer):
     user_name = serializers.CharField(allow_blank=True, required=False, max_length=200)
     character_name = serializers.CharField(allow_blank=True, required=False, max_length=200)
     chat_metadata = DictField(required=False, help_text="Replaces the stored chat_metadata object.")
+    client_key = serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=500,
+        help_text="Your client's own name for the chat, unique among your chats (409 `client_key_taken`).",
+    )
 
 
 class ChatListApi(APIView):
     @extend_schema(
         operation_id="chats_list",
-        parameters=[OpenApiParameter("search", str, description="Filter by title or character name.")],
+        parameters=[
+            OpenApiParameter("search", str, description="Filter by title or character name."),
+            OpenApiParameter("client_key", str, description="Only the chat with this client key (none or one)."),
+        ],
         responses=paginated(ChatSummarySerializer),
     )
     def get(self, request):
         paginator = ListPagination()
-        qs = selectors.chat_list(user=request.user, search=request.query_params.get("search", ""))
+        qs = selectors.chat_list(
+            user=request.user,
+            search=request.query_params.get("search", ""),
+            client_key=request.query_params.get("client_key"),
+        )
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(ChatSummarySerializer(page, many=True).data)
 
@@ -127,6 +142,18 @@ class ChatImportParamsSerializer(serializers.Serializer):
         help_text="Comma-separated character ids; by default the characters named "
         "in the file are linked, created when missing.",
     )
+    client_key = serializers.CharField(
+        required=False,
+        max_length=500,
+        help_text="Your client's name for the chat. When one of your chats has it, the file updates that chat "
+        "(200) instead of making a second one; otherwise the new chat gets it (201).",
+    )
+    chat = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="Update this chat of yours with the file instead of making a new one (200). What the file "
+        "replaces is kept as a revision; send If-Match to refuse when the chat changed since you read it.",
+    )
 
 
 class ChatImportInputSerializer(ChatImportParamsSerializer):
@@ -138,11 +165,17 @@ class ChatImportOutputSerializer(serializers.Serializer):
     title = serializers.CharField()
     total_messages = serializers.IntegerField(source="message_count")
     integrity = serializers.UUIDField()
+    client_key = serializers.CharField(allow_null=True)
+    created = serializers.SerializerMethodField(help_text="False when the file updated an existing chat.")
+
+    def get_created(self, chat) -> bool:
+        return self.context["created"]
 
 
 class ChatImportApi(APIView):
     """Import a SillyTavern JSONL chat: multipart field `file`, or the raw body as `application/jsonl` (then
-    `title` and `character_ids` come as query parameters). All or nothing; a bad line answers 400 naming it."""
+    `title`, `character_ids`, `client_key` and `chat` come as query parameters). All or nothing; a bad line answers
+    400 naming it. With `chat`, or a `client_key` one of your chats holds, the file updates that chat."""
 
     parser_classes = [MultiPartParser, JsonlPassthroughParser]
     streamed_body = True
@@ -153,8 +186,12 @@ class ChatImportApi(APIView):
         parameters=[
             OpenApiParameter("title", str, description="Raw-body imports: the chat's title."),
             OpenApiParameter("character_ids", str, description="Raw-body imports: comma-separated character ids."),
+            OpenApiParameter("client_key", str, description="Raw-body imports: the chat's client key."),
+            OpenApiParameter("chat", int, description="Raw-body imports: the chat to update."),
+            IF_MATCH,
+            IDEMPOTENCY_KEY,
         ],
-        responses={201: ChatImportOutputSerializer},
+        responses={201: ChatImportOutputSerializer, 200: ChatImportOutputSerializer},
     )
     @idempotent
     def post(self, request):
@@ -174,14 +211,25 @@ class ChatImportApi(APIView):
                 {"field": "Content-Type", "received": content_type},
                 status=status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
             )
-        checked = ChatImportParamsSerializer(
-            data={k: params.get(k) for k in ("title", "character_ids") if k in params}
-        )
+        fields = ("title", "character_ids", "client_key", "chat")
+        checked = ChatImportParamsSerializer(data={k: params.get(k) for k in fields if k in params})
         checked.is_valid(raise_exception=True)
-        title = checked.validated_data.get("title", "")
+        options = checked.validated_data
+        title = options.get("title", "")
         ids = parse_ids(params.getlist("character_ids"), "character_ids")
-        chat = chat_import(user=request.user, stream=stream, filename=filename, title=title, character_ids=ids)
-        return Response(ChatImportOutputSerializer(chat).data, status=status.HTTP_201_CREATED)
+        chat, created = chat_import_or_update(
+            user=request.user,
+            stream=stream,
+            filename=filename,
+            title=title,
+            character_ids=ids,
+            client_key=options.get("client_key"),
+            chat_id=options.get("chat"),
+            integrity=request_integrity(request),
+        )
+        body = ChatImportOutputSerializer(chat, context={"created": created}).data
+        answer = Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return with_etag(answer, chat.integrity)
 
 
 def export_filename(title: str) -> str:
@@ -190,7 +238,9 @@ def export_filename(title: str) -> str:
 
 
 def export_response(chat) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(chat_export_lines(chat=chat), content_type="application/jsonl; charset=utf-8")
+    response = StreamingHttpResponse(
+        chat_export_lines(chat=chat, for_sillytavern=True), content_type="application/jsonl; charset=utf-8"
+    )
     response["Content-Disposition"] = content_disposition_header(True, export_filename(chat.title))
     return response
 

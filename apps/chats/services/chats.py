@@ -51,11 +51,18 @@ def chat_lock(*, chat: Chat, integrity: uuid.UUID | None = None) -> Chat:
     return locked
 
 
-def chat_touch(*, chat: Chat, fields: Iterable[str] = ()) -> Chat:
+def chat_touch(*, chat: Chat, fields: Iterable[str] = (), mirror: bool = False) -> Chat:
     """Record a write: a new integrity UUID, plus whichever other fields the caller changed. Once committed, the
-    recall index follows (apps.memories.services.indexing)."""
+    recall index follows (apps.memories.services.indexing).
+
+    `mirror`: the write made the chat equal to a SillyTavern file (an import, a save, the extension's sync), so an
+    export may keep the file's own chat_metadata.integrity (see chat_header)."""
     chat.integrity = uuid.uuid4()
-    chat.save(update_fields=["integrity", "updated_at", *fields])
+    fields = ["integrity", "updated_at", *fields]
+    if mirror:
+        chat.mirrored_integrity = chat.integrity
+        fields.append("mirrored_integrity")
+    chat.save(update_fields=fields)
     chat_index_schedule(chat_id=chat.pk)
     return chat
 
@@ -78,8 +85,12 @@ def chat_create(
     user_name: str = "",
     character_name: str = "",
     chat_metadata: dict[str, Any] | None = None,
+    client_key: str | None = None,
 ) -> Chat:
     characters = owned_characters(user=user, character_ids=character_ids)
+    if client_key is not None:
+        client_key_lock(user=user, client_key=client_key)
+        client_key_check(user=user, client_key=client_key)
     chat = Chat.objects.create(
         user=user,
         title=title,
@@ -87,17 +98,21 @@ def chat_create(
         character_name=character_name or ", ".join(c.name for c in characters),
         create_date=timezone.now().isoformat(),
         chat_metadata=chat_metadata or {},
+        client_key=client_key,
     )
     chat.characters.set(characters)
     return chat
 
 
 @transaction.atomic
-def chat_update(*, chat: Chat, data: dict[str, Any], integrity: uuid.UUID | None = None) -> Chat:
-    """Change title, participants or header fields; `chat_metadata`, when given, replaces the stored object."""
+def chat_update(*, chat: Chat, data: dict[str, Any], integrity: uuid.UUID | None = None, mirror: bool = False) -> Chat:
+    """Change title, participants, client key or header fields; `chat_metadata`, when given, replaces the stored
+    object."""
     chat = chat_lock(chat=chat, integrity=integrity)
+    if "client_key" in data:
+        client_key_check(user=chat.user, client_key=data["client_key"], chat=chat)
     changed = []
-    for key in ("title", "user_name", "character_name", "chat_metadata"):
+    for key in ("title", "user_name", "character_name", "chat_metadata", "client_key"):
         if key in data:
             setattr(chat, key, data[key])
             changed.append(key)
@@ -108,7 +123,34 @@ def chat_update(*, chat: Chat, data: dict[str, Any], integrity: uuid.UUID | None
                     chat.header_absent_fields.remove(key)
     if "character_ids" in data:
         chat.characters.set(owned_characters(user=chat.user, character_ids=data["character_ids"]))
-    return chat_touch(chat=chat, fields=[*changed, "has_header", "header_other_fields", "header_absent_fields"])
+    return chat_touch(
+        chat=chat, fields=[*changed, "has_header", "header_other_fields", "header_absent_fields"], mirror=mirror
+    )
+
+
+def client_key_check(*, user: AbstractUser, client_key: str | None, chat: Chat | None = None) -> None:
+    """A client key names one chat per account: another chat of the account holding it answers 409."""
+    if client_key is None:
+        return
+    taken = Chat.objects.filter(user=user, client_key=client_key)
+    if chat is not None:
+        taken = taken.exclude(pk=chat.pk)
+    holder = taken.values_list("pk", flat=True).first()
+    if holder is not None:
+        raise ApplicationError(
+            "Another chat of yours already has this client key.",
+            {"field": "client_key", "chat": holder},
+            status=409,
+            code="client_key_taken",
+        )
+
+
+def client_key_lock(*, user: AbstractUser, client_key: str) -> None:
+    """Serialise the writers of one client key until the transaction ends (a transaction-level advisory lock): two
+    devices importing the same SillyTavern chat at once make one Lorekeeper chat, the second updating it."""
+    with connection.cursor() as cursor:
+        key = f"chat-client-key:{user.pk}:{client_key}"
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
 
 
 @transaction.atomic
@@ -128,12 +170,16 @@ def chat_import(
     filename: str = "",
     title: str = "",
     character_ids: Iterable[int] = (),
+    client_key: str | None = None,
 ) -> Chat:
     """Import a SillyTavern JSONL chat, streaming: the file is read a chunk at a time and messages are inserted in
     batches, so memory does not grow with the file. All or nothing: a bad line raises ImportLineError (400, naming
-    the line) and the transaction leaves no trace."""
+    the line) and the transaction leaves no trace. `client_key`: the new chat's (callers updating the chat that
+    already holds the key use chat_reimport)."""
     characters = owned_characters(user=user, character_ids=character_ids)
-    chat = Chat.objects.create(user=user, title=title or "Imported chat")
+    if client_key is not None:
+        client_key_check(user=user, client_key=client_key)
+    chat = Chat.objects.create(user=user, title=title or "Imported chat", client_key=client_key)
     speakers = chat_load_jsonl(chat=chat, stream=stream)
     if not characters:
         names = [chat.character_name] if chat.character_name not in PLACEHOLDER_NAMES else speakers
@@ -143,6 +189,7 @@ def chat_import(
         chat.title = (Path(filename).stem if filename else "") or chat.character_name or "Imported chat"
     chat.title = chat.title[:300]
     chat.integrity = uuid.uuid4()
+    chat.mirrored_integrity = chat.integrity
     chat.save()
     chat_index_schedule(chat_id=chat.pk)
     return chat
@@ -220,8 +267,27 @@ def chat_import_sample(*, user: AbstractUser) -> Chat:
     return chat
 
 
-def chat_header(*, chat: Chat) -> dict[str, Any]:
+# Fresh SillyTavern integrity slugs for exports are derived from the chat's state, so exporting an unchanged chat
+# twice gives the same file.
+EXPORT_SLUG_NAMESPACE = uuid.UUID("6f1d3c52-5b0e-4a8e-9b7c-2f4f1f0b7a11")
+
+
+def export_slug(*, chat: Chat) -> str | None:
+    """The chat_metadata.integrity an export carries, or None to keep the stored one. SillyTavern silently
+    overwrites a chat file replaced under an open tab when the slugs match: a chat Lorekeeper changed since it was
+    last equal to a SillyTavern file (chat.mirrored_integrity) gets a fresh slug, so SillyTavern refuses the stale
+    tab's save instead of losing the newer chat."""
+    if chat.mirrored_integrity is not None and chat.mirrored_integrity == chat.integrity:
+        return None
+    return str(uuid.uuid5(EXPORT_SLUG_NAMESPACE, f"{chat.uid}:{chat.integrity}"))
+
+
+def chat_header(*, chat: Chat, for_export: bool = False) -> dict[str, Any]:
+    """The header line. `for_export`: as a file for SillyTavern, with a fresh integrity slug when due."""
     columns = {key: getattr(chat, key) for key in HEADER_FIELDS}
+    slug = export_slug(chat=chat) if for_export else None
+    if slug and isinstance(columns.get("chat_metadata"), dict) and "chat_metadata" not in chat.header_absent_fields:
+        columns["chat_metadata"] = {**columns["chat_metadata"], "integrity": slug}
     return join_fields(columns, chat.header_other_fields, chat.header_absent_fields, HEADER_FIELDS)
 
 
@@ -234,9 +300,11 @@ def _dumps(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def chat_export_lines(*, chat: Chat) -> Iterator[bytes]:
+def chat_export_lines(*, chat: Chat, for_sillytavern: bool = False) -> Iterator[bytes]:
     """The chat as SillyTavern JSONL, a chunk of messages at a time (lines joined by newlines, as SillyTavern
-    writes them). Headerless group files export without a header.
+    writes them). Headerless group files export without a header. `for_sillytavern`: a file to hand to
+    SillyTavern, whose integrity slug is fresh when Lorekeeper changed the chat (export_slug); archives and
+    revisions keep the stored header exactly.
 
     The whole export reads one snapshot (a REPEATABLE READ transaction), so a write landing while a large chat
     streams out cannot shift indices under it and skip or repeat messages."""
@@ -247,7 +315,7 @@ def chat_export_lines(*, chat: Chat) -> Iterator[bytes]:
         chat = Chat.objects.get(pk=chat.pk)
         separator = b""
         if chat.has_header:
-            yield _dumps(chat_header(chat=chat))
+            yield _dumps(chat_header(chat=chat, for_export=for_sillytavern))
             separator = b"\n"
         last = -1
         while True:

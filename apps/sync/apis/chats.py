@@ -10,11 +10,13 @@ from rest_framework.views import APIView
 from apps.chats import selectors
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.sync.apis.common import (
+    MIRROR,
     PATCH_PARSERS,
     PATCH_REQUEST_BODIES,
     WRITE_PARAMETERS,
     ChatStateSerializer,
     chat_state,
+    mirrors_file,
     patch_kind,
     valid,
 )
@@ -65,6 +67,7 @@ class ChatAppendApi(APIView):
             messages=data["messages"],
             generation_id=data.get("generation_id"),
             integrity=request_integrity(request, request.data, required=True),
+            mirror=mirrors_file(request),
         )
         body = {"appended": result.applied, "skipped": result.skipped, **chat_state(result.chat)}
         return with_etag(Response(AppendOutputSerializer(body).data), result.chat.integrity)
@@ -85,6 +88,7 @@ class ChatPatchApi(APIView):
             chat=chat,
             operations=data["operations"],
             integrity=request_integrity(request, request.data, required=True),
+            mirror=mirrors_file(request),
         )
         body = {"applied": result.applied, "skipped": result.skipped, **chat_state(result.chat)}
         return with_etag(Response(PatchOutputSerializer(body).data), result.chat.integrity)
@@ -107,17 +111,16 @@ class ChatMetadataApi(APIView):
         operation_id="chats_metadata_patch",
         request=PATCH_REQUEST_BODIES,
         responses=MetadataOutputSerializer,
-        parameters=[
-            IF_MATCH_REQUIRED,
-            IDEMPOTENCY_KEY,
-        ],
+        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY, MIRROR],
     )
     @idempotent
     def patch(self, request, chat_id: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
         # The body is the patch itself, so the integrity can only come as If-Match here.
         integrity = request_integrity(request, required=True)
-        chat = sync.chat_metadata_patch(chat=chat, patch=request.data, kind=patch_kind(request), integrity=integrity)
+        chat = sync.chat_metadata_patch(
+            chat=chat, patch=request.data, kind=patch_kind(request), integrity=integrity, mirror=mirrors_file(request)
+        )
         body = {"chat_metadata": chat.chat_metadata, **chat_state(chat)}
         return with_etag(Response(MetadataOutputSerializer(body).data), chat.integrity)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH
@@ -15,7 +16,18 @@ PATCH_REQUEST_BODIES = {
     "application/merge-patch+json": OpenApiTypes.OBJECT,
     "application/json-patch+json": {"type": "array", "items": {"type": "object"}, "maxItems": MAX_OPERATIONS},
 }
-WRITE_PARAMETERS = [IF_MATCH, IDEMPOTENCY_KEY]
+MIRROR = OpenApiParameter(
+    "mirror",
+    bool,
+    description="True when the write makes the chat equal to a SillyTavern chat file (the SillyTavern extension "
+    "mirroring the chat it has open): exports then keep that file's chat_metadata.integrity. Any other write gives "
+    "exports a fresh one, so SillyTavern will not silently overwrite the newer chat.",
+)
+WRITE_PARAMETERS = [IF_MATCH, IDEMPOTENCY_KEY, MIRROR]
+
+
+def mirrors_file(request) -> bool:
+    return request.query_params.get("mirror", "").lower() in ("1", "true", "yes")
 
 
 def patch_kind(request) -> str:

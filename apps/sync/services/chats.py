@@ -17,17 +17,22 @@ from django.db import transaction
 
 from apps.chats.jsonl import HEADER_FIELDS
 from apps.chats.models import Chat, Message
+from apps.chats.selectors import chat_get
 from apps.chats.services.chats import (
     MESSAGE_COLUMNS,
     IntegrityConflict,
     chat_export_lines,
+    chat_import,
     chat_load_jsonl,
     chat_lock,
     chat_touch,
     chat_update,
+    client_key_check,
+    client_key_lock,
     message_line,
     message_row,
     message_rows_insert,
+    owned_characters,
     repeatable_read,
 )
 from apps.common import jsonpatch
@@ -68,7 +73,12 @@ def _ends_with(chat: Chat, incoming: list[dict[str, Any]]) -> bool:
 
 @transaction.atomic
 def chat_append(
-    *, chat: Chat, messages: list[dict[str, Any]], integrity: uuid.UUID, generation_id: str | None = None
+    *,
+    chat: Chat,
+    messages: list[dict[str, Any]],
+    integrity: uuid.UUID,
+    generation_id: str | None = None,
+    mirror: bool = False,
 ) -> WriteResult:
     """Append messages at the end, at a cost independent of the chat's length.
 
@@ -98,12 +108,12 @@ def chat_append(
         rows = [message_row(index=chat.message_count + i, line=line) for i, line in enumerate(new)]
         message_rows_insert(chat_id=chat.pk, rows=rows)
         chat.message_count += len(new)
-        chat_touch(chat=chat, fields=["message_count"])
+        chat_touch(chat=chat, fields=["message_count"], mirror=mirror)
     return WriteResult(chat=chat, applied=len(new), skipped=skipped)
 
 
 @transaction.atomic
-def chat_metadata_patch(*, chat: Chat, patch: Any, kind: str, integrity: uuid.UUID) -> Chat:
+def chat_metadata_patch(*, chat: Chat, patch: Any, kind: str, integrity: uuid.UUID, mirror: bool = False) -> Chat:
     """`kind` "merge": RFC 7386 (true deep merge, null deletes, arrays replace); "json": RFC 6902. Keys the patch
     does not mention are untouched."""
     chat = chat_lock(chat=chat, integrity=integrity)
@@ -111,7 +121,7 @@ def chat_metadata_patch(*, chat: Chat, patch: Any, kind: str, integrity: uuid.UU
     reason = unstorable_reason(metadata)
     if reason:
         raise ApplicationError(f"The patched chat_metadata {reason}.", {"field": "chat_metadata"})
-    return chat_update(chat=chat, data={"chat_metadata": metadata})
+    return chat_update(chat=chat, data={"chat_metadata": metadata}, mirror=mirror)
 
 
 def _snapshot(chat: Chat, reason: str) -> ChatRevision:
@@ -128,7 +138,7 @@ def _snapshot(chat: Chat, reason: str) -> ChatRevision:
     )
 
 
-def _replace_contents(chat: Chat, jsonl: BinaryIO) -> Chat:
+def _replace_contents(chat: Chat, jsonl: BinaryIO, *, mirror: bool = True) -> Chat:
     Message.objects.filter(chat=chat).delete()
     for key, (_, default) in HEADER_FIELDS.items():
         setattr(chat, key, default())
@@ -146,6 +156,7 @@ def _replace_contents(chat: Chat, jsonl: BinaryIO) -> Chat:
             "header_other_fields",
             "header_absent_fields",
         ],
+        mirror=mirror,
     )
 
 
@@ -163,13 +174,72 @@ def chat_save(*, chat: Chat, jsonl: BinaryIO, integrity: uuid.UUID | None, force
 
 
 @transaction.atomic
+def chat_reimport(
+    *, chat: Chat, jsonl: BinaryIO, integrity: uuid.UUID | None = None, title: str = "", client_key: str | None = None
+) -> Chat:
+    """Import a SillyTavern file again into the chat that came from it (the import's "update this chat" mode): its
+    contents become the file's. What they replace is kept as a revision first, so nothing is lost. Given the
+    integrity the client last saw, a chat changed since answers 409."""
+    chat = chat_lock(chat=chat, integrity=integrity)
+    if client_key is not None and client_key != chat.client_key:
+        client_key_check(user=chat.user, client_key=client_key, chat=chat)
+        chat.client_key = client_key
+        chat.save(update_fields=["client_key"])
+    if title:
+        chat.title = title[:300]
+        chat.save(update_fields=["title"])
+    if chat.message_count or chat.has_header:
+        _snapshot(chat, reason="import over the chat")
+    return _replace_contents(chat, jsonl)
+
+
+@transaction.atomic
+def chat_import_or_update(
+    *,
+    user,
+    stream: BinaryIO,
+    filename: str = "",
+    title: str = "",
+    character_ids: list[int] | tuple[int, ...] = (),
+    client_key: str | None = None,
+    chat_id: int | None = None,
+    integrity: uuid.UUID | None = None,
+) -> tuple[Chat, bool]:
+    """The import: a new chat, or an update of the one named by `chat_id` or holding `client_key` (so importing
+    the same SillyTavern chat again, from any device, never makes a second chat). Answers (chat, created)."""
+    chat = None
+    if chat_id is not None:
+        chat = chat_get(user=user, chat_id=chat_id)
+    elif client_key is not None:
+        client_key_lock(user=user, client_key=client_key)
+        chat = Chat.objects.filter(user=user, client_key=client_key).first()
+    if chat is None:
+        if integrity is not None:
+            raise ApplicationError(
+                "If-Match names a chat to update, but the import makes a new one.", {"field": "If-Match"}
+            )
+        new = chat_import(
+            user=user,
+            stream=stream,
+            filename=filename,
+            title=title,
+            character_ids=character_ids,
+            client_key=client_key,
+        )
+        return new, True
+    if character_ids:
+        chat.characters.set(owned_characters(user=user, character_ids=character_ids))
+    return chat_reimport(chat=chat, jsonl=stream, integrity=integrity, title=title, client_key=client_key), False
+
+
+@transaction.atomic
 def chat_revision_restore(*, chat: Chat, revision_id: int, integrity: uuid.UUID) -> Chat:
     """Put a kept revision back; the current contents become a revision in turn, so a restore can be undone."""
     chat = chat_lock(chat=chat, integrity=integrity)
     revision = revision_get(chat=chat, revision_id=revision_id)
     _snapshot(chat, reason=f"restore of revision {revision.pk}")
     with revision_stream(revision=revision) as jsonl:
-        return _replace_contents(chat, jsonl)
+        return _replace_contents(chat, jsonl, mirror=False)
 
 
 @dataclass

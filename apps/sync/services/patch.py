@@ -142,7 +142,7 @@ def _apply_to_messages(messages: _MessageArray, op: dict[str, Any], budget: json
 
 
 @transaction.atomic
-def chat_patch(*, chat: Chat, operations: list[Any], integrity: uuid.UUID) -> WriteResult:
+def chat_patch(*, chat: Chat, operations: list[Any], integrity: uuid.UUID, mirror: bool = False) -> WriteResult:
     """RFC 6902 JSON Patch against the chat's message array (header excluded), all operations or none.
 
     `/5` addresses message 5, `/5/mes` a field in it, `/5/extra/ns/key` deeper, `/-` the end. An `add` whose value
@@ -173,5 +173,5 @@ def chat_patch(*, chat: Chat, operations: list[Any], integrity: uuid.UUID) -> Wr
             raise jsonpatch.as_application_error(exc) from exc
     messages.flush()
     if changed:
-        chat_touch(chat=chat, fields=["message_count"])
+        chat_touch(chat=chat, fields=["message_count"], mirror=mirror)
     return result

@@ -20,6 +20,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.common import embedded
 
+# Not 8000: that is SillyTavern's own port, and a person using the extension runs both on one machine.
+DEFAULT_ADDRPORT = "127.0.0.1:8720"
+
 
 def _port_open(port: int) -> bool:
     with socket.socket() as sock:
@@ -31,7 +34,7 @@ class Command(BaseCommand):
     help = "Run Lorekeeper: embedded services, migrations, web server, Celery worker and beat."
 
     def add_arguments(self, parser):
-        parser.add_argument("--addrport", default=os.environ.get("LOREKEEPER_ADDRPORT", "127.0.0.1:8000"))
+        parser.add_argument("--addrport", default=os.environ.get("LOREKEEPER_ADDRPORT", DEFAULT_ADDRPORT))
         parser.add_argument("--no-worker", action="store_true", help="Do not start the Celery worker and beat.")
 
     def handle(self, *args, addrport: str, no_worker: bool, **options):
