@@ -1,0 +1,247 @@
+// Lorekeeper's REST API as the extension uses it. Every call names the server and token it was made with, so the
+// panel can change them at any time. No cookies: the token goes in Authorization on a cross-origin request.
+
+/** @typedef {import('./plan.js').Write} Write */
+
+export class LorekeeperError extends Error {
+    /**
+     * @param {string} message
+     * @param {{status?: number, body?: any, offline?: boolean, retryAfter?: number}} [details]
+     */
+    constructor(message, { status = 0, body = null, offline = false, retryAfter = 0 } = {}) {
+        super(message);
+        this.status = status;
+        this.body = body;
+        this.offline = offline;
+        this.retryAfter = retryAfter;
+    }
+
+    /** A 409 saying the chat changed since the integrity sent (another device wrote first). */
+    get isConflict() {
+        return this.status === 409;
+    }
+}
+
+/**
+ * @typedef {object} RequestOptions
+ * @property {any} [body]
+ * @property {string} [contentType]
+ * @property {string} [ifMatch]
+ * @property {string} [idempotencyKey]
+ * @property {number} [timeoutMs]
+ */
+
+export class Api {
+    /**
+     * @param {{serverUrl: string, token: string, fetch?: typeof fetch, timeoutMs?: number}} options
+     */
+    constructor({ serverUrl, token, fetch: fetchImpl, timeoutMs = 15000 }) {
+        this.serverUrl = String(serverUrl || '').replace(/\/+$/, '');
+        this.token = token || '';
+        this.fetch = fetchImpl ?? globalThis.fetch.bind(globalThis);
+        this.timeoutMs = timeoutMs;
+        /** Bytes of request bodies sent, for the bench and the panel. */
+        this.bytesSent = 0;
+    }
+
+    get configured() {
+        return Boolean(this.serverUrl && this.token);
+    }
+
+    /**
+     * @param {string} method
+     * @param {string} path below /api/v1/
+     * @param {RequestOptions} [options]
+     * @returns {Promise<{status: number, body: any, etag: string|null}>}
+     */
+    async request(method, path, { body, contentType = 'application/json', ifMatch, idempotencyKey, timeoutMs } = {}) {
+        /** @type {Record<string, string>} */
+        const headers = { Authorization: `Bearer ${this.token}` };
+        let payload;
+        if (body !== undefined) {
+            payload = typeof body === 'string' ? body : JSON.stringify(body);
+            headers['Content-Type'] = contentType;
+            this.bytesSent += new TextEncoder().encode(payload).length;
+        }
+        if (ifMatch) headers['If-Match'] = `"${ifMatch}"`;
+        if (idempotencyKey) headers['Idempotency-Key'] = idempotencyKey;
+        const controller = new AbortController();
+        const timer = setTimeout(() => controller.abort(), timeoutMs ?? this.timeoutMs);
+        let response;
+        try {
+            response = await this.fetch(`${this.serverUrl}/api/v1/${path}`, {
+                method,
+                headers,
+                body: payload,
+                signal: controller.signal,
+                credentials: 'omit',
+            });
+        } catch (error) {
+            const timedOut = controller.signal.aborted;
+            throw new LorekeeperError(timedOut ? 'Lorekeeper did not answer in time.' : 'Lorekeeper is unreachable.', {
+                offline: true,
+            });
+        } finally {
+            clearTimeout(timer);
+        }
+        const text = await response.text();
+        let parsed = null;
+        try {
+            parsed = text ? JSON.parse(text) : null;
+        } catch {
+            parsed = text;
+        }
+        if (!response.ok) {
+            const retryAfter = Number(response.headers.get('Retry-After')) || 0;
+            const message = (parsed && (parsed.message || parsed.detail)) || `Lorekeeper answered ${response.status}.`;
+            // Busy or briefly down: wait and send the same request again, as when unreachable.
+            const offline = response.status === 429 || response.status === 502 || response.status === 503 || response.status === 504;
+            throw new LorekeeperError(message, { status: response.status, body: parsed, offline, retryAfter });
+        }
+        return { status: response.status, body: parsed, etag: response.headers.get('ETag') };
+    }
+
+    /** The account the token belongs to (the panel's "Test connection"). */
+    async whoami() {
+        return (await this.request('GET', 'chats/?page_size=1')).body;
+    }
+
+    /** @param {string} clientKey @returns {Promise<any|null>} the chat summary, or null */
+    async findChat(clientKey) {
+        const { body } = await this.request('GET', `chats/?client_key=${encodeURIComponent(clientKey)}`);
+        return body.results?.[0] ?? null;
+    }
+
+    /** @param {number} chatId */
+    async getChat(chatId) {
+        return (await this.request('GET', `chats/${chatId}/`)).body;
+    }
+
+    /**
+     * Import a chat file, or (with `chatId`) put a file over an existing chat, keeping what it replaces as a
+     * revision on the server.
+     * @param {{jsonl: string, clientKey: string, title?: string, chatId?: number, ifMatch?: string, idempotencyKey?: string}} options
+     */
+    async importChat({ jsonl, clientKey, title, chatId, ifMatch, idempotencyKey }) {
+        const query = new URLSearchParams({ client_key: clientKey });
+        if (title) query.set('title', title);
+        if (chatId) query.set('chat', String(chatId));
+        const answer = await this.request('POST', `chats/import?${query}`, {
+            body: jsonl,
+            contentType: 'application/jsonl',
+            ifMatch,
+            idempotencyKey,
+            timeoutMs: Math.max(this.timeoutMs, 120000),
+        });
+        return answer.body;
+    }
+
+    /**
+     * Send one planned write. Answers the chat's new integrity.
+     * @param {number} chatId
+     * @param {Write} write
+     * @param {string} integrity
+     * @param {string} idempotencyKey
+     * @returns {Promise<string>}
+     */
+    async send(chatId, write, integrity, idempotencyKey) {
+        const options = { ifMatch: integrity, idempotencyKey };
+        let answer;
+        if (write.kind === 'append') {
+            answer = await this.request('POST', `chats/${chatId}/append?mirror=true`, { ...options, body: { messages: write.messages } });
+        } else if (write.kind === 'patch') {
+            answer = await this.request('POST', `chats/${chatId}/patch?mirror=true`, { ...options, body: { operations: write.operations } });
+        } else if (write.merge) {
+            answer = await this.request('PATCH', `chats/${chatId}/metadata?mirror=true`, {
+                ...options,
+                body: write.merge,
+                contentType: 'application/merge-patch+json',
+            });
+        } else {
+            answer = await this.request('PATCH', `chats/${chatId}/metadata?mirror=true`, {
+                ...options,
+                body: write.operations,
+                contentType: 'application/json-patch+json',
+            });
+        }
+        return answer.body.integrity;
+    }
+
+    /**
+     * The whole chat as Lorekeeper holds it, read a page at a time; pages read while another write landed are
+     * read again.
+     * @param {number} chatId
+     * @returns {Promise<{messages: any[], metadata: Record<string, any>, integrity: string}>}
+     */
+    async readChat(chatId) {
+        for (let attempt = 0; attempt < 5; attempt++) {
+            const messages = [];
+            let integrity = null;
+            let metadata = {};
+            let from = 0;
+            let consistent = true;
+            for (;;) {
+                const { body } = await this.request('GET', `chats/${chatId}/delta?from_index=${from}&limit=500`);
+                if (integrity === null) integrity = body.integrity;
+                else if (integrity !== body.integrity) {
+                    consistent = false;
+                    break;
+                }
+                metadata = body.chat_metadata;
+                messages.push(...body.messages);
+                if (!body.has_more) break;
+                from = body.next_index;
+            }
+            if (consistent) return { messages, metadata, integrity };
+        }
+        throw new LorekeeperError('The chat kept changing while it was read.', { status: 409 });
+    }
+
+    /**
+     * @param {number} chatId
+     * @param {{message?: string, character?: string}} body
+     * @param {number} timeoutMs
+     */
+    async context(chatId, body, timeoutMs) {
+        return (await this.request('POST', `chats/${chatId}/context`, { body, timeoutMs })).body;
+    }
+
+    /** @param {number} chatId @param {number} index */
+    async recall(chatId, index) {
+        return (await this.request('GET', `chats/${chatId}/messages/${index}/recall`)).body;
+    }
+
+    /** @param {number} chatId @param {number} index @param {string} text @param {string} integrity */
+    async recallEdit(chatId, index, text, integrity) {
+        const options = { body: { injection_text: text }, ifMatch: integrity, idempotencyKey: newKey() };
+        return (await this.request('PATCH', `chats/${chatId}/messages/${index}/recall`, options)).body;
+    }
+
+    /** @param {number} chatId @param {number} index @param {string} integrity */
+    async recallDelete(chatId, index, integrity) {
+        const options = { ifMatch: integrity, idempotencyKey: newKey() };
+        return (await this.request('DELETE', `chats/${chatId}/messages/${index}/recall`, options)).body;
+    }
+
+    /** @param {number} chatId @param {number} index @param {string} integrity */
+    async recallRerun(chatId, index, integrity) {
+        const options = { ifMatch: integrity, idempotencyKey: newKey(), timeoutMs: Math.max(this.timeoutMs, 60000) };
+        return (await this.request('POST', `chats/${chatId}/messages/${index}/recall/rerun`, options)).body;
+    }
+
+    /** @param {number} chatId */
+    async memoryCount(chatId) {
+        return (await this.request('GET', `memories/?chat=${chatId}&page_size=1`)).body.count ?? 0;
+    }
+
+    /** @param {number} chatId */
+    async pipeline(chatId) {
+        return (await this.request('GET', `chats/${chatId}/pipeline`)).body;
+    }
+}
+
+/** A fresh Idempotency-Key. */
+export function newKey() {
+    if (globalThis.crypto?.randomUUID) return globalThis.crypto.randomUUID();
+    return `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}-${Math.random().toString(36).slice(2)}`;
+}

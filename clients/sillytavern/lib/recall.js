@@ -1,0 +1,138 @@
+// Recall cards: under each user message that holds `extra.bme_recall`, what Lorekeeper recalled for that turn.
+// A card expands to the injected text, the memories and the subgraph they form (a node's details on click), and
+// can be edited, deleted and re-run through the recall API (each with the chat's integrity as If-Match).
+
+/**
+ * @typedef {object} CardActions
+ * @property {(index: number, text: string) => Promise<void>} edit
+ * @property {(index: number) => Promise<void>} remove
+ * @property {(index: number) => Promise<void>} rerun
+ * @property {(url: string) => string} [memoryUrl] a link to a memory in Lorekeeper's web UI
+ */
+
+/** @param {string} text */
+function escapeHtml(text) {
+    return String(text ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
+}
+
+/**
+ * The subgraph as a list of nodes, each with its edges; clicking a node shows its details.
+ * @param {{nodes?: any[], edges?: any[]}} subgraph
+ */
+function subgraphHtml(subgraph) {
+    const nodes = subgraph?.nodes ?? [];
+    const edges = subgraph?.edges ?? [];
+    if (!nodes.length) return '<div class="lorekeeper-empty">No subgraph.</div>';
+    const labels = Object.fromEntries(nodes.map((n) => [n.id, n.label ?? n.id]));
+    const items = nodes.map((node) => {
+        const links = edges
+            .filter((e) => e.source === node.id || e.target === node.id)
+            .map((e) => `${escapeHtml(e.kind)} → ${escapeHtml(labels[e.source === node.id ? e.target : e.source] ?? '')}`);
+        const details = [
+            `<div><b>${escapeHtml(node.type)}</b> · ${escapeHtml(node.kind ?? '')}${node.score != null ? ` · score ${Number(node.score).toFixed(3)}` : ''}</div>`,
+            `<div>${escapeHtml(node.label)}</div>`,
+            links.length ? `<ul>${links.map((l) => `<li>${l}</li>`).join('')}</ul>` : '',
+        ].join('');
+        return `<li class="lorekeeper-node" data-node="${escapeHtml(node.id)}" data-type="${escapeHtml(node.type)}">
+            <span class="lorekeeper-node-label">${escapeHtml(node.label)}</span>
+            <div class="lorekeeper-node-details" hidden>${details}</div></li>`;
+    });
+    return `<ul class="lorekeeper-subgraph">${items.join('')}</ul>`;
+}
+
+/**
+ * @param {number} index
+ * @param {any} record
+ */
+export function cardHtml(index, record) {
+    const memories = Array.isArray(record.memories) ? record.memories : [];
+    const edited = record.manuallyEdited ? ' · edited' : '';
+    return `<details class="lorekeeper-recall" data-index="${index}">
+        <summary>Lorekeeper recalled ${memories.length} memor${memories.length === 1 ? 'y' : 'ies'} (~${Number(record.tokenEstimate) || 0} tokens)${edited}</summary>
+        <div class="lorekeeper-recall-body">
+            <pre class="lorekeeper-recall-text">${escapeHtml(record.injectionText)}</pre>
+            <div class="lorekeeper-recall-editor" hidden>
+                <textarea class="text_pole lorekeeper-recall-input" rows="6">${escapeHtml(record.injectionText)}</textarea>
+                <div class="menu_button lorekeeper-recall-save">Save</div>
+                <div class="menu_button lorekeeper-recall-cancel">Cancel</div>
+            </div>
+            <details class="lorekeeper-recall-graph"><summary>Subgraph</summary>${subgraphHtml(record.subgraph)}</details>
+            <div class="lorekeeper-recall-actions">
+                <div class="menu_button lorekeeper-recall-edit" title="Edit what is injected for this turn">Edit</div>
+                <div class="menu_button lorekeeper-recall-rerun" title="Search again for this message">Re-run</div>
+                <div class="menu_button lorekeeper-recall-delete" title="Remove this recall">Delete</div>
+            </div>
+            <div class="lorekeeper-recall-error" hidden></div>
+        </div>
+    </details>`;
+}
+
+/**
+ * Draw (or redraw) the cards of the messages on screen.
+ * @param {any[]} chat SillyTavern's live chat
+ * @param {Document} doc
+ * @param {CardActions} actions
+ */
+export function renderRecallCards(chat, doc, actions) {
+    for (const element of doc.querySelectorAll('#chat .mes[mesid]')) {
+        const index = Number(element.getAttribute('mesid'));
+        const message = chat[index];
+        const record = message?.is_user ? message?.extra?.bme_recall : null;
+        const existing = element.querySelector('.lorekeeper-recall');
+        const stamp = record ? `${record.updatedAt ?? ''}|${record.injectionText ?? ''}` : '';
+        if (existing && existing.getAttribute('data-stamp') === stamp && record) continue;
+        const wasOpen = existing?.hasAttribute('open');
+        existing?.remove();
+        if (!record || typeof record.injectionText !== 'string') continue;
+        const host = element.querySelector('.mes_block') ?? element;
+        host.insertAdjacentHTML('beforeend', cardHtml(index, record));
+        const card = /** @type {HTMLElement} */ (host.querySelector('.lorekeeper-recall'));
+        card.setAttribute('data-stamp', stamp);
+        if (wasOpen) card.setAttribute('open', '');
+        wire(card, index, actions);
+    }
+}
+
+/**
+ * @param {HTMLElement} card
+ * @param {number} index
+ * @param {CardActions} actions
+ */
+function wire(card, index, actions) {
+    const $ = (/** @type {string} */ selector) => /** @type {HTMLElement} */ (card.querySelector(selector));
+    const error = $('.lorekeeper-recall-error');
+    /** @param {() => Promise<void>} action */
+    const run = async (action) => {
+        error.hidden = true;
+        card.classList.add('lorekeeper-busy');
+        try {
+            await action();
+        } catch (e) {
+            error.textContent = e instanceof Error ? e.message : String(e);
+            error.hidden = false;
+        } finally {
+            card.classList.remove('lorekeeper-busy');
+        }
+    };
+    $('.lorekeeper-recall-edit').addEventListener('click', () => {
+        $('.lorekeeper-recall-editor').hidden = false;
+        $('.lorekeeper-recall-text').hidden = true;
+    });
+    $('.lorekeeper-recall-cancel').addEventListener('click', () => {
+        $('.lorekeeper-recall-editor').hidden = true;
+        $('.lorekeeper-recall-text').hidden = false;
+    });
+    $('.lorekeeper-recall-save').addEventListener('click', () =>
+        run(() => actions.edit(index, /** @type {HTMLTextAreaElement} */ ($('.lorekeeper-recall-input')).value)),
+    );
+    $('.lorekeeper-recall-delete').addEventListener('click', () => run(() => actions.remove(index)));
+    $('.lorekeeper-recall-rerun').addEventListener('click', () => run(() => actions.rerun(index)));
+    for (const node of card.querySelectorAll('.lorekeeper-node-label')) {
+        node.addEventListener('click', () => {
+            const details = /** @type {HTMLElement} */ (node.parentElement?.querySelector('.lorekeeper-node-details'));
+            details.hidden = !details.hidden;
+        });
+    }
+    // The card lives inside the message: clicks on it must not start SillyTavern's message editing.
+    card.addEventListener('click', (event) => event.stopPropagation());
+}

@@ -1,0 +1,88 @@
+// Where a chat's sync state survives a reload or a closed tab: the state Lorekeeper holds (as last synced), its
+// integrity, and the queue of writes not yet acknowledged. IndexedDB in the browser (a long chat is megabytes,
+// past localStorage's few); a Map in Node's tests.
+
+/**
+ * @typedef {object} SyncRecord
+ * @property {number} chatId
+ * @property {string} integrity
+ * @property {import('./plan.js').ChatState} base
+ * @property {{write: import('./plan.js').Write, key: string}[]} queue
+ */
+
+/** @typedef {{get(key: string): Promise<SyncRecord|undefined>, set(key: string, value: SyncRecord): Promise<void>, delete(key: string): Promise<void>}} Store */
+
+/** @implements {Store} */
+export class MemoryStore {
+    constructor() {
+        /** @type {Map<string, string>} */
+        this.map = new Map();
+    }
+
+    /** @param {string} key */
+    async get(key) {
+        const raw = this.map.get(key);
+        return raw === undefined ? undefined : JSON.parse(raw);
+    }
+
+    /** @param {string} key @param {SyncRecord} value */
+    async set(key, value) {
+        this.map.set(key, JSON.stringify(value));
+    }
+
+    /** @param {string} key */
+    async delete(key) {
+        this.map.delete(key);
+    }
+}
+
+/** @implements {Store} */
+export class IndexedDbStore {
+    /** @param {string} [name] */
+    constructor(name = 'lorekeeper') {
+        this.name = name;
+        /** @type {Promise<IDBDatabase>|null} */
+        this.opening = null;
+    }
+
+    /** @returns {Promise<IDBDatabase>} */
+    open() {
+        this.opening ??= new Promise((resolve, reject) => {
+            const request = indexedDB.open(this.name, 1);
+            request.onupgradeneeded = () => request.result.createObjectStore('chats');
+            request.onsuccess = () => resolve(request.result);
+            request.onerror = () => reject(request.error);
+        });
+        return this.opening;
+    }
+
+    /**
+     * @param {IDBTransactionMode} mode
+     * @param {(store: IDBObjectStore) => IDBRequest} action
+     */
+    async run(mode, action) {
+        const db = await this.open();
+        return new Promise((resolve, reject) => {
+            const tx = db.transaction('chats', mode);
+            const request = action(tx.objectStore('chats'));
+            tx.oncomplete = () => resolve(request.result);
+            tx.onerror = () => reject(tx.error);
+            tx.onabort = () => reject(tx.error);
+        });
+    }
+
+    /** @param {string} key */
+    async get(key) {
+        return this.run('readonly', (store) => store.get(key));
+    }
+
+    /** @param {string} key @param {SyncRecord} value */
+    async set(key, value) {
+        await this.run('readwrite', (store) => store.put(value, key));
+    }
+
+    /** @param {string} key */
+    async delete(key) {
+        await this.run('readwrite', (store) => store.delete(key));
+    }
+}

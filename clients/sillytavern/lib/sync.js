@@ -1,0 +1,320 @@
+// Live sync of one SillyTavern chat with its Lorekeeper chat.
+//
+// The state Lorekeeper holds is kept as `base` with its `integrity`. After any change the live chat is compared
+// with `base + queued writes`; the difference becomes writes in a durable queue, sent in order, each with the
+// integrity the previous answer gave and its own Idempotency-Key (so a retry after a lost answer is not applied
+// twice). A 409 means another device wrote first: the chat is read back, both sides' changes are merged, the
+// merge goes into SillyTavern's chat, and what is left is sent. While Lorekeeper is unreachable the queue waits
+// and is retried with a growing pause.
+
+import { LorekeeperError, newKey } from './api.js';
+import { jsonEqual, toJson } from './json.js';
+import { applyWrite, applyWrites, mergeStates, planWrites } from './plan.js';
+
+/** @typedef {import('./plan.js').ChatState} ChatState */
+/** @typedef {import('./plan.js').Write} Write */
+/** @typedef {import('./store.js').Store} Store */
+/** @typedef {import('./store.js').SyncRecord} SyncRecord */
+
+/**
+ * What the sync needs of SillyTavern (a fake in the Node tests).
+ * @typedef {object} Host
+ * @property {() => ChatState} snapshot the live chat (not copied: read it, do not keep it)
+ * @property {(state: ChatState) => Promise<void>} replace put a merged chat into SillyTavern and save it
+ * @property {() => boolean} [busy] true while a reply is being generated (the last message is still changing)
+ */
+
+/**
+ * @typedef {object} SyncStatus
+ * @property {'binding'|'synced'|'pending'|'offline'|'conflict'|'error'} state
+ * @property {number} pending writes not yet acknowledged
+ * @property {string} message what the panel shows
+ */
+
+const RETRY_MIN_MS = 1000;
+const RETRY_MAX_MS = 30000;
+
+/**
+ * The chat as a SillyTavern 1.19 file: the header line, then one line per message.
+ * @param {ChatState} state
+ */
+export function toJsonl(state) {
+    const header = { chat_metadata: toJson(state.metadata ?? {}), user_name: 'unused', character_name: 'unused' };
+    return [header, ...state.messages].map((line) => JSON.stringify(line)).join('\n');
+}
+
+/** @param {ChatState} state @returns {ChatState} */
+function copyState(state) {
+    return { messages: state.messages.map(toJson), metadata: toJson(state.metadata ?? {}) };
+}
+
+export class ChatSync {
+    /**
+     * @param {object} options
+     * @param {import('./api.js').Api} options.api
+     * @param {Store} options.store
+     * @param {Host} options.host
+     * @param {string} options.clientKey
+     * @param {string} [options.title]
+     * @param {(status: SyncStatus) => void} [options.onStatus]
+     */
+    constructor({ api, store, host, clientKey, title = '', onStatus = () => {} }) {
+        this.api = api;
+        this.store = store;
+        this.host = host;
+        this.clientKey = clientKey;
+        this.title = title;
+        this.onStatus = onStatus;
+        /** @type {number|null} */
+        this.chatId = null;
+        /** @type {string|null} */
+        this.integrity = null;
+        /** @type {ChatState|null} */
+        this.base = null;
+        /** @type {{write: Write, key: string}[]} */
+        this.queue = [];
+        /** Lorekeeper's chat changed in a way this device has not seen: read it back before the next write. */
+        this.stale = false;
+        /** @type {Promise<void>|null} */
+        this.running = null;
+        this.again = false;
+        this.retryMs = RETRY_MIN_MS;
+        /** @type {ReturnType<typeof setTimeout>|null} */
+        this.timer = null;
+        this.closed = false;
+        /** @type {SyncStatus} */
+        this.status = { state: 'binding', pending: 0, message: 'Connecting to Lorekeeper…' };
+        /** Conflicts resolved, for the panel and the tests. */
+        this.conflicts = 0;
+    }
+
+    /**
+     * @param {SyncStatus['state']} state
+     * @param {string} message
+     */
+    setStatus(state, message) {
+        this.status = { state, pending: this.queue.length, message };
+        this.onStatus(this.status);
+    }
+
+    /** Find the Lorekeeper chat (or import this one once) and load what was last synced. */
+    async bind() {
+        const found = await this.api.findChat(this.clientKey);
+        if (!found) {
+            const live = copyState(this.host.snapshot());
+            const answer = await this.api.importChat({
+                jsonl: toJsonl(live),
+                clientKey: this.clientKey,
+                title: this.title,
+                idempotencyKey: newKey(),
+            });
+            this.chatId = answer.id;
+            this.integrity = answer.integrity;
+            this.base = live;
+            this.queue = [];
+            await this.persist();
+            return;
+        }
+        this.chatId = found.id;
+        const stored = await this.store.get(this.clientKey);
+        if (stored && stored.chatId === found.id && stored.integrity === found.integrity) {
+            this.base = stored.base;
+            this.integrity = stored.integrity;
+            this.queue = stored.queue ?? [];
+        } else {
+            // Written elsewhere since this device last synced (or never synced here): read it back and merge.
+            await this.reconcile(stored && stored.chatId === found.id ? stored.base : null);
+        }
+    }
+
+    async persist() {
+        if (this.chatId === null || this.base === null || this.integrity === null) return;
+        /** @type {SyncRecord} */
+        const record = { chatId: this.chatId, integrity: this.integrity, base: this.base, queue: this.queue };
+        await this.store.set(this.clientKey, record);
+    }
+
+    /** What Lorekeeper will hold once the queue is sent. */
+    planned() {
+        if (!this.base) throw new Error('not bound');
+        return applyWrites(this.base, this.queue.map((item) => item.write));
+    }
+
+    /** Something may have changed: sync soon (several changes in a row go together). */
+    schedule(delayMs = 250) {
+        if (this.closed) return;
+        if (this.timer) clearTimeout(this.timer);
+        this.timer = setTimeout(() => {
+            this.timer = null;
+            this.flush().catch(() => {});
+        }, delayMs);
+    }
+
+    /**
+     * Send everything that differs, now. Resolves when Lorekeeper holds the live chat; rejects with a
+     * LorekeeperError when it cannot (then a retry is scheduled).
+     */
+    async flush() {
+        if (this.running) {
+            this.again = true;
+            return this.running;
+        }
+        this.running = (async () => {
+            try {
+                do {
+                    this.again = false;
+                    await this.syncOnce();
+                } while (this.again && !this.closed);
+            } finally {
+                this.running = null;
+            }
+        })();
+        return this.running;
+    }
+
+    async syncOnce() {
+        if (this.closed || this.chatId === null || !this.base) return;
+        if (this.host.busy?.()) {
+            this.schedule(1000);
+            return;
+        }
+        try {
+            if (this.stale) await this.reconcile(this.base);
+            for (let rounds = 0; rounds < 50 && !this.closed; rounds++) {
+                if (!this.queue.length) {
+                    const writes = planWrites(this.base, this.host.snapshot());
+                    if (!writes.length) break;
+                    this.queue.push(...writes.map((write) => ({ write, key: newKey() })));
+                    await this.persist();
+                }
+                this.setStatus('pending', `${this.queue.length} change(s) to send`);
+                await this.sendHead();
+            }
+            this.retryMs = RETRY_MIN_MS;
+            this.setStatus('synced', 'Synced');
+        } catch (error) {
+            if (!(error instanceof LorekeeperError)) throw error;
+            if (error.offline) {
+                this.setStatus('offline', `Offline: ${this.queue.length} change(s) wait (${error.message})`);
+                this.schedule(Math.max(this.retryMs, (error.retryAfter || 0) * 1000));
+                this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+            } else {
+                // A refusal the merge cannot fix: put the whole live chat over Lorekeeper's, which keeps its own as a
+                // revision, so the two agree again and nothing is lost.
+                this.setStatus('error', `Lorekeeper refused a change (${error.message}); sending the whole chat.`);
+                await this.overwrite();
+                this.setStatus('synced', 'Synced (the whole chat was sent again)');
+            }
+            throw error;
+        }
+    }
+
+    async sendHead() {
+        const head = this.queue[0];
+        try {
+            const integrity = await this.api.send(/** @type {number} */ (this.chatId), head.write, /** @type {string} */ (this.integrity), head.key);
+            this.base = applyWrite(/** @type {ChatState} */ (this.base), head.write);
+            this.integrity = integrity;
+            this.queue.shift();
+            await this.persist();
+        } catch (error) {
+            if (error instanceof LorekeeperError && error.isConflict) {
+                this.setStatus('conflict', 'Another device changed this chat: merging…');
+                this.conflicts++;
+                await this.reconcile(this.base);
+                return;
+            }
+            throw error;
+        }
+    }
+
+    /**
+     * Read Lorekeeper's chat and merge it with the live one from their last common state (`common`; null when there
+     * is none, and then the SillyTavern chat is taken as it is). Remote changes go into SillyTavern's chat; local ones
+     * are planned on top of Lorekeeper's.
+     * @param {ChatState|null} common
+     */
+    async reconcile(common) {
+        const remote = await this.api.readChat(/** @type {number} */ (this.chatId));
+        const remoteState = { messages: remote.messages, metadata: remote.metadata ?? {} };
+        const live = this.host.snapshot();
+        let merged = copyState(live);
+        let clean = true;
+        if (common) ({ merged, clean } = mergeStates(common, live, remoteState));
+        this.stale = false;
+        if (!clean) {
+            // Both changed the same messages: SillyTavern's chat wins and Lorekeeper keeps its version as a revision.
+            this.integrity = remote.integrity;
+            await this.overwrite();
+            return;
+        }
+        if (!jsonEqual(merged.messages, live.messages) || !jsonEqual(merged.metadata, live.metadata)) {
+            await this.host.replace(merged);
+        }
+        this.base = remoteState;
+        this.integrity = remote.integrity;
+        this.queue = [];
+        await this.persist();
+    }
+
+    /** Put the whole live chat over Lorekeeper's (its import's update mode keeps the replaced chat as a revision). */
+    async overwrite() {
+        const live = copyState(this.host.snapshot());
+        const answer = await this.api.importChat({
+            jsonl: toJsonl(live),
+            clientKey: this.clientKey,
+            chatId: /** @type {number} */ (this.chatId),
+            idempotencyKey: newKey(),
+        });
+        this.base = live;
+        this.integrity = answer.integrity;
+        this.queue = [];
+        await this.persist();
+    }
+
+    /**
+     * Lorekeeper wrote a user message's recall itself (the context build): keep `base` equal to what it holds.
+     * @param {number} index
+     * @param {any} record
+     * @param {string} integrity the chat's integrity after that write
+     */
+    acknowledgeRecall(index, record, integrity) {
+        if (!this.base || this.queue.length || !this.base.messages[index]) {
+            this.stale = true;
+            return;
+        }
+        const messages = [...this.base.messages];
+        messages[index] = withRecall(messages[index], record);
+        this.base = { ...this.base, messages };
+        this.integrity = integrity;
+        this.persist().catch(() => {});
+    }
+
+    close() {
+        this.closed = true;
+        if (this.timer) clearTimeout(this.timer);
+    }
+}
+
+/**
+ * A message with `extra.bme_recall` set as Lorekeeper sets it: in the message and in its current swipe's entry.
+ * @param {any} message
+ * @param {any} record
+ */
+export function withRecall(message, record) {
+    const copy = toJson(message);
+    copy.extra = typeof copy.extra === 'object' && copy.extra !== null && !Array.isArray(copy.extra) ? copy.extra : {};
+    const info = copy.swipe_info;
+    const entry = Array.isArray(info) && Number.isInteger(copy.swipe_id) ? info[copy.swipe_id] : undefined;
+    if (record === null) {
+        delete copy.extra.bme_recall;
+        if (entry && typeof entry.extra === 'object' && entry.extra) delete entry.extra.bme_recall;
+        return copy;
+    }
+    copy.extra.bme_recall = toJson(record);
+    if (entry && typeof entry === 'object') {
+        if (typeof entry.extra !== 'object' || entry.extra === null || Array.isArray(entry.extra)) entry.extra = {};
+        entry.extra.bme_recall = toJson(record);
+    }
+    return copy;
+}
