@@ -14,6 +14,7 @@ from apps.injection.models import InjectionState
 from apps.injection.services.context import context_build, recall_rerun
 from apps.injection.services.recall import recall_edit, recall_store, recall_stored
 from apps.injection.services.settings import SLOT, injection_settings_get
+from apps.sync.apis.common import MIRROR, mirrors_file
 from apps.sync.idempotency import idempotent
 
 
@@ -108,6 +109,7 @@ class LastContextSerializer(serializers.Serializer):
 class ContextApi(APIView):
     @extend_schema(
         operation_id="context_build",
+        parameters=[MIRROR],
         request=ContextInputSerializer,
         responses=ContextOutputSerializer,
         description="What to inject before the next generation: the 13 slots with position, depth and role, the "
@@ -126,6 +128,7 @@ class ContextApi(APIView):
             message=data.get("message"),
             character=data.get("character") or None,
             preview=data["preview"],
+            mirror=mirrors_file(request),
         )
         return with_etag(Response(ContextOutputSerializer(context).data), context.chat.integrity)
 
@@ -174,7 +177,7 @@ class RecallApi(APIView):
 
     @extend_schema(
         operation_id="recall_edit",
-        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY],
+        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY, MIRROR],
         request=RecallEditSerializer,
         responses=RecallOutputSerializer,
         description="Replace the injection text of the message's recall (kept when the same message is asked "
@@ -191,12 +194,13 @@ class RecallApi(APIView):
             index=index,
             text=serializer.validated_data["injection_text"],
             integrity=request_integrity(request, required=True),
+            mirror=mirrors_file(request),
         )
         return _recall_response(chat, record)
 
     @extend_schema(
         operation_id="recall_delete",
-        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY],
+        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY, MIRROR],
         responses=RecallOutputSerializer,
         description="Remove the message's recall. Needs the chat's integrity (If-Match).",
     )
@@ -204,14 +208,15 @@ class RecallApi(APIView):
     def delete(self, request, chat_id: int, index: int):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
         chat_selectors.message_get(chat=chat, index=index)
-        chat = recall_store(chat=chat, index=index, record=None, integrity=request_integrity(request, required=True))
+        integrity = request_integrity(request, required=True)
+        chat = recall_store(chat=chat, index=index, record=None, integrity=integrity, mirror=mirrors_file(request))
         return _recall_response(chat, None)
 
 
 class RecallRerunApi(APIView):
     @extend_schema(
         operation_id="recall_rerun",
-        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY],
+        parameters=[IF_MATCH_REQUIRED, IDEMPOTENCY_KEY, MIRROR],
         request=None,
         responses=RecallOutputSerializer,
         description="Search again for the user message and overwrite its recall. Needs the chat's integrity.",
@@ -221,7 +226,9 @@ class RecallRerunApi(APIView):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
         chat_selectors.message_get(chat=chat, index=index)
         integrity = request_integrity(request, required=True)
-        record, chat = recall_rerun(user=request.user, chat=chat, index=index, integrity=integrity)
+        record, chat = recall_rerun(
+            user=request.user, chat=chat, index=index, integrity=integrity, mirror=mirrors_file(request)
+        )
         return _recall_response(chat, record)
 
 

@@ -5,7 +5,7 @@
 import { Api, LorekeeperError } from './lib/api.js';
 import { renderRecallCards } from './lib/recall.js';
 import { IndexedDbStore } from './lib/store.js';
-import { ChatSync, withRecall } from './lib/sync.js';
+import { ChatSync, MergeDeferred, withRecall } from './lib/sync.js';
 
 const MODULE = 'lorekeeper';
 const FOLDER = new URL('.', import.meta.url).pathname;
@@ -22,6 +22,7 @@ const store = new IndexedDbStore();
 /** @type {ChatSync|null} */
 let current = null;
 let generating = false;
+let intercepting = false;
 let replacing = false;
 /** @type {Record<string, string>} */
 let macroValues = {};
@@ -88,8 +89,13 @@ const host = {
         }
     },
     busy() {
-        // Mid-reply the last message still changes; while a chat loads or is replaced the array is not the chat.
-        return generating || replacing || current === null || clientKey() !== current.clientKey || (ctx().chat.length === 0 && (current.base?.messages.length ?? 0) > 0);
+        // Mid-reply the last message still changes (the interceptor, before the reply, may send the pending
+        // message); while a chat loads or is replaced the array is not the chat.
+        return (generating && !intercepting) || replacing || current === null || clientKey() !== current.clientKey || (ctx().chat.length === 0 && (current.base?.messages.length ?? 0) > 0);
+    },
+    canReplace() {
+        // Swapping the chat under a generation being prepared would break it: merges wait for the reply.
+        return !generating && !intercepting;
     },
 };
 
@@ -221,12 +227,14 @@ async function interceptor(chat, _contextSize, _abort, type) {
     }
     if (c.groupId && c.name2) body.character = c.name2;
     try {
-        const wasGenerating = generating;
-        generating = false; // the interceptor runs before the reply starts: the pending message may go now
+        intercepting = true; // before the reply starts: the pending message may go now
         try {
             await withTimeout(sync.flush(), deadline - performance.now());
+        } catch (error) {
+            // Another device wrote: the merge waits for the reply, and the context is built from what Lorekeeper has.
+            if (!(error instanceof MergeDeferred)) throw error;
         } finally {
-            generating = wasGenerating;
+            intercepting = false;
         }
         const answer = await api().context(sync.chatId, body, Math.max(1, deadline - performance.now()));
         for (const prompt of answer.sillytavern ?? []) {
@@ -349,6 +357,18 @@ async function addPanel() {
 // ------------------------------------------------------------------------------------------------ start
 
 globalThis.lorekeeperGenerateInterceptor = interceptor;
+/** What the extension is doing, for a person debugging in the console and for the end-to-end tests. */
+globalThis.lorekeeperState = () => ({
+    generating,
+    intercepting,
+    replacing,
+    chatId: current?.chatId ?? null,
+    clientKey: current?.clientKey ?? null,
+    integrity: current?.integrity ?? null,
+    status: current?.status ?? null,
+    queue: current?.queue.length ?? 0,
+    conflicts: current?.conflicts ?? 0,
+});
 
 (async function start() {
     const c = ctx();

@@ -5,25 +5,38 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('chats', '0003_sync'),
+        ("chats", "0003_sync"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='chat',
-            name='client_key',
-            field=models.CharField(blank=True, help_text="A client's own name for the chat, unique per account: the SillyTavern extension's is made from the chat file's name and its character's avatar or group id, so every device finds the same chat.", max_length=500, null=True),
+            model_name="chat",
+            name="client_key",
+            field=models.CharField(
+                blank=True,
+                help_text="A client's own name for the chat, unique per account: the SillyTavern extension's is made from the chat file's name and its character's avatar or group id, so every device finds the same chat.",
+                max_length=500,
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='chat',
-            name='mirrored_integrity',
-            field=models.UUIDField(blank=True, editable=False, help_text="`integrity` right after the last write that made the chat equal to a SillyTavern file (an import, a save, a write from a client mirroring the file). While `integrity` still equals it, an export keeps the file's chat_metadata.integrity; after any other write it carries a fresh one.", null=True),
+            model_name="chat",
+            name="mirrored_integrity",
+            field=models.UUIDField(
+                blank=True,
+                editable=False,
+                help_text="`integrity` right after the last write that made the chat equal to a SillyTavern file (an import, a save, a write from a client mirroring the file). While `integrity` still equals it, an export keeps the file's chat_metadata.integrity; after any other write it carries a fresh one.",
+                null=True,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='chat',
-            constraint=models.UniqueConstraint(condition=models.Q(('client_key__isnull', False)), fields=('user', 'client_key'), name='chat_unique_client_key_per_user'),
+            model_name="chat",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("client_key__isnull", False)),
+                fields=("user", "client_key"),
+                name="chat_unique_client_key_per_user",
+            ),
         ),
     ]

@@ -119,10 +119,12 @@ def context_build(
     message: str | None = None,
     character: Character | str | None = None,
     preview: bool = False,
+    mirror: bool = False,
 ) -> Context:
     """Build the context for the next generation of `chat`. `message`: the pending user message (its recall is
     made and kept on that user turn when it is the chat's last one); none: a regeneration, which reuses the stored
-    recall of the turn. `preview`: nothing is written (no recall stored, no repair note consumed, no statistics)."""
+    recall of the turn. `preview`: nothing is written (no recall stored, no repair note consumed, no statistics).
+    `mirror`: the client writes the kept recall into its SillyTavern file too (see chat_touch)."""
     started = time.perf_counter()
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"})
@@ -195,7 +197,7 @@ def context_build(
 
     if not preview:
         mark = time.perf_counter()
-        chat = _commit(user, chat, state, contents, macros, stats, turn, target, record, note)
+        chat = _commit(user, chat, state, contents, macros, stats, turn, target, record, note, mirror)
         timings["commit"] = (time.perf_counter() - mark) * 1000
         recall["stored"] = record is not None and target is not None
     timings["total"] = (time.perf_counter() - started) * 1000
@@ -291,11 +293,11 @@ def _macros(contents: dict[str, SlotContent], settings: InjectionSettings, chara
 
 
 @transaction.atomic
-def _commit(user, chat, state, contents, macros, stats, turn, target, record, note) -> Chat:
+def _commit(user, chat, state, contents, macros, stats, turn, target, record, note, mirror=False) -> Chat:
     """What a real build leaves behind: the recall on its user turn, the repair note used up, the content cache
     and statistics, the demand auto-tune reads."""
     if record is not None and target is not None:
-        chat = recalls.recall_store(chat=chat, index=target.index, record=record)
+        chat = recalls.recall_store(chat=chat, index=target.index, record=record, mirror=mirror)
     if note is not None and contents["repair"].delivery != "off":
         ContinuityCheck.objects.filter(pk=note.pk).update(repair_consumed_at=timezone.now())
     state = state or InjectionState(chat=chat, user=user)
@@ -316,7 +318,7 @@ def _commit(user, chat, state, contents, macros, stats, turn, target, record, no
 
 
 def recall_rerun(
-    *, user: AbstractUser, chat: Chat, index: int, integrity: uuid.UUID | None = None
+    *, user: AbstractUser, chat: Chat, index: int, integrity: uuid.UUID | None = None, mirror: bool = False
 ) -> tuple[dict[str, Any], Chat]:
     """Search again for the user message at `index` and overwrite its recall (a person's edit included)."""
     if chat.user_id != user.pk:
@@ -350,4 +352,4 @@ def recall_rerun(
     record = recalls.recall_record(
         user_id=user.pk, recalled=search, text=text, message=message, query=message.mes, hook="rerun"
     )
-    return record, recalls.recall_store(chat=chat, index=index, record=record, integrity=integrity)
+    return record, recalls.recall_store(chat=chat, index=index, record=record, integrity=integrity, mirror=mirror)

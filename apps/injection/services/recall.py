@@ -169,20 +169,30 @@ def recall_text(recalled: Recalled) -> str:
     return render(LABEL, recalled.filled)
 
 
-def recall_store(*, chat: Chat, index: int, record: dict[str, Any] | None, integrity: uuid.UUID | None = None) -> Chat:
+def recall_store(
+    *,
+    chat: Chat,
+    index: int,
+    record: dict[str, Any] | None,
+    integrity: uuid.UUID | None = None,
+    mirror: bool = False,
+) -> Chat:
     """Write (or, with None, remove) a user message's recall; answers the chat with its new integrity. Given the
-    integrity a client last saw, a chat changed since is a conflict (409), as for every write to a message."""
+    integrity a client last saw, a chat changed since is a conflict (409), as for every write to a message.
+    `mirror`: the client puts the same record into its SillyTavern file (see chat_touch)."""
     message = Message.objects.filter(chat=chat, index=index).first()
     if message is None or not message.is_user:
         raise ApplicationError("A recall belongs to a user message.", {"field": "index"})
     if record is None and NAMESPACE not in (message.extra or {}):
         return chat  # nothing to remove: not a write
-    _, chat = extension_data_put(chat=chat, index=index, namespace=NAMESPACE, value=record, integrity=integrity)
+    _, chat = extension_data_put(
+        chat=chat, index=index, namespace=NAMESPACE, value=record, integrity=integrity, mirror=mirror
+    )
     return chat
 
 
 def recall_edit(
-    *, chat: Chat, index: int, text: str, integrity: uuid.UUID | None = None
+    *, chat: Chat, index: int, text: str, integrity: uuid.UUID | None = None, mirror: bool = False
 ) -> tuple[dict[str, Any], Chat]:
     """A person's own injection text for the turn (kept when the same message is asked about again)."""
     message = Message.objects.filter(chat=chat, index=index).first()
@@ -199,4 +209,4 @@ def recall_edit(
         "updatedAt": timezone.now().isoformat(),
         "tokenEstimate": count_tokens(text),
     }
-    return record, recall_store(chat=chat, index=index, record=record, integrity=integrity)
+    return record, recall_store(chat=chat, index=index, record=record, integrity=integrity, mirror=mirror)

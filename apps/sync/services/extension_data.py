@@ -80,7 +80,13 @@ def extension_data_set(
 
 @transaction.atomic
 def extension_data_put(
-    *, chat: Chat, index: int, namespace: str, value: dict[str, Any] | None, integrity: uuid.UUID | None = None
+    *,
+    chat: Chat,
+    index: int,
+    namespace: str,
+    value: dict[str, Any] | None,
+    integrity: uuid.UUID | None = None,
+    mirror: bool = False,
 ) -> tuple[ExtensionData, Chat]:
     """Replace `extra[namespace]` whole (None removes it), in the message and in its current swipe's copy — for a
     namespace that is one record (ST-BME's `bme_recall`) rather than keys set one by one. `integrity` None: the
@@ -106,4 +112,4 @@ def extension_data_put(
         if "extra" in message.absent_fields:
             message.absent_fields.remove("extra")
     message.save(update_fields=["extra", "swipe_info", "other_fields", "absent_fields"])
-    return ExtensionData(message=message, namespace=namespace), chat_touch(chat=chat)
+    return ExtensionData(message=message, namespace=namespace), chat_touch(chat=chat, mirror=mirror)

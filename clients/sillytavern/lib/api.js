@@ -203,7 +203,8 @@ export class Api {
      * @param {number} timeoutMs
      */
     async context(chatId, body, timeoutMs) {
-        return (await this.request('POST', `chats/${chatId}/context`, { body, timeoutMs })).body;
+        // mirror: the extension writes the kept recall into SillyTavern's chat too, so exports keep its slug.
+        return (await this.request('POST', `chats/${chatId}/context?mirror=true`, { body, timeoutMs })).body;
     }
 
     /** @param {number} chatId @param {number} index */
@@ -214,19 +215,19 @@ export class Api {
     /** @param {number} chatId @param {number} index @param {string} text @param {string} integrity */
     async recallEdit(chatId, index, text, integrity) {
         const options = { body: { injection_text: text }, ifMatch: integrity, idempotencyKey: newKey() };
-        return (await this.request('PATCH', `chats/${chatId}/messages/${index}/recall`, options)).body;
+        return (await this.request('PATCH', `chats/${chatId}/messages/${index}/recall?mirror=true`, options)).body;
     }
 
     /** @param {number} chatId @param {number} index @param {string} integrity */
     async recallDelete(chatId, index, integrity) {
         const options = { ifMatch: integrity, idempotencyKey: newKey() };
-        return (await this.request('DELETE', `chats/${chatId}/messages/${index}/recall`, options)).body;
+        return (await this.request('DELETE', `chats/${chatId}/messages/${index}/recall?mirror=true`, options)).body;
     }
 
     /** @param {number} chatId @param {number} index @param {string} integrity */
     async recallRerun(chatId, index, integrity) {
         const options = { ifMatch: integrity, idempotencyKey: newKey(), timeoutMs: Math.max(this.timeoutMs, 60000) };
-        return (await this.request('POST', `chats/${chatId}/messages/${index}/recall/rerun`, options)).body;
+        return (await this.request('POST', `chats/${chatId}/messages/${index}/recall/rerun?mirror=true`, options)).body;
     }
 
     /** @param {number} chatId */

@@ -21,12 +21,26 @@ export function toJson(value) {
 }
 
 /**
- * Deep equality of JSON values; object key order does not matter (the server answers in its own order).
+ * A value as JSON.stringify writes it, one level deep: SillyTavern keeps some fields of its live chat as Date
+ * objects (a reply's `gen_started`) that its file, and Lorekeeper, hold as ISO strings.
+ * @param {any} value
+ */
+export function plain(value) {
+    if (value !== null && typeof value === 'object' && typeof value.toJSON === 'function') return value.toJSON();
+    if (typeof value === 'number' && !Number.isFinite(value)) return null;
+    return value;
+}
+
+/**
+ * Deep equality of JSON values (as JSON.stringify would write them); object key order does not matter (the server
+ * answers in its own order).
  * @param {any} a
  * @param {any} b
  * @returns {boolean}
  */
 export function jsonEqual(a, b) {
+    a = plain(a);
+    b = plain(b);
     if (a === b) return true;
     if (typeof a !== typeof b || a === null || b === null || typeof a !== 'object') return false;
     if (Array.isArray(a)) {

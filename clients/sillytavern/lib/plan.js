@@ -10,6 +10,7 @@ import {
     jsonEqual,
     mergePatchBetween,
     parsePointer,
+    plain,
     toJson,
 } from './json.js';
 
@@ -57,17 +58,20 @@ export function changedRegion(before, after) {
  * @param {PatchOperation[]} out
  */
 function valueOperations(path, before, after, depth, out) {
+    before = plain(before);
+    after = plain(after);
     if (jsonEqual(before, after)) return;
     if (depth > 0 && isObject(before) && isObject(after)) {
+        // Own members only: `key in` would find "constructor" or "toString" on Object.prototype.
         for (const key of Object.keys(before)) {
-            if (before[key] !== undefined && (!(key in after) || after[key] === undefined)) {
+            if (before[key] !== undefined && (!Object.hasOwn(after, key) || after[key] === undefined)) {
                 out.push({ op: 'remove', path: `${path}/${escapeToken(key)}` });
             }
         }
         for (const [key, value] of Object.entries(after)) {
             if (value === undefined) continue;
             const child = `${path}/${escapeToken(key)}`;
-            if (!(key in before) || before[key] === undefined) out.push({ op: 'add', path: child, value: toJson(value) });
+            if (!Object.hasOwn(before, key) || before[key] === undefined) out.push({ op: 'add', path: child, value: toJson(value) });
             else valueOperations(child, before[key], value, depth - 1, out);
         }
         return;
@@ -95,6 +99,27 @@ function guard(index, message) {
 }
 
 /**
+ * Where an append of `after[start:]` splits into writes of at most MAX_APPEND messages, none starting with a copy of
+ * the message before it (Lorekeeper would drop it as a retry); null when a run of equal messages is too long for
+ * that (then it goes as a patch).
+ * @param {any[]} after
+ * @param {number} start
+ * @returns {[number, number][]|null}
+ */
+function appendParts(after, start) {
+    /** @type {[number, number][]} */
+    const parts = [];
+    for (let from = start; from < after.length; ) {
+        let to = Math.min(from + MAX_APPEND, after.length);
+        while (to < after.length && to > from + 1 && jsonEqual(after[to], after[to - 1])) to--;
+        if (to < after.length && jsonEqual(after[to], after[to - 1])) return null;
+        parts.push([from, to]);
+        from = to;
+    }
+    return parts;
+}
+
+/**
  * The writes that turn `base` (what Lorekeeper holds) into `live` (SillyTavern's chat). Applying them to `base`
  * with applyWrites gives `live` as JSON.
  * @param {ChatState} base
@@ -111,10 +136,9 @@ export function planWrites(base, live) {
     // Lorekeeper drops an appended message equal to the last stored one (a retry, as Luker's append does): a
     // message sent twice in a row goes as a patch.
     const looksLikeRetry = pureAppend && before.length > 0 && jsonEqual(before[before.length - 1], after[before.length]);
-    if (pureAppend && !looksLikeRetry) {
-        for (let i = before.length; i < after.length; i += MAX_APPEND) {
-            writes.push({ kind: 'append', messages: after.slice(i, Math.min(i + MAX_APPEND, after.length)).map(toJson) });
-        }
+    const parts = pureAppend && !looksLikeRetry ? appendParts(after, before.length) : null;
+    if (parts) {
+        for (const [from, to] of parts) writes.push({ kind: 'append', messages: after.slice(from, to).map(toJson) });
     } else if (region.start < region.beforeEnd || region.start < region.afterEnd) {
         /** @type {PatchOperation[]} */
         const ops = [];
@@ -127,7 +151,13 @@ export function planWrites(base, live) {
             if (changes.length) ops.push(...guard(i, before[i]), ...changes);
         }
         const at = region.start + common;
-        for (let i = at; i < region.afterEnd; i++) ops.push({ op: 'add', path: `/${i}`, value: toJson(after[i]) });
+        for (let i = at; i < region.afterEnd; i++) {
+            // Lorekeeper skips an `add` equal to the message already at its index (a retry): one equal to the
+            // messages after it goes after them instead, which gives the same array.
+            let shift = 0;
+            while (region.afterEnd + shift < after.length && jsonEqual(after[i], after[region.afterEnd + shift])) shift++;
+            ops.push({ op: 'add', path: `/${i + shift}`, value: toJson(after[i]) });
+        }
         for (let i = at; i < region.beforeEnd; i++) ops.push(...guard(at, before[i]), { op: 'remove', path: `/${at}` });
         for (let i = 0; i < ops.length; i += MAX_OPERATIONS) {
             writes.push({ kind: 'patch', operations: ops.slice(i, i + MAX_OPERATIONS) });
@@ -196,13 +226,16 @@ export function applyWrites(state, writes) {
  * @returns {{value: Record<string, any>, conflict: boolean}}
  */
 function mergeKeys(base, local, remote) {
+    // Own members only: `local.constructor` would be Object.prototype's function, not a missing key.
+    const member = (/** @type {any} */ object, /** @type {string} */ key) =>
+        isObject(object) && Object.hasOwn(object, key) ? object[key] : undefined;
     const value = toJson(remote ?? {});
     let conflict = false;
     for (const key of new Set([...Object.keys(base ?? {}), ...Object.keys(local ?? {})])) {
-        const had = base?.[key];
-        const mine = local?.[key];
+        const had = member(base, key);
+        const mine = member(local, key);
         if (jsonEqual(had, mine)) continue;
-        const theirs = remote?.[key];
+        const theirs = member(remote, key);
         if (!jsonEqual(had, theirs) && !jsonEqual(mine, theirs)) {
             if (isObject(had) && isObject(mine) && isObject(theirs)) {
                 const inner = mergeKeys(had, mine, theirs);
@@ -259,9 +292,18 @@ export function mergeStates(base, local, remote) {
     // Both edited messages in place (no side inserted or removed any): merge each message key by key.
     if (local.messages.length === b.length && remote.messages.length === b.length) {
         let clean = true;
+        // A message both changed must be the same message on both sides, not another one moved into its place
+        // (then its text and date both differ): else one side's edit would land on the wrong message.
+        /** @param {any} was @param {any} now */
+        const another = (was, now) => !isObject(now) || now.is_user !== was.is_user || (now.mes !== was.mes && now.send_date !== was.send_date);
         const messages = b.map((message, i) => {
             if (!isObject(message)) return toJson(local.messages[i]);
-            const merged = mergeKeys(message, local.messages[i], remote.messages[i]);
+            const mine = local.messages[i];
+            const theirs = remote.messages[i];
+            if (!jsonEqual(message, mine) && !jsonEqual(message, theirs) && (another(message, mine) || another(message, theirs))) {
+                clean = false;
+            }
+            const merged = mergeKeys(message, mine, theirs);
             clean = clean && !merged.conflict;
             return merged.value;
         });

@@ -22,6 +22,8 @@ import { applyWrite, applyWrites, mergeStates, planWrites } from './plan.js';
  * @property {() => ChatState} snapshot the live chat (not copied: read it, do not keep it)
  * @property {(state: ChatState) => Promise<void>} replace put a merged chat into SillyTavern and save it
  * @property {() => boolean} [busy] true while a reply is being generated (the last message is still changing)
+ * @property {() => boolean} [canReplace] false while the chat must not be swapped under SillyTavern (a reply is
+ *   being prepared); a merge then waits until it is true
  */
 
 /**
@@ -30,6 +32,9 @@ import { applyWrite, applyWrites, mergeStates, planWrites } from './plan.js';
  * @property {number} pending writes not yet acknowledged
  * @property {string} message what the panel shows
  */
+
+/** A merge that must wait until SillyTavern's chat may be replaced (after the reply being prepared). */
+export class MergeDeferred extends Error {}
 
 const RETRY_MIN_MS = 1000;
 const RETRY_MAX_MS = 30000;
@@ -117,13 +122,26 @@ export class ChatSync {
         }
         this.chatId = found.id;
         const stored = await this.store.get(this.clientKey);
-        if (stored && stored.chatId === found.id && stored.integrity === found.integrity) {
+        if (stored && stored.chatId === found.id) {
             this.base = stored.base;
             this.integrity = stored.integrity;
             this.queue = stored.queue ?? [];
+            if (stored.integrity !== found.integrity) {
+                // Written since this device last synced: elsewhere, or by a queued write of ours whose answer was
+                // lost. Send the queue again first (a write that landed answers as it did, by its Idempotency-Key;
+                // one that did not meets a 409, which reconciles), so the merge starts from what Lorekeeper holds
+                // and nothing is applied twice. Then read it back and merge.
+                const conflicts = this.conflicts;
+                try {
+                    while (this.queue.length && this.conflicts === conflicts) await this.sendHead();
+                } catch (error) {
+                    if (!(error instanceof LorekeeperError) || error.offline) throw error;
+                }
+                if (this.conflicts === conflicts && this.integrity !== found.integrity) await this.reconcile(this.base);
+            }
         } else {
-            // Written elsewhere since this device last synced (or never synced here): read it back and merge.
-            await this.reconcile(stored && stored.chatId === found.id ? stored.base : null);
+            // Never synced here: read it back and merge.
+            await this.reconcile(null);
         }
     }
 
@@ -180,20 +198,37 @@ export class ChatSync {
         }
         try {
             if (this.stale) await this.reconcile(this.base);
+            let previous = '';
             for (let rounds = 0; rounds < 50 && !this.closed; rounds++) {
                 if (!this.queue.length) {
                     const writes = planWrites(this.base, this.host.snapshot());
                     if (!writes.length) break;
+                    // The same writes again right after they were acknowledged: something in the live chat does not
+                    // survive as JSON. Stop rather than send them forever.
+                    const planned = JSON.stringify(writes);
+                    if (planned === previous) throw new Error('the live chat does not converge (a value JSON cannot carry?)');
+                    previous = planned;
                     this.queue.push(...writes.map((write) => ({ write, key: newKey() })));
                     await this.persist();
                 }
                 this.setStatus('pending', `${this.queue.length} change(s) to send`);
+                const conflicts = this.conflicts;
                 await this.sendHead();
+                if (this.conflicts !== conflicts) previous = ''; // merged: planning the same again is right
             }
             this.retryMs = RETRY_MIN_MS;
             this.setStatus('synced', 'Synced');
         } catch (error) {
-            if (!(error instanceof LorekeeperError)) throw error;
+            if (error instanceof MergeDeferred) {
+                this.setStatus('conflict', 'Another device changed this chat: merging once the reply is done');
+                this.schedule(1000);
+                throw error;
+            }
+            if (!(error instanceof LorekeeperError)) {
+                this.setStatus('error', `Sync stopped on an error: ${error instanceof Error ? error.message : error}`);
+                console.error('[Lorekeeper] sync failed', error);
+                throw error;
+            }
             if (error.offline) {
                 this.setStatus('offline', `Offline: ${this.queue.length} change(s) wait (${error.message})`);
                 this.schedule(Math.max(this.retryMs, (error.retryAfter || 0) * 1000));
@@ -249,6 +284,10 @@ export class ChatSync {
             return;
         }
         if (!jsonEqual(merged.messages, live.messages) || !jsonEqual(merged.metadata, live.metadata)) {
+            if (this.host.canReplace && !this.host.canReplace()) {
+                this.stale = true;
+                throw new MergeDeferred('the merge waits for the reply');
+            }
             await this.host.replace(merged);
         }
         this.base = remoteState;
