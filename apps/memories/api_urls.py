@@ -5,6 +5,7 @@ from apps.memories.apis import entities, lifecycle, memories, search
 urlpatterns = [
     path("memories/", memories.MemoryListApi.as_view(), name="memory-list"),
     path("memories/search", search.MemorySearchApi.as_view(), name="memory-search"),
+    path("memories/count", memories.MemoryCountApi.as_view(), name="memory-count"),
     path("memories/submit", lifecycle.MemorySubmitApi.as_view(), name="memory-submit"),
     path("memories/hierarchy", lifecycle.HierarchyRunApi.as_view(), name="memory-hierarchy"),
     path("memories/consolidate", lifecycle.ConsolidationRunApi.as_view(), name="memory-consolidate"),

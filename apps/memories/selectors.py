@@ -117,6 +117,12 @@ def lifecycle_job_get(*, user: AbstractUser, job_id: int) -> LifecycleJob:
 FROM_CHATS = Q(chat__isnull=False) | Q(source_chat__isnull=False)
 
 
+def memory_counts_by_kind(*, queryset: QuerySet[Memory]) -> dict[str, int]:
+    """Memories of a memory_list queryset, counted by kind."""
+    rows = queryset.order_by().values("kind").annotate(n=Count("id", distinct=True))
+    return {row["kind"]: row["n"] for row in rows}
+
+
 def character_memory_counts(*, character: Character) -> dict[str, int]:
     """What deleting the character does to its memories: `own` go with it; `from_chats` are kept unless the
     person asks that they go too. Retired memories count: they are deleted as well."""

@@ -312,8 +312,8 @@ async function testConnection() {
     const s = settings();
     showStatus({ state: 'binding', message: `Testing ${s.server_url}…` });
     try {
-        const answer = await api().whoami();
-        showStatus({ state: 'synced', message: `Connected: ${answer.count} chat(s) in this account.` });
+        await api().ping();
+        showStatus({ state: 'synced', message: `Connected to ${s.server_url}.` });
         await bindOpenChat();
     } catch (error) {
         const status = error instanceof LorekeeperError ? error.status : 0;
@@ -352,6 +352,8 @@ async function addPanel() {
     });
     document.getElementById('lorekeeper_test')?.addEventListener('click', testConnection);
     document.getElementById('lorekeeper_story_refresh')?.addEventListener('click', refreshStory);
+    // Fresh figures whenever the panel is opened.
+    document.querySelector('.lorekeeper-settings .inline-drawer-toggle')?.addEventListener('click', () => setTimeout(refreshStory, 0));
 }
 
 // ------------------------------------------------------------------------------------------------ start
@@ -391,6 +393,7 @@ globalThis.lorekeeperState = () => ({
         generating = false;
         changed();
         setTimeout(drawCards, 0);
+        if (document.getElementById('lorekeeper_story')?.offsetParent) setTimeout(refreshStory, 1000);
     };
     c.eventSource.on(events.GENERATION_ENDED, ended);
     c.eventSource.on(events.GENERATION_STOPPED, ended);

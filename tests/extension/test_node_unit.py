@@ -5,7 +5,6 @@ Skipped when Node.js (18 or newer) is not installed, unless CI is set: there it 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -28,24 +27,6 @@ def _node_version(node: str) -> tuple[int, int, int] | None:
     return tuple(int(part) for part in match.groups()) if match else None  # type: ignore[return-value]
 
 
-def _module_flags(version: tuple[int, int, int]) -> list[str] | None:
-    """lib/*.js are ES modules. Without a package.json saying `"type": "module"`, Node loads them as such only where
-    it detects module syntax: by default since 20.19 and 22.7, behind a flag since 20.10 and 21.1. None: cannot."""
-    package = EXTENSION / "package.json"
-    if package.exists():
-        try:
-            if json.loads(package.read_text(encoding="utf-8")).get("type") == "module":
-                return []
-        except ValueError:
-            pass
-    major, minor = version[:2]
-    if major >= 23 or (major == 22 and minor >= 7) or (major == 20 and minor >= 19):
-        return []
-    if major in (21, 22) or (major == 20 and minor >= 10):
-        return ["--experimental-detect-module"]
-    return None
-
-
 def test_extension_node_unit_tests() -> None:
     node = shutil.which("node")
     if node is None:
@@ -55,16 +36,10 @@ def test_extension_node_unit_tests() -> None:
     version = _node_version(node)
     if version is None or version < (18, 0, 0):
         pytest.skip(f"Node.js 18 or newer is needed for the extension's unit tests (found {version}).")
-    flags = _module_flags(version)
-    if flags is None:
-        pytest.skip(
-            f"Node.js {'.'.join(map(str, version))} cannot load clients/sillytavern/lib/*.js as ES modules without a "
-            'package.json saying "type": "module" (Node 20.10+ can).'
-        )
     files = sorted(str(path.relative_to(ROOT)) for path in TESTS.glob("*.test.mjs"))
     assert files, f"no *.test.mjs in {TESTS}"
     result = subprocess.run(
-        [node, *flags, "--test", *files],
+        [node, "--test", *files],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -164,6 +164,23 @@ def test_list_filters_by_character_chat_kind_status_and_entity(
         assert api.get(f"{MEMORIES}?{bad}").status_code == 400, bad
 
 
+def test_count_counts_what_the_list_with_the_same_parameters_holds(api, other_api, user, character, chat, scripted):
+    memory_create(user=user, character=character, kind="fact", content="Mira likes tea.")
+    memory_create(user=user, character=character, kind="fact", content="Mira fears the sea.")
+    memory_create(user=user, chat=chat, kind="event", content="Mira lit the lamp.")
+    retired = memory_create(user=user, character=character, kind="fact", content="Mira liked milk.")
+    Memory.objects.filter(pk=retired.pk).update(status="retired")
+
+    counted = api.get(f"{MEMORIES}count?chat={chat.pk}&status=active").json()
+    assert counted == {"count": 3, "by_kind": {"fact": 2, "event": 1}}
+    listed = api.get(f"{MEMORIES}?chat={chat.pk}&status=active").json()["results"]
+    assert len(listed) == counted["count"]
+    assert api.get(f"{MEMORIES}count?kind=fact").json()["count"] == 3
+    assert api.get(f"{MEMORIES}count?status=gone").status_code == 400
+    assert other_api.get(f"{MEMORIES}count?chat={chat.pk}").status_code == 404
+    assert other_api.get(f"{MEMORIES}count").json() == {"count": 0, "by_kind": {}}
+
+
 def test_list_pages_with_a_cursor_newest_first(api, user, character):
     made = [memory_create(user=user, character=character, kind="fact", content=f"Fact {i}.").pk for i in range(5)]
     seen, url = [], f"{MEMORIES}?limit=2"

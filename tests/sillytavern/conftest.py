@@ -49,6 +49,9 @@ def _unavailable(message: str) -> None:
 @pytest.fixture(scope="session")
 def sillytavern_install() -> Path:
     """The installed SillyTavern (installed and warmed up on first use: about two minutes, once per machine)."""
+    too_old = harness.node_too_old()
+    if too_old:
+        pytest.skip("SillyTavern end-to-end tests need " + too_old)
     missing = harness.missing_prerequisites()
     if missing:
         _unavailable("SillyTavern end-to-end tests need " + "; ".join(missing))

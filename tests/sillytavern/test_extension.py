@@ -53,6 +53,14 @@ def save(page) -> None:
     page.evaluate("() => SillyTavern.getContext().saveChat()")
 
 
+def open_panel(page) -> None:
+    """The extension's panel, as a person opens it: the Extensions drawer, then Lorekeeper's section."""
+    if not page.locator("#lorekeeper_status").is_visible():
+        page.locator("#extensions-settings-button .drawer-toggle").click()
+        page.locator(".lorekeeper-settings .inline-drawer-toggle").click()
+    page.locator("#lorekeeper_status").wait_for(state="visible")
+
+
 def status(page) -> str:
     return page.evaluate("() => document.getElementById('lorekeeper_status')?.dataset.state ?? ''")
 
@@ -129,7 +137,8 @@ ASK = "Tell me about the lighthouse keeper's old dog."
 def remember_dog(user) -> None:
     """Long-term memories more than the long-term slot holds; the one about the dog is minor, so only the turn's
     recall (searched with the pending message) brings it."""
-    injection_settings_save(user=user, values={"budgets": {"long": 60}}, integrity=settings_get(user=user).integrity)
+    values = {"budgets": {"long": 60}, "force_macros": True}  # the tier slots go to the {{smartmemory-*}} macros
+    injection_settings_save(user=user, values=values, integrity=settings_get(user=user).integrity)
     character = Character.objects.get(user=user, name="Mira")
     for name in ("Corvin", "Tessa", "Hale", "Brin"):
         content = f"{name} trades salt for copper in the harbour."
@@ -138,7 +147,11 @@ def remember_dog(user) -> None:
 
 
 def test_a_memory_reaches_the_model_and_its_recall_card_is_edited_and_rerun(
-    st, st_open, llm_server, lorekeeper, scripted  # noqa: F811
+    st,
+    st_open,
+    llm_server,
+    lorekeeper,
+    scripted,  # noqa: F811
 ):
     llm_server.default.content = "Mira smiles."
     st.add_character("Mira", first_mes="Welcome back.")
@@ -156,6 +169,15 @@ def test_a_memory_reaches_the_model_and_its_recall_card_is_edited_and_rerun(
     assert_mirrored(st, page, lorekeeper.user, "the recall")
     stored = recall_stored(Chat.objects.get(user=lorekeeper.user).messages.get(index=1))
     assert stored == record
+    macro = page.evaluate("() => SillyTavern.getContext().substituteParams('{{smartmemory-long}}')")
+    assert "trades salt for copper" in macro, "the macros give the tier slots"
+    open_panel(page)
+    page.locator("#lorekeeper_story_refresh").click()
+    story = page.locator("#lorekeeper_story")
+    wait_until(lambda: "Memories: 5" in story.inner_text(), message="the story panel counts the chat's memories")
+    assert story.locator("a").get_attribute("href") == f"{lorekeeper.url}/chats/{Chat.objects.get().pk}/"
+    page.locator("#extensions-settings-button .drawer-toggle").click()  # closed again: it covers the chat
+    page.locator("#lorekeeper_status").wait_for(state="hidden")
 
     card = page.locator('#chat .mes[mesid="1"] .lorekeeper-recall')
     card.wait_for()
@@ -182,6 +204,12 @@ def test_a_memory_reaches_the_model_and_its_recall_card_is_edited_and_rerun(
     assert_mirrored(st, page, lorekeeper.user, "re-running the recall")
     rerun = recall_stored(Chat.objects.get(user=lorekeeper.user).messages.get(index=1))
     assert "Biscuit" in rerun["injectionText"] and rerun["manuallyEdited"] is False
+
+    page.locator('#chat .mes[mesid="1"] .lorekeeper-recall .lorekeeper-recall-delete').click()
+    page.wait_for_function("() => !SillyTavern.getContext().chat[1].extra.bme_recall", timeout=15_000)
+    page.locator('#chat .mes[mesid="1"] .lorekeeper-recall').wait_for(state="detached")
+    assert_mirrored(st, page, lorekeeper.user, "deleting the recall")
+    assert recall_stored(Chat.objects.get(user=lorekeeper.user).messages.get(index=1)) is None
 
 
 def test_a_group_chat_is_mirrored_and_each_member_gets_its_context(st, st_open, llm_server, lorekeeper):
@@ -214,7 +242,12 @@ def test_an_outage_still_gives_a_reply_and_everything_syncs_when_lorekeeper_is_b
     relay.down()
     chat = send_message(page, "Is anyone at the lighthouse?")
     assert chat[-1]["mes"] == "The tide turns.", "the reply was generated without Lorekeeper"
+    assert page.locator(".toast-warning", has_text="without memory").count() == 1
+    prompts = "() => Object.entries(SillyTavern.getContext().extensionPrompts)"
+    slots = [(key, prompt) for key, prompt in page.evaluate(prompts) if key.startswith("smart_memory_")]
+    assert all(not prompt["value"] for _, prompt in slots), "the memory slots were cleared"
     send_message(page, "Then we go alone.")
+    assert page.locator(".toast-warning", has_text="without memory").count() <= 1, "one notice, not one per reply"
     try:
         wait_until(lambda: status(page) == "offline", timeout=SYNC_TIMEOUT, message="the panel says offline")
     except AssertionError:

@@ -214,30 +214,54 @@ def kinds_param(values: list[str]) -> list[str]:
     return kinds
 
 
-class MemoryListApi(APIView):
+LIST_PARAMETERS = [
+    OpenApiParameter("character", int, description="A character's memories, and those of its chats."),
+    OpenApiParameter("chat", int, description="A chat's memories and its characters' persistent ones."),
+    OpenApiParameter("kind", str, description="Comma-separated kinds (repeatable)."),
+    OpenApiParameter("status", str, enum=Status.values),
+    OpenApiParameter("entity", int, description="Only memories linked to this entity."),
+]
+
+
+def listed(request):
+    """The memories the list's query parameters select."""
+    status_value = request.query_params.get("status") or None
+    if status_value and status_value not in Status.values:
+        raise ApplicationError("Unknown status.", {"field": "status", "allowed": Status.values})
+    return selectors.memory_list(
+        user=request.user,
+        character_id=int_param(request, "character"),
+        chat_id=int_param(request, "chat"),
+        kinds=kinds_param(request.query_params.getlist("kind")),
+        status=status_value,
+        entity_id=int_param(request, "entity"),
+    )
+
+
+class MemoryCountSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    by_kind = serializers.DictField(child=serializers.IntegerField())
+
+
+class MemoryCountApi(APIView):
     @extend_schema(
-        operation_id="memories_list",
-        parameters=[
-            OpenApiParameter("character", int, description="A character's memories, and those of its chats."),
-            OpenApiParameter("chat", int, description="A chat's memories and its characters' persistent ones."),
-            OpenApiParameter("kind", str, description="Comma-separated kinds (repeatable)."),
-            OpenApiParameter("status", str, enum=Status.values),
-            OpenApiParameter("entity", int, description="Only memories linked to this entity."),
-        ],
-        responses=paginated(MemoryOutputSerializer),
+        operation_id="memories_count",
+        parameters=LIST_PARAMETERS,
+        responses=MemoryCountSerializer,
+        description="How many memories the list with the same parameters holds, in all and by kind (the list "
+        "itself pages by cursor and does not count).",
     )
     def get(self, request):
-        status_value = request.query_params.get("status") or None
-        if status_value and status_value not in Status.values:
-            raise ApplicationError("Unknown status.", {"field": "status", "allowed": Status.values})
-        qs = selectors.memory_list(
-            user=request.user,
-            character_id=int_param(request, "character"),
-            chat_id=int_param(request, "chat"),
-            kinds=kinds_param(request.query_params.getlist("kind")),
-            status=status_value,
-            entity_id=int_param(request, "entity"),
-        )
+        by_kind = selectors.memory_counts_by_kind(queryset=listed(request))
+        return Response({"count": sum(by_kind.values()), "by_kind": by_kind})
+
+
+class MemoryListApi(APIView):
+    @extend_schema(
+        operation_id="memories_list", parameters=LIST_PARAMETERS, responses=paginated(MemoryOutputSerializer)
+    )
+    def get(self, request):
+        qs = listed(request)
         paginator = MemoryPagination()
         page = paginator.paginate_queryset(with_links(qs), request, view=self)
         return paginator.get_paginated_response(MemoryOutputSerializer(page, many=True).data)

@@ -101,9 +101,9 @@ export class Api {
         return { status: response.status, body: parsed, etag: response.headers.get('ETag') };
     }
 
-    /** The account the token belongs to (the panel's "Test connection"). */
-    async whoami() {
-        return (await this.request('GET', 'chats/?page_size=1')).body;
+    /** The panel's "Test connection": one authenticated read. */
+    async ping() {
+        return (await this.request('GET', 'chats/?limit=1')).body;
     }
 
     /** @param {string} clientKey @returns {Promise<any|null>} the chat summary, or null */
@@ -230,9 +230,13 @@ export class Api {
         return (await this.request('POST', `chats/${chatId}/messages/${index}/recall/rerun?mirror=true`, options)).body;
     }
 
-    /** @param {number} chatId */
+    /**
+     * The chat's active memories, not counting its indexed turns (kind `message`, shown as indexing progress).
+     * @param {number} chatId
+     */
     async memoryCount(chatId) {
-        return (await this.request('GET', `memories/?chat=${chatId}&page_size=1`)).body.count ?? 0;
+        const { body } = await this.request('GET', `memories/count?chat=${chatId}&status=active`);
+        return body.count - (body.by_kind?.message ?? 0);
     }
 
     /** @param {number} chatId */
