@@ -48,3 +48,4 @@ bench: install
 	$(BIN)/python bench/context.py
 	$(BIN)/python bench/sync_instances.py
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/sillytavern.py

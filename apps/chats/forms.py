@@ -4,6 +4,8 @@ from django import forms
 class ChatImportForm(forms.Form):
     file = forms.FileField(help_text="A SillyTavern chat file (.jsonl).")
     title = forms.CharField(max_length=300, required=False, help_text="Defaults to the file's name.")
+    # Set by the chat page's "Replace with a newer file": the file goes over that chat instead of making a new one.
+    replace = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
 
 class CharacterCardForm(forms.Form):

@@ -26,7 +26,7 @@ from apps.chats.services.characters import (
 from apps.chats.services.chats import chat_delete, chat_import, chat_import_sample
 from apps.common.exceptions import ApplicationError
 from apps.sync.selectors import revision_list
-from apps.sync.services.chats import chat_revision_restore
+from apps.sync.services.chats import chat_reimport, chat_revision_restore
 
 CHATS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 30
@@ -64,7 +64,9 @@ def chat_detail(request, chat_id: int):
     chat = selectors.chat_get(user=request.user, chat_id=chat_id)
     page = selectors.message_page_before(chat=chat, before=None, limit=MESSAGES_PER_PAGE)
     revisions = revision_list(chat=chat)[:20]
-    return render(request, "chats/chat_detail.html", {"chat": chat, "page": page, "revisions": revisions})
+    replace_form = ChatImportForm(initial={"replace": chat.pk, "title": chat.title})
+    context = {"chat": chat, "page": page, "revisions": revisions, "replace_form": replace_form}
+    return render(request, "chats/chat_detail.html", context)
 
 
 @login_required
@@ -105,15 +107,24 @@ def chat_import_view(request):
     error = None
     if form.is_valid():
         upload = form.cleaned_data["file"]
+        title = form.cleaned_data["title"].strip()
+        replaced = form.cleaned_data.get("replace")
         try:
-            chat = chat_import(
-                user=request.user, stream=upload, filename=upload.name, title=form.cleaned_data["title"].strip()
-            )
+            if replaced:
+                target = selectors.chat_get(user=request.user, chat_id=replaced)
+                chat = chat_reimport(chat=target, jsonl=upload, title=title)
+                done = (
+                    f"Replaced “{chat.title}” with the file: {chat.message_count} messages. "
+                    "The previous version is kept under Earlier versions."
+                )
+            else:
+                chat = chat_import(user=request.user, stream=upload, filename=upload.name, title=title)
+                done = f"Imported “{chat.title}”: {chat.message_count} messages."
         except ApplicationError as exc:
             error = exc.message
         else:
             url = reverse("chats:detail", args=[chat.pk])
-            messages.success(request, f"Imported “{chat.title}”: {chat.message_count} messages.")
+            messages.success(request, done)
             return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     context = {"form": form, "error": error}
     if request.htmx:

@@ -165,3 +165,28 @@ def test_the_web_ui_answers_no_cors(client, settings):
 
 def test_make_run_does_not_take_sillytaverns_port():
     assert not DEFAULT_ADDRPORT.endswith(":8000")
+
+
+# ------------------------------------------------------------------------------------------ web: replace a chat
+
+
+def test_the_chat_page_puts_a_newer_file_over_the_chat_and_keeps_the_old_one(api, web, other_user):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    data = fixture_bytes("current_swipes.jsonl")
+    chat = Chat.objects.get(pk=_import(api, data).json()["id"])
+    page = web.get(f"/chats/{chat.pk}/")
+    assert page.status_code == 200 and "Replace with a newer file" in page.content.decode()
+
+    newer = data + b"\n" + json.dumps({"name": "User", "is_user": True, "mes": "written later"}).encode()
+    upload = SimpleUploadedFile("tavern.jsonl", newer, content_type="application/jsonl")
+    response = web.post("/chats/import/", {"file": upload, "replace": chat.pk, "title": chat.title})
+    assert response.status_code == 302 and response["Location"] == f"/chats/{chat.pk}/"
+    assert Chat.objects.filter(user=chat.user).count() == 1
+    assert _export(api, chat.pk)[-1]["mes"] == "written later"
+    assert ChatRevision.objects.filter(chat=chat).count() == 1
+
+    theirs = Chat.objects.create(user=other_user, title="Theirs")
+    upload = SimpleUploadedFile("tavern.jsonl", newer, content_type="application/jsonl")
+    assert web.post("/chats/import/", {"file": upload, "replace": theirs.pk}).status_code == 404
+    assert Chat.objects.get(pk=theirs.pk).message_count == 0
