@@ -5,7 +5,7 @@
 import { Api, LorekeeperError } from './lib/api.js';
 import { renderRecallCards } from './lib/recall.js';
 import { IndexedDbStore } from './lib/store.js';
-import { ChatSync, MergeDeferred, withRecall } from './lib/sync.js';
+import { ChatSync, Superseded, withRecall } from './lib/sync.js';
 
 const MODULE = 'lorekeeper';
 const FOLDER = new URL('.', import.meta.url).pathname;
@@ -21,7 +21,6 @@ const POLL_MS = 2000;
 const store = new IndexedDbStore();
 /** @type {ChatSync|null} */
 let current = null;
-let generating = false;
 let intercepting = false;
 let replacing = false;
 /** @type {Record<string, string>} */
@@ -69,13 +68,23 @@ function chatTitle() {
     return String(chatId ?? 'Chat');
 }
 
+/** SillyTavern is writing a reply (it marks the page from the moment a send starts until the reply is saved). */
+function isGenerating() {
+    return document.body.dataset.generating === 'true';
+}
+
 /** @type {import('./lib/sync.js').Host} */
 const host = {
+    owns(key) {
+        return clientKey() === key;
+    },
     snapshot() {
         const c = ctx();
         return { messages: c.chat, metadata: c.chatMetadata ?? {} };
     },
     async replace(state) {
+        // Not reloadCurrentChat: it empties the chat array for a while and closes an open editor. The array is
+        // replaced in one step, saved, and the messages drawn again.
         const c = ctx();
         replacing = true;
         try {
@@ -83,19 +92,21 @@ const host = {
             for (const key of Object.keys(c.chatMetadata)) delete c.chatMetadata[key];
             Object.assign(c.chatMetadata, state.metadata);
             await c.saveChat();
-            await c.reloadCurrentChat();
+            document.getElementById('chat')?.replaceChildren();
+            await c.printMessages();
         } finally {
             replacing = false;
         }
+        drawCards();
     },
     busy() {
         // Mid-reply the last message still changes (the interceptor, before the reply, may send the pending
-        // message); while a chat loads or is replaced the array is not the chat.
-        return (generating && !intercepting) || replacing || current === null || clientKey() !== current.clientKey || (ctx().chat.length === 0 && (current.base?.messages.length ?? 0) > 0);
+        // message); while the chat is replaced it is not to be read.
+        return (isGenerating() && !intercepting) || replacing;
     },
     canReplace() {
-        // Swapping the chat under a generation being prepared would break it: merges wait for the reply.
-        return !generating && !intercepting;
+        // Swapping the chat under a reply being prepared, or under a message being edited, would lose it.
+        return !isGenerating() && !intercepting && !replacing && !document.getElementById('curEditTextarea');
     },
 };
 
@@ -122,13 +133,19 @@ async function refreshStory() {
             api().memoryCount(current.chatId),
             api().pipeline(current.chatId).catch(() => null),
         ]);
-        const url = `${api().serverUrl}/chats/${current.chatId}/`;
+        const url = new URL(`chats/${current.chatId}/`, `${api().serverUrl}/`);
         const progress = pipeline ? pipelineText(pipeline) : '';
-        element.innerHTML = `
-            <div>Memories: <b data-lorekeeper-memories>${memories}</b></div>
-            <div>Indexed for recall: ${chat.indexed_messages} of ${chat.total_messages} messages${chat.pending ? ` (${chat.pending} pending)` : ''}</div>
-            ${progress ? `<div>Extraction: ${progress}</div>` : ''}
-            <a href="${url}" target="_blank" rel="noopener">Open in Lorekeeper</a>`;
+        const lines = [
+            `Memories: ${Number(memories)}`,
+            `Indexed for recall: ${Number(chat.indexed_messages)} of ${Number(chat.total_messages)} messages${chat.pending ? ` (${Number(chat.pending)} pending)` : ''}`,
+            progress ? `Extraction: ${progress}` : '',
+        ].filter(Boolean);
+        element.replaceChildren(
+            ...lines.map((text) => Object.assign(document.createElement('div'), { textContent: text })),
+        );
+        if (url.protocol === 'http:' || url.protocol === 'https:') {
+            element.append(Object.assign(document.createElement('a'), { href: url.href, target: '_blank', rel: 'noopener', textContent: 'Open in Lorekeeper' }));
+        }
     } catch (error) {
         element.textContent = `Story panel unavailable: ${error instanceof Error ? error.message : error}`;
     }
@@ -158,19 +175,29 @@ async function bindOpenChat() {
         refreshStory();
         return;
     }
-    const sync = new ChatSync({ api: api(), store, host, clientKey: key, title: chatTitle(), onStatus: showStatus });
+    /** @type {ChatSync} */
+    const sync = new ChatSync({
+        api: api(),
+        store,
+        host,
+        clientKey: key,
+        title: chatTitle(),
+        onStatus: (status) => current === sync && showStatus(status),
+    });
     current = sync;
+    macroValues = {};
     showStatus({ state: 'binding', message: 'Linking this chat with Lorekeeper…' });
     try {
         await sync.bind();
         if (current !== sync) return;
+        preloadMacros(sync);
         await sync.flush();
         outageToastShown = false;
     } catch (error) {
-        if (current !== sync) return;
+        if (current !== sync || error instanceof Superseded) return;
         if (error instanceof LorekeeperError && error.offline) {
             showStatus({ state: 'offline', message: `Offline: ${error.message} Retrying…` });
-            setTimeout(() => current === sync && sync.chatId === null && bindOpenChat(), 5000);
+            setTimeout(() => current === sync && sync.base === null && bindOpenChat(), 5000);
         } else {
             showStatus({ state: 'error', message: `Could not link this chat: ${error instanceof Error ? error.message : error}` });
         }
@@ -220,37 +247,39 @@ async function interceptor(chat, _contextSize, _abort, type) {
     const c = ctx();
     /** @type {{message?: string, character?: string}} */
     const body = {};
-    // A regeneration or a swipe sends no message: the turn's stored recall is used.
-    if (type !== 'regenerate' && type !== 'swipe' && type !== 'continue') {
-        const pending = [...chat].reverse().find((m) => m.is_user && !m.is_system);
-        if (pending) body.message = pending.mes;
-    }
+    // The pending message as SillyTavern stores it (the interceptor's copies may carry prompt-only changes), and
+    // only when it is the chat's last: a regeneration, a swipe, a continuation or a group's next speaker sends none,
+    // so the turn's stored recall is used.
+    const last = c.chat[c.chat.length - 1];
+    if (!['regenerate', 'swipe', 'continue'].includes(type) && last?.is_user && !last.is_system) body.message = last.mes;
     if (c.groupId && c.name2) body.character = c.name2;
     try {
         intercepting = true; // before the reply starts: the pending message may go now
         try {
             await withTimeout(sync.flush(), deadline - performance.now());
-        } catch (error) {
-            // Another device wrote: the merge waits for the reply, and the context is built from what Lorekeeper has.
-            if (!(error instanceof MergeDeferred)) throw error;
+        } catch {
+            // Not sent (offline, another device wrote first, time-out): the context is built from what Lorekeeper has.
         } finally {
             intercepting = false;
         }
+        if (current !== sync) {
+            clearSlots();
+            return;
+        }
         const answer = await api().context(sync.chatId, body, Math.max(1, deadline - performance.now()));
+        if (current !== sync || !host.owns(sync.clientKey)) {
+            clearSlots(); // another chat was opened meanwhile: this answer is not its memory
+            return;
+        }
         for (const prompt of answer.sillytavern ?? []) {
             c.setExtensionPrompt(prompt.key, prompt.value ?? '', prompt.position, prompt.depth, Boolean(prompt.scan), prompt.role);
         }
         macroValues = answer.macros ?? {};
         const recall = answer.recall;
         if (recall?.stored && recall.bme_recall && Number.isInteger(recall.message_index)) {
-            const index = recall.message_index;
-            if (c.chat[index]) {
-                const updated = withRecall(c.chat[index], recall.bme_recall);
-                c.chat[index].extra = updated.extra;
-                if (updated.swipe_info) c.chat[index].swipe_info = updated.swipe_info;
-            }
-            sync.acknowledgeRecall(index, recall.bme_recall, answer.integrity);
-            c.saveChat?.();
+            putRecall(recall.message_index, recall.bme_recall);
+            sync.acknowledgeRecall(recall.message_index, recall.bme_recall, answer.integrity);
+            ctx().saveChat?.();
         }
         outageToastShown = false;
         setTimeout(drawCards, 0);
@@ -261,6 +290,34 @@ async function interceptor(chat, _contextSize, _abort, type) {
             const reason = error instanceof Error ? error.message : String(error);
             globalThis.toastr?.warning(`${reason} This reply is generated without memory.`, 'Lorekeeper');
         }
+    }
+}
+
+/**
+ * Write a recall record into SillyTavern's message as Lorekeeper wrote it into its own.
+ * @param {number} index
+ * @param {any} record null removes it
+ */
+function putRecall(index, record) {
+    const message = ctx().chat[index];
+    if (!message) return;
+    const updated = withRecall(message, record);
+    message.extra = updated.extra;
+    if (updated.swipe_info) message.swipe_info = updated.swipe_info;
+}
+
+/**
+ * The macros of the last context built for the chat, so cards and templates that use them have the chat's memory
+ * from the first reply after a page load. (SillyTavern fills card fields before the interceptor runs: a card's
+ * macro shows the context built for the previous reply.)
+ * @param {ChatSync} sync
+ */
+async function preloadMacros(sync) {
+    try {
+        const last = await api().lastContext(/** @type {number} */ (sync.chatId));
+        if (current === sync && !Object.keys(macroValues).length) macroValues = last.macros ?? {};
+    } catch {
+        // Nothing built yet, or offline: the first reply's context fills them.
     }
 }
 
@@ -287,14 +344,10 @@ async function recallAction(index, call) {
     if (!sync?.chatId) throw new Error('This chat is not linked with Lorekeeper.');
     await sync.flush();
     const answer = await call(sync.chatId, /** @type {string} */ (sync.integrity));
-    const c = ctx();
-    if (c.chat[index]) {
-        const updated = withRecall(c.chat[index], answer.recall ?? null);
-        c.chat[index].extra = updated.extra;
-        if (updated.swipe_info) c.chat[index].swipe_info = updated.swipe_info;
-    }
+    if (current !== sync || !host.owns(sync.clientKey)) return; // another chat is open now: Lorekeeper has it
+    putRecall(index, answer.recall ?? null);
     sync.acknowledgeRecall(index, answer.recall ?? null, answer.integrity);
-    await c.saveChat();
+    await ctx().saveChat();
     drawCards();
 }
 
@@ -361,7 +414,7 @@ async function addPanel() {
 globalThis.lorekeeperGenerateInterceptor = interceptor;
 /** What the extension is doing, for a person debugging in the console and for the end-to-end tests. */
 globalThis.lorekeeperState = () => ({
-    generating,
+    generating: isGenerating(),
     intercepting,
     replacing,
     chatId: current?.chatId ?? null,
@@ -386,11 +439,7 @@ globalThis.lorekeeperState = () => ({
         }
         bindOpenChat();
     });
-    c.eventSource.on(events.GENERATION_STARTED, (/** @type {string} */ _type, /** @type {any} */ _options, /** @type {boolean} */ dryRun) => {
-        if (!dryRun) generating = true;
-    });
     const ended = () => {
-        generating = false;
         changed();
         setTimeout(drawCards, 0);
         if (document.getElementById('lorekeeper_story')?.offsetParent) setTimeout(refreshStory, 1000);

@@ -284,3 +284,30 @@ def test_a_second_browser_writing_the_same_chat_loses_nothing(st, st_open, llm_s
     texts = [m["mes"] for m in live_chat(first)]
     assert texts.index("Written in the second browser.") < texts.index("Written in the first browser.")
     assert len(texts) == 5
+
+
+def test_switching_chats_keeps_each_lorekeeper_chat_its_own(st, st_open, llm_server, lorekeeper):
+    llm_server.default.content = "A reply."
+    st.add_character("Mira", first_mes="Welcome back.")
+    st.add_character("Tobin", first_mes="Ahoy.")
+    page = st_open(extension=lorekeeper.extension_settings(inject=False))
+    open_character(page, "Mira")
+    send_message(page, "Written to Mira.")
+    wait_until(lambda: status(page) == "synced" and Chat.objects.filter(user=lorekeeper.user).count() == 1)
+    mira_file = file_lines(st, page)
+    open_character(page, "Tobin")
+    send_message(page, "Written to Tobin.")
+    save(page)
+
+    def both():
+        chats = {c.client_key.split(":")[2]: c for c in Chat.objects.filter(user=lorekeeper.user)}
+        if set(chats) != {"Mira.png", "Tobin.png"} or status(page) != "synced":
+            return False
+        export = {key: exported(chat) for key, chat in chats.items()}
+        return export["Mira.png"] == mira_file and export["Tobin.png"] == file_lines(st, page)
+
+    wait_until(both, timeout=SYNC_TIMEOUT, message="each chat mirrored in its own Lorekeeper chat")
+
+
+def exported(chat) -> list:
+    return [json.loads(line) for line in b"".join(chat_export_lines(chat=chat, for_sillytavern=True)).split(b"\n")]

@@ -68,6 +68,7 @@ export class Api {
         const controller = new AbortController();
         const timer = setTimeout(() => controller.abort(), timeoutMs ?? this.timeoutMs);
         let response;
+        let text;
         try {
             response = await this.fetch(`${this.serverUrl}/api/v1/${path}`, {
                 method,
@@ -76,6 +77,7 @@ export class Api {
                 signal: controller.signal,
                 credentials: 'omit',
             });
+            text = await response.text(); // within the time-out too: a stalled body counts as no answer
         } catch (error) {
             const timedOut = controller.signal.aborted;
             throw new LorekeeperError(timedOut ? 'Lorekeeper did not answer in time.' : 'Lorekeeper is unreachable.', {
@@ -84,7 +86,6 @@ export class Api {
         } finally {
             clearTimeout(timer);
         }
-        const text = await response.text();
         let parsed = null;
         try {
             parsed = text ? JSON.parse(text) : null;
@@ -205,6 +206,11 @@ export class Api {
     async context(chatId, body, timeoutMs) {
         // mirror: the extension writes the kept recall into SillyTavern's chat too, so exports keep its slug.
         return (await this.request('POST', `chats/${chatId}/context?mirror=true`, { body, timeoutMs })).body;
+    }
+
+    /** The last context built for the chat (its macros, for a page just loaded). @param {number} chatId */
+    async lastContext(chatId) {
+        return (await this.request('GET', `chats/${chatId}/context`)).body;
     }
 
     /** @param {number} chatId @param {number} index */

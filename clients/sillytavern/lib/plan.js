@@ -272,8 +272,16 @@ export function mergeStates(base, local, remote) {
     const done = (messages, clean = true) => ({ merged: { messages, metadata }, clean: clean && !meta.conflict });
     if (localSame) return done(remote.messages.map(toJson));
     if (remoteSame) return done(local.messages.map(toJson));
-    const localPart = local.messages.slice(l.start, l.afterEnd);
+    // Both made the same change (a device that had already sent its change, and read it back): once, not twice.
+    if (jsonEqual(local.messages, remote.messages)) return done(remote.messages.map(toJson));
+    let localPart = local.messages.slice(l.start, l.afterEnd);
     const remotePart = remote.messages.slice(r.start, r.afterEnd);
+    if (l.start === r.start && l.beforeEnd === l.start && r.beforeEnd === r.start) {
+        // Both inserted at one place: what both inserted first is one change; the rest of each follows.
+        let shared = 0;
+        while (shared < localPart.length && shared < remotePart.length && jsonEqual(localPart[shared], remotePart[shared])) shared++;
+        localPart = localPart.slice(shared);
+    }
     // Remote first when both insert at one place: it reached Lorekeeper first.
     if (r.beforeEnd <= l.start) {
         return done(

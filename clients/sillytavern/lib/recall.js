@@ -99,6 +99,9 @@ export function renderRecallCards(chat, doc, actions) {
  * @param {CardActions} actions
  */
 function wire(card, index, actions) {
+    // Deleting an earlier message renumbers the messages on screen without drawing them again: the message a
+    // button acts on is read when it is pressed.
+    const at = () => Number(card.closest('.mes')?.getAttribute('mesid') ?? index);
     const $ = (/** @type {string} */ selector) => /** @type {HTMLElement} */ (card.querySelector(selector));
     const error = $('.lorekeeper-recall-error');
     /** @param {() => Promise<void>} action */
@@ -123,10 +126,10 @@ function wire(card, index, actions) {
         $('.lorekeeper-recall-text').hidden = false;
     });
     $('.lorekeeper-recall-save').addEventListener('click', () =>
-        run(() => actions.edit(index, /** @type {HTMLTextAreaElement} */ ($('.lorekeeper-recall-input')).value)),
+        run(() => actions.edit(at(), /** @type {HTMLTextAreaElement} */ ($('.lorekeeper-recall-input')).value)),
     );
-    $('.lorekeeper-recall-delete').addEventListener('click', () => run(() => actions.remove(index)));
-    $('.lorekeeper-recall-rerun').addEventListener('click', () => run(() => actions.rerun(index)));
+    $('.lorekeeper-recall-delete').addEventListener('click', () => run(() => actions.remove(at())));
+    $('.lorekeeper-recall-rerun').addEventListener('click', () => run(() => actions.rerun(at())));
     for (const node of card.querySelectorAll('.lorekeeper-node-label')) {
         node.addEventListener('click', () => {
             const details = /** @type {HTMLElement} */ (node.parentElement?.querySelector('.lorekeeper-node-details'));

@@ -21,6 +21,8 @@ import { applyWrite, applyWrites, mergeStates, planWrites } from './plan.js';
  * @typedef {object} Host
  * @property {() => ChatState} snapshot the live chat (not copied: read it, do not keep it)
  * @property {(state: ChatState) => Promise<void>} replace put a merged chat into SillyTavern and save it
+ * @property {(clientKey: string) => boolean} [owns] whether the chat open now is the one with this key (a sync
+ *   whose chat is no longer open must neither read nor write SillyTavern's chat)
  * @property {() => boolean} [busy] true while a reply is being generated (the last message is still changing)
  * @property {() => boolean} [canReplace] false while the chat must not be swapped under SillyTavern (a reply is
  *   being prepared); a merge then waits until it is true
@@ -36,6 +38,12 @@ import { applyWrite, applyWrites, mergeStates, planWrites } from './plan.js';
 /** A merge that must wait until SillyTavern's chat may be replaced (after the reply being prepared). */
 export class MergeDeferred extends Error {}
 
+/** This sync's chat is no longer the open one (or the sync was closed): it stops, touching nothing. */
+export class Superseded extends Error {}
+
+/** SillyTavern's chat cannot be read just now (a reply is being written, the chat is loading): try again soon. */
+export class NotNow extends Error {}
+
 const RETRY_MIN_MS = 1000;
 const RETRY_MAX_MS = 30000;
 
@@ -46,6 +54,21 @@ const RETRY_MAX_MS = 30000;
 export function toJsonl(state) {
     const header = { chat_metadata: toJson(state.metadata ?? {}), user_name: 'unused', character_name: 'unused' };
     return [header, ...state.messages].map((line) => JSON.stringify(line)).join('\n');
+}
+
+/**
+ * What two versions of a chat that share no known history certainly had in common: the messages both begin with,
+ * and Lorekeeper's metadata (so SillyTavern's metadata wins where they differ).
+ * @param {ChatState} live
+ * @param {ChatState} remote
+ * @returns {ChatState}
+ */
+export function commonStart(live, remote) {
+    let shared = 0;
+    while (shared < live.messages.length && shared < remote.messages.length && jsonEqual(live.messages[shared], remote.messages[shared])) {
+        shared++;
+    }
+    return { messages: remote.messages.slice(0, shared), metadata: remote.metadata ?? {} };
 }
 
 /** @param {ChatState} state @returns {ChatState} */
@@ -91,6 +114,10 @@ export class ChatSync {
         this.status = { state: 'binding', pending: 0, message: 'Connecting to Lorekeeper…' };
         /** Conflicts resolved, for the panel and the tests. */
         this.conflicts = 0;
+        /** No retry before this time (ms since the epoch): the back-off, or the server's Retry-After. */
+        this.notBefore = 0;
+        /** A refusal neither a merge nor sending the whole chat could fix: nothing more until a new sync. */
+        this.failed = false;
     }
 
     /**
@@ -102,17 +129,37 @@ export class ChatSync {
         this.onStatus(this.status);
     }
 
+    /** Stop here when this sync's chat is no longer the open one (checked after every wait). */
+    check() {
+        if (this.closed || (this.host.owns && !this.host.owns(this.clientKey))) throw new Superseded('not the open chat');
+    }
+
+    /**
+     * SillyTavern's chat, when it is this sync's and can be read: Superseded when another chat is open, NotNow while
+     * a reply is being written or the chat is (re)loading (SillyTavern empties the array first).
+     * @returns {ChatState}
+     */
+    live() {
+        this.check();
+        if (this.host.busy?.()) throw new NotNow('a reply is being written');
+        const state = this.host.snapshot();
+        if (state.messages.length === 0 && (this.base?.messages.length ?? 0) > 0) throw new NotNow('the chat is loading');
+        return state;
+    }
+
     /** Find the Lorekeeper chat (or import this one once) and load what was last synced. */
     async bind() {
         const found = await this.api.findChat(this.clientKey);
+        this.check();
         if (!found) {
-            const live = copyState(this.host.snapshot());
+            const live = copyState(this.live());
             const answer = await this.api.importChat({
                 jsonl: toJsonl(live),
                 clientKey: this.clientKey,
                 title: this.title,
                 idempotencyKey: newKey(),
             });
+            this.check();
             this.chatId = answer.id;
             this.integrity = answer.integrity;
             this.base = live;
@@ -120,8 +167,9 @@ export class ChatSync {
             await this.persist();
             return;
         }
-        this.chatId = found.id;
         const stored = await this.store.get(this.clientKey);
+        this.check();
+        this.chatId = found.id;
         if (stored && stored.chatId === found.id) {
             this.base = stored.base;
             this.integrity = stored.integrity;
@@ -160,7 +208,8 @@ export class ChatSync {
 
     /** Something may have changed: sync soon (several changes in a row go together). */
     schedule(delayMs = 250) {
-        if (this.closed) return;
+        if (this.closed || this.failed) return;
+        delayMs = Math.max(delayMs, this.notBefore - Date.now());
         if (this.timer) clearTimeout(this.timer);
         this.timer = setTimeout(() => {
             this.timer = null;
@@ -191,17 +240,13 @@ export class ChatSync {
     }
 
     async syncOnce() {
-        if (this.closed || this.chatId === null || !this.base) return;
-        if (this.host.busy?.()) {
-            this.schedule(1000);
-            return;
-        }
+        if (this.closed || this.failed || this.chatId === null || !this.base) return;
         try {
             if (this.stale) await this.reconcile(this.base);
             let previous = '';
             for (let rounds = 0; rounds < 50 && !this.closed; rounds++) {
                 if (!this.queue.length) {
-                    const writes = planWrites(this.base, this.host.snapshot());
+                    const writes = planWrites(/** @type {ChatState} */ (this.base), this.live());
                     if (!writes.length) break;
                     // The same writes again right after they were acknowledged: something in the live chat does not
                     // survive as JSON. Stop rather than send them forever.
@@ -210,15 +255,24 @@ export class ChatSync {
                     previous = planned;
                     this.queue.push(...writes.map((write) => ({ write, key: newKey() })));
                     await this.persist();
+                    this.check();
                 }
                 this.setStatus('pending', `${this.queue.length} change(s) to send`);
                 const conflicts = this.conflicts;
                 await this.sendHead();
+                this.check();
                 if (this.conflicts !== conflicts) previous = ''; // merged: planning the same again is right
             }
+            await this.persist();
             this.retryMs = RETRY_MIN_MS;
+            this.notBefore = 0;
             this.setStatus('synced', 'Synced');
         } catch (error) {
+            if (error instanceof Superseded) return;
+            if (error instanceof NotNow) {
+                this.schedule(1000);
+                return;
+            }
             if (error instanceof MergeDeferred) {
                 this.setStatus('conflict', 'Another device changed this chat: merging once the reply is done');
                 this.schedule(1000);
@@ -231,16 +285,42 @@ export class ChatSync {
             }
             if (error.offline) {
                 this.setStatus('offline', `Offline: ${this.queue.length} change(s) wait (${error.message})`);
-                this.schedule(Math.max(this.retryMs, (error.retryAfter || 0) * 1000));
+                this.notBefore = Date.now() + Math.max(this.retryMs, (error.retryAfter || 0) * 1000);
                 this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
-            } else {
-                // A refusal the merge cannot fix: put the whole live chat over Lorekeeper's, which keeps its own as a
-                // revision, so the two agree again and nothing is lost.
-                this.setStatus('error', `Lorekeeper refused a change (${error.message}); sending the whole chat.`);
-                await this.overwrite();
-                this.setStatus('synced', 'Synced (the whole chat was sent again)');
+                this.schedule();
+                throw error;
             }
+            await this.refused(error);
             throw error;
+        }
+    }
+
+    /**
+     * Lorekeeper refused a write in a way no merge fixes. A missing chat or a refused token stops the sync (the panel
+     * says why); anything else is mended once by sending the whole chat, which Lorekeeper keeps the old version of.
+     * @param {LorekeeperError} error
+     */
+    async refused(error) {
+        if (error.status === 401 || error.status === 403) {
+            this.failed = true;
+            this.setStatus('error', 'Lorekeeper refused the token: check it, then press Test connection.');
+            return;
+        }
+        if (error.status === 404) {
+            this.failed = true;
+            await this.store.delete(this.clientKey);
+            this.setStatus('error', 'This chat is gone from Lorekeeper: press Test connection to link it again.');
+            return;
+        }
+        this.setStatus('error', `Lorekeeper refused a change (${error.message}); sending the whole chat.`);
+        try {
+            await this.overwrite();
+            this.setStatus('synced', 'Synced (the whole chat was sent again)');
+        } catch (again) {
+            if (again instanceof LorekeeperError && again.offline) throw again;
+            this.failed = true;
+            const reason = again instanceof Error ? again.message : String(again);
+            this.setStatus('error', `Lorekeeper refused this chat (${reason}); sync is stopped until it changes.`);
         }
     }
 
@@ -251,7 +331,8 @@ export class ChatSync {
             this.base = applyWrite(/** @type {ChatState} */ (this.base), head.write);
             this.integrity = integrity;
             this.queue.shift();
-            await this.persist();
+            // Not saved here: a write acknowledged but still in the stored queue is sent again with its
+            // Idempotency-Key after a reload, and answers as it did.
         } catch (error) {
             if (error instanceof LorekeeperError && error.isConflict) {
                 this.setStatus('conflict', 'Another device changed this chat: merging…');
@@ -272,10 +353,11 @@ export class ChatSync {
     async reconcile(common) {
         const remote = await this.api.readChat(/** @type {number} */ (this.chatId));
         const remoteState = { messages: remote.messages, metadata: remote.metadata ?? {} };
-        const live = this.host.snapshot();
-        let merged = copyState(live);
-        let clean = true;
-        if (common) ({ merged, clean } = mergeStates(common, live, remoteState));
+        // From here to the replace nothing waits: the chat read is the chat merged and replaced.
+        const live = this.live();
+        // No state in common known (this device never synced the chat): what both begin with is.
+        const ancestor = common ?? commonStart(live, remoteState);
+        const { merged, clean } = mergeStates(ancestor, live, remoteState);
         this.stale = false;
         if (!clean) {
             // Both changed the same messages: SillyTavern's chat wins and Lorekeeper keeps its version as a revision.
@@ -289,6 +371,7 @@ export class ChatSync {
                 throw new MergeDeferred('the merge waits for the reply');
             }
             await this.host.replace(merged);
+            this.check();
         }
         this.base = remoteState;
         this.integrity = remote.integrity;
@@ -298,13 +381,14 @@ export class ChatSync {
 
     /** Put the whole live chat over Lorekeeper's (its import's update mode keeps the replaced chat as a revision). */
     async overwrite() {
-        const live = copyState(this.host.snapshot());
+        const live = copyState(this.live());
         const answer = await this.api.importChat({
             jsonl: toJsonl(live),
             clientKey: this.clientKey,
             chatId: /** @type {number} */ (this.chatId),
             idempotencyKey: newKey(),
         });
+        this.check();
         this.base = live;
         this.integrity = answer.integrity;
         this.queue = [];

@@ -479,3 +479,29 @@ test('Date objects in the live chat compare and travel as the ISO strings SillyT
     assert.deepEqual(applyWrites(base, writes), live);
     assert.ok(JSON.stringify(writes).includes('2026-11-22T22:00:00.000Z'));
 });
+
+test('a change both sides made is merged once, not twice', () => {
+    const m = (text) => ({ name: 'User', is_user: true, mes: text, send_date: text });
+    const base = { messages: [m('a'), m('b')], metadata: {} };
+    const both = { messages: [m('a'), m('b'), m('M'), m('R')], metadata: {} };
+    assert.deepEqual(mergeStates(base, both, both), { merged: both, clean: true });
+    const local = { messages: [m('a'), m('b'), m('M'), m('R'), m('X')], metadata: {} };
+    const remote = { messages: [m('a'), m('b'), m('M'), m('R'), m('Y')], metadata: {} };
+    const { merged, clean } = mergeStates(base, local, remote);
+    assert.equal(clean, true);
+    assert.deepEqual(merged.messages.map((x) => x.mes), ['a', 'b', 'M', 'R', 'Y', 'X']);
+});
+
+test('a device that never synced, holding an older copy, takes the newer messages instead of deleting them', async () => {
+    const { commonStart } = await import('../lib/sync.js');
+    const m = (text) => ({ name: 'User', is_user: true, mes: text, send_date: text });
+    const older = { messages: ['a', 'b', 'c'].map(m), metadata: { integrity: 's' } };
+    const server = { messages: ['a', 'b', 'c', 'd', 'e'].map(m), metadata: { integrity: 's' } };
+    const behind = mergeStates(commonStart(older, server), older, server);
+    assert.deepEqual(behind, { merged: server, clean: true });
+    const diverged = { messages: ['a', 'b', 'x'].map(m), metadata: { integrity: 's', note: 1 } };
+    const both = mergeStates(commonStart(diverged, server), diverged, server);
+    assert.equal(both.clean, true);
+    assert.deepEqual(both.merged.messages.map((x) => x.mes), ['a', 'b', 'c', 'd', 'e', 'x']);
+    assert.deepEqual(both.merged.metadata, { integrity: 's', note: 1 });
+});

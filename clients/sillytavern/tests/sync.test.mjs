@@ -461,3 +461,33 @@ describe('ChatSync property', () => {
         }
     });
 });
+
+describe('ChatSync and a chat switch', () => {
+    syncTest('a sync whose chat is no longer open neither reads nor writes SillyTavern or Lorekeeper', async () => {
+        const fake = new FakeLorekeeper();
+        const chat = gen(11).chat(6);
+        const { sync, host } = await device(fake, { state: chat });
+        const before = toJson(onlyChat(fake));
+        // Another chat is opened: SillyTavern's array now holds it (or nothing, while it loads).
+        let open = true;
+        host.owns = () => open;
+        open = false;
+        host.live = { messages: [], metadata: {} };
+        const writes = writesIn(fake).length;
+        await sync.flush();
+        sync.stale = true; // even a merge that was due
+        await sync.flush();
+        assert.equal(writesIn(fake).length, writes);
+        assert.deepEqual(toJson(onlyChat(fake)), before);
+        assert.equal(host.replaced, 0);
+    });
+
+    syncTest('a chat array emptied while it loads is not taken for a chat whose messages were all deleted', async () => {
+        const fake = new FakeLorekeeper();
+        const { sync, host } = await device(fake, { state: gen(12).chat(4) });
+        const before = toJson(onlyChat(fake));
+        host.live = { messages: [], metadata: host.live.metadata };
+        await sync.flush();
+        assert.deepEqual(toJson(onlyChat(fake)), before);
+    });
+});
