@@ -104,6 +104,16 @@ def test_an_edited_recall_is_kept_when_the_same_message_is_asked_again_until_re_
     assert recall_stored(last_user(chat))["injectionText"] == record["injectionText"]
 
 
+def test_an_edited_recall_of_a_message_of_several_lines_is_kept_when_it_is_asked_again(user, story, facts):
+    asked = "Tell me about\nthe lighthouse keeper's  old dog."
+    Message.objects.filter(chat=story, index=1).update(mes=asked)
+    context_build(user=user, chat=story, message=asked)
+    _, chat = recall_edit(chat=story, index=1, text="Biscuit is a grey lurcher.")
+    again = context_build(user=user, chat=chat, message=asked)
+    assert again.recall["source"] == "stored" and again.recall["edited"]
+    assert again.slots["smart_memory_triggered"]["text"] == "Biscuit is a grey lurcher."
+
+
 def test_deleting_a_recall_removes_it_from_the_message_and_its_swipe(user, story, facts):
     Message.objects.filter(chat=story, index=1).update(swipes=[ASK], swipe_id=0, swipe_info=[{"extra": {}}])
     context_build(user=user, chat=story, message=ASK)

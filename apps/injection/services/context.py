@@ -159,7 +159,8 @@ def context_build(
     triggered = Filled()
     record: dict[str, Any] | None = None
     if settings.enabled["triggered"] or settings.unified:
-        keep_edit = stored is not None and stored.get("manuallyEdited") and message == _normal(stored)
+        asked = " ".join((message or "").split())  # as recallInput is compared: line breaks and spacing aside
+        keep_edit = stored is not None and stored.get("manuallyEdited") and asked == _normal(stored)
         if message and not keep_edit:
             search = recalls.recall_search(
                 user=user,
