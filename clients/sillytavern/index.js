@@ -170,7 +170,14 @@ async function bindOpenChat() {
     const s = settings();
     const key = clientKey();
     if (!key || !s.sync || !api().configured) {
-        showStatus({ state: 'off', message: !api().configured ? 'Not connected: set the server URL and token.' : key ? 'Sync is off.' : 'No chat open.' });
+        const why = !api().configured
+            ? 'Not connected: set the server URL and token.'
+            : !key
+              ? 'No chat open.'
+              : s.inject
+                ? 'Sync is off, so no memory is injected either (Lorekeeper needs the chat).'
+                : 'Sync is off.';
+        showStatus({ state: 'off', message: why });
         clearSlots();
         refreshStory();
         return;
