@@ -11,15 +11,10 @@ import logging
 
 from celery import current_app, shared_task
 
+from apps.common.tasks import task_send
+
 log = logging.getLogger(__name__)
 JOBS_PER_RUN = 25  # then the chat's runner steps back behind other chats' work (an imported chat has hundreds)
-
-
-def _send(task, *args, countdown: float = 0) -> None:
-    try:
-        task.apply_async(args, retry=False, countdown=countdown or None)
-    except Exception as exc:  # noqa: BLE001 — broker trouble must not fail the caller; the sweep catches up
-        log.warning("could not enqueue %s%s (the sweep will catch up): %s", task.name, args, exc)
 
 
 def enqueue_plan(chat_id: int) -> None:
@@ -32,7 +27,7 @@ def enqueue_plan(chat_id: int) -> None:
 def enqueue_run(chat_id: int, countdown: float = 0) -> None:
     if countdown and current_app.conf.task_always_eager:
         return  # in-place execution cannot wait: the sweep (or the test) runs it when due
-    _send(run_chat, chat_id, countdown=countdown)
+    task_send(run_chat, chat_id, countdown=countdown)
 
 
 @shared_task(name="extraction.run_chat", acks_late=True, soft_time_limit=3600, time_limit=3700)
@@ -73,12 +68,11 @@ def model_test(test_id: int) -> str:
 
 
 def enqueue_model_test(test_id: int) -> None:
-    try:
-        model_test.apply_async((test_id,), retry=False)
-    except Exception as exc:  # noqa: BLE001
-        from apps.extraction.models import ModelTest
+    from apps.extraction.models import ModelTest
 
-        log.warning("could not enqueue model test %s: %s", test_id, exc)
+    def failed(exc: Exception) -> None:  # a test the broker never got would sit "queued" forever: say so on it
         ModelTest.objects.filter(pk=test_id, state=ModelTest.State.QUEUED).update(
             state=ModelTest.State.FAILED, error=f"could not reach the task queue: {exc}"
         )
+
+    task_send(model_test, test_id, on_failure=failed, catch_up="the test is marked failed")

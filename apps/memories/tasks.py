@@ -13,6 +13,7 @@ from celery.signals import worker_ready
 from django.db.models import F, Q
 
 from apps.chats.models import Chat
+from apps.common.tasks import task_send
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, deployment_config
 from apps.memories.models import EmbeddingSettings, Memory, MemoryScope
 from apps.memories.services.indexing import chat_index_refresh, memories_embed_run
@@ -20,22 +21,15 @@ from apps.memories.services.indexing import chat_index_refresh, memories_embed_r
 log = logging.getLogger(__name__)
 
 
-def _send(task, *args, countdown: float = 0) -> None:
-    try:
-        task.apply_async(args, retry=False, countdown=countdown)  # a hint: fail fast, the sweep repairs
-    except Exception as exc:  # noqa: BLE001 — broker trouble must not fail the write that asked
-        log.warning("could not enqueue %s%s (the sweep will catch up): %s", task.name, args, exc)
-
-
 def enqueue_index_chat(chat_id: int) -> None:
     # At once: a burst of writes to one chat coalesces without a wait, as the runs of one chat take turns (a
     # reconciliation finds the chat indexed at its integrity and returns) and one user's embedding is one run at a
     # time (the others leave it to the one running). See apps.memories.services.indexing.
-    _send(index_chat, chat_id)
+    task_send(index_chat, chat_id)
 
 
 def enqueue_embed_pending(user_id: int) -> None:
-    _send(embed_pending, user_id)
+    task_send(embed_pending, user_id)
 
 
 @shared_task(name="memories.index_chat", acks_late=True, soft_time_limit=1800, time_limit=1900)
@@ -110,17 +104,14 @@ def sweep() -> dict:
 
 
 def enqueue_lifecycle_job(job_id: int) -> None:
-    # Not through _send: a job the broker never got would sit "queued" forever; the tick re-finds due hierarchy
-    # work, and a failed enqueue is recorded on the job so the page shows it.
-    try:
-        lifecycle_job.apply_async((job_id,), retry=False)
-    except Exception as exc:  # noqa: BLE001
-        from apps.memories.models import LifecycleJob
+    from apps.memories.models import LifecycleJob
 
-        log.warning("could not enqueue lifecycle job %s: %s", job_id, exc)
+    def failed(exc: Exception) -> None:  # a job the broker never got would sit "queued" forever: the page shows it
         LifecycleJob.objects.filter(pk=job_id, state=LifecycleJob.State.QUEUED).update(
             state=LifecycleJob.State.FAILED, error=f"could not reach the task queue: {exc}"
         )
+
+    task_send(lifecycle_job, job_id, on_failure=failed, catch_up="the job is marked failed")
 
 
 @shared_task(name="memories.lifecycle_job", acks_late=True, soft_time_limit=3600, time_limit=3700)
@@ -141,7 +132,4 @@ def hierarchy_tick() -> int:
 @worker_ready.connect
 def _catch_up_at_start(sender=None, **kwargs) -> None:
     """Periods missed while no worker ran are built now, not at the next quarter hour."""
-    try:
-        hierarchy_tick.apply_async(countdown=5, retry=False)
-    except Exception as exc:  # noqa: BLE001
-        log.warning("hierarchy catch-up not queued: %s", exc)
+    task_send(hierarchy_tick, countdown=5, catch_up="the next quarter-hour tick builds them")

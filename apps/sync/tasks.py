@@ -2,6 +2,7 @@ import logging
 
 from celery import shared_task
 
+from apps.common.tasks import task_send
 from apps.sync.services.housekeeping import sync_records_prune
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,4 @@ def backups_due() -> list[int]:
 
 
 def enqueue_backup(backup_id: int) -> None:
-    try:
-        backup.apply_async((backup_id,), retry=False)
-    except Exception as exc:  # noqa: BLE001 — the job stays queued; the hourly check re-sends it
-        log.warning("could not enqueue backup %s (the hourly check will): %s", backup_id, exc)
+    task_send(backup, backup_id, catch_up="the job stays queued; the hourly check sends it again")
