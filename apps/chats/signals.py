@@ -1,6 +1,7 @@
 """What the chats app tells the apps built on it. They subscribe (in their AppConfig.ready); chats never imports them.
 
-Both signals are sent with `character`; each receiver answers a dict of counts, and the sender adds them up.
+The character signals are sent with `character`; each receiver answers a dict of counts, and the sender adds them
+up.
 """
 
 from django.dispatch import Signal
@@ -10,3 +11,7 @@ from django.dispatch import Signal
 character_deleting = Signal()
 # Before a person confirms the deletion: what it would take; answer {"own": n, "from_chats": k}.
 character_delete_preview = Signal()
+# A chat's messages or header were written (every write: chat_touch and the import), with `chat_id`, inside the
+# write's transaction. Receivers act once it commits (transaction.on_commit): the recall index follows the chat
+# (apps/memories/receivers.py) and the extraction pipeline wakes (apps/extraction/receivers.py).
+chat_written = Signal()

@@ -5,3 +5,6 @@ class ExtractionConfig(AppConfig):
     name = "apps.extraction"
     label = "extraction"
     verbose_name = "Extraction pipeline"
+
+    def ready(self) -> None:
+        from apps.extraction import receivers  # noqa: F401 — connects what the apps below ask of extraction

@@ -17,13 +17,6 @@ log = logging.getLogger(__name__)
 JOBS_PER_RUN = 25  # then the chat's runner steps back behind other chats' work (an imported chat has hundreds)
 
 
-def enqueue_plan(chat_id: int) -> None:
-    """The chat's messages changed: plan its tiers (called by the recall index after it reconciled the chat)."""
-    from apps.extraction.services.pipeline import pipeline_wake
-
-    pipeline_wake(chat_id=chat_id)
-
-
 def enqueue_run(chat_id: int, countdown: float = 0) -> None:
     if countdown and current_app.conf.task_always_eager:
         return  # in-place execution cannot wait: the sweep (or the test) runs it when due

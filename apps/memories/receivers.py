@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from django.dispatch import receiver
 
-from apps.chats.signals import character_delete_preview, character_deleting
+from apps.chats.signals import character_delete_preview, character_deleting, chat_written
 from apps.memories.selectors import character_memory_counts
 from apps.memories.services.characters import character_memories_release
+from apps.memories.services.indexing import chat_index_schedule
+
+
+@receiver(chat_written, dispatch_uid="memories.chat_written")
+def _follow_chat(sender, *, chat_id: int, **kwargs) -> None:
+    chat_index_schedule(chat_id=chat_id)
 
 
 @receiver(character_deleting, dispatch_uid="memories.character_deleting")

@@ -17,6 +17,7 @@ from apps.common.tasks import task_send
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, deployment_config
 from apps.memories.models import EmbeddingSettings, Memory, MemoryScope
 from apps.memories.services.indexing import chat_index_refresh, memories_embed_run
+from apps.memories.signals import chat_text_changed
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +44,9 @@ def index_chat(chat_id: int) -> dict:
     if counts is None:
         return {}
     if counts["created"] or counts["moved"] or counts["deleted"]:
-        # The chat's text changed: the extraction pipeline plans its tiers (before the embedding below, which
-        # it does not wait for). A hint: its sweep finds chats whose plan is behind.
-        from apps.extraction.tasks import enqueue_plan
-
-        enqueue_plan(chat_id)
+        # The chat's text changed: the apps above react (the extraction pipeline plans its tiers, before the
+        # embedding below, which it does not wait for). A hint: its sweep finds chats whose plan is behind.
+        chat_text_changed.send(sender=Chat, chat_id=chat_id)
     counts["embedded"] = _embed(user_id=chat.user_id, chat_id=chat_id)
     return counts
 

@@ -15,8 +15,8 @@ from psycopg.types.json import Jsonb
 from apps.chats.jsonl import HEADER_FIELDS, MESSAGE_FIELDS, is_header, iter_objects, join_fields, split_fields
 from apps.chats.models import Character, Chat, Message
 from apps.chats.services.characters import characters_for_names
+from apps.chats.signals import chat_written
 from apps.common.exceptions import ApplicationError
-from apps.memories.services.indexing import chat_index_schedule
 
 IMPORT_BATCH = 1000
 EXPORT_CHUNK = 500
@@ -53,7 +53,7 @@ def chat_lock(*, chat: Chat, integrity: uuid.UUID | None = None) -> Chat:
 
 def chat_touch(*, chat: Chat, fields: Iterable[str] = (), mirror: bool = False) -> Chat:
     """Record a write: a new integrity UUID, plus whichever other fields the caller changed. Once committed, the
-    recall index follows (apps.memories.services.indexing).
+    apps above follow (the chat_written signal: the recall index, the extraction pipeline).
 
     `mirror`: the write made the chat equal to a SillyTavern file (an import, a save, the extension's sync), so an
     export may keep the file's own chat_metadata.integrity (see chat_header)."""
@@ -63,7 +63,7 @@ def chat_touch(*, chat: Chat, fields: Iterable[str] = (), mirror: bool = False) 
         chat.mirrored_integrity = chat.integrity
         fields.append("mirrored_integrity")
     chat.save(update_fields=fields)
-    chat_index_schedule(chat_id=chat.pk)
+    chat_written.send(sender=Chat, chat_id=chat.pk)
     return chat
 
 
@@ -191,7 +191,7 @@ def chat_import(
     chat.integrity = uuid.uuid4()
     chat.mirrored_integrity = chat.integrity
     chat.save()
-    chat_index_schedule(chat_id=chat.pk)
+    chat_written.send(sender=Chat, chat_id=chat.pk)
     return chat
 
 

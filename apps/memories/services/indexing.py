@@ -56,14 +56,11 @@ def _lock_key(pk: int) -> int:
 
 
 def chat_index_schedule(*, chat_id: int) -> None:
-    """Bring the chat's message memories in step once the current transaction commits. The extraction pipeline is
-    woken at once too: it reads the messages, not this index, so new messages need not wait for the index's
-    debounce (the index wakes it again, durably, once it has noted what changed)."""
-    from apps.extraction.tasks import enqueue_run
+    """Bring the chat's message memories in step once the current transaction commits (on every chat write:
+    apps/memories/receivers.py)."""
     from apps.memories.tasks import enqueue_index_chat
 
     transaction.on_commit(lambda: enqueue_index_chat(chat_id))
-    transaction.on_commit(lambda: enqueue_run(chat_id))
 
 
 def parse_send_date(value) -> datetime | None:
