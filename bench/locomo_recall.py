@@ -1,14 +1,15 @@
 """LoCoMo retrieval with no LLM: the message recall layer and memory_search on the six development conversations.
 
-    .venv/bin/python bench/locomo_recall.py [--data ../shared/benchmarks/locomo/locomo-dev6.json] [--verbose]
+    .venv/bin/python bench/locomo_recall.py [--data locomo-dev6.json] [--verbose]
 
-Each conversation is imported as a SillyTavern chat (one message per turn, speaker as name, the session's date
-as send_date, a shared photo's caption appended to its turn as "[shares a photo: …]"), indexed by the same task the
-API triggers, and every question of categories 1–4 is asked through `memory_search` scoped to the chat. As
-../shared/benchmarks/locomo/README.md prescribes, results are walked in rank order collecting the distinct turns
-each was made from (`source_message_indices`) up to k turns; recall_any@k scores a hit when an evidence turn is
-among them, recall_all@k when all are. Runs in its own database (`lorekeeper_bench`) with the deployment's
-embedding settings (local all-MiniLM-L6-v2 unless LOREKEEPER_EMBEDDINGS_* say otherwise).
+Each conversation is imported as a SillyTavern chat (one message per turn, speaker as name, the session's date as
+send_date, a shared photo's caption appended to its turn as "[shares a photo: …]"), indexed by the same task the API
+triggers, and every question of categories 1–4 is asked through `memory_search` scoped to the chat. At a fixed budget
+of turns (so a result spanning many turns gains nothing), results are walked in rank order collecting the distinct
+turns each was made from (`source_message_indices`) up to k turns; recall_any@k scores a hit when an evidence turn is
+among them, recall_all@k when all are. The data's default place is shared/benchmarks/locomo/ beside the repository.
+Runs in its own database (`lorekeeper_bench`) with the deployment's embedding settings (local all-MiniLM-L6-v2 unless
+LOREKEEPER_EMBEDDINGS_* say otherwise).
 
 Target (issue 4): recall_any@10 over categories 1–4 above the published turn-retrieval 67.5.
 """

@@ -15,3 +15,6 @@ character_delete_preview = Signal()
 # write's transaction. Receivers act once it commits (transaction.on_commit): the recall index follows the chat
 # (apps/memories/receivers.py) and the extraction pipeline wakes (apps/extraction/receivers.py).
 chat_written = Signal()
+# Asked for a chat's progress in the apps above (sent with `chat` when its API answer is made): each receiver
+# answers a dict of counts the answer includes (the recall index: `indexed_messages`, `pending`).
+chat_progress = Signal()

@@ -1,4 +1,5 @@
-"""One place that turns domain errors into HTTP answers (STYLE.md: the validation boundary)."""
+"""One place that turns domain errors into HTTP answers. The validation boundary: a serializer checks a request's
+shape, a service raises ApplicationError for a domain rule, the database holds the invariants."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
@@ -27,3 +28,23 @@ class Synced(models.Model):
 
     class Meta:
         abstract = True
+
+
+class IdempotencyRecord(models.Model):
+    """The first successful answer to a write sent with an Idempotency-Key, replayed to retries of it
+    (apps/common/idempotency.py). Its table kept the name it had in the sync app."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    fingerprint = models.CharField(max_length=64, help_text="SHA-256 of method, path and body.")
+    status = models.PositiveSmallIntegerField()
+    body = models.JSONField(null=True)
+    headers = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "sync_idempotencyrecord"
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_unique_per_user")]
+
+    def __str__(self) -> str:
+        return self.key

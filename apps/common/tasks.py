@@ -5,9 +5,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from celery import shared_task
+from celery import current_app, shared_task
 
 log = logging.getLogger(__name__)
+
+
+def registered(name: str):
+    """The task registered under `name`. Outside a worker the apps' tasks modules are imported on first need
+    (Celery's autodiscovery runs when a worker starts, not in a web process)."""
+    if name not in current_app.tasks:
+        current_app.loader.import_default_modules()
+    return current_app.tasks[name]
 
 
 def task_send(
@@ -17,10 +25,13 @@ def task_send(
     on_failure: Callable[[Exception], None] | None = None,
     catch_up: str = "the periodic sweep will catch up",
 ) -> bool:
-    """Queue `task(*args)` without ever failing the caller: broker trouble is logged and answered False. The work
+    """Queue `task(*args)` without ever failing the caller: broker trouble is logged and answered False. `task` is a
+    task or its registered name (so services can send their app's tasks without importing its tasks module). The work
     is then only late, because each app keeps its work in PostgreSQL (the outbox) and a periodic task sends what
     did not get through; `catch_up` says which, for the log. `on_failure` records the failure where a person
     looks (a job shown as failed). No retry: fail fast, the caller is usually a request."""
+    if isinstance(task, str):
+        task = registered(task)
     try:
         task.apply_async(args, retry=False, countdown=countdown or None)
     except Exception as exc:  # noqa: BLE001 — whatever the broker raises, the caller's write stands

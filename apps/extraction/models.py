@@ -16,7 +16,7 @@ class AutoChoice(models.TextChoices):
 
 
 class ExtractionSettings(models.Model):
-    """How a user's chats are processed. Defaults follow Smart Memory's where it has one."""
+    """How a user's chats are processed. Defaults follow Smart Memory's (docs/GLOSSARY.md) where it has one."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="extraction_settings")
     enabled = models.BooleanField(default=True, help_text="Extract memories from chats in the background.")
@@ -186,7 +186,7 @@ class PipelineJob(models.Model):
 
 class Scene(models.Model):
     """A closed scene of a chat: messages [start_index, end_index), the break that ended it and why, and its
-    recap versions (message-data-persistence's scene_recap_versions / scene_recap_current_index). The current
+    recap versions (auto-recap's scene_recap_versions / scene_recap_current_index). The current
     version is also a `scene_recap` memory, linked to the memories extracted from the scene."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")

@@ -9,18 +9,12 @@ from __future__ import annotations
 
 import logging
 
-from celery import current_app, shared_task
+from celery import shared_task
 
-from apps.common.tasks import task_send
+from apps.extraction.services.queue import enqueue_run
 
 log = logging.getLogger(__name__)
 JOBS_PER_RUN = 25  # then the chat's runner steps back behind other chats' work (an imported chat has hundreds)
-
-
-def enqueue_run(chat_id: int, countdown: float = 0) -> None:
-    if countdown and current_app.conf.task_always_eager:
-        return  # in-place execution cannot wait: the sweep (or the test) runs it when due
-    task_send(run_chat, chat_id, countdown=countdown)
 
 
 @shared_task(name="extraction.run_chat", acks_late=True, soft_time_limit=3600, time_limit=3700)
@@ -58,14 +52,3 @@ def model_test(test_id: int) -> str:
 
     test = model_test_run(test_id=test_id)
     return test.state if test else "missing"
-
-
-def enqueue_model_test(test_id: int) -> None:
-    from apps.extraction.models import ModelTest
-
-    def failed(exc: Exception) -> None:  # a test the broker never got would sit "queued" forever: say so on it
-        ModelTest.objects.filter(pk=test_id, state=ModelTest.State.QUEUED).update(
-            state=ModelTest.State.FAILED, error=f"could not reach the task queue: {exc}"
-        )
-
-    task_send(model_test, test_id, on_failure=failed, catch_up="the test is marked failed")

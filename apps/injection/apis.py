@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
+from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import StorableInputSerializer
 from apps.injection.models import InjectionState
@@ -15,7 +16,6 @@ from apps.injection.services.context import context_build, recall_rerun
 from apps.injection.services.recall import recall_edit, recall_store, recall_stored
 from apps.injection.services.settings import SLOT, injection_settings_get
 from apps.sync.apis.common import MIRROR, mirrors_file
-from apps.sync.idempotency import idempotent
 
 
 class ContextInputSerializer(StorableInputSerializer):

@@ -1,7 +1,7 @@
 """What the context builder remembers per chat: its last build (the content cache that macros and unified mode
 read, and that a client can fetch again), the trim statistics of that build, and the running demand of each tier
 that auto-tune sizes budgets from. The recall of a turn is kept on the user message itself
-(`extra.bme_recall`), as ST-BME keeps it."""
+(`extra.bme_recall`), as ST-BME keeps it (docs/GLOSSARY.md, recall card)."""
 
 from django.conf import settings
 from django.db import models

@@ -9,11 +9,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.common.exceptions import ApplicationError
+from apps.common.idempotency import idempotent
 from apps.common.serializers import StorableInputSerializer, paginated
 from apps.llm import selectors
 from apps.llm.models import Call, Connection
 from apps.llm.services import connection_create, connection_delete, connection_test, connection_update
-from apps.sync.idempotency import idempotent
 
 
 class ConnectionOutputSerializer(serializers.ModelSerializer):

@@ -9,8 +9,8 @@ from apps.llm.profiles import detect_profile
 
 
 class Profile(models.TextChoices):
-    """Hardware profiles of the seed: A is a local, Ollama-class model (small context, one call at a time), B a
-    hosted one. The profile selects caps and dedup thresholds."""
+    """Hardware profiles (as Smart Memory has them, docs/GLOSSARY.md): A is a local, Ollama-class model (small context,
+    one call at a time), B a hosted one. The profile selects caps and dedup thresholds."""
 
     A = "A", "A · local (Ollama-class)"
     B = "B", "B · hosted"

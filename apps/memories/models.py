@@ -1,8 +1,8 @@
 """The memory store: what extraction writes, what search and injection read.
 
-A memory belongs to a user and either to a character (persistent across that character's chats) or to one chat
-(`chat` set: isolated to that conversation, as ST-BME keeps one graph per chat). Chat messages themselves are
-memories of kind `message`, one per message, so recall works before any LLM has extracted anything.
+A memory belongs to a user and either to a character (persistent across that character's chats) or to one chat (`chat`
+set: isolated to that conversation, as ST-BME keeps one graph per chat; docs/GLOSSARY.md, scope). Chat messages
+themselves are memories of kind `message`, one per message, so recall works before any LLM has extracted anything.
 
 Vectors of any dimension share the `embedding` column; `embedding_model` and `embedding_dim` say which space each
 lies in, and one HNSW index per common dimension (partial, on a cast of the column) serves KNN within a space. The
@@ -232,7 +232,8 @@ class EmbeddingSettings(models.Model):
 
 
 class MemoryScope(models.Model):
-    """The memory schema version of one character or one chat (seed section 09: versioned, never destructive)."""
+    """The memory schema version of one character or one chat: versioned, never destructive
+    (apps/memories/services/schema.py)."""
 
     character = models.OneToOneField(
         "chats.Character", null=True, blank=True, on_delete=models.CASCADE, related_name="memory_scope"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django.dispatch import receiver
 
-from apps.chats.signals import character_delete_preview, character_deleting, chat_written
+from apps.chats.signals import character_delete_preview, character_deleting, chat_progress, chat_written
 from apps.memories.selectors import character_memory_counts
 from apps.memories.services.characters import character_memories_release
-from apps.memories.services.indexing import chat_index_schedule
+from apps.memories.services.indexing import chat_index_progress, chat_index_schedule
 
 
 @receiver(chat_written, dispatch_uid="memories.chat_written")
@@ -24,3 +24,8 @@ def _release_character_memories(sender, *, character, delete_chat_memories: bool
 @receiver(character_delete_preview, dispatch_uid="memories.character_delete_preview")
 def _count_character_memories(sender, *, character, **kwargs) -> dict[str, int]:
     return character_memory_counts(character=character)
+
+
+@receiver(chat_progress, dispatch_uid="memories.chat_progress")
+def _chat_index_progress(sender, *, chat, **kwargs) -> dict[str, int]:
+    return chat_index_progress(chat=chat)

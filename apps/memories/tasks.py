@@ -17,20 +17,10 @@ from apps.common.tasks import task_send
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, deployment_config
 from apps.memories.models import EmbeddingSettings, Memory, MemoryScope
 from apps.memories.services.indexing import chat_index_refresh, memories_embed_run
+from apps.memories.services.queue import enqueue_embed_pending, enqueue_index_chat
 from apps.memories.signals import chat_text_changed
 
 log = logging.getLogger(__name__)
-
-
-def enqueue_index_chat(chat_id: int) -> None:
-    # At once: a burst of writes to one chat coalesces without a wait, as the runs of one chat take turns (a
-    # reconciliation finds the chat indexed at its integrity and returns) and one user's embedding is one run at a
-    # time (the others leave it to the one running). See apps.memories.services.indexing.
-    task_send(index_chat, chat_id)
-
-
-def enqueue_embed_pending(user_id: int) -> None:
-    task_send(embed_pending, user_id)
 
 
 @shared_task(name="memories.index_chat", acks_late=True, soft_time_limit=1800, time_limit=1900)
@@ -100,17 +90,6 @@ def sweep() -> dict:
 
 
 # --- lifecycle ----------------------------------------------------------------------------------------------------
-
-
-def enqueue_lifecycle_job(job_id: int) -> None:
-    from apps.memories.models import LifecycleJob
-
-    def failed(exc: Exception) -> None:  # a job the broker never got would sit "queued" forever: the page shows it
-        LifecycleJob.objects.filter(pk=job_id, state=LifecycleJob.State.QUEUED).update(
-            state=LifecycleJob.State.FAILED, error=f"could not reach the task queue: {exc}"
-        )
-
-    task_send(lifecycle_job, job_id, on_failure=failed, catch_up="the job is marked failed")
 
 
 @shared_task(name="memories.lifecycle_job", acks_late=True, soft_time_limit=3600, time_limit=3700)

@@ -3,7 +3,7 @@
 It keeps the integrity of each chat it writes, serialises its writes per chat, gathers bursts of edits into one
 patch (the debounce window, 1 s by default), sends every write with an Idempotency-Key (so a retry after a
 network error or a 503 never applies twice), and on a 409 integrity conflict re-reads the chat's state with `delta`
-and re-applies its pending change: the conflict loop of the seed.
+and re-applies its pending change: the conflict loop Luker asks of its clients (docs/GLOSSARY.md).
 
     client = SyncClient("http://127.0.0.1:8720", token="lk_…")
     chat = client.chat(42)

@@ -1,4 +1,4 @@
-"""Vector clocks (entity-core's src/sync/versioning.ts): `{instance key: counter}`, a missing key counting 0."""
+"""Vector clocks (entity-core's, docs/GLOSSARY.md): `{instance key: counter}`, a missing key counting 0."""
 
 from __future__ import annotations
 

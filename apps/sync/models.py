@@ -24,24 +24,6 @@ class SeenGeneration(models.Model):
         return self.generation_id
 
 
-class IdempotencyRecord(models.Model):
-    """The first successful answer to a write sent with an Idempotency-Key, replayed to retries of it."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(max_length=200)
-    fingerprint = models.CharField(max_length=64, help_text="SHA-256 of method, path and body.")
-    status = models.PositiveSmallIntegerField()
-    body = models.JSONField(null=True)
-    headers = models.JSONField(default=dict)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_unique_per_user")]
-
-    def __str__(self) -> str:
-        return self.key
-
-
 class ChatRevision(models.Model):
     """A chat as it was before a forced save replaced it: gzipped SillyTavern JSONL, restorable."""
 
@@ -81,8 +63,9 @@ class InstanceKind(models.TextChoices):
 
 
 class Instance(models.Model):
-    """A client of one user that keeps a local cache and syncs it (entity-core's embodiment): a browser on a
-    machine, a phone, a local companion app. `key` is the id the client names itself by in clocks and tags."""
+    """A client of one user that keeps a local cache and syncs it (entity-core's embodiment, docs/GLOSSARY.md): a
+    browser on a machine, a phone, a local companion app. `key` is the id the client names itself by in clocks and
+    tags."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sync_instances")
     key = models.CharField(max_length=64)

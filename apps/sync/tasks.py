@@ -2,7 +2,6 @@ import logging
 
 from celery import shared_task
 
-from apps.common.tasks import task_send
 from apps.sync.services.housekeeping import sync_records_prune
 
 log = logging.getLogger(__name__)
@@ -37,7 +36,3 @@ def backups_due() -> list[int]:
     from apps.sync.services.backups import backups_due as due
 
     return due()
-
-
-def enqueue_backup(backup_id: int) -> None:
-    task_send(backup, backup_id, catch_up="the job stays queued; the hourly check sends it again")

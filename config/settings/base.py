@@ -289,7 +289,8 @@ LOREKEEPER_EMBEDDINGS_THREADS = env.int("LOREKEEPER_EMBEDDINGS_THREADS", default
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-# Memory search (apps/memories/search/): the multi-signal score of entity-core, with text ranking fused in.
+# Memory search (apps/memories/search/): the multi-signal score of entity-core (docs/GLOSSARY.md), with text
+# ranking fused in.
 LOREKEEPER_SEARCH = {
     "weights": {
         "relevance": env.float("LOREKEEPER_SEARCH_W_RELEVANCE", default=0.8),
@@ -343,7 +344,7 @@ LOREKEEPER_LLM = {
 }
 
 # The memory lifecycle (apps/memories/services/lifecycle): dedup thresholds per hardware profile (cosine /
-# Jaccard word overlap, as the seed's Smart Memory sets them), confidence decay, consolidation and the hierarchy.
+# Jaccard word overlap, as Smart Memory sets them), confidence decay, consolidation and the hierarchy.
 LOREKEEPER_LIFECYCLE = {
     "thresholds": {
         "A": {

@@ -1,5 +1,5 @@
-"""The tiers' parsers: Smart Memory's line formats, read leniently (bullets, fences, case, missing importance) and
-strictly (a line not understood is returned as unparsed, never guessed)."""
+"""The tiers' parsers: Smart Memory's line formats (docs/GLOSSARY.md), read leniently (bullets, fences, case, missing
+importance) and strictly (a line not understood is returned as unparsed, never guessed)."""
 
 from apps.extraction.services import parsing
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS

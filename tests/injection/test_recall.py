@@ -1,5 +1,5 @@
-"""Triggered recall and persistent recall (ST-BME's `extra.bme_recall` on the user turn): the priority rules, what
-the record holds, and a person's edit, deletion and re-run."""
+"""Triggered recall and persistent recall (ST-BME's `extra.bme_recall` on the user turn, docs/GLOSSARY.md): the
+priority rules, what the record holds, and a person's edit, deletion and re-run."""
 
 import pytest
 
@@ -10,7 +10,7 @@ from apps.injection.services.recall import recall_edit, recall_store, recall_sto
 from apps.injection.services.settings import injection_settings_save
 from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
 from apps.sync.services.settings import settings_get
-from tests.injection.conftest import ASK, DOG, say
+from tests.injection.helpers import ASK, DOG, say
 
 pytestmark = pytest.mark.django_db
 

@@ -159,7 +159,8 @@ def test_a_day_that_already_has_a_daily_from_the_api_is_not_summarised_again(
 
 
 def test_a_week_is_made_from_every_instances_daily_of_its_days(user, character, said, model, scripted):
-    """Each instance owns its daily memory of a day (entity-core's YYYY-MM-DD_instance): the week reads them all."""
+    """Each instance owns its daily memory of a day (entity-core's YYYY-MM-DD_instance, docs/GLOSSARY.md): the week
+    reads them all."""
     from tests.sync.instances import change, push
 
     said(datetime(2026, 11, 20, 12, tzinfo=UTC), "Friday.")

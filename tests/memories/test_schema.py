@@ -1,5 +1,5 @@
-"""The memory schema registry (seed section 09): versioned steps per chat and per character, applied in order,
-each once, never destructive."""
+"""The memory schema registry (apps/memories/services/schema.py): versioned steps per chat and per character, applied
+in order, each once, never destructive."""
 
 import pytest
 

@@ -1,6 +1,6 @@
-"""Importing what SillyTavern memory extensions leave in a chat: ST-BME's legacy graph, Smart Memory's chat state
-(and its long-term tier from settings.json), auto-recap's per-message summaries and scene recaps. The chat is
-never changed, a second import adds nothing, and a chat keeps one summary.
+"""Importing what SillyTavern memory extensions (docs/GLOSSARY.md) leave in a chat: ST-BME's legacy graph, Smart
+Memory's chat state (and its long-term tier from settings.json), auto-recap's per-message summaries and scene recaps.
+The chat is never changed, a second import adds nothing, and a chat keeps one summary.
 
 The fixtures (tests/sync/fixtures/) are small chats shaped exactly as each extension's public source writes its
 data (ST-BME graph v9, Smart Memory 1.7.x, ST-Auto-Summarize's recap era), written for these tests."""

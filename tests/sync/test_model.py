@@ -39,7 +39,8 @@ def messages(draw):
 
 
 def overlap(stored: list, incoming: list) -> int:
-    """Luker's retry rule: incoming messages equal to the last stored one are dropped while they are."""
+    """Luker's retry rule (docs/GLOSSARY.md): incoming messages equal to the last stored one are dropped while they
+    are."""
     skipped = 0
     while stored and skipped < len(incoming) and json_equal(incoming[skipped], stored[-1]):
         skipped += 1

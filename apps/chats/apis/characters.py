@@ -13,8 +13,8 @@ from apps.chats.apis.common import ListPagination
 from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import character_create, character_delete, character_update
 from apps.common.exceptions import ApplicationError
+from apps.common.idempotency import idempotent
 from apps.common.serializers import DictField, StorableInputSerializer, paginated
-from apps.sync.idempotency import idempotent
 
 
 class CharacterOutputSerializer(serializers.Serializer):

@@ -15,12 +15,13 @@ from rest_framework.views import APIView
 
 from apps.chats import selectors
 from apps.chats.apis.common import JSONL_CONTENT_TYPES, JsonlPassthroughParser, ListPagination, parse_ids
+from apps.chats.models import Chat
 from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_update
+from apps.chats.signals import chat_progress
 from apps.common.exceptions import ApplicationError
+from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import DictField, StorableInputSerializer, paginated
-from apps.memories.services.indexing import chat_index_progress
-from apps.sync.idempotency import idempotent
 from apps.sync.services.chats import chat_import_or_update
 
 
@@ -50,15 +51,17 @@ class ChatDetailSerializer(ChatSummarySerializer):
     pending = serializers.SerializerMethodField(help_text="Messages still waiting to be (re-)indexed for recall.")
 
     def _progress(self, chat) -> dict[str, int]:
-        if not hasattr(chat, "_recall_progress"):
-            chat._recall_progress = chat_index_progress(chat=chat)
-        return chat._recall_progress
+        if not hasattr(chat, "_progress"):
+            chat._progress = {}
+            for _, counts in chat_progress.send(sender=Chat, chat=chat):
+                chat._progress.update(counts or {})
+        return chat._progress
 
     def get_indexed_messages(self, chat) -> int:
-        return self._progress(chat)["indexed_messages"]
+        return self._progress(chat).get("indexed_messages", 0)
 
     def get_pending(self, chat) -> int:
-        return self._progress(chat)["pending"]
+        return self._progress(chat).get("pending", 0)
 
 
 class ChatInputSerializer(StorableInputSerializer):

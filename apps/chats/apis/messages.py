@@ -10,9 +10,9 @@ from rest_framework.views import APIView
 from apps.chats import selectors
 from apps.chats.models import Message
 from apps.chats.services.messages import message_append, message_delete, message_update
+from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import DictField, StorableInputSerializer
-from apps.sync.idempotency import idempotent
 
 MAX_SWIPES = 10_000  # per message: far beyond what anyone regenerates, and cheap to check each
 

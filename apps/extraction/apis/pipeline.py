@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from apps.chats import selectors as chat_selectors
 from apps.chats.apis.common import ListPagination
 from apps.common.exceptions import ApplicationError
+from apps.common.idempotency import idempotent
 from apps.common.serializers import paginated
 from apps.extraction import selectors
 from apps.extraction.models import ContinuityCheck, PipelineJob
@@ -22,7 +23,6 @@ from apps.extraction.services.pipeline import (
     pipeline_request,
     pipeline_resume,
 )
-from apps.sync.idempotency import idempotent
 
 
 class JobOutputSerializer(serializers.ModelSerializer):

@@ -8,13 +8,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats.apis.common import ListPagination
+from apps.common.idempotency import idempotent
 from apps.common.serializers import paginated
 from apps.extraction import selectors
 from apps.extraction.models import AutoChoice, ExtractionSettings, ModelTest
 from apps.extraction.services.model_test import model_test_start
 from apps.extraction.services.settings import extraction_settings_get, extraction_settings_set
 from apps.llm import selectors as llm_selectors
-from apps.sync.idempotency import idempotent
 
 
 class ExtractionSettingsSerializer(serializers.ModelSerializer):

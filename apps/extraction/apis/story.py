@@ -9,13 +9,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
+from apps.common.idempotency import idempotent
 from apps.common.serializers import StorableInputSerializer
 from apps.extraction import selectors
 from apps.extraction.apis.pipeline import ContinuityOutputSerializer, JobOutputSerializer
 from apps.extraction.models import Recap, Scene
 from apps.extraction.services.pipeline import chat_opened, recap_dismiss
 from apps.extraction.services.scenes import scene_recap_again, scene_update
-from apps.sync.idempotency import idempotent
 
 MAX_LISTED = 500
 

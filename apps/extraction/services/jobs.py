@@ -20,7 +20,8 @@ Tier = PipelineJob.Tier
 PENDING = [Job.State.QUEUED, Job.State.RUNNING]
 RETRYABLE = [Job.State.FAILED, Job.State.DISCARDED, Job.State.CANCELLED]
 # Lower runs first: a rebuild before anything; what a person waits for (recap, continuity's repair note) next; then
-# the tiers in the seed's order, with scenes after batch extraction (a scene's recap links to what was extracted).
+# the tiers in order, T1 to T4 (docs/GLOSSARY.md), with scenes after batch extraction (a scene's recap links to
+# what was extracted).
 ORDER = [
     Tier.REBUILD,
     Tier.RECAP,
@@ -46,7 +47,7 @@ def config() -> dict:
 def wake(*, chat_id: int) -> None:
     """Ask for the chat's runner once the current transaction commits. The durable half of the wake-up is
     `needs_plan` (or a queued job); this is the hint."""
-    from apps.extraction.tasks import enqueue_run
+    from apps.extraction.services.queue import enqueue_run
 
     transaction.on_commit(lambda: enqueue_run(chat_id))
 
@@ -96,7 +97,7 @@ def job_done(*, job: Job, result: dict, ctx=None) -> None:
 
 def job_discard(*, job: Job, reason: str, ctx=None, requeue: bool = True) -> Job | None:
     """The messages the job read changed while it ran: nothing of it was kept; the tier is queued again for the
-    chat as it is now (the seed's swipe abort and chat-switch sentinel). A tier discarded MAX_DISCARDS times in a
+    chat as it is now (as Smart Memory aborts on a swipe or chat switch). A tier discarded MAX_DISCARDS times in a
     row (a chat edited faster than the model answers) waits for the next write instead."""
     Job.objects.filter(pk=job.pk).update(
         state=Job.State.DISCARDED, error=reason, progress="", finished_at=timezone.now(), **_record(ctx)

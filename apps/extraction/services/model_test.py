@@ -1,7 +1,7 @@
-"""The extraction model test (seed MTEST): three fixed scenarios (a 30-message investigation, a village healer
-scene, a dungeon heist) run through every tier with the pipeline's own prompts and parsers against a chosen
-connection. It writes nothing but its own record: the raw answers, what parsed and what did not, and hints on the
-quality (format drift, expected facts missed, a contradiction not caught, thinking that leaked)."""
+"""The extraction model test (as in Smart Memory, docs/GLOSSARY.md): three fixed scenarios (a 30-message investigation,
+a village healer scene, a dungeon heist) run through every tier with the pipeline's own prompts and parsers against a
+chosen connection. It writes nothing but its own record: the raw answers, what parsed and what did not, and hints on
+the quality (format drift, expected facts missed, a contradiction not caught, thinking that leaked)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def model_test_start(*, user: AbstractUser, connection: Connection) -> ModelTest
         model=connection.model,
         profile=connection.effective_profile,
     )
-    from apps.extraction.tasks import enqueue_model_test
+    from apps.extraction.services.queue import enqueue_model_test
 
     transaction.on_commit(lambda: enqueue_model_test(test.pk))
     return test

@@ -1,6 +1,6 @@
-"""Orchestration (seed section 02): per-chat counters decide which tiers run; edits, swipes and deletions of
-messages already extracted are taken back and extracted again (close to the end at once, further back when a
-person asks); a person can pause, resume, rebuild from a message, and ask for a tier by hand."""
+"""Orchestration of the tiers (docs/GLOSSARY.md): per-chat counters decide which tiers run; edits, swipes and deletions
+of messages already extracted are taken back and extracted again (close to the end at once, further back when a person
+asks); a person can pause, resume, rebuild from a message, and ask for a tier by hand."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Scene-break heuristics (seed PS): an explicit marker, a jump in time, a move to another place, or a change of
-who is present. They propose; the minimum scene length (and, when the user turns it on, the model's yes/no)
+"""Scene-break heuristics (T2, docs/GLOSSARY.md): an explicit marker, a jump in time, a move to another place, or a
+change of who is present. They propose; the minimum scene length (and, when the user turns it on, the model's yes/no)
 dispose."""
 
 from __future__ import annotations

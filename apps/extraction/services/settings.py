@@ -55,7 +55,8 @@ def extraction_settings_set(*, user: AbstractUser, data: dict[str, Any]) -> Extr
 
 
 def automatic(choice: str, *, profile: str) -> bool:
-    """An `auto` setting is on for hosted models (profile B) and off for local ones (A), as in Smart Memory."""
+    """An `auto` setting is on for hosted models (profile B) and off for local ones (A), as in Smart Memory
+    (docs/GLOSSARY.md)."""
     return choice == AutoChoice.ON or (choice == AutoChoice.AUTO and profile == "B")
 
 

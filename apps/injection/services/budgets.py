@@ -1,4 +1,4 @@
-"""Token budgets (seed section 10): the 10 per-tier budgets in simple mode (one shared total, split as Smart
+"""Token budgets (docs/GLOSSARY.md, slot): the 10 per-tier budgets in simple mode (one shared total, split as Smart
 Memory's defaults are) or advanced mode (each its own); auto-tune from observed demand (× 1.15 headroom, snapped
 to 50 tokens); adaptive budgets from a turn classifier (dialogue, action, transition, intimate) with per-tier
 multipliers."""

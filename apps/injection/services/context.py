@@ -1,4 +1,4 @@
-"""The context builder (seed sections 10–12): before each generation a client asks what to inject and gets the 13
+"""The context builder (docs/GLOSSARY.md, slot): before each generation a client asks what to inject and gets the 13
 named slots, each with its position, depth and role, the 11 `{{smartmemory-*}}` macros resolved, and a
 SillyTavern-shaped payload (`setExtensionPrompt` arguments) it can apply as is — within the token budgets, with
 trim statistics, the recall of the turn kept on its user message, and the build remembered as the content cache
@@ -257,7 +257,8 @@ def _contents(
         contents[name] = SlotContent(name, text, part.injected if text else 0, part.memory_ids)
     repair_text = f"[{SLOT['repair'].label}]\n{note.repair_note}" if note else ""
     contents["repair"] = SlotContent("repair", repair_text, count_tokens(repair_text) + 1 if note else 0)
-    # Unified: one block in the seed's order, what the turn recalled beside the long-term memories it draws on.
+    # Unified: one block in Smart Memory's order (UNIFIED_ORDER), what the turn recalled beside the long-term
+    # memories it draws on.
     members: list[str] = []
     for name in UNIFIED_ORDER:
         members += [name, "triggered"] if name == "long" else [name]

@@ -1,6 +1,6 @@
-"""The 11 `{{smartmemory-*}}` macros (seed section 12): 10 per tier and `{{smartmemory-unified}}`. Auto-detection
-scans the characters' card fields for them and activates only the ones found; force mode activates all (for
-macros placed in instruct templates, which are not scanned)."""
+"""The 11 `{{smartmemory-*}}` macros (docs/GLOSSARY.md, slot): 10 per tier and `{{smartmemory-unified}}`.
+Auto-detection scans the characters' card fields for them and activates only the ones found; force mode activates all
+(for macros placed in instruct templates, which are not scanned)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Persistent recall (ST-BME): what a turn's triggered recall found is kept on the user message it served, in
-`extra.bme_recall` (ST-BME's record, with the memories, their scores and the subgraph they form added), so a
-regeneration or a swipe of the reply is given the same recall, and a person can read, edit, delete or re-run it.
+"""Persistent recall (ST-BME's recall card, docs/GLOSSARY.md): what a turn's triggered recall found is kept on the user
+message it served, in `extra.bme_recall` (ST-BME's record, with the memories, their scores and the subgraph they form
+added), so a regeneration or a swipe of the reply is given the same recall, and a person can read, edit, delete or
+re-run it.
 
 Priority when building a context: a new recall this round is used and written back to the user turn; with none
 this round (no pending message: a regeneration), the stored recall of the user turn being answered is used; with

@@ -1,4 +1,4 @@
-"""Injection settings (seed sections 10–12): which of the 13 slots are on and at what depth, unified mode, macro
+"""Injection settings (docs/GLOSSARY.md, slot): which of the 13 slots are on and at what depth, unified mode, macro
 force mode, the 10 per-tier budgets in simple or advanced mode, auto-tune and adaptive budgets.
 
 They live in the user's settings document (`/api/v1/settings`), namespace `smart_memory`, like any extension's:
@@ -39,7 +39,7 @@ class SlotSpec:
         return "{{smartmemory-" + self.name.replace("_", "-") + "}}"
 
 
-# Smart Memory's 13 named slots, positions and depths (seed section 11; REFERENCE's default depths).
+# Smart Memory's 13 named slots with its positions and default depths.
 SLOTS: tuple[SlotSpec, ...] = (
     SlotSpec("short", "Story so far", "short", IN_PROMPT, 0),
     SlotSpec("long", "Long-term memories", "long", IN_PROMPT, 0),
@@ -83,7 +83,7 @@ DEFAULT_BUDGETS = {
 }
 # 10 per-tier macros and the unified one (triggered and repair have none).
 MACRO_SLOTS = tuple(slot.name for slot in SLOTS if slot.name not in ("triggered", "repair"))
-# Unified mode's one block, in the seed's order.
+# Unified mode's one block, in Smart Memory's order.
 UNIFIED_ORDER = ("canon", "profiles", "long", "short", "scenes", "session", "arcs")
 BUDGET_MODES = ("simple", "advanced")
 MAX_BUDGET = 32000

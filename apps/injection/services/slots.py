@@ -1,4 +1,4 @@
-"""What each slot holds (seed section 11): the memories of its tier for the chat — active ones only, retired
+"""What each slot holds (docs/GLOSSARY.md): the memories of its tier for the chat — active ones only, retired
 memories are never injected — in the order they deserve a place, fitted to the tier's budget, and rendered as a
 headed block."""
 

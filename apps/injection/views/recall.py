@@ -1,6 +1,6 @@
-"""Recall cards under user messages (ST-BME's persistent recall): read the recall, see the subgraph it came from
-(drawn, each node clickable for its details), edit its text, delete it, re-run it. htmx partials; each write
-answers the card and tells the page the chat's new integrity (the `lk-integrity` event), as the chat editor's own
+"""Recall cards under user messages (ST-BME's persistent recall, docs/GLOSSARY.md): read the recall, see the subgraph
+it came from (drawn, each node clickable for its details), edit its text, delete it, re-run it. htmx partials; each
+write answers the card and tells the page the chat's new integrity (the `lk-integrity` event), as the chat editor's own
 writes do."""
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.common.idempotency import idempotent
 from apps.common.serializers import StorableInputSerializer, paginated
 from apps.memories import selectors
 from apps.memories.apis.memories import (
@@ -19,7 +20,6 @@ from apps.memories.apis.memories import (
 from apps.memories.models import Entity, Status
 from apps.memories.services.memories import entity_update
 from apps.memories.services.settings import embedding_settings_get, embedding_settings_set
-from apps.sync.idempotency import idempotent
 
 
 class EntityOutputSerializer(serializers.Serializer):

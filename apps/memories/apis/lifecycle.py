@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
+from apps.common.idempotency import idempotent
 from apps.common.serializers import paginated
 from apps.memories import selectors
 from apps.memories.apis.memories import (
@@ -28,7 +29,6 @@ from apps.memories.services.lifecycle.jobs import hierarchy_enqueue
 from apps.memories.services.lifecycle.periods import LEVELS
 from apps.memories.services.lifecycle.scope import DEDUP_KINDS, LONG_TERM_KINDS, SESSION_KINDS, ScopeKey
 from apps.memories.services.settings import lifecycle_settings_get, lifecycle_settings_set
-from apps.sync.idempotency import idempotent
 
 MAX_BATCH = 200
 

@@ -13,12 +13,12 @@ from rest_framework.views import APIView
 from apps.chats import selectors as chat_selectors
 from apps.chats.apis.common import parse_ids
 from apps.common.exceptions import ApplicationError
+from apps.common.idempotency import idempotent
 from apps.common.serializers import DictField, StorableInputSerializer, paginated
 from apps.memories import selectors
 from apps.memories.models import Decision, Entity, Kind, Memory, Status
 from apps.memories.services.lifecycle.classify import Candidate, Classified, memories_submit
 from apps.memories.services.memories import memory_retire, memory_update
-from apps.sync.idempotency import idempotent
 
 INSTANCE_HEADER = "HTTP_X_LOREKEEPER_INSTANCE"
 WRITABLE_KINDS = [k for k in Kind.values if k != Kind.MESSAGE]

@@ -13,6 +13,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
+        ("common", "0001_vector_extension"),  # the vector type its embeddings use
         ("chats", "0002_character_card_data_help"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

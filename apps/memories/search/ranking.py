@@ -1,4 +1,5 @@
-"""memory_search: hybrid retrieval over a user's memories (and chat messages), scored with entity-core's signals.
+"""memory_search: hybrid retrieval over a user's memories (and chat messages), scored with entity-core's signals
+(docs/GLOSSARY.md).
 
 1. The query is split into sentences (at most 5); each is embedded (cache first) and searched by KNN in pgvector,
    within the user's scope and the user's current embedding model only.

@@ -58,7 +58,7 @@ def _lock_key(pk: int) -> int:
 def chat_index_schedule(*, chat_id: int) -> None:
     """Bring the chat's message memories in step once the current transaction commits (on every chat write:
     apps/memories/receivers.py)."""
-    from apps.memories.tasks import enqueue_index_chat
+    from apps.memories.services.queue import enqueue_index_chat
 
     transaction.on_commit(lambda: enqueue_index_chat(chat_id))
 

@@ -17,13 +17,14 @@ from apps.chats.models import Character, Chat
 from apps.common.exceptions import ApplicationError
 from apps.memories.embeddings import text_hash
 from apps.memories.models import Entity, Kind, Memory, Status
+from apps.memories.signals import memory_restored
 
 CHAT_ONLY_KINDS = {Kind.MESSAGE, Kind.SUMMARY, Kind.SCENE_RECAP}
 EDITABLE_FIELDS = ("content", "kind", "importance", "confidence", "time_scope", "valid_from", "valid_to", "data")
 
 
 def embed_later(*, user_id: int) -> None:
-    from apps.memories.tasks import enqueue_embed_pending
+    from apps.memories.services.queue import enqueue_embed_pending
 
     transaction.on_commit(lambda: enqueue_embed_pending(user_id))
 
@@ -165,13 +166,11 @@ def memory_retire(*, memory: Memory, reason: str = "deleted") -> Memory:
 
 @transaction.atomic
 def memory_restore(*, memory: Memory) -> Memory:
-    from apps.sync.services.feed import feed_revive
-
     restored = Memory.objects.filter(pk=memory.pk, status=Status.RETIRED, superseded_by__isnull=True).update(
         status=Status.ACTIVE, retired_reason="", version=F("version") + 1
     )
     if restored:  # deleted on an instance: it comes back there too
-        feed_revive(user_id=memory.user_id, kind="memory", uid=memory.uid)
+        memory_restored.send(sender=Memory, memory=memory)
     memory.refresh_from_db()
     if memory.status != Status.ACTIVE:
         raise ApplicationError(

@@ -1,5 +1,6 @@
-"""Versioned memory schema per character and per chat (seed section 09): registries of steps applied in order on
-load, each once, never removed, so a chat or character from any earlier version can be brought up to date.
+"""Versioned memory schema per character and per chat (as Smart Memory's migrations, docs/GLOSSARY.md): registries of
+steps applied in order on load, each once, never removed, so a chat or character from any earlier version can be
+brought up to date.
 
 A step is a function of the character or chat; it must be safe to run on data that already looks migrated
 (a step can be interrupted after its work and before the version is recorded).

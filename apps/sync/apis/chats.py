@@ -1,4 +1,5 @@
-"""Append, JSON Patch, metadata patches and delta reads (Luker's endpoints, for many clients)."""
+"""Append, JSON Patch, metadata patches and delta reads (Luker's endpoints, docs/GLOSSARY.md; for many
+clients)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors
+from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.sync.apis.common import (
     MIRROR,
@@ -20,7 +22,6 @@ from apps.sync.apis.common import (
     patch_kind,
     valid,
 )
-from apps.sync.idempotency import idempotent
 from apps.sync.services import chats as sync
 from apps.sync.services.patch import MAX_PATCH_OPERATIONS, chat_patch
 

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors
+from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import DictField
 from apps.sync.apis.common import (
@@ -19,7 +20,6 @@ from apps.sync.apis.common import (
     patch_kind,
     valid,
 )
-from apps.sync.idempotency import idempotent
 from apps.sync.services.extension_data import extension_data_get, extension_data_set
 from apps.sync.services.settings import settings_get, settings_patch
 

@@ -1,4 +1,4 @@
-"""Importing a chat's legacy extension data (ST-BME, Smart Memory, auto-recap) over the API."""
+"""Importing a chat's legacy extension data (ST-BME, Smart Memory, auto-recap: docs/GLOSSARY.md) over the API."""
 
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from apps.chats import selectors
 from apps.chats.apis.common import JsonlPassthroughParser
 from apps.chats.jsonl import ImportLineError
 from apps.common.exceptions import ApplicationError
+from apps.common.idempotency import idempotent
 from apps.common.integrity import request_integrity, with_etag
 from apps.common.streams import spool_body
 from apps.sync.apis.common import (
@@ -27,7 +28,6 @@ from apps.sync.apis.common import (
     ChatStateSerializer,
     chat_state,
 )
-from apps.sync.idempotency import idempotent
 from apps.sync.selectors import REVISION_LIST_LIMIT, revision_get, revision_lines, revision_list
 from apps.sync.services import chats as sync
 

@@ -1,5 +1,5 @@
-"""Backups (ST-BME's cloud mirror, server side): archives of an account made now or on a schedule, kept up to a
-number, downloaded, restored, and archives uploaded to import. The work runs in the background (a job per
+"""Backups (ST-BME's cloud mirror, server side, docs/GLOSSARY.md): archives of an account made now or on a schedule,
+kept up to a number, downloaded, restored, and archives uploaded to import. The work runs in the background (a job per
 Backup row, with its stage and progress); the requests only record it.
 
 What an account keeps on disk is bounded: an uploaded archive is removed once its import ends (done or failed), and
@@ -95,7 +95,7 @@ def _quota_refusal(*, user: AbstractUser, adding: int = 0) -> str:
 
 
 def _enqueue(backup: Backup) -> None:
-    from apps.sync.tasks import enqueue_backup
+    from apps.sync.services.queue import enqueue_backup
 
     transaction.on_commit(lambda: enqueue_backup(backup.pk))
 
@@ -270,7 +270,7 @@ def backup_delete(*, backup: Backup) -> None:
 
 def backups_due(*, now=None) -> list[int]:
     """Start the automatic backups that are due (and mark lost jobs failed). Returns the new backups' ids."""
-    from apps.sync.tasks import enqueue_backup
+    from apps.sync.services.queue import enqueue_backup
 
     now = now or timezone.now()
     Backup.objects.filter(state=Backup.State.RUNNING, started_at__lt=now - STALE_AFTER).update(

@@ -1,4 +1,5 @@
-"""The incremental write path for chats (Luker's append / patch / metadata, SillyTavern's save), and delta reads.
+"""The incremental write path for chats (Luker's append / patch / metadata, SillyTavern's save: docs/GLOSSARY.md),
+and delta reads.
 
 Every write takes the chat's row lock and compares the integrity the client last saw in the same transaction, so
 the check and the write are one step: of several writers holding the same integrity exactly one wins, the others

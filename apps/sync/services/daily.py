@@ -1,7 +1,7 @@
-"""Daily memories as entity-core writes them: bullets, each tagged with the chat it came from (`[chat:id]`) and the
-instance that wrote it (`[via:instance]`). A daily memory belongs to one instance (`YYYY-MM-DD_instance`); a
-second create for the same day merges into it, a bullet whose chat is already there being left out (so imports of
-the same day from different places, at different times, add up instead of repeating)."""
+"""Daily memories as entity-core writes them (docs/GLOSSARY.md): bullets, each tagged with the chat it came from
+(`[chat:id]`) and the instance that wrote it (`[via:instance]`). A daily memory belongs to one instance
+(`YYYY-MM-DD_instance`); a second create for the same day merges into it, a bullet whose chat is already there being
+left out (so imports of the same day from different places, at different times, add up instead of repeating)."""
 
 from __future__ import annotations
 

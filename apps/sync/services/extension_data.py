@@ -1,4 +1,5 @@
-"""Per-message extension data (the seed's get_data / set_data): `message.extra[namespace][key]`, swipe-aware."""
+"""Per-message extension data (auto-recap's get_data / set_data, docs/GLOSSARY.md): `message.extra[namespace][key]`,
+swipe-aware."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def extension_data_set(
     """set_data for several keys at once: each key of `values` is set in `extra[namespace]` (null is stored as
     null, as set_data does), then the whole namespace is copied into the current swipe's `swipe_info` entry, so
     each swipe keeps its own data. Switching swipes does not copy anything back: until the next write,
-    `extra[namespace]` still shows the previous swipe's data, as in the seed."""
+    `extra[namespace]` still shows the previous swipe's data, as with auto-recap's set_data."""
     if not isinstance(values, dict) or not values:
         raise ApplicationError("`values` must be a non-empty JSON object of keys to set.", {"field": "values"})
     reason = unstorable_reason({namespace: values})

@@ -84,7 +84,8 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _daily_key(memory: dict[str, Any]) -> str | None:
-    """entity-core's file name of a daily memory: `YYYY-MM-DD_instance` (the server's own: `YYYY-MM-DD`)."""
+    """entity-core's file name (docs/GLOSSARY.md) of a daily memory: `YYYY-MM-DD_instance` (the server's own:
+    `YYYY-MM-DD`)."""
     period = (memory.get("data") or {}).get("period")
     if memory["kind"] != "daily" or not isinstance(period, str):
         return None

@@ -1,4 +1,5 @@
-"""The client instances of a user (entity-core's embodiments): registered by name, ranked by priority."""
+"""The client instances of a user (entity-core's embodiments, docs/GLOSSARY.md): registered by name, ranked by
+priority."""
 
 from __future__ import annotations
 

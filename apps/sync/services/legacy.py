@@ -1,6 +1,6 @@
-"""Importers for what SillyTavern memory extensions leave in a chat, mapped onto our memories. The chat is read,
-never changed: its metadata and messages keep every key as imported, and importing again adds only what is new
-(each memory remembers the item it came from, `data.legacy`).
+"""Importers for what SillyTavern memory extensions (docs/GLOSSARY.md) leave in a chat, mapped onto our memories. The
+chat is read, never changed: its metadata and messages keep every key as imported, and importing again adds only what
+is new (each memory remembers the item it came from, `data.legacy`).
 
 - ST-BME's legacy graph, `chat_metadata.st_bme_graph` (an object, or the same as a JSON string; newer versions
   keep it only as a migration source): nodes by type — event → event, character and location → the state ledger,

@@ -146,8 +146,8 @@ def chat_patch(*, chat: Chat, operations: list[Any], integrity: uuid.UUID, mirro
     """RFC 6902 JSON Patch against the chat's message array (header excluded), all operations or none.
 
     `/5` addresses message 5, `/5/mes` a field in it, `/5/extra/ns/key` deeper, `/-` the end. An `add` whose value
-    equals the message already at that index counts as already applied (skipped), as in Luker. A patch writes at
-    most LOREKEEPER_MAX_JSON_BYTES (413 `patch_too_large` naming the operation that would pass it)."""
+    equals the message already at that index counts as already applied (skipped), as in Luker (docs/GLOSSARY.md). A
+    patch writes at most LOREKEEPER_MAX_JSON_BYTES (413 `patch_too_large` naming the operation that would pass it)."""
     if not isinstance(operations, list) or not operations:
         raise ApplicationError("`operations` must be a non-empty JSON array.", {"field": "operations"})
     if len(operations) > MAX_PATCH_OPERATIONS:

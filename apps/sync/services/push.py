@@ -1,4 +1,5 @@
-"""Applying an instance's queued changes (entity-core's sync_push, with the vector clocks it leaves unused).
+"""Applying an instance's queued changes (entity-core's sync_push, with the vector clocks it leaves unused:
+docs/GLOSSARY.md).
 
 Each change carries the clock of the version the instance made. Against the stored clock:
 - it descends from the stored one (or is a create): applied;
@@ -61,7 +62,7 @@ APPLIED, MERGED, RESOLVED, REJECTED = "applied", "merged", "conflict_resolved", 
 
 @dataclass
 class Change:
-    """One validated change of a push (apps/sync/apis/sync.py checks the shape)."""
+    """One validated change of a push (ChangeSerializer in apps/sync/apis/instances.py checks the shape)."""
 
     index: int
     type: str

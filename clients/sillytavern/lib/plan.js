@@ -133,8 +133,8 @@ export function planWrites(base, live) {
     const after = live.messages;
     const region = changedRegion(before, after);
     const pureAppend = region.start === before.length && region.afterEnd > region.beforeEnd;
-    // Lorekeeper drops an appended message equal to the last stored one (a retry, as Luker's append does): a
-    // message sent twice in a row goes as a patch.
+    // Lorekeeper drops an appended message equal to the last stored one (a retry, as Luker's append does,
+    // docs/GLOSSARY.md): a message sent twice in a row goes as a patch.
     const looksLikeRetry = pureAppend && before.length > 0 && jsonEqual(before[before.length - 1], after[before.length]);
     const parts = pureAppend && !looksLikeRetry ? appendParts(after, before.length) : null;
     if (parts) {

@@ -1,4 +1,4 @@
-"""T3 story arcs (seed PB3): open threads over a 100-message sliding window, their resolution summaries, and
+"""T3 story arcs (docs/GLOSSARY.md): open threads over a 100-message sliding window, their resolution summaries, and
 persistent arcs that span a character's chats. An open arc is an `arc` memory with data.status "open"; resolving
 it supersedes it with the resolution (data.status "resolved"), which canon is later written from."""
 

@@ -57,7 +57,7 @@ class JobContext:
 
     @property
     def cap(self) -> int:
-        """Items per kind and pass (seed: profile A 2, B 4)."""
+        """Items per kind and pass (Smart Memory's caps, docs/GLOSSARY.md: 2 on profile A, 4 on B)."""
         return settings.LOREKEEPER_LIFECYCLE["caps_per_pass"].get(self.profile, 4)
 
     @property

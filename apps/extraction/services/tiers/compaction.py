@@ -1,7 +1,7 @@
-"""T1 compaction (seed PC): when the part of the chat not yet in the rolling summary passes `compaction_share` of
-the chat model's context, the summary is extended — never rewritten — over the oldest of those messages, leaving
-the newest half of the share to the chat itself. The model writes only the continuation; each extension is a new
-`summary` memory that supersedes the previous one, so every earlier version stays (a rebuild goes back to one) and
+"""T1 compaction (docs/GLOSSARY.md): when the part of the chat not yet in the rolling summary passes `compaction_share`
+of the chat model's context, the summary is extended — never rewritten — over the oldest of those messages, leaving the
+newest half of the share to the chat itself. The model writes only the continuation; each extension is a new `summary`
+memory that supersedes the previous one, so every earlier version stays (a rebuild goes back to one) and
 `data.summary_end` is Smart Memory's summaryEnd."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""T4 derived layers (seed PD1–PD3): profiles (character, world, relationship matrix) rebuilt on a cadence, canon
+"""T4 derived layers (docs/GLOSSARY.md): profiles (character, world, relationship matrix) rebuilt on a cadence, canon
 prose from resolved arcs and important long-term memories, and the continuity check of the latest reply with its
 optional one-shot repair note."""
 
@@ -22,7 +22,7 @@ PROFILE_TOKENS = 1200
 CANON_TOKENS = 1500
 CONTINUITY_TOKENS = 400
 RECENT = 30
-CANON_IMPORTANCE = 2  # the seed's "long-term memories (confidence ≥ 2)": importance on our 1–3 scale
+CANON_IMPORTANCE = 2  # Smart Memory's canon reads "confidence ≥ 2": importance on our 1–3 scale
 
 
 def produce_profiles(ctx: JobContext) -> Work | None:

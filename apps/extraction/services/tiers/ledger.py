@@ -1,5 +1,5 @@
-"""T3 state ledger (seed PB4): the current state of the story's characters, objects, places and factions, per chat
-(chatMetadata in Smart Memory, not persistent). One active `state` memory per entity holds its fields; a pass that
+"""T3 state ledger (docs/GLOSSARY.md): the current state of the story's characters, objects, places and factions, per
+chat (chatMetadata in Smart Memory, not persistent). One active `state` memory per entity holds its fields; a pass that
 changes any of them supersedes it with the merged state, so the chain is the entity's history."""
 
 from __future__ import annotations

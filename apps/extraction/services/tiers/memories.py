@@ -185,9 +185,9 @@ def produce_longterm(ctx: JobContext) -> Work | None:
 def relationship_record(
     ctx: JobContext, relation: RelationshipLine, *, owner: Character | None, sources: list[int]
 ) -> tuple[Memory, str]:
-    """Relationship history (seed PB2, SP2): per ordered pair of characters, one active reading of descriptors and
-    magnitudes; a different reading supersedes it, so the chain is the pair's history. The same reading again
-    re-confirms it."""
+    """Relationship history (as Smart Memory keeps it, docs/GLOSSARY.md): per ordered pair of characters, one active
+    reading of descriptors and magnitudes; a different reading supersedes it, so the chain is the pair's history. The
+    same reading again re-confirms it."""
     pair = [relation.source.lower(), relation.target.lower()]
     descriptors = [list(d) for d in relation.descriptors]
     scope = ctx.character_scope(owner)

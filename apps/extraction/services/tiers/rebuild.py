@@ -19,7 +19,7 @@ BATCH_TIERS = ("session", "longterm", "arcs", "ledger")
 
 def batch_start(chat_id: int, index: int) -> int:
     """Where the batch holding message `index` began: a batch's memories came from all of its messages, so the
-    whole batch is extracted again (ST-BME replays the affected batches)."""
+    whole batch is extracted again (as ST-BME replays the affected batches: docs/GLOSSARY.md)."""
     ranges = PipelineJob.objects.filter(
         chat_id=chat_id, state=PipelineJob.State.DONE, tier__in=BATCH_TIERS, result__has_key="range"
     ).values_list("result__range", flat=True)

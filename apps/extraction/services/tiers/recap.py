@@ -1,5 +1,5 @@
-"""Away recap (seed RECAP): a “Previously on…” written when a person comes back to a chat after
-`recap_after_hours`, from the rolling summary, the latest scenes, the open arcs and the last messages."""
+"""Away recap (as in Smart Memory, docs/GLOSSARY.md): a “Previously on…” written when a person comes back to a chat
+after `recap_after_hours`, from the rolling summary, the latest scenes, the open arcs and the last messages."""
 
 from __future__ import annotations
 

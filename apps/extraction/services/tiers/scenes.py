@@ -1,4 +1,4 @@
-"""T2 scene layer (seed PS, PE; message-data-persistence's scene recaps): scene breaks found by heuristics over
+"""T2 scene layer (docs/GLOSSARY.md; recap versions as auto-recap keeps them): scene breaks found by heuristics over
 the messages batch extraction has covered (optionally confirmed by the model), a 2–3 sentence recap of each closed
 scene linked to the memories extracted from it, recap versions kept, and once per break the epistemic pass: who
 knows, suspects, wrongly believes, does not know, or hides what."""
@@ -143,7 +143,8 @@ def _version(number: int, content: str, call: int, ctx: JobContext, start: int, 
 
 
 def scene_sources(chat, start: int, end: int) -> list[int]:
-    """The memories extracted from the scene's messages (its recap links to them: seed PS, source_memory_ids)."""
+    """The memories extracted from the scene's messages (its recap links to them, as Smart Memory's
+    source_memory_ids do)."""
     return list(
         Memory.objects.filter(
             user_id=chat.user_id,
@@ -244,7 +245,7 @@ def produce_epistemic(ctx: JobContext) -> Work | None:
     by_name = {c.name.lower(): c for c in ctx.characters}
     groups: dict[int | None, list[Candidate]] = defaultdict(list)
     for item in items:
-        holder = by_name.get(item.holder.lower())  # persistent per character (seed SP4); others stay with the chat
+        holder = by_name.get(item.holder.lower())  # persistent per character; others stay with the chat
         entities = [{"name": item.holder, "type": "character"}]
         if item.target:
             entities.append({"name": item.target, "type": "character"})

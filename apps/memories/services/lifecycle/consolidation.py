@@ -1,5 +1,6 @@
-"""Consolidation (seed section 07): the model merges near-identical memories of one kind in one scope into fewer,
-richer ones; the merged-away memories are retired via supersession (kept, `superseded_by` the merge)."""
+"""Consolidation (as in Smart Memory, docs/GLOSSARY.md): the model merges near-identical memories of one kind in one
+scope into fewer, richer ones; the merged-away memories are retired via supersession (kept, `superseded_by` the
+merge)."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def consolidation_enqueue(*, scope: ScopeKey, kind: str, manual: bool = False) -
         type=LifecycleJob.Type.CONSOLIDATION,
         params={"kind": kind, "manual": manual},
     )
-    from apps.memories.tasks import enqueue_lifecycle_job
+    from apps.memories.services.queue import enqueue_lifecycle_job
 
     transaction.on_commit(lambda: enqueue_lifecycle_job(job.pk))
     return job

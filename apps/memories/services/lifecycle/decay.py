@@ -1,4 +1,5 @@
-"""Confidence decay (seed DE6): an extraction pass that does not find a memory again counts against it.
+"""Confidence decay (as in Smart Memory, docs/GLOSSARY.md): an extraction pass that does not find a memory again counts
+against it.
 
 After `grace_passes` (10) unconfirmed passes its confidence falls by `decay` (0.02) per pass down to `floor` (0.3);
 a memory at the floor is retired (reason "decayed"), kept with its chain, out of search and injection. Being

@@ -1,4 +1,5 @@
-"""The daily→weekly→monthly→yearly hierarchy of a character's memories (entity-core's consolidator).
+"""The daily→weekly→monthly→yearly hierarchy of a character's memories (entity-core's consolidator,
+docs/GLOSSARY.md).
 
 A daily summary is made from the messages a character's chats received that day (by the time their message
 memories were stored), unless that day already has one (made here, or sent through the API or by sync). Weekly,

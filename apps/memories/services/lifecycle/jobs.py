@@ -63,7 +63,7 @@ def lifecycle_job_run(*, job_id: int) -> Job | None:
 
 
 def _enqueue(job: Job) -> None:
-    from apps.memories.tasks import enqueue_lifecycle_job
+    from apps.memories.services.queue import enqueue_lifecycle_job
 
     transaction.on_commit(lambda: enqueue_lifecycle_job(job.pk))
 

@@ -1,4 +1,5 @@
-"""Classification of every candidate memory, from extraction or from the API (seed section 06, DE2–DE5).
+"""Classification of every candidate memory, from extraction or from the API (Smart Memory's dedup, extended:
+docs/GLOSSARY.md).
 
 For each candidate, against the active memories of the same owner and scope:
 - an identical text of the same kind, a same-kind neighbour at or above the duplicate threshold, or another kind's

@@ -1,5 +1,5 @@
-"""The periods of the hierarchy (entity-core's periods.ts): days, ISO weeks (Monday to Sunday, `2026-W47`, the
-ISO year, so 2027-01-01 lies in 2026-W53), months and years, and when each becomes due.
+"""The periods of the hierarchy (as entity-core has them, docs/GLOSSARY.md): days, ISO weeks (Monday to Sunday,
+`2026-W47`, the ISO year, so 2027-01-01 lies in 2026-W53), months and years, and when each becomes due.
 
 A period is consolidated at the first scheduled moment after it has ended, in the user's time zone: a day at
 05:00 the next morning, a week on the Sunday 05:00 after it (entity-core's cron), a month on the 1st at 05:00, a

@@ -10,8 +10,8 @@ STOPWORDS = frozenset(
     "those he she they them his her their him i you we our your my me us has have had do does did not so very "
     "just also then than there here who whom which what when where while".split()
 )
-# Wording that says a state changed (Smart Memory's supersession cue): the new memory replaces the old one
-# without asking the model.
+# Wording that says a state changed (Smart Memory's supersession cue, docs/GLOSSARY.md): the new memory replaces
+# the old one without asking the model.
 STATE_CHANGE = re.compile(
     r"\b(no longer|not any ?more|anymore|any more|became|become|becomes|has become|have become|is now|are now|"
     r"was now|now (?:lives|works|owns|has|hates|loves|trusts|believes|knows|is|wears|carries|leads|rules)|"

@@ -14,8 +14,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from apps.common.exceptions import ApplicationError
+from apps.common.models import IdempotencyRecord
 from apps.common.streams import spool_body
-from apps.sync.models import IdempotencyRecord
 
 MAX_KEY_LENGTH = 200
 REPLAYED_HEADERS = ("ETag", "Location")
