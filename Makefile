@@ -30,12 +30,14 @@ run: install
 test: install
 	$(BIN)/python -m pytest -m "not slow"
 
-# Everything, the slow suites too (fault injection, long fuzzing): more inputs per fuzzed operation.
+# Everything, the slow suites too (every API operation fuzzed from the schema, multi-instance convergence, real-worker
+# and database faults; `make test` fuzzes a smoke subset): more inputs per fuzzed operation.
 test-all: install
 	LOREKEEPER_FUZZ_EXAMPLES=50 LOREKEEPER_FUZZ_EXAMPLES_JSON=300 $(BIN)/python -m pytest
 
+# Style, then the layers of the apps (import-linter's contracts in pyproject.toml; docs/ARCHITECTURE.md).
 lint: install
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
 
 bench: install
 	$(BIN)/python bench/import_export.py

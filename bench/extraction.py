@@ -4,7 +4,7 @@ for one chat and for 50 chats at once on 2 workers.
     .venv/bin/python bench/extraction.py [--passes 12] [--rounds 5] [--chats 50] [--only overhead|lag]
 
 The model is the scripted OpenAI-compatible server of the tests (tests/llm_server.py) on 127.0.0.1, answering at
-once with the tests' story script (tests/extraction/conftest.py: two session memories, two long-term memories and
+once with the tests' story script (tests/extraction/helpers.py: two session memories, two long-term memories and
 a relationship reading, an arc, two ledger entities, a scene recap, … per pass). Embeddings are the deployment's
 real local model (all-MiniLM-L6-v2). Data lives in its own database, `lorekeeper_bench_extraction`, emptied first.
 
@@ -109,7 +109,7 @@ def vary(server) -> None:
     new candidates with a growing store instead of finding the same text again."""
     import re
 
-    from tests.extraction.conftest import TASKS
+    from tests.extraction.helpers import TASKS
     from tests.llm_server import Reply
 
     def first(prompt: str) -> int:
@@ -198,7 +198,7 @@ def overhead(passes: int) -> dict[str, tuple[float, float]]:
     from apps.llm.models import Call
     from apps.memories.services.indexing import chat_index_messages
     from apps.memories.services.lifecycle import classify
-    from tests.extraction.conftest import script
+    from tests.extraction.helpers import script
     from tests.llm_server import start_llm_server
 
     server = start_llm_server()
@@ -326,7 +326,7 @@ def lag(rounds: int, chats: int) -> None:
     from apps.accounts.services import api_token_create
     from apps.chats.models import Chat
     from apps.extraction.models import ChatPipeline, PipelineJob
-    from tests.extraction.conftest import script
+    from tests.extraction.helpers import script
     from tests.llm_server import start_llm_server
 
     server = start_llm_server()

@@ -199,7 +199,7 @@ def append_latency(client, user, tmp: Path, sizes: list[int], repeats: int) -> N
 def throughput(base_url: str, token: str, user, clients: int, per_client: int) -> None:
     from apps.chats.models import Chat
     from apps.chats.services.chats import chat_create
-    from apps.sync.client import SyncClient
+    from apps.sync.client.http import SyncClient
 
     for shared in (False, True):
         chats = [chat_create(user=user, title=f"throughput {n}") for n in range(1 if shared else clients)]
@@ -248,7 +248,7 @@ def main() -> None:
     server = start_server(port)
     base_url = f"http://127.0.0.1:{port}"
     try:
-        from apps.sync.client import SyncClient
+        from apps.sync.client.http import SyncClient
 
         client = SyncClient(base_url, token=token, debounce=0)
         with tempfile.TemporaryDirectory() as tmp:

@@ -85,7 +85,7 @@ def main() -> None:
     user, character, token = setup(args.memories)
     port = sync_bench.free_port()
     server = sync_bench.start_server(port)
-    from apps.sync.client import SyncClient
+    from apps.sync.client.http import SyncClient
 
     client = SyncClient(f"http://127.0.0.1:{port}", token=token, timeout=300)
     try:

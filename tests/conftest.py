@@ -1,10 +1,12 @@
-from contextlib import contextmanager
-
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from apps.accounts.services import api_token_create
+
+# Fixtures shared across apps, each declared once: a character and a chat (tests/chats/fixtures.py), the scripted
+# embedding server (tests/memories/fixtures.py), the scripted model's story (tests/extraction/fixtures.py).
+pytest_plugins = ["tests.chats.fixtures", "tests.memories.fixtures", "tests.extraction.fixtures"]
 
 
 @pytest.fixture
@@ -49,38 +51,11 @@ def broker():
     server = ValkeyServer()
     server.start()
     url = f"redis://127.0.0.1:{server.port}/0"
+    from tests.worker import tasks_sent_to
+
     with tasks_sent_to(url):
         yield url
     server.stop()
-
-
-@contextmanager
-def tasks_sent_to(url: str):
-    """Tasks go to the broker at `url` instead of running in place (the test settings' eager mode)."""
-    from config.celery import app as celery_app
-
-    saved = celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager
-    celery_app.conf.broker_url = celery_app.conf.result_backend = url
-    celery_app.conf.task_always_eager = False
-    _forget_connections(celery_app)
-    try:
-        yield
-    finally:
-        celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager = saved
-        _forget_connections(celery_app)
-
-
-def _forget_connections(app) -> None:
-    """Celery caches its broker pool and result backend at first use, kombu its producer pools per broker URL; drop
-    them so new URLs (or a broker started again at the same URL) take effect."""
-    from kombu import pools
-
-    pools.reset()
-    if app._pool is not None:
-        app._pool.force_close_all()
-    app._pool = None
-    app.amqp._producer_pool = None
-    app._local.__dict__.pop("backend", None)
 
 
 @pytest.fixture

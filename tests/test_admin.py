@@ -3,9 +3,7 @@ from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.auth import get_user_model
 
 from apps.chats.models import Chat, Message
-from apps.chats.services.chats import chat_import
 from tests.chats.factories import CharacterFactory
-from tests.chats.helpers import fixture_bytes, stream
 
 pytestmark = pytest.mark.django_db
 
@@ -15,11 +13,6 @@ def staff(client):
     admin = get_user_model().objects.create_superuser(username="mod", password="moderator pass 1")
     client.force_login(admin)
     return client
-
-
-@pytest.fixture
-def chat(user):
-    return chat_import(user=user, stream=stream(fixture_bytes("group_headerless.jsonl")), title="Tavern")
 
 
 @pytest.mark.parametrize(
@@ -42,13 +35,13 @@ def chat(user):
         "/admin/sync/backupsettings/",
     ],
 )
-def test_admin_lists_with_search_and_filters(staff, chat, path):
-    CharacterFactory(user=chat.user)
+def test_admin_lists_with_search_and_filters(staff, group_chat, path):
+    CharacterFactory(user=group_chat.user)
     assert staff.get(path).status_code == 200
 
 
-def test_admin_sees_everyones_chat_and_its_messages(staff, chat):
-    page = staff.get(f"/admin/chats/chat/{chat.pk}/change/").content.decode()
+def test_admin_sees_everyones_chat_and_its_messages(staff, group_chat):
+    page = staff.get(f"/admin/chats/chat/{group_chat.pk}/change/").content.decode()
     assert "Another round!" in page
 
 
@@ -68,20 +61,25 @@ def test_deactivate_action_is_logged_and_stops_sign_in(staff, user):
     assert LogEntry.objects.filter(object_id=str(user.pk), change_message__icontains="Deactivated").exists()
 
 
-def test_delete_chat_action_is_logged_and_removes_messages(staff, chat):
-    response = staff.post("/admin/chats/chat/", {"action": "delete_chats", "_selected_action": [chat.pk]})
+def test_delete_chat_action_is_logged_and_removes_messages(staff, group_chat):
+    response = staff.post("/admin/chats/chat/", {"action": "delete_chats", "_selected_action": [group_chat.pk]})
     assert response.status_code == 302
     assert not Chat.objects.exists() and not Message.objects.exists()
     assert LogEntry.objects.filter(action_flag=DELETION, object_repr="Tavern").exists()
 
 
-def test_deleting_a_message_in_the_admin_keeps_indices_contiguous(staff, chat):
-    message = Message.objects.get(chat=chat, index=1)
+def test_deleting_a_message_in_the_admin_keeps_indices_contiguous(staff, group_chat):
+    message = Message.objects.get(chat=group_chat, index=1)
     response = staff.post(f"/admin/chats/message/{message.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302
-    assert list(Message.objects.filter(chat=chat).order_by("index").values_list("index", flat=True)) == [0, 1, 2, 3]
-    chat.refresh_from_db()
-    assert chat.message_count == 4
+    assert list(Message.objects.filter(chat=group_chat).order_by("index").values_list("index", flat=True)) == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    group_chat.refresh_from_db()
+    assert group_chat.message_count == 4
 
 
 def test_non_staff_cannot_open_the_admin(web):

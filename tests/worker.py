@@ -70,3 +70,32 @@ def wait_for(condition: Callable[[], object], *, timeout: float, what: str, work
             assert worker.poll() is None, f"the worker died before {what}"
         assert time.monotonic() < deadline, f"{what} did not happen within {timeout:g} s"
         time.sleep(every)
+
+
+@contextmanager
+def tasks_sent_to(url: str):
+    """Tasks go to the broker at `url` instead of running in place (the test settings' eager mode)."""
+    from config.celery import app as celery_app
+
+    saved = celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager
+    celery_app.conf.broker_url = celery_app.conf.result_backend = url
+    celery_app.conf.task_always_eager = False
+    forget_connections(celery_app)
+    try:
+        yield
+    finally:
+        celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager = saved
+        forget_connections(celery_app)
+
+
+def forget_connections(app) -> None:
+    """Celery caches its broker pool and result backend at first use, kombu its producer pools per broker URL; drop
+    them so new URLs (or a broker started again at the same URL) take effect."""
+    from kombu import pools
+
+    pools.reset()
+    if app._pool is not None:
+        app._pool.force_close_all()
+    app._pool = None
+    app.amqp._producer_pool = None
+    app._local.__dict__.pop("backend", None)

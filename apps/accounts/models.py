@@ -1,5 +1,9 @@
+import uuid
+
 from django.conf import settings
 from django.db import models
+
+from apps.common.models import Synced
 
 
 class ApiToken(models.Model):
@@ -57,3 +61,18 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.target}"
+
+
+class SettingsDocument(Synced):
+    """A user's settings, one JSON object namespaced by extension (`{"smartMemory": {...}, "st_bme": {...}}`)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="settings_document")
+    data = models.JSONField(default=dict)
+    integrity = models.UUIDField(default=uuid.uuid4)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "sync_settingsdocument"  # the name it had in the sync app
+
+    def __str__(self) -> str:
+        return f"settings of {self.user}"

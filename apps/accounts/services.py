@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser
@@ -10,8 +12,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.audit import audit_record
-from apps.accounts.models import ApiToken, AuditEvent
+from apps.accounts.models import ApiToken, AuditEvent, SettingsDocument
+from apps.common import jsonpatch
 from apps.common.exceptions import ApplicationError
+from apps.common.jsonsafe import unstorable_reason
 
 TOKEN_PREFIX = "lk_"
 # Recording every use would turn each API read into a write; a minute's precision is plenty.
@@ -63,6 +67,15 @@ def api_token_authenticate(*, raw: str) -> AbstractUser | None:
 
 
 @transaction.atomic
+def user_signup(*, username: str, email: str, password: str) -> AbstractUser:
+    """An account made on the sign-up page, whose form has checked the name is free and the password acceptable."""
+    user = get_user_model()(username=username, email=email)
+    user.set_password(password)
+    user.save()
+    return user
+
+
+@transaction.atomic
 def user_deactivate(*, user: AbstractUser, actor: AbstractUser | None = None) -> AbstractUser:
     """Switch an account off: no sign-in, and its API tokens stop working (they are checked against is_active)."""
     user.is_active = False
@@ -82,3 +95,47 @@ def admin_ensure(*, username: str, password: str | None) -> tuple[AbstractUser |
         password = generated = secrets.token_urlsafe(12)
     user = user_model.objects.create_superuser(username=username, email="", password=password)
     return user, generated
+
+
+# --- the settings document: each user's settings, namespaced per extension, patched like chat metadata ---------
+
+
+class SettingsConflict(ApplicationError):
+    def __init__(self, document: SettingsDocument) -> None:
+        super().__init__(
+            "The settings were changed by another client since you read them; read them again and re-apply.",
+            {"current_integrity": str(document.integrity)},
+            status=409,
+            code="integrity",
+        )
+
+
+def settings_get(*, user: AbstractUser) -> SettingsDocument:
+    """The user's document, made empty on first use (ON CONFLICT DO NOTHING: two first reads cannot collide)."""
+    document = SettingsDocument.objects.filter(user=user).first()
+    if document is None:
+        SettingsDocument.objects.bulk_create([SettingsDocument(user=user)], ignore_conflicts=True)
+        document = SettingsDocument.objects.get(user=user)
+    return document
+
+
+@transaction.atomic
+def settings_patch(*, user: AbstractUser, patch: Any, kind: str, integrity: uuid.UUID) -> SettingsDocument:
+    """`kind` "merge" (RFC 7386) or "json" (RFC 6902). Top-level keys are extension namespaces, each an object."""
+    settings_get(user=user)
+    document = SettingsDocument.objects.select_for_update().get(user=user)
+    if document.integrity != integrity:
+        raise SettingsConflict(document)
+    data = jsonpatch.patch_object(document.data, patch, kind=kind, what="settings")
+    if not all(isinstance(value, dict) for value in data.values()):
+        raise ApplicationError(
+            "Settings are namespaced: a JSON object whose every value is an object (one per extension).",
+            {"field": "settings"},
+        )
+    reason = unstorable_reason(data)
+    if reason:
+        raise ApplicationError(f"The settings {reason}.", {"field": "settings"})
+    document.data = data
+    document.integrity = uuid.uuid4()
+    document.save(update_fields=["data", "integrity", "updated_at"])
+    return document

@@ -11,7 +11,7 @@ from apps.accounts.audit import client_ip
 from apps.accounts.forms import ApiTokenForm, SignupForm
 from apps.accounts.models import ApiToken
 from apps.accounts.selectors import api_token_list
-from apps.accounts.services import api_token_create, api_token_revoke
+from apps.accounts.services import api_token_create, api_token_revoke, user_signup
 
 
 @require_http_methods(["GET", "POST"])
@@ -22,7 +22,8 @@ def signup(request):
         return redirect("chats:home")
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        user = form.save()
+        data = form.cleaned_data
+        user = user_signup(username=data["username"], email=data["email"], password=data["password1"])
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("chats:welcome")
     return render(request, "accounts/signup.html", {"form": form})

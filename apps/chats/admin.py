@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from apps.chats.models import Character, Chat, Message
+from apps.chats.models import Character, Chat, ChatRevision, Message
 from apps.chats.services.chats import chat_delete, chat_lock, chat_touch
 from apps.chats.services.messages import message_delete
 
@@ -86,3 +86,16 @@ class MessageAdmin(admin.ModelAdmin):
         # Highest index first, so the indices still to delete do not move.
         for message in queryset.select_related("chat").order_by("chat_id", "-index"):
             message_delete(chat=message.chat, index=message.index)
+
+
+@admin.register(ChatRevision)
+class ChatRevisionAdmin(admin.ModelAdmin):
+    list_display = ["chat", "reason", "message_count", "created_at"]
+    list_filter = ["reason", "created_at"]
+    search_fields = ["chat__title", "chat__user__username"]
+    list_select_related = ["chat"]
+    exclude = ["jsonl_gzip"]
+    readonly_fields = ["chat", "reason", "integrity", "message_count", "created_at"]
+
+    def has_add_permission(self, request):
+        return False

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.chats.apis import characters, chats, messages
+from apps.chats.apis import characters, chats, data, messages, save, writes
 
 urlpatterns = [
     path("characters/", characters.CharacterListApi.as_view(), name="character-list"),
@@ -12,4 +12,25 @@ urlpatterns = [
     path("chats/<int:chat_id>/export", chats.ChatExportApi.as_view(), name="chat-export"),
     path("chats/<int:chat_id>/messages/", messages.MessageListApi.as_view(), name="message-list"),
     path("chats/<int:chat_id>/messages/<int:index>/", messages.MessageDetailApi.as_view(), name="message-detail"),
+    path("chats/<int:chat_id>/append", writes.ChatAppendApi.as_view(), name="chat-append"),
+    path("chats/<int:chat_id>/patch", writes.ChatPatchApi.as_view(), name="chat-patch"),
+    path("chats/<int:chat_id>/metadata", writes.ChatMetadataApi.as_view(), name="chat-metadata"),
+    path("chats/<int:chat_id>/delta", writes.ChatDeltaApi.as_view(), name="chat-delta"),
+    path("chats/<int:chat_id>/save", save.ChatSaveApi.as_view(), name="chat-save"),
+    path("chats/<int:chat_id>/revisions/", save.ChatRevisionListApi.as_view(), name="chat-revisions"),
+    path(
+        "chats/<int:chat_id>/revisions/<int:revision_id>/export",
+        save.ChatRevisionExportApi.as_view(),
+        name="chat-revision-export",
+    ),
+    path(
+        "chats/<int:chat_id>/revisions/<int:revision_id>/restore",
+        save.ChatRevisionRestoreApi.as_view(),
+        name="chat-revision-restore",
+    ),
+    path(
+        "chats/<int:chat_id>/messages/<int:index>/data/<str:namespace>",
+        data.MessageExtensionDataApi.as_view(),
+        name="message-data",
+    ),
 ]

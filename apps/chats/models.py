@@ -126,3 +126,37 @@ class Message(models.Model):
     @property
     def swipe_number(self) -> int:
         return (self.swipe_id or 0) + 1
+
+
+class SeenGeneration(models.Model):
+    """A generation id an append carried: a retry with the same id is recognised even after a restart."""
+
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="seen_generations")
+    generation_id = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "sync_seengeneration"  # the name it had in the sync app
+        constraints = [models.UniqueConstraint(fields=["chat", "generation_id"], name="seen_generation_unique")]
+
+    def __str__(self) -> str:
+        return self.generation_id
+
+
+class ChatRevision(models.Model):
+    """A chat as it was before a forced save, an import over it or a restore replaced it: gzipped SillyTavern JSONL,
+    restorable."""
+
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="revisions")
+    reason = models.CharField(max_length=100)
+    integrity = models.UUIDField(help_text="The replaced version's integrity.")
+    message_count = models.PositiveIntegerField()
+    jsonl_gzip = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "sync_chatrevision"  # the name it had in the sync app
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.chat} before {self.reason} ({self.created_at:%Y-%m-%d %H:%M})"

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import gzip
+import io
+from collections.abc import Iterator
+
 from django.contrib.auth.models import AbstractUser
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
-from apps.chats.models import Character, Chat, Message
+from apps.chats.models import Character, Chat, ChatRevision, Message
 
 MAX_PAGE = 500
+REVISION_LIST_LIMIT = 100
+CHUNK = 256 * 1024
 
 
 def _search_term(search: str) -> str:
@@ -16,12 +22,17 @@ def _search_term(search: str) -> str:
     return search.replace("\x00", "").strip()
 
 
-def character_list(*, user: AbstractUser, search: str = "") -> QuerySet[Character]:
+def character_list(*, user: AbstractUser, search: str = "", by_name: bool = False) -> QuerySet[Character]:
     search = _search_term(search)
     qs = Character.objects.filter(user=user)
     if search:
         qs = qs.filter(name__icontains=search)
-    return qs
+    return qs.order_by("name", "id") if by_name else qs
+
+
+def character_list_counted(*, user: AbstractUser, search: str = "") -> QuerySet[Character]:
+    """By name, each with how many chats it is in (`chat_count`): the characters page."""
+    return character_list(user=user, search=search, by_name=True).annotate(chat_count=Count("chats"))
 
 
 def character_get(*, user: AbstractUser, character_id: int) -> Character:
@@ -31,9 +42,13 @@ def character_get(*, user: AbstractUser, character_id: int) -> Character:
         raise Http404("No such character.") from exc
 
 
-def chat_list(*, user: AbstractUser, search: str = "", client_key: str | None = None) -> QuerySet[Chat]:
+def chat_list(
+    *, user: AbstractUser, search: str = "", client_key: str | None = None, character: Character | None = None
+) -> QuerySet[Chat]:
     search = _search_term(search)
     qs = Chat.objects.filter(user=user).prefetch_related("characters")
+    if character is not None:
+        qs = qs.filter(characters=character)
     if client_key is not None:
         qs = qs.filter(client_key=client_key.replace("\x00", ""))
     if search:
@@ -41,6 +56,20 @@ def chat_list(*, user: AbstractUser, search: str = "", client_key: str | None = 
         by_character = Character.objects.filter(user=user, name__icontains=search).values("chats")
         qs = qs.filter(Q(title__icontains=search) | Q(character_name__icontains=search) | Q(pk__in=by_character))
     return qs
+
+
+def chat_exists(*, user: AbstractUser) -> bool:
+    return Chat.objects.filter(user=user).exists()
+
+
+def chat_count(*, user: AbstractUser, character: Character) -> int:
+    """How many of the user's chats the character is in."""
+    return chat_list(user=user, character=character).count()
+
+
+def chat_characters(*, chat: Chat) -> list[Character]:
+    """The chat's characters, by name."""
+    return list(chat.characters.order_by("name"))
 
 
 def chat_get(*, user: AbstractUser, chat_id: int) -> Chat:
@@ -69,3 +98,26 @@ def message_get(*, chat: Chat, index: int) -> Message:
         return Message.objects.get(chat=chat, index=index)
     except Message.DoesNotExist as exc:
         raise Http404("No such message.") from exc
+
+
+def revision_list(*, chat: Chat) -> QuerySet[ChatRevision]:
+    """The chat's kept versions, newest first, without their (possibly large) contents."""
+    return ChatRevision.objects.filter(chat=chat).defer("jsonl_gzip")
+
+
+def revision_get(*, chat: Chat, revision_id: int) -> ChatRevision:
+    try:
+        return ChatRevision.objects.get(chat=chat, pk=revision_id)
+    except ChatRevision.DoesNotExist as exc:
+        raise Http404("No such version of this chat.") from exc
+
+
+def revision_lines(*, revision: ChatRevision) -> Iterator[bytes]:
+    """The kept JSONL, decompressed a chunk at a time (a 100 MB chat is never held whole)."""
+    with revision_stream(revision=revision) as stream:
+        while chunk := stream.read(CHUNK):
+            yield chunk
+
+
+def revision_stream(*, revision: ChatRevision) -> gzip.GzipFile:
+    return gzip.GzipFile(fileobj=io.BytesIO(bytes(revision.jsonl_gzip)))

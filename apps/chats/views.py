@@ -5,7 +5,6 @@ import uuid
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -16,6 +15,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from apps.chats import selectors
 from apps.chats.apis.chats import export_response
 from apps.chats.forms import CharacterCardForm, CharacterForm, ChatImportForm
+from apps.chats.selectors import revision_list
 from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import (
     character_create,
@@ -24,9 +24,8 @@ from apps.chats.services.characters import (
     character_update,
 )
 from apps.chats.services.chats import chat_delete, chat_import, chat_import_sample
+from apps.chats.services.writes import chat_reimport, chat_revision_restore
 from apps.common.exceptions import ApplicationError
-from apps.sync.selectors import revision_list
-from apps.sync.services.chats import chat_reimport, chat_revision_restore
 
 CHATS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 30
@@ -35,7 +34,7 @@ MESSAGES_PER_PAGE = 30
 @login_required
 @require_GET
 def home(request):
-    if not selectors.chat_list(user=request.user).exists():
+    if not selectors.chat_exists(user=request.user):
         return redirect("chats:welcome")
     return redirect("chats:list")
 
@@ -180,11 +179,7 @@ def chat_delete_view(request, chat_id: int):
 @vary_on_headers("HX-Request")
 def character_list(request):
     search = request.GET.get("q", "").strip()
-    characters = (
-        selectors.character_list(user=request.user, search=search)
-        .annotate(chat_count=Count("chats"))
-        .order_by("name", "id")
-    )
+    characters = selectors.character_list_counted(user=request.user, search=search)
     page = Paginator(characters, CHATS_PER_PAGE).get_page(request.GET.get("page"))
     context = {"page": page, "search": search, "card_form": CharacterCardForm()}
     template = "chats/character_list.html#character-results" if request.htmx else "chats/character_list.html"
@@ -225,7 +220,7 @@ def character_detail(request, character_id: int | None = None):
             character = character_update(character=character, data=form.cleaned_data)
         messages.success(request, f"Saved {character.name}.")
         return redirect("chats:character", character.pk)
-    chats = selectors.chat_list(user=request.user).filter(characters=character)[:50] if character else []
+    chats = selectors.chat_list(user=request.user, character=character)[:50] if character else []
     return render(request, "chats/character_detail.html", {"character": character, "form": form, "chats": chats})
 
 
@@ -236,7 +231,7 @@ def character_delete_view(request, character_id: int):
     character = selectors.character_get(user=request.user, character_id=character_id)
     if request.method == "GET":
         counts = character_delete_counts(character=character)
-        chats = selectors.chat_list(user=request.user).filter(characters=character).count()
+        chats = selectors.chat_count(user=request.user, character=character)
         context = {"character": character, "counts": counts, "chats": chats}
         return render(request, "chats/character_delete.html", context)
     counts = character_delete(character=character, delete_chat_memories=request.POST.get("chat_memories") == "delete")

@@ -30,6 +30,31 @@ class Synced(models.Model):
         abstract = True
 
 
+class BackgroundJob(models.Model):
+    """What every record of background work keeps: its state, what it is doing now, the error that stopped it, and
+    when it was made, started and finished; listed newest first. A job whose states or progress differ declares its
+    own field in place of the shared one (PipelineJob's six states, a Backup's percentage); the model test records
+    no start (`started_at = None`). Adopting it changed no column: each model's fields are as its migrations made
+    them."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    progress = models.CharField(max_length=200, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at", "-id"]
+
+
 class IdempotencyRecord(models.Model):
     """The first successful answer to a write sent with an Idempotency-Key, replayed to retries of it
     (apps/common/idempotency.py). Its table kept the name it had in the sync app."""

@@ -8,6 +8,8 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+from apps.common.models import BackgroundJob
+
 
 class AutoChoice(models.TextChoices):
     AUTO = "auto", "By profile (hosted: on, local: off)"
@@ -111,7 +113,7 @@ class ChatPipeline(models.Model):
         return int(self.through.get("compaction", 0))
 
 
-class PipelineJob(models.Model):
+class PipelineJob(BackgroundJob):
     """One pass of one tier over one chat: queued, run by the chat's runner (one at a time per chat), then done,
     failed (after retries with backoff, with the error), discarded (the messages it read changed while it ran:
     its results were thrown away and the tier queued again) or cancelled (a rebuild or pause replaced it)."""
@@ -142,24 +144,19 @@ class PipelineJob(models.Model):
     chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="pipeline_jobs")
     tier = models.CharField(max_length=12, choices=Tier.choices)
     priority = models.PositiveSmallIntegerField(default=0, help_text="Lower runs first.")
+    # Its own states: those of every job, and discarded and cancelled.
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     params = models.JSONField(default=dict, blank=True)
     manual = models.BooleanField(default=False, help_text="Asked for by a person.")
     attempts = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True, help_text="Retry after a failure not before.")
-    progress = models.CharField(max_length=200, blank=True, default="")
-    error = models.TextField(blank=True, default="")
     result = models.JSONField(default=dict, blank=True)
     read_from = models.PositiveIntegerField(null=True, blank=True)
     read_to = models.PositiveIntegerField(null=True, blank=True)
     fingerprint = models.CharField(max_length=50, blank=True, default="", help_text="Of the messages it read.")
     llm_calls = ArrayField(models.BigIntegerField(), default=list, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(BackgroundJob.Meta):
         indexes = [
             models.Index(fields=["chat", "state", "priority"], name="pipeline_job_chat_state"),
             models.Index(fields=["user", "-created_at"], name="pipeline_job_user_recent"),
@@ -275,15 +272,9 @@ class Recap(models.Model):
         return f"recap of chat {self.chat_id} ({self.state})"
 
 
-class ModelTest(models.Model):
+class ModelTest(BackgroundJob):
     """The extraction model test: fixed scenarios through every tier against one connection, writing nothing but
     this record (the raw answers, what parsed, and hints on the quality)."""
-
-    class State(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     connection = models.ForeignKey(
@@ -292,15 +283,8 @@ class ModelTest(models.Model):
     connection_name = models.CharField(max_length=100, blank=True, default="")
     model = models.CharField(max_length=200, blank=True, default="")
     profile = models.CharField(max_length=1, blank=True, default="")
-    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
-    progress = models.CharField(max_length=200, blank=True, default="")
     results = models.JSONField(default=list, blank=True)
-    error = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    started_at = None  # a model test records no start
 
     def __str__(self) -> str:
         return f"model test of {self.model} ({self.state})"

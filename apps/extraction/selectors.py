@@ -12,6 +12,7 @@ from apps.chats.models import Chat
 from apps.extraction.models import ChatPipeline, ContinuityCheck, ModelTest, PipelineJob, Recap, Scene
 from apps.extraction.services.jobs import ORDER, PENDING
 from apps.extraction.services.settings import extraction_settings_get
+from apps.llm.models import Connection
 from apps.llm.selectors import connection_default
 from apps.memories.models import Kind, Memory, Status
 
@@ -132,8 +133,9 @@ def continuity_list(*, user: AbstractUser, chat: Chat) -> QuerySet[ContinuityChe
     return ContinuityCheck.objects.filter(user=user, chat=chat).order_by("-created_at", "-id")
 
 
-def model_test_list(*, user: AbstractUser) -> QuerySet[ModelTest]:
-    return ModelTest.objects.filter(user=user)
+def model_test_list(*, user: AbstractUser, connection: Connection | None = None) -> QuerySet[ModelTest]:
+    tests = ModelTest.objects.filter(user=user)
+    return tests.filter(connection=connection) if connection is not None else tests
 
 
 def model_test_get(*, user: AbstractUser, test_id: int) -> ModelTest:

@@ -7,15 +7,16 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.accounts.services import settings_get
 from apps.chats import selectors as chat_selectors
+from apps.chats.apis.common import MIRROR, mirrors_file
 from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import StorableInputSerializer
-from apps.injection.models import InjectionState
+from apps.injection.selectors import injection_state_get
 from apps.injection.services.context import context_build, recall_rerun
 from apps.injection.services.recall import recall_edit, recall_store, recall_stored
 from apps.injection.services.settings import SLOT, injection_settings_get
-from apps.sync.apis.common import MIRROR, mirrors_file
 
 
 class ContextInputSerializer(StorableInputSerializer):
@@ -140,7 +141,7 @@ class ContextApi(APIView):
     )
     def get(self, request, chat_id: int):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
-        state = InjectionState.objects.filter(chat=chat).first()
+        state = injection_state_get(user=request.user, chat=chat)
         if state is None:
             body = {"built_at": None, "slots": {}, "macros": {}, "stats": {}, "turn": "", "builds": 0}
             return with_etag(Response(body), chat.integrity)
@@ -249,8 +250,6 @@ class InjectionSettingsApi(APIView):
         "with `PATCH /api/v1/settings` (namespace `smart_memory`) and the integrity given here.",
     )
     def get(self, request):
-        from apps.sync.services.settings import settings_get
-
         document = settings_get(user=request.user)
         settings = injection_settings_get(user=request.user, document=document)
         body = {"settings": settings.as_document(), "problems": settings.problems, "integrity": document.integrity}

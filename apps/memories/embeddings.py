@@ -23,6 +23,7 @@ from django.conf import settings
 
 from apps.common.exceptions import ApplicationError
 from apps.common.netguard import guarded_http_client, provider_url_check, trusted_http_client
+from apps.common.secrets import secret_decrypt
 from apps.memories.models import EmbeddingCache, EmbeddingSettings
 
 log = logging.getLogger(__name__)
@@ -88,8 +89,6 @@ def deployment_config() -> EmbeddingConfig:
 
 def config_for(user) -> EmbeddingConfig:
     """The user's own provider if they set one, else the deployment's."""
-    from apps.common.secrets import secret_decrypt
-
     try:
         own = EmbeddingSettings.objects.get(user=user)
     except EmbeddingSettings.DoesNotExist:

@@ -16,7 +16,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from pgvector.django import VectorField
 
-from apps.common.models import Synced
+from apps.common.models import BackgroundJob, Synced
 
 # Dimensions with an HNSW index (all-MiniLM 384, nomic-embed-text 768, mxbai/bge-large 1024, OpenAI small 1536).
 # Other dimensions are searched exactly, which is fine for a user's few thousand vectors, slow past that.
@@ -343,34 +343,21 @@ class LifecycleSettings(models.Model):
         return f"{self.user}: {self.time_zone}"
 
 
-class LifecycleJob(models.Model):
+class LifecycleJob(BackgroundJob):
     """One run of background lifecycle work (a consolidation pass, a hierarchy run), with its progress and error."""
 
     class Type(models.TextChoices):
         CONSOLIDATION = "consolidation"
         HIERARCHY = "hierarchy"
 
-    class State(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
-
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lifecycle_jobs")
     type = models.CharField(max_length=20, choices=Type.choices)
     character = models.ForeignKey("chats.Character", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     chat = models.ForeignKey("chats.Chat", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     params = models.JSONField(default=dict, blank=True)
-    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
-    progress = models.CharField(max_length=200, blank=True, default="")
     result = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(BackgroundJob.Meta):
         indexes = [models.Index(fields=["user", "-created_at"], name="lifecycle_job_user_recent")]
 
     def __str__(self) -> str:

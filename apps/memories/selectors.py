@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractUser
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models.query import prefetch_related_objects
 from django.http import Http404
 
 from apps.chats import selectors as chat_selectors
 from apps.chats.models import Character
-from apps.memories.models import Decision, Entity, LifecycleJob, Memory
+from apps.memories.embeddings import config_for
+from apps.memories.models import Decision, Entity, LifecycleJob, Memory, Status
 
 
 def memory_list(
@@ -41,6 +43,77 @@ def memory_list(
     return qs.select_related("character", "chat").defer("embedding")
 
 
+def _entity_refs() -> Prefetch:
+    return Prefetch("entities", queryset=Entity.objects.only("id", "name", "type"))
+
+
+def with_links(qs: QuerySet[Memory]) -> QuerySet[Memory]:
+    """What the API's memory shows besides its own fields: what it supersedes, contradicts, and its entities."""
+    return qs.prefetch_related(
+        Prefetch("supersedes", queryset=Memory.objects.only("id", "superseded_by")),
+        Prefetch("contradicts", queryset=Memory.objects.only("id")),
+        _entity_refs(),
+    )
+
+
+def with_display(qs: QuerySet[Memory]) -> QuerySet[Memory]:
+    """What an entry of the memory browser shows besides its own fields: its source chat and its entities."""
+    return qs.select_related("source_chat").prefetch_related(_entity_refs())
+
+
+def memories_display_load(*, memories: list[Memory]) -> None:
+    """Loads, onto memories already read (search hits), what a browser entry shows: chats, character, entities."""
+    prefetch_related_objects(memories, "source_chat", "character", "chat")
+    prefetch_related_objects(memories, _entity_refs())
+
+
+def memory_linked_get(*, user: AbstractUser, memory_id: int) -> Memory:
+    """One memory as the API shows it (with_links)."""
+    try:
+        return with_links(Memory.objects.filter(user=user, pk=memory_id)).get()
+    except Memory.DoesNotExist as exc:
+        raise Http404("No such memory.") from exc
+
+
+def memories_linked(*, user: AbstractUser, memory_ids: list[int]) -> dict[int, Memory]:
+    """Memories as the API shows them (with_links), by id."""
+    return with_links(Memory.objects.filter(user=user, pk__in=memory_ids)).in_bulk()
+
+
+def memory_detail_get(*, user: AbstractUser, memory_id: int) -> Memory:
+    """A memory as the browser's card shows it: its source chat, entities and the memories it contradicts."""
+    memory = memory_get(user=user, memory_id=memory_id)
+    prefetch_related_objects(
+        [memory],
+        "source_chat",
+        _entity_refs(),
+        Prefetch("contradicts", queryset=Memory.objects.filter(user=user).only("id", "kind", "content")),
+    )
+    return memory
+
+
+def memory_embedding_counts(*, user: AbstractUser) -> dict[str, int]:
+    """How many of the user's memories have a vector of the current model (the rest wait for the background)."""
+    config = config_for(user)
+    total = Memory.objects.filter(user=user).count()
+    if not config.enabled:
+        return {"total": total, "embedded": 0}
+    embedded = Memory.objects.filter(user=user, embedding_model=config.key, embedding__isnull=False).count()
+    return {"total": total, "embedded": embedded}
+
+
+def summary_periods_latest(*, user: AbstractUser, characters: list[Character], levels: list[str]) -> dict:
+    """The period of the latest active summary of each level built for each character, by (character id, level)."""
+    latest = (
+        Memory.objects.filter(user=user, character__in=characters, chat__isnull=True, kind__in=levels)
+        .filter(status=Status.ACTIVE)
+        .order_by("character_id", "kind", "-created_at")
+        .distinct("character_id", "kind")
+        .values_list("character_id", "kind", "data")
+    )
+    return {(character_id, kind): (data or {}).get("period", "") for character_id, kind, data in latest}
+
+
 def memory_get(*, user: AbstractUser, memory_id: int) -> Memory:
     try:
         return Memory.objects.select_related("character", "chat", "superseded_by").get(user=user, pk=memory_id)
@@ -70,11 +143,18 @@ def memory_history(*, memory: Memory) -> list[Memory]:
     return [*earlier, memory, *later]
 
 
-def entity_list(*, user: AbstractUser, character_id: int | None = None, search: str = "") -> QuerySet[Entity]:
+def entity_list(
+    *, user: AbstractUser, character_id: int | None = None, chat_id: int | None = None, search: str = ""
+) -> QuerySet[Entity]:
+    """The user-wide registry and every character's; with `character_id` that character's and the user-wide; with
+    `chat_id` the chat's characters' and the user-wide."""
     qs = Entity.objects.filter(user=user)
     if character_id is not None:
         character = chat_selectors.character_get(user=user, character_id=character_id)
         qs = qs.filter(Q(character=character) | Q(character__isnull=True))
+    if chat_id is not None:
+        chat = chat_selectors.chat_get(user=user, chat_id=chat_id)
+        qs = qs.filter(Q(character__in=chat.characters.all()) | Q(character__isnull=True))
     search = search.replace("\x00", "").strip()
     if search:
         qs = qs.filter(Q(name__icontains=search) | Q(aliases__contains=[search]))
@@ -88,6 +168,20 @@ def entity_get(*, user: AbstractUser, entity_id: int) -> Entity:
         raise Http404("No such entity.") from exc
 
 
+def entity_list_by_name(*, user: AbstractUser, character_id: int | None = None, search: str = "") -> QuerySet[Entity]:
+    """entity_list by name, each with its character: the entities page."""
+    return (
+        entity_list(user=user, character_id=character_id, search=search)
+        .select_related("character")
+        .order_by("name", "id")
+    )
+
+
+def entity_memories(*, entity: Entity, limit: int = 100) -> QuerySet[Memory]:
+    """The entity's active memories, newest first, as the API shows them (with_links)."""
+    return with_links(entity.memories.filter(status=Status.ACTIVE).defer("embedding").order_by("-id")[:limit])
+
+
 def decision_list(*, user: AbstractUser, memory_id: int) -> QuerySet[Decision]:
     """Why this memory is here and what happened to it: decisions that made or changed it, and those that
     compared another candidate with it (re-confirmations, supersessions, merges), newest first."""
@@ -96,6 +190,16 @@ def decision_list(*, user: AbstractUser, memory_id: int) -> QuerySet[Decision]:
         Decision.objects.filter(user=user)
         .filter(Q(memory=memory) | Q(related=memory))
         .select_related("memory", "related", "llm_call")
+        .defer("memory__embedding", "related__embedding")
+    )
+
+
+def decision_list_recent(*, user: AbstractUser) -> QuerySet[Decision]:
+    """The user's decisions that did something (all but the candidates passed as new), newest first."""
+    return (
+        Decision.objects.filter(user=user)
+        .filter(~Q(outcome=Decision.Outcome.PASSED))
+        .select_related("memory", "related")
         .defer("memory__embedding", "related__embedding")
     )
 

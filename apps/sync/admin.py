@@ -1,19 +1,7 @@
 from django.contrib import admin
 
-from apps.sync.models import Backup, BackupSettings, ChatRevision, FeedEntry, Instance, SettingsDocument
-
-
-@admin.register(ChatRevision)
-class ChatRevisionAdmin(admin.ModelAdmin):
-    list_display = ["chat", "reason", "message_count", "created_at"]
-    list_filter = ["reason", "created_at"]
-    search_fields = ["chat__title", "chat__user__username"]
-    list_select_related = ["chat"]
-    exclude = ["jsonl_gzip"]
-    readonly_fields = ["chat", "reason", "integrity", "message_count", "created_at"]
-
-    def has_add_permission(self, request):
-        return False
+from apps.accounts.models import SettingsDocument
+from apps.sync.models import Backup, BackupSettings, FeedEntry, Instance
 
 
 @admin.register(SettingsDocument)

@@ -1,30 +1,9 @@
 from django.urls import path
 
-from apps.sync.apis import backups, chats, data, instances, legacy, save
+from apps.sync.apis import backups, instances, legacy, settings
 
 urlpatterns = [
-    path("chats/<int:chat_id>/append", chats.ChatAppendApi.as_view(), name="chat-append"),
-    path("chats/<int:chat_id>/patch", chats.ChatPatchApi.as_view(), name="chat-patch"),
-    path("chats/<int:chat_id>/metadata", chats.ChatMetadataApi.as_view(), name="chat-metadata"),
-    path("chats/<int:chat_id>/delta", chats.ChatDeltaApi.as_view(), name="chat-delta"),
-    path("chats/<int:chat_id>/save", save.ChatSaveApi.as_view(), name="chat-save"),
-    path("chats/<int:chat_id>/revisions/", save.ChatRevisionListApi.as_view(), name="chat-revisions"),
-    path(
-        "chats/<int:chat_id>/revisions/<int:revision_id>/export",
-        save.ChatRevisionExportApi.as_view(),
-        name="chat-revision-export",
-    ),
-    path(
-        "chats/<int:chat_id>/revisions/<int:revision_id>/restore",
-        save.ChatRevisionRestoreApi.as_view(),
-        name="chat-revision-restore",
-    ),
-    path(
-        "chats/<int:chat_id>/messages/<int:index>/data/<str:namespace>",
-        data.MessageExtensionDataApi.as_view(),
-        name="message-data",
-    ),
-    path("settings", data.SettingsApi.as_view(), name="settings"),
+    path("settings", settings.SettingsApi.as_view(), name="settings"),
     path("sync/instances", instances.InstanceListApi.as_view(), name="sync-instances"),
     path("sync/instances/<str:key>", instances.InstanceDetailApi.as_view(), name="sync-instance"),
     path("sync/pull", instances.SyncPullApi.as_view(), name="sync-pull"),

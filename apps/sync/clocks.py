@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -38,6 +40,16 @@ def merge(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
 
 def tick(clock: dict[str, int], key: str) -> dict[str, int]:
     return {**clock, key: int(clock.get(key, 0)) + 1}
+
+
+def lww_key(changed_at: datetime | None, changed_by: str, priorities: Mapping[str, int]) -> tuple[int, int, str]:
+    """Last write wins, for two versions of one object whose clocks are concurrent: the greater key wins. The later
+    write, to the second; then the writing instance's priority (`priorities`: instance key → priority, 0 when
+    missing); then the greater instance key. A write with no author counts as the server's. The one rule for a
+    push (apps/sync/services/push/) and for an account archive's import."""
+    second = int(changed_at.timestamp()) if changed_at else 0
+    name = changed_by or SERVER
+    return (second, priorities.get(name, 0), name)
 
 
 def clock_problem(value: Any) -> str | None:

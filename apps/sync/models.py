@@ -1,56 +1,9 @@
-"""What incremental sync keeps beside the chats: seen generation ids, idempotent answers, forced-save revisions,
-and each user's settings document."""
-
-import uuid
+"""What multi-device sync keeps: the instances, the feed, backups."""
 
 from django.conf import settings
 from django.db import models
 
-from apps.chats.models import Chat
-from apps.common.models import Synced
-
-
-class SeenGeneration(models.Model):
-    """A generation id an append carried: a retry with the same id is recognised even after a restart."""
-
-    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="seen_generations")
-    generation_id = models.CharField(max_length=200)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["chat", "generation_id"], name="seen_generation_unique")]
-
-    def __str__(self) -> str:
-        return self.generation_id
-
-
-class ChatRevision(models.Model):
-    """A chat as it was before a forced save replaced it: gzipped SillyTavern JSONL, restorable."""
-
-    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="revisions")
-    reason = models.CharField(max_length=100)
-    integrity = models.UUIDField(help_text="The replaced version's integrity.")
-    message_count = models.PositiveIntegerField()
-    jsonl_gzip = models.BinaryField()
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"{self.chat} before {self.reason} ({self.created_at:%Y-%m-%d %H:%M})"
-
-
-class SettingsDocument(Synced):
-    """A user's settings, one JSON object namespaced by extension (`{"smartMemory": {...}, "st_bme": {...}}`)."""
-
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="settings_document")
-    data = models.JSONField(default=dict)
-    integrity = models.UUIDField(default=uuid.uuid4)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self) -> str:
-        return f"settings of {self.user}"
+from apps.common.models import BackgroundJob
 
 
 class InstanceKind(models.TextChoices):
@@ -128,7 +81,7 @@ def _backup_path(instance: "Backup", filename: str) -> str:
     return f"backups/{instance.user_id}/{filename}"
 
 
-class Backup(models.Model):
+class Backup(BackgroundJob):
     """An account archive (a zip: chats as SillyTavern JSONL, characters, memories with their chains, the settings
     document, tombstones) made here, or uploaded to import; and the jobs that restore or import one."""
 
@@ -142,17 +95,11 @@ class Backup(models.Model):
         AUTOMATIC = "automatic"
         UPLOAD = "upload"
 
-    class State(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
-
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="backups")
     kind = models.CharField(max_length=10, choices=Kind.choices)
     trigger = models.CharField(max_length=10, choices=Trigger.choices)
-    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     stage = models.CharField(max_length=100, blank=True, default="", help_text="What it is doing now.")
+    # A percentage, in place of the text other jobs keep (`stage` says what it is doing).
     progress = models.PositiveSmallIntegerField(default=0, help_text="Percent done.")
     file = models.FileField(upload_to=_backup_path, blank=True, max_length=300)
     size = models.BigIntegerField(default=0)
@@ -160,13 +107,8 @@ class Backup(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="The restored backup."
     )
     counts = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(BackgroundJob.Meta):
         indexes = [models.Index(fields=["user", "-created_at"], name="backup_user_recent")]
 
     def __str__(self) -> str:

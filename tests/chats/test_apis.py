@@ -12,12 +12,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def chat(user):
-    return chat_import(user=user, stream=stream(fixture_bytes("group_headerless.jsonl")), filename="tavern.jsonl")
-
-
-@pytest.fixture
-def character(user):
+def aqua(user):
+    """A character of the group chat's name."""
     return CharacterFactory(user=user, name="Aqua")
 
 
@@ -40,32 +36,39 @@ OWN_OBJECT_ENDPOINTS = [
 
 
 @pytest.mark.parametrize(("method", "path", "body"), OWN_OBJECT_ENDPOINTS)
-def test_another_users_objects_answer_404_and_stay_untouched(other_api, chat, character, method, path, body):
-    before = (chat.integrity, chat.title, character.name, Message.objects.filter(chat=chat).count())
-    response = getattr(other_api, method)(path.format(chat=chat.pk, character=character.pk), body, format="json")
+def test_another_users_objects_answer_404_and_stay_untouched(other_api, group_chat, aqua, method, path, body):
+    before = (group_chat.integrity, group_chat.title, aqua.name, Message.objects.filter(chat=group_chat).count())
+    response = getattr(other_api, method)(path.format(chat=group_chat.pk, character=aqua.pk), body, format="json")
     assert response.status_code == 404
-    assert "tavern" not in response.content.decode() and "Aqua" not in response.content.decode()
-    chat.refresh_from_db()
-    character.refresh_from_db()
-    assert before == (chat.integrity, chat.title, character.name, Message.objects.filter(chat=chat).count())
+    assert "tavern" not in response.content.decode().lower() and "Aqua" not in response.content.decode()
+    group_chat.refresh_from_db()
+    aqua.refresh_from_db()
+    assert before == (
+        group_chat.integrity,
+        group_chat.title,
+        aqua.name,
+        Message.objects.filter(chat=group_chat).count(),
+    )
 
 
 @pytest.mark.parametrize(("method", "path", "body"), OWN_OBJECT_ENDPOINTS)
-def test_unauthenticated_requests_answer_401(chat, character, method, path, body):
-    response = getattr(APIClient(), method)(path.format(chat=chat.pk, character=character.pk), body, format="json")
+def test_unauthenticated_requests_answer_401(group_chat, aqua, method, path, body):
+    response = getattr(APIClient(), method)(path.format(chat=group_chat.pk, character=aqua.pk), body, format="json")
     assert response.status_code == 401
     assert response["WWW-Authenticate"].startswith("Bearer")
 
 
-def test_lists_show_only_the_users_own_objects(api, other_api, chat, character):
+def test_lists_show_only_the_users_own_objects(api, other_api, group_chat, aqua):
     assert other_api.get("/api/v1/chats/").json()["results"] == []
     assert other_api.get("/api/v1/characters/").json()["results"] == []
-    assert [c["id"] for c in api.get("/api/v1/chats/").json()["results"]] == [chat.pk]
+    assert [c["id"] for c in api.get("/api/v1/chats/").json()["results"]] == [group_chat.pk]
 
 
-def test_chat_cannot_be_given_another_users_character(api, other_user, chat):
+def test_chat_cannot_be_given_another_users_character(api, other_user, group_chat):
     theirs = CharacterFactory(user=other_user)
-    response = api.patch(f"/api/v1/chats/{chat.pk}/", {"character_ids": [theirs.pk]}, format="json", **if_match(chat))
+    response = api.patch(
+        f"/api/v1/chats/{group_chat.pk}/", {"character_ids": [theirs.pk]}, format="json", **if_match(group_chat)
+    )
     assert response.status_code == 400
     assert response.json()["extra"]["field"] == "character_ids"
 
@@ -121,8 +124,8 @@ def test_chat_detail_has_integrity_metadata_and_total(api, user):
     assert body["characters"] == [{"id": chat.characters.get().pk, "name": "Aqua"}]
 
 
-def test_chat_create_update_delete(api, character):
-    response = api.post("/api/v1/chats/", {"title": "New", "character_ids": [character.pk]}, format="json")
+def test_chat_create_update_delete(api, aqua):
+    response = api.post("/api/v1/chats/", {"title": "New", "character_ids": [aqua.pk]}, format="json")
     assert response.status_code == 201
     created = response.json()
     assert created["character_name"] == "Aqua" and created["total_messages"] == 0
@@ -208,27 +211,30 @@ def test_messages_page_by_index(api, user):
 
 
 @pytest.mark.parametrize("query", ["from_index=-1", "limit=0", "limit=abc", "limit=100000"])
-def test_bad_paging_parameters_answer_400(api, chat, query):
-    response = api.get(f"/api/v1/chats/{chat.pk}/messages/?{query}")
+def test_bad_paging_parameters_answer_400(api, group_chat, query):
+    response = api.get(f"/api/v1/chats/{group_chat.pk}/messages/?{query}")
     assert response.status_code == 400
     assert query.split("=")[0] in response.json()
 
 
-def test_message_writes_return_the_new_integrity(api, chat):
+def test_message_writes_return_the_new_integrity(api, group_chat):
     created = api.post(
-        f"/api/v1/chats/{chat.pk}/messages/", {"mes": "hello", "is_user": True}, format="json", **if_match(chat)
+        f"/api/v1/chats/{group_chat.pk}/messages/",
+        {"mes": "hello", "is_user": True},
+        format="json",
+        **if_match(group_chat),
     )
     assert created.status_code == 201
     body = created.json()
     assert body["message"]["index"] == 5 and body["total_messages"] == 6
     assert created["ETag"] == f'"{body["integrity"]}"'
     updated = api.patch(
-        f"/api/v1/chats/{chat.pk}/messages/5/", {"mes": "hello!"}, format="json", **if_match(body["integrity"])
+        f"/api/v1/chats/{group_chat.pk}/messages/5/", {"mes": "hello!"}, format="json", **if_match(body["integrity"])
     ).json()
     assert updated["message"]["mes"] == "hello!" and updated["integrity"] != body["integrity"]
-    deleted = api.delete(f"/api/v1/chats/{chat.pk}/messages/0/", **if_match(updated["integrity"])).json()
+    deleted = api.delete(f"/api/v1/chats/{group_chat.pk}/messages/0/", **if_match(updated["integrity"])).json()
     assert deleted["total_messages"] == 5 and deleted["integrity"] != updated["integrity"]
-    assert api.get(f"/api/v1/chats/{chat.pk}/").json()["integrity"] == deleted["integrity"]
+    assert api.get(f"/api/v1/chats/{group_chat.pk}/").json()["integrity"] == deleted["integrity"]
 
 
 @pytest.mark.parametrize(
@@ -242,17 +248,17 @@ def test_message_writes_return_the_new_integrity(api, chat):
         ({"mes": "x", "swipes": [1, {}]}, "swipes"),
     ],
 )
-def test_invalid_message_answers_400_naming_the_field(api, chat, body, field):
-    integrity = chat.integrity
-    response = api.post(f"/api/v1/chats/{chat.pk}/messages/", body, format="json")
+def test_invalid_message_answers_400_naming_the_field(api, group_chat, body, field):
+    integrity = group_chat.integrity
+    response = api.post(f"/api/v1/chats/{group_chat.pk}/messages/", body, format="json")
     assert response.status_code == 400
     assert field in response.json()
-    chat.refresh_from_db()
-    assert chat.integrity == integrity and chat.message_count == 5
+    group_chat.refresh_from_db()
+    assert group_chat.integrity == integrity and group_chat.message_count == 5
 
 
-def test_message_writes_need_the_integrity_and_refuse_a_stale_one(api, chat):
-    url = f"/api/v1/chats/{chat.pk}/messages/0/"
+def test_message_writes_need_the_integrity_and_refuse_a_stale_one(api, group_chat):
+    url = f"/api/v1/chats/{group_chat.pk}/messages/0/"
     assert api.patch(url, {"mes": "x"}, format="json").status_code == 428
     stale = api.patch(url, {"mes": "x"}, format="json", **if_match("00000000-0000-4000-8000-000000000000"))
     assert stale.status_code == 409 and stale.json()["error"] == "integrity"
@@ -260,9 +266,9 @@ def test_message_writes_need_the_integrity_and_refuse_a_stale_one(api, chat):
     assert api.get(url).json()["mes"] == "The tavern is loud tonight."
 
 
-def test_missing_message_answers_404(api, chat):
-    assert api.get(f"/api/v1/chats/{chat.pk}/messages/99/").status_code == 404
-    assert api.patch(f"/api/v1/chats/{chat.pk}/messages/99/", {"mes": "x"}, format="json").status_code == 404
+def test_missing_message_answers_404(api, group_chat):
+    assert api.get(f"/api/v1/chats/{group_chat.pk}/messages/99/").status_code == 404
+    assert api.patch(f"/api/v1/chats/{group_chat.pk}/messages/99/", {"mes": "x"}, format="json").status_code == 404
 
 
 # -------------------------------------------------------------------------------------------------------- schema

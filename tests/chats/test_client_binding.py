@@ -6,9 +6,8 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from apps.chats.models import Chat
+from apps.chats.models import Chat, ChatRevision
 from apps.common.management.commands.serve import DEFAULT_ADDRPORT
-from apps.sync.models import ChatRevision
 from tests.chats.helpers import fixture_bytes, json_lines
 from tests.sync.helpers import if_match
 

@@ -1,15 +1,22 @@
-"""Models that moved between apps keep their tables and rows: a database holding data, at the schema before the move,
-migrates to today's and back."""
+"""Models that moved between apps keep their tables and rows: a database holding data, at the schema before the
+moves, migrates to today's and back."""
 
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from apps.accounts.models import SettingsDocument
+from apps.chats.models import Chat, ChatRevision, SeenGeneration
 from apps.common.models import IdempotencyRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE_MOVE = [("common", "0001_vector_extension"), ("sync", "0006_quiet_writes")]
+BEFORE_MOVES = [
+    ("common", "0001_vector_extension"),
+    ("accounts", "0002_audit"),
+    ("chats", "0004_client_key"),
+    ("sync", "0006_quiet_writes"),
+]
 
 
 def migrate(targets) -> MigrationExecutor:
@@ -19,19 +26,30 @@ def migrate(targets) -> MigrationExecutor:
     return MigrationExecutor(connection)
 
 
-def test_idempotency_records_move_from_sync_to_common_with_their_rows(user):
+def test_models_moved_out_of_sync_keep_their_rows(user):
     leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    chat = Chat.objects.create(user=user, title="Kept")
     try:
-        old = migrate(BEFORE_MOVE).loader.project_state(BEFORE_MOVE).apps
-        OldRecord = old.get_model("sync", "IdempotencyRecord")
-        OldRecord.objects.create(user_id=user.pk, key="k-1", fingerprint="f" * 64, status=201, body={"id": 7})
+        old = migrate(BEFORE_MOVES).loader.project_state(BEFORE_MOVES).apps
+        old.get_model("sync", "IdempotencyRecord").objects.create(
+            user_id=user.pk, key="k-1", fingerprint="f" * 64, status=201, body={"id": 7}
+        )
+        old.get_model("sync", "ChatRevision").objects.create(
+            chat_id=chat.pk, reason="forced save", integrity=chat.integrity, message_count=3, jsonl_gzip=b"gz"
+        )
+        old.get_model("sync", "SeenGeneration").objects.create(chat_id=chat.pk, generation_id="gen-1")
+        old.get_model("sync", "SettingsDocument").objects.create(user_id=user.pk, data={"smart_memory": {"a": 1}})
 
         migrate(leaves)
         record = IdempotencyRecord.objects.get(user=user, key="k-1")
-        assert (record.status, record.body, record.fingerprint) == (201, {"id": 7}, "f" * 64)
-        assert IdempotencyRecord._meta.db_table == "sync_idempotencyrecord"
+        assert (record.status, record.body) == (201, {"id": 7})
+        revision = ChatRevision.objects.get(chat=chat)
+        assert (revision.reason, revision.message_count, bytes(revision.jsonl_gzip)) == ("forced save", 3, b"gz")
+        assert SeenGeneration.objects.get(chat=chat).generation_id == "gen-1"
+        assert SettingsDocument.objects.get(user=user).data == {"smart_memory": {"a": 1}}
 
-        back = migrate(BEFORE_MOVE).loader.project_state(BEFORE_MOVE).apps
-        assert back.get_model("sync", "IdempotencyRecord").objects.filter(key="k-1").count() == 1
+        back = migrate(BEFORE_MOVES).loader.project_state(BEFORE_MOVES).apps
+        for name in ("IdempotencyRecord", "ChatRevision", "SeenGeneration", "SettingsDocument"):
+            assert back.get_model("sync", name).objects.count() == 1, name
     finally:
         migrate(leaves)

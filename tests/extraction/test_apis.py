@@ -9,7 +9,7 @@ from apps.extraction.models import ChatPipeline, ExtractionSettings, ModelTest, 
 from apps.extraction.services.runner import chat_run
 from apps.extraction.services.settings import extraction_settings_set
 from apps.memories.models import Memory
-from tests.extraction.conftest import FIRST, SECOND, STORY, add_turns, away, failed_job, process, versions
+from tests.extraction.helpers import FIRST, SECOND, STORY, add_turns, away, failed_job, process, versions
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import pytest
 from apps.extraction.models import ModelTest
 from apps.extraction.services.model_test import ORDER, model_test_run, scenario
 from apps.memories.models import Memory
-from tests.extraction.conftest import TASKS
+from tests.extraction.helpers import TASKS
 from tests.llm_server import Reply
 
 pytestmark = pytest.mark.django_db

@@ -1,12 +1,17 @@
 """The tiers' parsers: Smart Memory's line formats (docs/GLOSSARY.md), read leniently (bullets, fences, case, missing
 importance) and strictly (a line not understood is returned as unparsed, never guessed)."""
 
-from apps.extraction.services import parsing
+from apps.extraction.services.parsing.arcs import parse_arcs
+from apps.extraction.services.parsing.epistemics import parse_epistemics
+from apps.extraction.services.parsing.memories import MAX_DESCRIPTORS, parse_memories
+from apps.extraction.services.parsing.profiles import parse_profiles
+from apps.extraction.services.parsing.prose import parse_continuity, parse_prose, parse_yes_no
+from apps.extraction.services.parsing.state import parse_state
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS
 
 
 def test_memory_lines_with_importance_scope_and_entities():
-    parsed = parsing.parse_memories(
+    parsed = parse_memories(
         "[fact:3:permanent:entity=Mira/character,Hollin/place] Mira was born in Hollin.\n"
         "[event:1:session] The bell rang twice.",
         LONG_TERM_KINDS,
@@ -27,7 +32,7 @@ def test_models_decorations_are_forgiven_but_unknown_kinds_are_not_guessed():
     text = (
         "```\n- **[Revelation:high] Corvin forged the seal.**\n* [detail] A brass key.\n1. [fact:2] Wrong tier.\n```"
     )
-    parsed = parsing.parse_memories(text, SESSION_KINDS)
+    parsed = parse_memories(text, SESSION_KINDS)
     assert [(m.kind, m.importance, m.text) for m in parsed.items] == [
         ("revelation", 3, "Corvin forged the seal."),
         ("detail", 2, "A brass key."),
@@ -36,14 +41,14 @@ def test_models_decorations_are_forgiven_but_unknown_kinds_are_not_guessed():
 
 
 def test_none_is_an_empty_answer_and_prose_is_unparsed():
-    assert parsing.parse_memories("NONE", SESSION_KINDS).empty
-    assert parsing.parse_memories("None.", SESSION_KINDS).empty
-    prose = parsing.parse_memories("Here are the memories you asked for!", SESSION_KINDS)
+    assert parse_memories("NONE", SESSION_KINDS).empty
+    assert parse_memories("None.", SESSION_KINDS).empty
+    prose = parse_memories("Here are the memories you asked for!", SESSION_KINDS)
     assert prose.items == [] and not prose.empty and prose.unparsed == ["Here are the memories you asked for!"]
 
 
 def test_relationship_history_lines_keep_descriptor_and_magnitude():
-    parsed = parsing.parse_memories(
+    parsed = parse_memories(
         "[rel] Mira -> Rowan: wary(medium), Curious (very high), sad(unmeasurable)\n[rel] nonsense",
         LONG_TERM_KINDS,
         relationships=True,
@@ -57,12 +62,12 @@ def test_relationship_history_lines_keep_descriptor_and_magnitude():
 
 def test_at_most_six_descriptors_a_pair():
     line = "[rel] A -> B: " + ", ".join(f"d{i}(low)" for i in range(9))
-    [relation] = parsing.parse_memories(line, LONG_TERM_KINDS, relationships=True).items
-    assert len(relation.descriptors) == parsing.MAX_DESCRIPTORS
+    [relation] = parse_memories(line, LONG_TERM_KINDS, relationships=True).items
+    assert len(relation.descriptors) == MAX_DESCRIPTORS
 
 
 def test_arcs_open_persistent_and_resolved_by_number():
-    parsed = parsing.parse_arcs(
+    parsed = parse_arcs(
         "[arc] Find the forger.\n[arc:persistent] Mira's vow to rebuild Hollin.\n[resolved:2] The key was found.\n"
         "[resolved] #3 The debt was paid.\n[resolved] No number here.\n[quest] unknown"
     )
@@ -74,7 +79,7 @@ def test_arcs_open_persistent_and_resolved_by_number():
 
 
 def test_epistemic_stances_and_hiding_with_a_target():
-    parsed = parsing.parse_epistemics(
+    parsed = parse_epistemics(
         "[knows] Mira | the seal is forged\n[believes] Rowan | Corvin is loyal\n"
         "[hiding] Corvin from Mira | he pressed the seal\n[hiding] Corvin | no target\n[guesses] Mira | odd"
     )
@@ -89,7 +94,7 @@ def test_epistemic_stances_and_hiding_with_a_target():
 
 
 def test_state_lines_map_synonyms_clear_values_and_drop_unknown_fields():
-    parsed = parsing.parse_state(
+    parsed = parse_state(
         "[state:Kael:character] location=the vault | Goal = escape | items=rope, lamp | injuries=none | hat=red\n"
         "[state:Sunstone:item] owner=Kael\n[state:Vault:planet] hazards=gas\n[state:Kael] favourite=blue"
     )
@@ -106,7 +111,7 @@ def test_state_lines_map_synonyms_clear_values_and_drop_unknown_fields():
 
 
 def test_profile_sections_and_relationship_confidence():
-    parsed = parsing.parse_profiles(
+    parsed = parse_profiles(
         "<character_state>Mira is tired.</character_state>\n<world_state>Winter.\n"
         "<relationship_matrix>\nMira -> Rowan: trusts him [confidence: 0.8]\nnot a pair\n</relationship_matrix>"
     )
@@ -116,27 +121,27 @@ def test_profile_sections_and_relationship_confidence():
     assert sections["relationship_matrix"].relationships == [
         {"source": "Mira", "target": "Rowan", "text": "trusts him", "confidence": 0.8}
     ]
-    assert parsing.parse_profiles("<world_state>Only this</world_state>").unparsed == [
+    assert parse_profiles("<world_state>Only this</world_state>").unparsed == [
         "no <character_state> section",
         "no <relationship_matrix> section",
     ]
 
 
 def test_continuity_verdicts():
-    assert parsing.parse_continuity("OK").ok
-    verdict = parsing.parse_continuity(
+    assert parse_continuity("OK").ok
+    verdict = parse_continuity(
         "[contradiction] Tam speaks though he died in #4.\n[repair] Tam is dead; have Hesper mourn him."
     )
     assert not verdict.ok and verdict.findings == ["Tam speaks though he died in #4."]
     assert verdict.repair == "Tam is dead; have Hesper mourn him."
-    assert parsing.parse_continuity("I think it is mostly fine?") is None
-    assert parsing.parse_continuity("") is None
+    assert parse_continuity("I think it is mostly fine?") is None
+    assert parse_continuity("") is None
 
 
 def test_yes_no_and_prose():
-    assert parsing.parse_yes_no("Yes.") is True
-    assert parsing.parse_yes_no("**NO** — same room") is False
-    assert parsing.parse_yes_no("Perhaps") is None
-    assert parsing.parse_prose("```\nSummary: They left at dawn.\n```") == "They left at dawn."
-    assert parsing.parse_prose("Recap: Mira found the seal.") == "Mira found the seal."
-    assert parsing.parse_prose("Previously on the harbour: Mira found the seal.").startswith("Previously on")
+    assert parse_yes_no("Yes.") is True
+    assert parse_yes_no("**NO** — same room") is False
+    assert parse_yes_no("Perhaps") is None
+    assert parse_prose("```\nSummary: They left at dawn.\n```") == "They left at dawn."
+    assert parse_prose("Recap: Mira found the seal.") == "Mira found the seal."
+    assert parse_prose("Previously on the harbour: Mira found the seal.").startswith("Previously on")

@@ -16,7 +16,7 @@ from apps.extraction.services.settings import extraction_settings_set
 from apps.extraction.services.sweep import chats_to_run
 from apps.llm.models import Call
 from apps.memories.models import Decision, Memory
-from tests.extraction.conftest import TASKS, add_turns, process
+from tests.extraction.helpers import TASKS, add_turns, process
 from tests.llm_server import Reply
 
 pytestmark = pytest.mark.django_db

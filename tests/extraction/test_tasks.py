@@ -8,46 +8,12 @@ from apps.chats.models import Chat
 from apps.chats.services.chats import chat_create
 from apps.extraction.models import ChatPipeline, PipelineJob, Scene
 from apps.extraction.services.settings import extraction_settings_set
-from apps.llm.services import connection_create
 from apps.memories.models import Memory
-from apps.memories.services.settings import embedding_settings_set
-from tests.extraction.conftest import TASKS, script
+from tests.extraction.helpers import LONG, TASKS, append, turns
 from tests.llm_server import Reply
 from tests.worker import celery_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-LONG = " The rain hammered the harbour roofs while they argued over the ledger, the seal and the missing key."
-
-
-@pytest.fixture
-def worker_model(user, llm_server, embedder):
-    """The scripted model as the user's default (hosted) connection; vectors from the scripted embedder, as the
-    user's own provider (the worker does not see this process's settings)."""
-    embedding_settings_set(user=user, provider="openai", model="scripted", base_url=f"{embedder.url}/v1")
-    script(llm_server)
-    connection_create(user=user, name="scripted", base_url=llm_server.url, model="m", profile="B", api_key="sk-x")
-    return llm_server
-
-
-def turns(first: int, count: int, *, text=None) -> list[dict]:
-    return [
-        {
-            "name": "Rowan" if i % 2 else "Mira",
-            "is_user": bool(i % 2),
-            "mes": text(i) if text else f"Turn {i} at the harbour office.{LONG}",
-            "extra": {},
-        }
-        for i in range(first, first + count)
-    ]
-
-
-def append(api, chat, messages) -> None:
-    integrity = Chat.objects.get(pk=chat.pk).integrity
-    response = api.post(
-        f"/api/v1/chats/{chat.pk}/append", {"messages": messages}, format="json", HTTP_IF_MATCH=f'"{integrity}"'
-    )
-    assert response.status_code == 200, response.content
 
 
 def through(chat, tier: str) -> int:

@@ -14,7 +14,7 @@ from apps.extraction.services.settings import extraction_settings_set
 from apps.memories.models import Decision, Entity, Memory, Status
 from apps.memories.services.schema import chat_schema_ensure
 from tests.chats.factories import CharacterFactory
-from tests.extraction.conftest import STORY, TASKS, add_turns, process
+from tests.extraction.helpers import STORY, TASKS, add_turns, process
 
 pytestmark = pytest.mark.django_db
 

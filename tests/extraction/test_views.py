@@ -12,7 +12,7 @@ from apps.extraction.models import ChatPipeline, ExtractionSettings, ModelTest, 
 from apps.extraction.services.pipeline import pipeline_pause
 from apps.extraction.services.runner import chat_run
 from apps.memories.models import Memory
-from tests.extraction.conftest import FIRST, SECOND, STORY, add_turns, away, failed_job, process, versions
+from tests.extraction.helpers import FIRST, SECOND, STORY, add_turns, away, failed_job, process, versions
 
 pytestmark = pytest.mark.django_db
 

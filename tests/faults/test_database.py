@@ -20,7 +20,8 @@ import pytest
 from apps.accounts.services import api_token_create
 from apps.chats.models import Chat, Message
 from apps.chats.services.chats import chat_create
-from apps.sync.client import SyncClient, SyncError
+from apps.sync.client.errors import SyncError
+from apps.sync.client.http import SyncClient
 from tests.servers import embedded_postgres, gunicorn, restart_postgres
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

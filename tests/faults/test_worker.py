@@ -12,12 +12,12 @@ from apps.chats.models import Chat
 from apps.chats.services.chats import chat_create
 from apps.extraction.models import PipelineJob
 from apps.memories.models import Memory
-from tests.extraction.conftest import TASKS
-from tests.extraction.test_tasks import append, turns
+from tests.extraction.helpers import TASKS, append, turns
 from tests.llm_server import Reply
-from tests.worker import celery_worker, start_worker, stop_worker, wait_for
+from tests.worker import celery_worker, forget_connections, start_worker, stop_worker, tasks_sent_to, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Slow (`make test-all`): each test starts real workers and waits out time-outs and redeliveries.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def test_a_worker_killed_mid_job_has_the_task_delivered_again_and_nothing_is_stored_twice(
@@ -90,8 +90,6 @@ class OutageBroker:
 
 @pytest.fixture
 def outage_broker(tmp_path):
-    from tests.conftest import tasks_sent_to
-
     broker = OutageBroker(tmp_path / "valkey")
     with tasks_sent_to(broker.url):
         yield broker
@@ -105,11 +103,10 @@ def test_with_the_broker_down_writes_succeed_and_their_work_runs_when_it_returns
     from apps.memories.models import MemoryScope
     from apps.memories.tasks import sweep as memory_sweep
     from config.celery import app as celery_app
-    from tests.conftest import _forget_connections
 
     chat = chat_create(user=user, title="Harbour", character_ids=[character.pk], user_name="Rowan")
     outage_broker.stop()
-    _forget_connections(celery_app)
+    forget_connections(celery_app)
     started = time.monotonic()
     append(api, chat, turns(0, 10))  # asserts a 200
     assert time.monotonic() - started < 5  # the broker's absence costs a failed send, not a hang
@@ -119,7 +116,7 @@ def test_with_the_broker_down_writes_succeed_and_their_work_runs_when_it_returns
     assert not MemoryScope.objects.filter(chat=chat, indexed_integrity=chat_integrity(chat)).exists()
 
     outage_broker.start()  # back, on the same port, empty
-    _forget_connections(celery_app)
+    forget_connections(celery_app)
     with celery_worker(outage_broker.url) as worker:
         memory_sweep.apply_async()  # as beat sends them (every few minutes)
         extraction_sweep.apply_async()

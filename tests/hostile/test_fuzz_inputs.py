@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
+from apps.accounts.models import SettingsDocument
 from apps.chats.models import Character, Chat, Message
 from apps.chats.services.chats import chat_create
 from apps.memories.models import Memory
-from apps.sync.models import SettingsDocument
 from tests.chats.factories import CharacterFactory
 
 pytestmark = pytest.mark.django_db
@@ -64,12 +64,6 @@ def client(user) -> APIClient:
     api = APIClient()
     api.force_authenticate(user)
     return api
-
-
-@pytest.fixture
-def chat(user):
-    character = CharacterFactory(user=user, name="Mira")
-    return chat_create(user=user, title="Target", character_ids=[character.pk], user_name="Rowan")
 
 
 lines = st.lists(
@@ -123,48 +117,48 @@ WRITES = [
 @pytest.mark.parametrize(("method", "path"), WRITES)
 @FUZZ
 @given(body=json_values)
-def test_arbitrary_json_never_breaks_a_write(user, client, chat, method, path, body):
-    if not Message.objects.filter(chat=chat).exists():
-        Message.objects.create(chat=chat, index=0, name="Mira", mes="Hello.")
-        Chat.objects.filter(pk=chat.pk).update(message_count=1)
+def test_arbitrary_json_never_breaks_a_write(user, client, mira_chat, method, path, body):
+    if not Message.objects.filter(chat=mira_chat).exists():
+        Message.objects.create(chat=mira_chat, index=0, name="Mira", mes="Hello.")
+        Chat.objects.filter(pk=mira_chat.pk).update(message_count=1)
     before = snapshot(user)
-    headers = {"HTTP_IF_MATCH": f'"{Chat.objects.get(pk=chat.pk).integrity}"'}
-    response = getattr(client, method)(path.format(chat=chat.pk), body, format="json", **headers)
+    headers = {"HTTP_IF_MATCH": f'"{Chat.objects.get(pk=mira_chat.pk).integrity}"'}
+    response = getattr(client, method)(path.format(chat=mira_chat.pk), body, format="json", **headers)
     refused_cleanly(response, before, user)
 
 
-def test_a_body_over_the_limit_is_413(client, chat, settings):
+def test_a_body_over_the_limit_is_413(client, mira_chat, settings):
     settings.LOREKEEPER_MAX_JSON_BYTES = 1000
-    response = client.post(f"/api/v1/chats/{chat.pk}/append", {"messages": [{"mes": "x" * 2000}]}, format="json")
+    response = client.post(f"/api/v1/chats/{mira_chat.pk}/append", {"messages": [{"mes": "x" * 2000}]}, format="json")
     assert response.status_code == 413 and "larger than" in response.json()["message"]
 
 
-def test_deeply_nested_json_is_a_400(user, client, chat):
+def test_deeply_nested_json_is_a_400(user, client, mira_chat):
     before = snapshot(user)
     body = "[" * 100_000 + "]" * 100_000
-    response = client.generic("POST", f"/api/v1/chats/{chat.pk}/append", body, content_type="application/json")
+    response = client.generic("POST", f"/api/v1/chats/{mira_chat.pk}/append", body, content_type="application/json")
     assert response.status_code == 400 and "JSON parse error" in json.dumps(response.json())
     assert snapshot(user) == before
 
 
-def test_invalid_utf8_is_a_400(user, client, chat):
+def test_invalid_utf8_is_a_400(user, client, mira_chat):
     response = client.generic(
         "POST", "/api/v1/memories/search", b'{"query": "\xff\xfe"}', content_type="application/json"
     )
     assert response.status_code == 400
 
 
-def test_a_huge_extra_is_stored_whole_or_refused_whole(user, client, chat):
+def test_a_huge_extra_is_stored_whole_or_refused_whole(user, client, mira_chat):
     extra = {"st_bme": {"blob": "x" * 3_000_000, "nested": [{"k": i} for i in range(20_000)]}}
     response = client.post(
-        f"/api/v1/chats/{chat.pk}/append",
+        f"/api/v1/chats/{mira_chat.pk}/append",
         {"messages": [{"name": "Mira", "mes": "Big.", "extra": extra}]},
         format="json",
-        HTTP_IF_MATCH=f'"{chat.integrity}"',
+        HTTP_IF_MATCH=f'"{mira_chat.integrity}"',
     )
     assert response.status_code in (200, 201, 413), response.content[:200]
     if response.status_code in (200, 201):
-        assert Message.objects.get(chat=chat, index=0).extra == extra
+        assert Message.objects.get(chat=mira_chat, index=0).extra == extra
 
 
 MARKUP = '<script>alert("x")</script><img src=x onerror=alert(1)>{{ 7|add:7 }}{% debug %}${7*7}'

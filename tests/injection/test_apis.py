@@ -12,7 +12,8 @@ from rest_framework.test import APIClient
 from apps.chats.models import Message
 from apps.injection.models import InjectionState
 from apps.injection.services.settings import SLOTS, TIERS, InjectionSettings
-from tests.injection.conftest import ASK, DOG, fresh, say, stored
+from tests.injection.helpers import ASK, DOG, fresh, say, stored
+from tests.sync.helpers import if_match
 
 pytestmark = pytest.mark.django_db
 
@@ -34,10 +35,6 @@ KEYS = {f"smart_memory_{slot.name}" for slot in SLOTS}
 
 def etag(response) -> str:
     return response["ETag"].strip('"')
-
-
-def if_match(integrity) -> dict:
-    return {"HTTP_IF_MATCH": f'"{integrity}"'}
 
 
 def context_url(chat) -> str:

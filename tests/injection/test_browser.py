@@ -13,12 +13,12 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
+from apps.accounts.services import settings_get
 from apps.chats.models import Chat, Message
 from apps.injection.services.context import context_build
 from apps.injection.services.recall import recall_stored
 from apps.injection.services.settings import injection_settings_save
-from apps.sync.services.settings import settings_get
-from tests.injection.conftest import ASK, DOG, say
+from tests.injection.helpers import ASK, DOG, say
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 

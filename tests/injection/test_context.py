@@ -3,13 +3,13 @@ unified mode; the triggered recall; the responding character's knowledge; the on
 
 import pytest
 
+from apps.accounts.services import settings_get
 from apps.extraction.models import ContinuityCheck
 from apps.injection.services.budgets import budgets_for, classify_turn, snap
 from apps.injection.services.context import context_build
 from apps.injection.services.settings import InjectionSettings, injection_settings_get, injection_settings_save
 from apps.memories.services.memories import memory_retire
-from apps.sync.services.settings import settings_get
-from tests.injection.conftest import say
+from tests.injection.helpers import say
 
 pytestmark = pytest.mark.django_db
 
@@ -223,8 +223,8 @@ def test_a_preview_uses_nothing_up(user, story, world):
 
 
 def test_settings_read_leniently_and_saved_strictly(user):
+    from apps.accounts.services import settings_patch
     from apps.common.exceptions import ApplicationError
-    from apps.sync.services.settings import settings_patch
 
     document = settings_get(user=user)
     settings_patch(
@@ -245,7 +245,7 @@ def test_settings_read_leniently_and_saved_strictly(user):
 
 
 def test_saving_keeps_what_else_a_client_keeps_in_the_namespace(user):
-    from apps.sync.services.settings import settings_patch
+    from apps.accounts.services import settings_patch
 
     document = settings_get(user=user)
     settings_patch(user=user, patch={"smart_memory": {"theme": "dark"}}, kind="merge", integrity=document.integrity)

@@ -3,13 +3,13 @@ priority rules, what the record holds, and a person's edit, deletion and re-run.
 
 import pytest
 
+from apps.accounts.services import settings_get
 from apps.chats.models import Chat, Message
 from apps.common.exceptions import ApplicationError
 from apps.injection.services.context import context_build, recall_rerun
 from apps.injection.services.recall import recall_edit, recall_store, recall_stored
 from apps.injection.services.settings import injection_settings_save
 from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
-from apps.sync.services.settings import settings_get
 from tests.injection.helpers import ASK, DOG, say
 
 pytestmark = pytest.mark.django_db

@@ -12,14 +12,14 @@ import pytest
 from django.utils import timezone
 from django.utils.html import escape
 
+from apps.accounts.services import settings_get, settings_patch
 from apps.chats.models import Message
 from apps.chats.services.chats import chat_create
 from apps.injection.models import InjectionState
 from apps.injection.services.settings import SLOTS, TIERS, InjectionSettings, injection_settings_save
 from apps.memories.services.memories import memory_create
-from apps.sync.services.settings import settings_get, settings_patch
 from tests.chats.factories import CharacterFactory
-from tests.injection.conftest import ASK, DOG, fresh, say, stored
+from tests.injection.helpers import ASK, DOG, fresh, say, stored
 
 pytestmark = pytest.mark.django_db
 

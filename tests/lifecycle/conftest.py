@@ -1,40 +1,12 @@
-"""Lifecycle tests: the scripted embedder (tests/memories/conftest.py) with vectors chosen per text, so a pair's
-cosine is exactly what the test says, and the scripted model (tests/llm_server.py) answering by prompt."""
+"""Lifecycle tests: the scripted embedder (tests/memories/fixtures.py) with vectors chosen per text
+(tests/lifecycle/helpers.py), so a pair's cosine is exactly what the test says, and the scripted model
+(tests/llm_server.py) answering by prompt."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from apps.chats.services.chats import chat_create
 from apps.memories.services.lifecycle.classify import Candidate, memories_submit
-from tests.chats.factories import CharacterFactory
-from tests.memories.conftest import DIM, embedder, scripted  # noqa: F401 — fixtures shared with the store's tests
-
-SUPERSESSION = "Answer UPDATE, DUPLICATE, INDEPENDENT or CONTRADICTS."
-
-
-def at_cosine(cosine: float, *, axis: int = 0) -> list[float]:
-    """A unit vector whose cosine to the unit vector of `axis` is `cosine` (the rest lies on the next axis)."""
-    vector = [0.0] * DIM
-    vector[axis] = cosine
-    vector[(axis + 1) % DIM] = math.sqrt(max(0.0, 1 - cosine * cosine))
-    return vector
-
-
-def unit(axis: int) -> list[float]:
-    return at_cosine(1.0, axis=axis)
-
-
-@pytest.fixture
-def character(user):
-    return CharacterFactory(user=user, name="Mira")
-
-
-@pytest.fixture
-def chat(user, character):
-    return chat_create(user=user, title="Harbour", character_ids=[character.pk])
 
 
 @pytest.fixture

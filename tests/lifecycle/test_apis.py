@@ -3,7 +3,7 @@
 import pytest
 
 from apps.memories.models import Decision, Memory
-from tests.lifecycle.conftest import SUPERSESSION, at_cosine, unit
+from tests.lifecycle.helpers import SUPERSESSION, at_cosine, unit
 
 pytestmark = pytest.mark.django_db
 MEMORIES, SUBMIT = "/api/v1/memories/", "/api/v1/memories/submit"

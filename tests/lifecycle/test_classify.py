@@ -9,7 +9,7 @@ from apps.memories.selectors import memory_history
 from apps.memories.services.lifecycle.classify import Candidate
 from apps.memories.services.settings import embedding_settings_set
 from tests.chats.factories import CharacterFactory
-from tests.lifecycle.conftest import SUPERSESSION, at_cosine, unit
+from tests.lifecycle.helpers import SUPERSESSION, at_cosine, unit
 from tests.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
@@ -191,10 +191,10 @@ def test_memories_without_a_current_vector_are_still_compared_by_words(user, sub
     assert (second.outcome, second.decision.method) == ("rejected", "jaccard")
 
 
-def test_other_scopes_and_other_users_are_never_compared(user, other_user, submit, scripted, chat):
+def test_other_scopes_and_other_users_are_never_compared(user, other_user, submit, scripted, mira_chat):
     submit(("fact", OLD))
     [in_other_character] = submit(("fact", OLD), character=CharacterFactory(user=user))
-    [in_a_chat] = submit(("detail", OLD), chat=chat)
+    [in_a_chat] = submit(("detail", OLD), chat=mira_chat)
     theirs = CharacterFactory(user=other_user)
     from apps.memories.services.lifecycle.classify import memories_submit
 

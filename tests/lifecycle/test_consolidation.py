@@ -10,7 +10,7 @@ from apps.memories.models import ConsolidationCounter, Decision, LifecycleJob, M
 from apps.memories.services.lifecycle.consolidation import consolidation_run
 from apps.memories.services.lifecycle.scope import ScopeKey
 from tests.chats.factories import CharacterFactory
-from tests.lifecycle.conftest import unit
+from tests.lifecycle.helpers import unit
 from tests.llm_server import Reply
 
 pytestmark = pytest.mark.django_db

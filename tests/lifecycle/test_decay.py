@@ -6,7 +6,7 @@ import pytest
 from apps.memories.models import Decision, Memory
 from apps.memories.services.lifecycle.decay import memories_pass_end
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, ScopeKey
-from tests.lifecycle.conftest import unit
+from tests.lifecycle.helpers import unit
 
 pytestmark = pytest.mark.django_db
 
@@ -54,9 +54,11 @@ def test_being_extracted_again_resets_the_counter_and_raises_confidence(user, ch
     assert (memory.unconfirmed_count, memory.confidence) == (0, pytest.approx(0.6 + 0.05))
 
 
-def test_memories_seen_by_the_pass_other_kinds_and_other_scopes_do_not_count(user, character, chat, submit, scripted):
+def test_memories_seen_by_the_pass_other_kinds_and_other_scopes_do_not_count(
+    user, character, mira_chat, submit, scripted
+):
     [seen], [other_kind] = submit(("fact", "Seen.")), submit(("scene", "A scene."))
-    [in_chat] = submit(("fact", "In the chat."), chat=chat)
+    [in_chat] = submit(("fact", "In the chat."), chat=mira_chat)
     _passes(ScopeKey(user.pk, character.pk, None), 3, seen=[seen.memory.pk])
     counts = dict(
         Memory.objects.filter(pk__in=[seen.memory.pk, other_kind.memory.pk, in_chat.memory.pk]).values_list(

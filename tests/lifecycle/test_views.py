@@ -3,7 +3,7 @@
 import pytest
 
 from apps.memories.models import LifecycleJob, LifecycleSettings
-from tests.lifecycle.conftest import at_cosine, unit
+from tests.lifecycle.helpers import at_cosine, unit
 
 pytestmark = pytest.mark.django_db
 

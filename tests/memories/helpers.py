@@ -53,7 +53,9 @@ def unit(*values: float, dim: int = 16) -> list[float]:
     return [x / norm for x in vector]
 
 
-def if_match(chat: Chat) -> dict:
+def if_match_stored(chat: Chat) -> dict:
+    """If-Match with the chat's integrity as stored now (not as the object in hand last saw it), for a test that
+    writes the same chat several times."""
     return {"HTTP_IF_MATCH": f'"{Chat.objects.get(pk=chat.pk).integrity}"'}
 
 

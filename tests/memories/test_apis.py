@@ -13,16 +13,6 @@ pytestmark = pytest.mark.django_db
 MEMORIES = "/api/v1/memories/"
 
 
-@pytest.fixture
-def character(user):
-    return CharacterFactory(user=user, name="Mira")
-
-
-@pytest.fixture
-def chat(user, character):
-    return chat_create(user=user, title="Lantern", character_ids=[character.pk])
-
-
 def _error_field(response) -> str:
     """The field a 400 names: DRF's `{field: [...]}` or ApplicationError's `{"extra": {"field": ...}}`."""
     body = response.json()
@@ -74,14 +64,14 @@ def test_create_classifies_the_candidate_and_stores_it_with_its_vector(
     assert scripted.embedded_texts() == ["Corvin keeps the matches in his boot."]
 
 
-def test_a_chat_memory_may_name_a_character_of_that_chat(api, character, chat):
+def test_a_chat_memory_may_name_a_character_of_that_chat(api, character, mira_chat):
     response = api.post(
         MEMORIES,
-        {"chat": chat.pk, "character": character.pk, "kind": "summary", "content": "They met."},
+        {"chat": mira_chat.pk, "character": character.pk, "kind": "summary", "content": "They met."},
         format="json",
     )
     assert response.status_code == 201, response.content
-    assert (response.json()["chat"], response.json()["source_chat"]) == (chat.pk, chat.pk)
+    assert (response.json()["chat"], response.json()["source_chat"]) == (mira_chat.pk, mira_chat.pk)
 
 
 @pytest.mark.parametrize(
@@ -107,12 +97,12 @@ def test_create_refuses_bad_input_naming_the_field(api, character, body, field):
     assert not Memory.objects.exists()
 
 
-def test_create_refuses_a_memory_without_scope_or_with_a_character_outside_the_chat(api, user, chat):
+def test_create_refuses_a_memory_without_scope_or_with_a_character_outside_the_chat(api, user, mira_chat):
     response = api.post(MEMORIES, {"kind": "fact", "content": "Floating."}, format="json")
     assert response.status_code == 400 and _error_field(response) == "character"
     outsider = CharacterFactory(user=user, name="Outsider")
     response = api.post(
-        MEMORIES, {"chat": chat.pk, "character": outsider.pk, "kind": "fact", "content": "x"}, format="json"
+        MEMORIES, {"chat": mira_chat.pk, "character": outsider.pk, "kind": "fact", "content": "x"}, format="json"
     )
     assert response.status_code == 400 and _error_field(response) == "character"
 
@@ -164,20 +154,22 @@ def test_list_filters_by_character_chat_kind_status_and_entity(
         assert api.get(f"{MEMORIES}?{bad}").status_code == 400, bad
 
 
-def test_count_counts_what_the_list_with_the_same_parameters_holds(api, other_api, user, character, chat, scripted):
+def test_count_counts_what_the_list_with_the_same_parameters_holds(
+    api, other_api, user, character, mira_chat, scripted
+):
     memory_create(user=user, character=character, kind="fact", content="Mira likes tea.")
     memory_create(user=user, character=character, kind="fact", content="Mira fears the sea.")
-    memory_create(user=user, chat=chat, kind="event", content="Mira lit the lamp.")
+    memory_create(user=user, chat=mira_chat, kind="event", content="Mira lit the lamp.")
     retired = memory_create(user=user, character=character, kind="fact", content="Mira liked milk.")
     Memory.objects.filter(pk=retired.pk).update(status="retired")
 
-    counted = api.get(f"{MEMORIES}count?chat={chat.pk}&status=active").json()
+    counted = api.get(f"{MEMORIES}count?chat={mira_chat.pk}&status=active").json()
     assert counted == {"count": 3, "by_kind": {"fact": 2, "event": 1}}
-    listed = api.get(f"{MEMORIES}?chat={chat.pk}&status=active").json()["results"]
+    listed = api.get(f"{MEMORIES}?chat={mira_chat.pk}&status=active").json()["results"]
     assert len(listed) == counted["count"]
     assert api.get(f"{MEMORIES}count?kind=fact").json()["count"] == 3
     assert api.get(f"{MEMORIES}count?status=gone").status_code == 400
-    assert other_api.get(f"{MEMORIES}count?chat={chat.pk}").status_code == 404
+    assert other_api.get(f"{MEMORIES}count?chat={mira_chat.pk}").status_code == 404
     assert other_api.get(f"{MEMORIES}count").json() == {"count": 0, "by_kind": {}}
 
 
@@ -229,7 +221,7 @@ def test_patch_bumps_the_version_and_re_embeds_only_when_the_content_changes(
 
 
 def test_patch_refuses_bad_input_naming_the_field(
-    api, user, character, chat, scripted, django_capture_on_commit_callbacks
+    api, user, character, mira_chat, scripted, django_capture_on_commit_callbacks
 ):
     memory = memory_create(user=user, character=character, kind="fact", content="Mira likes tea.")
     url = f"{MEMORIES}{memory.pk}/"

@@ -17,7 +17,7 @@ from apps.memories.services.settings import embedding_settings_set
 from tests.memories.helpers import (
     assert_deferred_constraints_hold,
     by_index,
-    if_match,
+    if_match_stored,
     jsonl,
     jsonl_bytes,
     message_memories,
@@ -102,7 +102,7 @@ def test_editing_a_message_through_the_message_api_reindexes_only_that_message(
             f"/api/v1/chats/{indexed_chat.pk}/messages/1/",
             {"mes": "Who climbed the tower?"},
             format="json",
-            **if_match(indexed_chat),
+            **if_match_stored(indexed_chat),
         )
     assert response.status_code == 200, response.content
     after = by_index(indexed_chat)
@@ -122,7 +122,7 @@ def test_a_sync_patch_edit_reindexes_the_message(api, indexed_chat, scripted, dj
             f"/api/v1/chats/{indexed_chat.pk}/patch",
             {"operations": [{"op": "replace", "path": "/2/mes", "value": "Corvin used a flint."}]},
             format="json",
-            **if_match(indexed_chat),
+            **if_match_stored(indexed_chat),
         )
     assert response.status_code == 200, response.content
     memory = by_index(indexed_chat)[2]
@@ -151,7 +151,7 @@ def test_swiping_reindexes_the_message_with_the_selected_swipe(
                 ]
             },
             format="json",
-            **if_match(chat),
+            **if_match_stored(chat),
         )
     assert response.status_code == 200, response.content
     swiped = by_index(chat)[1]
@@ -161,7 +161,10 @@ def test_swiping_reindexes_the_message_with_the_selected_swipe(
 
     with django_capture_on_commit_callbacks(execute=True):
         api.patch(
-            f"/api/v1/chats/{chat.pk}/messages/1/", {"swipe_id": 2, "mes": swipes[2]}, format="json", **if_match(chat)
+            f"/api/v1/chats/{chat.pk}/messages/1/",
+            {"swipe_id": 2, "mes": swipes[2]},
+            format="json",
+            **if_match_stored(chat),
         )
     assert by_index(chat)[1].content == "Mira: No tide today."
 
@@ -170,14 +173,16 @@ def test_a_message_emptied_leaves_the_index_and_comes_back_when_filled(
     api, indexed_chat, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        api.patch(f"/api/v1/chats/{indexed_chat.pk}/messages/3/", {"mes": ""}, format="json", **if_match(indexed_chat))
+        api.patch(
+            f"/api/v1/chats/{indexed_chat.pk}/messages/3/", {"mes": ""}, format="json", **if_match_stored(indexed_chat)
+        )
     assert sorted(by_index(indexed_chat)) == [0, 1, 2]
     with django_capture_on_commit_callbacks(execute=True):
         api.patch(
             f"/api/v1/chats/{indexed_chat.pk}/messages/3/",
             {"mes": "Brave indeed."},
             format="json",
-            **if_match(indexed_chat),
+            **if_match_stored(indexed_chat),
         )
     assert by_index(indexed_chat)[3].content == "You: Brave indeed."
 
@@ -193,7 +198,10 @@ def test_messages_appended_through_the_sync_api_are_indexed(
     ]
     with django_capture_on_commit_callbacks(execute=True):
         response = api.post(
-            f"/api/v1/chats/{indexed_chat.pk}/append", {"messages": new}, format="json", **if_match(indexed_chat)
+            f"/api/v1/chats/{indexed_chat.pk}/append",
+            {"messages": new},
+            format="json",
+            **if_match_stored(indexed_chat),
         )
     assert response.status_code == 200, response.content
     after = by_index(indexed_chat)
@@ -232,7 +240,7 @@ def test_deleting_a_message_drops_its_memory_and_moves_the_later_ones_without_re
     before = by_index(indexed_chat)
     scripted.forget()
     with django_capture_on_commit_callbacks(execute=True):
-        response = api.delete(f"/api/v1/chats/{indexed_chat.pk}/messages/1/", **if_match(indexed_chat))
+        response = api.delete(f"/api/v1/chats/{indexed_chat.pk}/messages/1/", **if_match_stored(indexed_chat))
     assert response.status_code == 200, response.content
     after = by_index(indexed_chat)
     assert sorted(after) == [0, 1, 2]
@@ -258,7 +266,7 @@ def test_inserting_a_message_moves_the_later_memories_and_embeds_only_the_new_on
             f"/api/v1/chats/{indexed_chat.pk}/patch",
             {"operations": [{"op": "add", "path": "/1", "value": new}]},
             format="json",
-            **if_match(indexed_chat),
+            **if_match_stored(indexed_chat),
         )
     assert response.status_code == 200, response.content
     after = by_index(indexed_chat)
@@ -278,7 +286,7 @@ def test_reordering_messages_moves_their_memories_without_re_embedding(
             f"/api/v1/chats/{indexed_chat.pk}/patch",
             {"operations": [{"op": "move", "from": "/0", "path": "/3"}]},
             format="json",
-            **if_match(indexed_chat),
+            **if_match_stored(indexed_chat),
         )
     assert response.status_code == 200, response.content
     after = by_index(indexed_chat)
@@ -295,7 +303,7 @@ def test_identical_messages_each_keep_a_memory_through_a_delete_between_them(
             user=user, stream=jsonl(("You", "Yes."), ("Mira", "Sure?"), ("You", "Yes."), ("Mira", "Fine."))
         )
     with django_capture_on_commit_callbacks(execute=True):
-        api.delete(f"/api/v1/chats/{chat.pk}/messages/1/", **if_match(chat))
+        api.delete(f"/api/v1/chats/{chat.pk}/messages/1/", **if_match_stored(chat))
     assert [(m.message_index, m.content) for m in message_memories(chat)] == [
         (0, "You: Yes."),
         (1, "You: Yes."),
@@ -352,7 +360,10 @@ def test_chat_detail_reports_pending_messages_until_indexed(api, user, scripted)
 
 def test_an_edit_counts_as_pending_until_reindexed(api, indexed_chat):
     api.patch(
-        f"/api/v1/chats/{indexed_chat.pk}/messages/0/", {"mes": "Dark."}, format="json", **if_match(indexed_chat)
+        f"/api/v1/chats/{indexed_chat.pk}/messages/0/",
+        {"mes": "Dark."},
+        format="json",
+        **if_match_stored(indexed_chat),
     )
     assert chat_index_progress(chat=indexed_chat)["pending"] == 1
 
@@ -427,17 +438,22 @@ def test_indexing_notes_the_first_changed_message_for_extraction_but_not_appends
     assert _changed_from(chat) is None  # an import is all appends
     message = {"name": "Mira", "is_user": False, "mes": "The tide turned.", "extra": {}}
     with django_capture_on_commit_callbacks(execute=True):
-        api.post(f"/api/v1/chats/{chat.pk}/append", {"messages": [message]}, format="json", **if_match(chat))
+        api.post(f"/api/v1/chats/{chat.pk}/append", {"messages": [message]}, format="json", **if_match_stored(chat))
     assert _changed_from(chat) is None
     with django_capture_on_commit_callbacks(execute=True):
         api.patch(
-            f"/api/v1/chats/{chat.pk}/messages/3/", {"mes": "Brave, foolish man."}, format="json", **if_match(chat)
+            f"/api/v1/chats/{chat.pk}/messages/3/",
+            {"mes": "Brave, foolish man."},
+            format="json",
+            **if_match_stored(chat),
         )
     assert _changed_from(chat) == 3
     with django_capture_on_commit_callbacks(execute=True):
-        api.delete(f"/api/v1/chats/{chat.pk}/messages/1/", **if_match(chat))
+        api.delete(f"/api/v1/chats/{chat.pk}/messages/1/", **if_match_stored(chat))
     assert _changed_from(chat) == 1  # the lowest change since extraction last took it
     MemoryScope.objects.filter(chat=chat).update(changed_from=None)
     with django_capture_on_commit_callbacks(execute=True):
-        api.patch(f"/api/v1/chats/{chat.pk}/messages/0/", {"extra": {"note": "x"}}, format="json", **if_match(chat))
+        api.patch(
+            f"/api/v1/chats/{chat.pk}/messages/0/", {"extra": {"note": "x"}}, format="json", **if_match_stored(chat)
+        )
     assert _changed_from(chat) is None  # extension data is not the message's text

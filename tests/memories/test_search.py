@@ -15,11 +15,6 @@ from tests.memories.helpers import jsonl, message_memories, unit
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def character(user):
-    return CharacterFactory(user=user, name="Mira")
-
-
 def remember(server, user, content, vector=None, *, character=None, chat=None, kind="fact", **fields) -> Memory:
     if vector is not None:
         server.vectors[content] = vector
@@ -325,6 +320,35 @@ def test_retired_memories_are_left_out_unless_asked_for(user, character, scripte
 
     assert ids(memory_search(user=user, query="gate painted")) == [blue.pk]
     assert sorted(ids(memory_search(user=user, query="gate painted", include_retired=True))) == [red.pk, blue.pk]
+
+
+def test_the_browsers_status_and_entity_filters_narrow_before_the_limit_and_keep_the_scores(user, character, scripted):
+    """The memory browser's filters go to memory_search (`status`, `entity_id`): the matching results among all it
+    scored, not among the first `limit`, each scored as in the unfiltered search."""
+    for coat in ("first", "second"):
+        remember(scripted, user, f"The gate was painted red, the {coat} coat.", character=character)
+    retired = remember(scripted, user, "The gate was painted once.", character=character)
+    linked = memory_create(
+        user=user,
+        character=character,
+        kind="fact",
+        content="Corvin painted the gate.",
+        entities=[{"name": "Corvin", "type": "person"}],
+    )
+    memories_embed_pending(user_id=user.pk)
+    memory_retire(memory=retired)
+    corvin = linked.entities.get()
+    query = "Was the gate painted red?"
+    everything = memory_search(user=user, query=query, include_retired=True)
+    assert ids(everything)[0] not in (retired.pk, linked.pk)
+
+    only_retired = memory_search(user=user, query=query, include_retired=True, status="retired", limit=1)
+    assert ids(only_retired) == [retired.pk]
+    assert hits(only_retired)[retired.pk].score == hits(everything)[retired.pk].score
+    active = memory_search(user=user, query=query)
+    only_linked = memory_search(user=user, query=query, entity_id=corvin.pk, limit=1)
+    assert ids(only_linked) == [linked.pk]
+    assert hits(only_linked)[linked.pk].score == hits(active)[linked.pk].score
 
 
 def test_kinds_filter_keeps_only_those_kinds(user, character, scripted, django_capture_on_commit_callbacks):

@@ -24,16 +24,6 @@ def no_embeddings(settings):
 
 
 @pytest.fixture
-def mira(user):
-    return character_create(user=user, name="Mira")
-
-
-@pytest.fixture
-def chat(user, mira):
-    return chat_create(user=user, title="The lantern", character_ids=[mira.pk])
-
-
-@pytest.fixture
 def foreign(other_user):
     """Another user's character, chat, memory and entity."""
     character = character_create(user=other_user, name="Bob's hero")
@@ -44,13 +34,13 @@ def foreign(other_user):
     return {"character": character, "chat": chat, "memory": memory, "entity": Entity.objects.get(user=other_user)}
 
 
-def _fact(user, mira, content="Mira keeps the lantern lit.", **fields):
-    return memory_create(user=user, character=mira, kind=fields.pop("kind", "fact"), content=content, **fields)
+def _fact(user, character, content="Mira keeps the lantern lit.", **fields):
+    return memory_create(user=user, character=character, kind=fields.pop("kind", "fact"), content=content, **fields)
 
 
-def _indexed_messages(chat, count=4) -> None:
-    add_messages(chat, count)
-    chat_index_messages(chat_id=chat.pk)
+def _indexed_messages(mira_chat, count=4) -> None:
+    add_messages(mira_chat, count)
+    chat_index_messages(chat_id=mira_chat.pk)
 
 
 def _body(response) -> str:
@@ -61,16 +51,16 @@ def _body(response) -> str:
 # ---------------------------------------------------------------------------------------------------- browser
 
 
-def test_memory_pages_need_sign_in(client, user, mira):
-    memory = _fact(user, mira)
+def test_memory_pages_need_sign_in(client, user, character):
+    memory = _fact(user, character)
     for url in ("/memories/", f"/memories/{memory.pk}/", "/memories/entities/", "/memories/settings/"):
         assert client.get(url)["Location"].startswith("/accounts/login/")
 
 
-def test_character_browser_full_page_and_fragment(web, user, mira, chat):
-    _fact(user, mira, "Mira <b>keeps</b> the lantern.\nEvery night.", importance=3, confidence=0.9)
-    memory_create(user=user, chat=chat, kind="scene", content="The tower scene.", source_message_indices=[2, 3])
-    page = web.get(f"/characters/{mira.pk}/memories/")
+def test_character_browser_full_page_and_fragment(web, user, character, mira_chat):
+    _fact(user, character, "Mira <b>keeps</b> the lantern.\nEvery night.", importance=3, confidence=0.9)
+    memory_create(user=user, chat=mira_chat, kind="scene", content="The tower scene.", source_message_indices=[2, 3])
+    page = web.get(f"/characters/{character.pk}/memories/")
     assert page.status_code == 200
     html = _body(page)
     assert "<html" in html and "Memories of Mira" in html
@@ -78,36 +68,36 @@ def test_character_browser_full_page_and_fragment(web, user, mira, chat):
     assert "Mira &lt;b&gt;keeps&lt;/b&gt; the lantern.<br>Every night." in html
     assert "importance 3 · confidence 0.90 · v1" in html
     # A memory of one of the character's chats, with its source messages linked to the chat.
-    assert "The tower scene." in html and f'href="/chats/{chat.pk}/#m2">#2</a>' in html
-    fragment = _body(web.get(f"/characters/{mira.pk}/memories/", **HX))
+    assert "The tower scene." in html and f'href="/chats/{mira_chat.pk}/#m2">#2</a>' in html
+    fragment = _body(web.get(f"/characters/{character.pk}/memories/", **HX))
     assert "<html" not in fragment and 'id="memory-results"' in fragment and "The tower scene." in fragment
 
 
-def test_chat_browser_hides_message_memories_unless_asked(web, user, mira, chat):
-    _indexed_messages(chat)
-    memory_create(user=user, chat=chat, kind="summary", content="So far: a lantern.")
-    _fact(user, mira, "Mira fears the dark.")
-    other_chat = chat_create(user=user, title="Elsewhere", character_ids=[mira.pk])
+def test_chat_browser_hides_message_memories_unless_asked(web, user, character, mira_chat):
+    _indexed_messages(mira_chat)
+    memory_create(user=user, chat=mira_chat, kind="summary", content="So far: a lantern.")
+    _fact(user, character, "Mira fears the dark.")
+    other_chat = chat_create(user=user, title="Elsewhere", character_ids=[character.pk])
     memory_create(user=user, chat=other_chat, kind="summary", content="Another chat's summary.")
 
-    html = _body(web.get(f"/chats/{chat.pk}/memories/"))
+    html = _body(web.get(f"/chats/{mira_chat.pk}/memories/"))
     assert "So far: a lantern." in html and "Mira fears the dark." in html
     assert "Another chat&#x27;s summary." not in html
     assert "message 1" not in html and "2 memories (chat messages hidden)" in html
 
-    shown = _body(web.get(f"/chats/{chat.pk}/memories/?messages=on", **HX))
+    shown = _body(web.get(f"/chats/{mira_chat.pk}/memories/?messages=on", **HX))
     assert "message 1" in shown and "6 memories" in shown
-    assert f'<a href="/chats/{chat.pk}/#m1">message #1</a>' in shown
-    only_messages = _body(web.get(f"/chats/{chat.pk}/memories/?kind=message", **HX))
+    assert f'<a href="/chats/{mira_chat.pk}/#m1">message #1</a>' in shown
+    only_messages = _body(web.get(f"/chats/{mira_chat.pk}/memories/?kind=message", **HX))
     assert "message 1" in only_messages and "So far" not in only_messages
 
 
-def test_filters_by_kind_status_and_entity(web, user, mira):
-    _fact(user, mira, "A fact about Corvin.", entities=[{"name": "Corvin", "type": "person"}])
-    _fact(user, mira, "An event.", kind="event")
-    memory_retire(memory=_fact(user, mira, "An old fact."), reason="wrong")
+def test_filters_by_kind_status_and_entity(web, user, character):
+    _fact(user, character, "A fact about Corvin.", entities=[{"name": "Corvin", "type": "person"}])
+    _fact(user, character, "An event.", kind="event")
+    memory_retire(memory=_fact(user, character, "An old fact."), reason="wrong")
     corvin = Entity.objects.get(name="Corvin")
-    url = f"/characters/{mira.pk}/memories/"
+    url = f"/characters/{character.pk}/memories/"
 
     facts = _body(web.get(url, {"kind": "fact"}, **HX))
     assert "A fact about Corvin." in facts and "An event." not in facts and "An old fact." not in facts
@@ -121,8 +111,8 @@ def test_filters_by_kind_status_and_entity(web, user, mira):
     assert f'href="/memories/entities/{corvin.pk}/"' in linked
 
 
-def test_bad_filters_answer_400_with_the_error_inline(web, user, mira, foreign):
-    url = f"/characters/{mira.pk}/memories/"
+def test_bad_filters_answer_400_with_the_error_inline(web, user, character, foreign):
+    url = f"/characters/{character.pk}/memories/"
     response = web.get(url, {"kind": "nonsense"}, **HX)
     assert response.status_code == 400 and "Kind:" in _body(response) and "<html" not in _body(response)
     # Another user's entity is not a choice here.
@@ -131,19 +121,19 @@ def test_bad_filters_answer_400_with_the_error_inline(web, user, mira, foreign):
     assert web.get(url, {"status": "gone"}, **HX).status_code == 400
 
 
-def test_pagination_keeps_the_filters(web, user, mira):
+def test_pagination_keeps_the_filters(web, user, character):
     for i in range(30):
-        _fact(user, mira, f"Fact number {i}.")
-    _fact(user, mira, "An event.", kind="event")
-    first = _body(web.get(f"/characters/{mira.pk}/memories/", {"kind": "fact"}, **HX))
+        _fact(user, character, f"Fact number {i}.")
+    _fact(user, character, "An event.", kind="event")
+    first = _body(web.get(f"/characters/{character.pk}/memories/", {"kind": "fact"}, **HX))
     assert "Page 1 of 2" in first and "?kind=fact&amp;page=2" in first
-    second = _body(web.get(f"/characters/{mira.pk}/memories/", {"kind": "fact", "page": 2}, **HX))
+    second = _body(web.get(f"/characters/{character.pk}/memories/", {"kind": "fact", "page": 2}, **HX))
     assert "Page 2 of 2" in second and "Fact number 0." in second and "An event." not in second
 
 
-def test_all_memories_page_shows_every_scope_of_mine_only(web, user, mira, chat, foreign):
-    _fact(user, mira, "Mira's fact.")
-    memory_create(user=user, chat=chat, kind="scene", content="A scene of the chat.")
+def test_all_memories_page_shows_every_scope_of_mine_only(web, user, character, mira_chat, foreign):
+    _fact(user, character, "Mira's fact.")
+    memory_create(user=user, chat=mira_chat, kind="scene", content="A scene of the chat.")
     html = _body(web.get("/memories/"))
     assert "All memories" in html and "Mira&#x27;s fact." in html and "A scene of the chat." in html
     assert "Bob&#x27;s secret" not in html
@@ -158,10 +148,10 @@ def test_browsers_of_another_users_character_or_chat_are_404(web, foreign):
 # ---------------------------------------------------------------------------------------------------- search
 
 
-def test_search_fragment_shows_method_scores_and_signals(web, user, mira, chat, foreign):
-    _fact(user, mira, "The lantern went out at midnight.")
-    _fact(user, mira, "Mira likes tea.")
-    response = web.get(f"/characters/{mira.pk}/memories/", {"q": "lantern midnight"}, **HX)
+def test_search_fragment_shows_method_scores_and_signals(web, user, character, mira_chat, foreign):
+    _fact(user, character, "The lantern went out at midnight.")
+    _fact(user, character, "Mira likes tea.")
+    response = web.get(f"/characters/{character.pk}/memories/", {"q": "lantern midnight"}, **HX)
     assert response.status_code == 200
     html = _body(response)
     assert "<html" not in html
@@ -175,37 +165,37 @@ def test_search_fragment_shows_method_scores_and_signals(web, user, mira, chat, 
     assert "Chat messages are left out" in html
 
 
-def test_search_full_page_and_message_recall(web, user, mira, chat):
-    add_messages(chat, 3)
-    chat.messages.filter(index=1).update(mes="The lantern is lit again.")
-    chat_index_messages(chat_id=chat.pk)
-    page = web.get(f"/chats/{chat.pk}/memories/", {"q": "lantern", "messages": "on"})
+def test_search_full_page_and_message_recall(web, user, character, mira_chat):
+    add_messages(mira_chat, 3)
+    mira_chat.messages.filter(index=1).update(mes="The lantern is lit again.")
+    chat_index_messages(chat_id=mira_chat.pk)
+    page = web.get(f"/chats/{mira_chat.pk}/memories/", {"q": "lantern", "messages": "on"})
     html = _body(page)
     assert page.status_code == 200 and "<html" in html and 'value="lantern"' in html
     assert "You: The lantern is lit again." in html and 'class="method method-text"' in html
 
 
-def test_search_uses_vectors_when_embeddings_run(web, user, mira, scripted, django_capture_on_commit_callbacks):
+def test_search_uses_vectors_when_embeddings_run(web, user, character, scripted, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        _fact(user, mira, "The lantern went out at midnight.")
+        _fact(user, character, "The lantern went out at midnight.")
     assert Memory.objects.get().embedding_model == "openai:scripted"
-    html = _body(web.get(f"/characters/{mira.pk}/memories/", {"q": "lantern"}, **HX))
+    html = _body(web.get(f"/characters/{character.pk}/memories/", {"q": "lantern"}, **HX))
     assert 'class="method method-hybrid"' in html and "vector similarity and full-text ranking, fused" in html
 
 
-def test_search_errors_are_shown_inline(web, user, mira):
-    response = web.get(f"/characters/{mira.pk}/memories/", {"q": "x" * 2001}, **HX)
+def test_search_errors_are_shown_inline(web, user, character):
+    response = web.get(f"/characters/{character.pk}/memories/", {"q": "x" * 2001}, **HX)
     assert response.status_code == 400
     html = _body(response)
     assert "<html" not in html and 'class="form-errors"' in html and "Search:" in html
 
 
-def test_search_filters_by_status_and_entity(web, user, mira):
-    _fact(user, mira, "Corvin relit the lantern.", entities=[{"name": "Corvin"}])
-    _fact(user, mira, "Someone else carried a lantern.")
-    memory_retire(memory=_fact(user, mira, "The lantern was blue."), reason="wrong")
+def test_search_filters_by_status_and_entity(web, user, character):
+    _fact(user, character, "Corvin relit the lantern.", entities=[{"name": "Corvin"}])
+    _fact(user, character, "Someone else carried a lantern.")
+    memory_retire(memory=_fact(user, character, "The lantern was blue."), reason="wrong")
     corvin = Entity.objects.get(name="Corvin")
-    url = f"/characters/{mira.pk}/memories/"
+    url = f"/characters/{character.pk}/memories/"
     active = _body(web.get(url, {"q": "lantern"}, **HX))
     assert "2 results" in active and "The lantern was blue." not in active
     retired = _body(web.get(url, {"q": "lantern", "status": "retired"}, **HX))
@@ -217,11 +207,11 @@ def test_search_filters_by_status_and_entity(web, user, mira):
 # ---------------------------------------------------------------------------------------------------- one memory
 
 
-def test_detail_page_and_card_fragment(web, user, mira, chat):
+def test_detail_page_and_card_fragment(web, user, character, mira_chat):
     memory = memory_create(
         user=user,
-        character=mira,
-        chat=chat,
+        character=character,
+        chat=mira_chat,
         kind="fact",
         content="Mira <script>alert(1)</script> fears the dark.",
         valid_from=3,
@@ -231,16 +221,16 @@ def test_detail_page_and_card_fragment(web, user, mira, chat):
     )
     html = _body(web.get(f"/memories/{memory.pk}/"))
     assert "<html" in html and "&lt;script&gt;" in html and "<script>alert" not in html
-    assert "from message #3" in html and f"/chats/{chat.pk}/#m3" in html and "not embedded yet" in html
+    assert "from message #3" in html and f"/chats/{mira_chat.pk}/#m3" in html and "not embedded yet" in html
     assert ">Mira</a>" in html and "&quot;mood&quot;: &quot;afraid&quot;" in html
     assert 'id="memory-history"' in html and "Retire" in html
     card = _body(web.get(f"/memories/{memory.pk}/", **HX))
     assert "<html" not in card and 'id="memory-card"' in card and 'id="memory-history"' not in card
 
 
-def test_history_is_a_timeline_with_the_current_memory_highlighted(web, user, mira):
-    newer = _fact(user, mira, "Mira is 30.")
-    older = _fact(user, mira, "Mira is 29.", superseded_by=newer)
+def test_history_is_a_timeline_with_the_current_memory_highlighted(web, user, character):
+    newer = _fact(user, character, "Mira is 30.")
+    older = _fact(user, character, "Mira is 29.", superseded_by=newer)
     memory_retire(memory=older, reason="superseded")
     html = _body(web.get(f"/memories/{newer.pk}/"))
     timeline = html[html.index('class="timeline"') :]
@@ -256,8 +246,8 @@ def test_history_is_a_timeline_with_the_current_memory_highlighted(web, user, mi
     assert Memory.objects.get(pk=older.pk).status == "retired"
 
 
-def test_edit_form_swaps_in_and_saves_through_htmx(web, user, mira):
-    memory = _fact(user, mira)
+def test_edit_form_swaps_in_and_saves_through_htmx(web, user, character):
+    memory = _fact(user, character)
     form = _body(web.get(f"/memories/{memory.pk}/edit/", **HX))
     assert "<html" not in form and 'id="memory-card"' in form and 'name="valid_to"' in form
     assert "Mira keeps the lantern lit." in form
@@ -288,8 +278,8 @@ def test_edit_form_swaps_in_and_saves_through_htmx(web, user, mira):
     assert (memory.time_scope, memory.valid_from, memory.valid_to, memory.version) == ("session", 2, 5, 2)
 
 
-def test_edit_without_htmx_redirects_and_full_form_page_works(web, user, mira):
-    memory = _fact(user, mira)
+def test_edit_without_htmx_redirects_and_full_form_page_works(web, user, character):
+    memory = _fact(user, character)
     assert "<html" in _body(web.get(f"/memories/{memory.pk}/edit/"))
     data = {"version": "1", "content": "Changed.", "kind": "fact", "importance": "2", "confidence": "0.7"}
     response = web.post(f"/memories/{memory.pk}/edit/", data)
@@ -297,8 +287,8 @@ def test_edit_without_htmx_redirects_and_full_form_page_works(web, user, mira):
     assert Memory.objects.get(pk=memory.pk).content == "Changed."
 
 
-def test_invalid_edit_shows_errors_next_to_fields_and_changes_nothing(web, user, mira):
-    memory = _fact(user, mira)
+def test_invalid_edit_shows_errors_next_to_fields_and_changes_nothing(web, user, character):
+    memory = _fact(user, character)
     bad = {
         "content": "  ",
         "kind": "message",
@@ -318,8 +308,8 @@ def test_invalid_edit_shows_errors_next_to_fields_and_changes_nothing(web, user,
     assert memory.content == "Mira keeps the lantern lit." and memory.version == 1
 
 
-def test_retire_and_restore_through_htmx_and_plain_posts(web, user, mira):
-    memory = _fact(user, mira)
+def test_retire_and_restore_through_htmx_and_plain_posts(web, user, character):
+    memory = _fact(user, character)
     response = web.post(f"/memories/{memory.pk}/retire/", {"reason": "not true"}, **HX)
     assert response.status_code == 200
     html = _body(response)
@@ -337,11 +327,11 @@ def test_retire_and_restore_through_htmx_and_plain_posts(web, user, mira):
     assert web.get(f"/memories/{memory.pk}/retire/").status_code == 405
 
 
-def test_message_memories_are_read_only(web, user, chat):
-    _indexed_messages(chat, 2)
-    memory = Memory.objects.get(chat=chat, message_index=1)
+def test_message_memories_are_read_only(web, user, mira_chat):
+    _indexed_messages(mira_chat, 2)
+    memory = Memory.objects.get(chat=mira_chat, message_index=1)
     html = _body(web.get(f"/memories/{memory.pk}/"))
-    assert "It follows its message" in html and f'href="/chats/{chat.pk}/#m1"' in html
+    assert "It follows its message" in html and f'href="/chats/{mira_chat.pk}/#m1"' in html
     assert f"/memories/{memory.pk}/edit/" not in html and f"/memories/{memory.pk}/retire/" not in html
     edit = web.post(
         f"/memories/{memory.pk}/edit/",
@@ -369,12 +359,12 @@ def test_another_users_memory_is_404_everywhere(web, foreign):
     assert memory.content == "Bob's secret lantern." and memory.status == "active"
 
 
-def test_posts_need_the_csrf_token(user, mira):
+def test_posts_need_the_csrf_token(user, character):
     from django.test import Client
 
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
-    memory = _fact(user, mira)
+    memory = _fact(user, character)
     assert client.post(f"/memories/{memory.pk}/retire/", **HX).status_code == 403
     assert Memory.objects.get(pk=memory.pk).status == "active"
 
@@ -382,14 +372,16 @@ def test_posts_need_the_csrf_token(user, mira):
 # ---------------------------------------------------------------------------------------------------- entities
 
 
-def test_entity_list_user_wide_and_per_character(web, user, mira, foreign):
+def test_entity_list_user_wide_and_per_character(web, user, character, foreign):
     other = character_create(user=user, name="Tavi")
-    _fact(user, mira, "Corvin climbs.", entities=[{"name": "Corvin", "type": "person", "aliases": ["Old Corvin"]}])
+    _fact(
+        user, character, "Corvin climbs.", entities=[{"name": "Corvin", "type": "person", "aliases": ["Old Corvin"]}]
+    )
     _fact(user, other, "The harbour.", entities=[{"name": "Harbour", "type": "place"}])
     everything = _body(web.get("/memories/entities/"))
     assert "<html" in everything and "Corvin" in everything and "Harbour" in everything and "Zed" not in everything
     assert "Old Corvin" in everything
-    minas = _body(web.get("/memories/entities/", {"character": mira.pk}, **HX))
+    minas = _body(web.get("/memories/entities/", {"character": character.pk}, **HX))
     assert "<html" not in minas and "Corvin" in minas and "Harbour" not in minas
     searched = _body(web.get("/memories/entities/", {"q": "harb"}, **HX))
     assert "Harbour" in searched and "Corvin" not in searched
@@ -397,10 +389,10 @@ def test_entity_list_user_wide_and_per_character(web, user, mira, foreign):
     assert web.get("/memories/entities/", {"character": "x"}).status_code == 400
 
 
-def test_entity_detail_lists_linked_memories_and_edits(web, user, mira, foreign):
-    _fact(user, mira, "Corvin climbs the tower.", entities=[{"name": "Corvin"}])
-    _fact(user, mira, "Unrelated.")
-    _fact(user, mira, "Someone named Tam.", entities=[{"name": "Tam"}])
+def test_entity_detail_lists_linked_memories_and_edits(web, user, character, foreign):
+    _fact(user, character, "Corvin climbs the tower.", entities=[{"name": "Corvin"}])
+    _fact(user, character, "Unrelated.")
+    _fact(user, character, "Someone named Tam.", entities=[{"name": "Tam"}])
     corvin = Entity.objects.get(name="Corvin")
     html = _body(web.get(f"/memories/entities/{corvin.pk}/"))
     assert "<html" in html and "Corvin climbs the tower." in html and "Unrelated." not in html
@@ -477,29 +469,31 @@ def test_settings_errors_are_shown_next_to_fields(web, user):
 # ---------------------------------------------------------------------------------------------------- chat page
 
 
-def test_chat_and_character_pages_link_to_the_browser(web, user, mira, chat):
-    chat_page = _body(web.get(f"/chats/{chat.pk}/"))
-    assert f'href="/chats/{chat.pk}/memories/"' in chat_page
-    assert f'hx-get="/chats/{chat.pk}/memories/progress/" hx-trigger="load"' in chat_page
-    assert f'href="/characters/{mira.pk}/memories/"' in _body(web.get(f"/characters/{mira.pk}/"))
+def test_chat_and_character_pages_link_to_the_browser(web, user, character, mira_chat):
+    chat_page = _body(web.get(f"/chats/{mira_chat.pk}/"))
+    assert f'href="/chats/{mira_chat.pk}/memories/"' in chat_page
+    assert f'hx-get="/chats/{mira_chat.pk}/memories/progress/" hx-trigger="load"' in chat_page
+    assert f'href="/characters/{character.pk}/memories/"' in _body(web.get(f"/characters/{character.pk}/"))
     assert 'href="/memories/"' in chat_page
 
 
-def test_progress_fragment_polls_while_pending_and_stops_when_done(web, user, chat):
-    add_messages(chat, 5)
-    url = f"/chats/{chat.pk}/memories/progress/"
+def test_progress_fragment_polls_while_pending_and_stops_when_done(web, user, mira_chat):
+    add_messages(mira_chat, 5)
+    url = f"/chats/{mira_chat.pk}/memories/progress/"
     pending = _body(web.get(url, **HX))
     assert "Recall index: 0 of 5 messages indexed" in pending
     assert f'hx-get="{url}" hx-trigger="every 2s"' in pending
-    chat_index_messages(chat_id=chat.pk)
+    chat_index_messages(chat_id=mira_chat.pk)
     done = _body(web.get(url, **HX))
     assert "Recall index: complete (5 messages)" in done and "hx-trigger" not in done
 
 
-def test_progress_counts_vectors_of_the_current_model(web, user, chat, scripted, django_capture_on_commit_callbacks):
-    add_messages(chat, 3)
-    chat_index_messages(chat_id=chat.pk)
-    url = f"/chats/{chat.pk}/memories/progress/"
+def test_progress_counts_vectors_of_the_current_model(
+    web, user, mira_chat, scripted, django_capture_on_commit_callbacks
+):
+    add_messages(mira_chat, 3)
+    chat_index_messages(chat_id=mira_chat.pk)
+    url = f"/chats/{mira_chat.pk}/memories/progress/"
     assert "0 of 3 messages indexed" in _body(web.get(url, **HX))
     from apps.memories.services.indexing import memories_embed_pending
 

@@ -12,15 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from apps.accounts.models import SettingsDocument
 from apps.chats.models import Character, Chat, Message
 from apps.chats.services.chats import chat_import
 from apps.memories.models import Entity, Memory
 from apps.memories.services.memories import memory_create
-from apps.sync.models import Backup, BackupSettings, FeedEntry, SettingsDocument
-from apps.sync.services.archive import ArchiveError, archive_import, archive_write
+from apps.sync.models import Backup, BackupSettings, FeedEntry
+from apps.sync.services.archive.export import archive_write
+from apps.sync.services.archive.format import ArchiveError
+from apps.sync.services.archive.importing import archive_import
 from apps.sync.services.backups import backup_run, backup_start, backups_due
 from tests.chats.helpers import fixture_bytes
-from tests.memories.conftest import embedder, scripted  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +81,7 @@ def account_state(user) -> tuple:
 
 
 @pytest.fixture
-def story(user, scripted):  # noqa: F811
+def story(user, scripted):
     chat = chat_import(user=user, stream=io.BytesIO(fixture_bytes("current_swipes.jsonl")), title="Seraphina")
     memory_create(user=user, kind="fact", content="Mira keeps a lantern.", character=chat.characters.first())
     return chat

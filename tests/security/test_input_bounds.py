@@ -11,14 +11,14 @@ import pytest
 from django.conf import settings as django_settings
 from drf_spectacular.generators import SchemaGenerator
 
+from apps.accounts.models import SettingsDocument
 from apps.chats.models import Chat
 from apps.chats.services.chats import chat_import
 from apps.memories.models import Entity, Memory
 from apps.memories.services.indexing import chat_index_messages
 from apps.memories.services.memories import memory_create
-from apps.sync.models import FeedEntry, Instance, SettingsDocument
+from apps.sync.models import FeedEntry, Instance
 from tests.chats.factories import CharacterFactory
-from tests.chats.helpers import fixture_bytes, stream
 from tests.memories.helpers import jsonl, message_memories
 from tests.sync.helpers import exported, if_match
 
@@ -49,11 +49,6 @@ def _first_over_the_limit(ops: list[dict]) -> int:
             return index
         size = 2 * size + len(f',"k{index}":')
     raise AssertionError("the patch never passes the limit")
-
-
-@pytest.fixture
-def chat(user):
-    return chat_import(user=user, stream=stream(fixture_bytes("current_swipes.jsonl")), title="Seraphina")
 
 
 def test_doubling_copies_in_a_chat_patch_are_refused_and_nothing_changes(api, chat):
@@ -172,24 +167,19 @@ def test_every_array_in_every_api_input_has_a_bound():
     assert push["maxItems"] == 1000
 
 
-@pytest.fixture
-def mira(user):
-    return CharacterFactory(user=user, name="Mira")
-
-
-def _create(mira, uid=None, **data) -> dict:
+def _create(character, uid=None, **data) -> dict:
     return {
         "type": "memory",
         "op": "create",
         "uid": str(uid or uuid.uuid4()),
         "clock": {"laptop": 1},
-        "data": {"kind": "fact", "content": "Mira keeps a lantern.", "character": str(mira.uid), **data},
+        "data": {"kind": "fact", "content": "Mira keeps a lantern.", "character": str(character.uid), **data},
     }
 
 
-def test_a_push_with_too_many_entities_on_a_memory_is_a_400_naming_the_field(api, mira):
+def test_a_push_with_too_many_entities_on_a_memory_is_a_400_naming_the_field(api, character):
     entities = [{"name": f"Entity {i}"} for i in range(51)]
-    body = {"instance": "laptop", "changes": [_create(mira), _create(mira, entities=entities)]}
+    body = {"instance": "laptop", "changes": [_create(character), _create(character, entities=entities)]}
 
     response = api.post("/api/v1/sync/push", body, format="json")
 
@@ -198,9 +188,9 @@ def test_a_push_with_too_many_entities_on_a_memory_is_a_400_naming_the_field(api
     assert not Memory.objects.exists() and not Entity.objects.exists() and not Instance.objects.exists()
 
 
-def test_a_push_naming_too_many_entities_in_all_is_a_400_and_stores_nothing(api, mira):
+def test_a_push_naming_too_many_entities_in_all_is_a_400_and_stores_nothing(api, character):
     # 50 each, allowed, but 41 of them name more than a push may (each entity costs queries under the push lock).
-    changes = [_create(mira, entities=[{"name": f"Entity {c}.{i}"} for i in range(50)]) for c in range(41)]
+    changes = [_create(character, entities=[{"name": f"Entity {c}.{i}"} for i in range(50)]) for c in range(41)]
 
     response = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": changes}, format="json")
 
@@ -209,10 +199,10 @@ def test_a_push_naming_too_many_entities_in_all_is_a_400_and_stores_nothing(api,
     assert not Memory.objects.exists() and not Entity.objects.exists() and not Instance.objects.exists()
 
 
-def test_a_push_with_fifty_entities_on_a_memory_is_applied(api, mira):
+def test_a_push_with_fifty_entities_on_a_memory_is_applied(api, character):
     entities = [{"name": f"Entity {i}"} for i in range(50)]
     response = api.post(
-        "/api/v1/sync/push", {"instance": "laptop", "changes": [_create(mira, entities=entities)]}, format="json"
+        "/api/v1/sync/push", {"instance": "laptop", "changes": [_create(character, entities=entities)]}, format="json"
     )
     assert response.status_code == 200, response.content
     assert Memory.objects.get().entities.count() == 50
@@ -233,7 +223,7 @@ def _snapshot():
 
 
 def test_a_push_create_under_a_uid_held_elsewhere_is_one_generic_409(
-    api, user, other_user, mira, django_capture_on_commit_callbacks
+    api, user, other_user, character, django_capture_on_commit_callbacks
 ):
     mine = _message_memory(user, django_capture_on_commit_callbacks)
     theirs = _message_memory(other_user, django_capture_on_commit_callbacks)
@@ -243,14 +233,14 @@ def test_a_push_create_under_a_uid_held_elsewhere_is_one_generic_409(
 
     answers = []
     for uid in (mine.uid, theirs.uid, their_fact.uid):
-        body = {"instance": "laptop", "changes": [_create(mira), _create(mira, uid=uid)]}
+        body = {"instance": "laptop", "changes": [_create(character), _create(character, uid=uid)]}
         response = api.post("/api/v1/sync/push", body, format="json")
         assert response.status_code == 409, response.content
         answers.append(response.json())
-    character = {"type": "character", "op": "create", "uid": str(their_character.uid), "clock": {"laptop": 1}}
-    character["data"] = {"name": "Mine now"}
+    takeover = {"type": "character", "op": "create", "uid": str(their_character.uid), "clock": {"laptop": 1}}
+    takeover["data"] = {"name": "Mine now"}
     response = api.post(
-        "/api/v1/sync/push", {"instance": "laptop", "changes": [_create(mira), character]}, format="json"
+        "/api/v1/sync/push", {"instance": "laptop", "changes": [_create(character), takeover]}, format="json"
     )
     assert response.status_code == 409, response.content
     answers.append(response.json())
@@ -265,20 +255,20 @@ def test_a_push_create_under_a_uid_held_elsewhere_is_one_generic_409(
 
 
 def test_a_push_create_under_a_fresh_uid_after_a_refusal_is_applied(
-    api, user, mira, django_capture_on_commit_callbacks
+    api, user, character, django_capture_on_commit_callbacks
 ):
     mine = _message_memory(user, django_capture_on_commit_callbacks)
     assert (
         api.post(
-            "/api/v1/sync/push", {"instance": "laptop", "changes": [_create(mira, uid=mine.uid)]}, format="json"
+            "/api/v1/sync/push", {"instance": "laptop", "changes": [_create(character, uid=mine.uid)]}, format="json"
         ).status_code
         == 409
     )
-    response = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [_create(mira)]}, format="json")
+    response = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [_create(character)]}, format="json")
     assert response.status_code == 200 and response.json()["results"][0]["result"] == "applied"
 
 
-def test_an_update_of_another_users_uid_answers_as_a_uid_nobody_holds(api, other_user, mira):
+def test_an_update_of_another_users_uid_answers_as_a_uid_nobody_holds(api, other_user, character):
     their_character = CharacterFactory(user=other_user, name="Corvin")
     their_fact = memory_create(user=other_user, character=their_character, kind="fact", content="Corvin rows.")
     before = _snapshot()
@@ -297,7 +287,7 @@ def test_an_update_of_another_users_uid_answers_as_a_uid_nobody_holds(api, other
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_uid_another_account_commits_meanwhile_is_a_409_not_a_500(api, other_user, mira):
+def test_a_uid_another_account_commits_meanwhile_is_a_409_not_a_500(api, other_user, character):
     """The other account's push is still open when ours looks for the uid, and commits while ours writes it."""
     from django.db import transaction
 
@@ -326,7 +316,7 @@ def test_a_uid_another_account_commits_meanwhile_is_a_409_not_a_500(api, other_u
     thread.start()
     started.wait(10)
     result["response"] = api.post(
-        "/api/v1/sync/push", {"instance": "laptop", "changes": [_create(mira, uid=uid)]}, format="json"
+        "/api/v1/sync/push", {"instance": "laptop", "changes": [_create(character, uid=uid)]}, format="json"
     )
     thread.join()
     assert result["response"].status_code == 409, result["response"].content

@@ -25,7 +25,7 @@ from apps.memories.models import Memory, MemoryScope
 from apps.memories.selectors import memory_list
 from apps.memories.services.indexing import chat_index_progress
 from apps.memories.services.memories import memory_create
-from tests.memories.conftest import EmbeddingServer, _handler
+from tests.memories.embedding_server import EmbeddingServer, handler_for
 from tests.memories.helpers import jsonl, jsonl_bytes
 from tests.worker import ROOT, wait_for, worker_env
 
@@ -172,7 +172,7 @@ class GatedEmbeddingServer(EmbeddingServer):
 @pytest.fixture
 def gated(settings):
     server = GatedEmbeddingServer()
-    server.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
+    server.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(server))
     server.httpd.daemon_threads = True
     server.port = server.httpd.server_address[1]
     threading.Thread(target=server.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()

@@ -21,7 +21,7 @@ from apps.memories.embeddings import EmbeddingUnavailable, config_for, deploymen
 from apps.memories.models import EmbeddingSettings
 from apps.memories.services.settings import embedding_settings_set
 from tests.llm_server import Reply
-from tests.memories.conftest import start_server
+from tests.memories.embedding_server import start_server
 
 pytestmark = pytest.mark.django_db
 

@@ -14,16 +14,15 @@ from rest_framework.test import APIClient
 
 from apps.accounts.models import ApiToken
 from apps.accounts.services import api_token_create
-from apps.chats.models import Character, Chat, Message
+from apps.chats.models import Character, Chat, ChatRevision, Message
 from apps.chats.services.chats import chat_import
 from apps.extraction.models import ModelTest, PipelineJob, Recap, Scene
 from apps.llm.services import connection_create
 from apps.memories.models import Entity, LifecycleJob, Memory
 from apps.memories.services.memories import memory_create
-from apps.sync.models import Backup, ChatRevision, Instance
+from apps.sync.models import Backup, Instance
 from apps.sync.services.instances import instance_register
 from tests.chats.helpers import fixture_bytes
-from tests.memories.conftest import embedder, scripted  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +42,7 @@ def routes() -> list[str]:
 
 
 @pytest.fixture
-def owned(user, scripted):  # noqa: F811
+def owned(user, scripted):
     """One of everything, owned by `user`: the parameters of every address."""
     chat = chat_import(user=user, stream=io.BytesIO(fixture_bytes("current_swipes.jsonl")), title="Private")
     character = chat.characters.first()

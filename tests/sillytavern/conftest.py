@@ -8,6 +8,7 @@ the `lorekeeper` fixture requests). Everything here carries the `sillytavern` an
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from collections.abc import Callable
@@ -55,9 +56,7 @@ def sillytavern_install() -> Path:
     missing = harness.missing_prerequisites()
     if missing:
         _unavailable("SillyTavern end-to-end tests need " + "; ".join(missing))
-    try:
-        import playwright  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("playwright") is None:
         _unavailable("SillyTavern end-to-end tests need the playwright package (pip install -e '.[dev]')")
     return harness.sillytavern_install()
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from apps.sync.services.feed import sync_pull
 from apps.sync.services.instances import instance_register
-from apps.sync.services.push import Change, Outcome, sync_push
+from apps.sync.services.push.apply import sync_push
+from apps.sync.services.push.changes import Change, Outcome
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 

@@ -1,7 +1,6 @@
 import pytest
 
-from apps.chats.models import Chat
-from apps.sync.models import SeenGeneration
+from apps.chats.models import Chat, SeenGeneration
 from tests.sync.helpers import exported, if_match
 
 pytestmark = pytest.mark.django_db

@@ -9,22 +9,24 @@ import zipfile
 
 import pytest
 
-from apps.chats.models import Character, Chat
+from apps.accounts.models import SettingsDocument
+from apps.accounts.services import settings_get, settings_patch
+from apps.chats.models import Character, Chat, ChatRevision
 from apps.chats.services.chats import chat_export_lines, chat_import
 from apps.memories.models import Entity, Memory
 from apps.memories.services.memories import memory_create, memory_update
-from apps.sync.models import ChatRevision, FeedEntry, SettingsDocument
-from apps.sync.services.archive import ArchiveError, archive_import, archive_write
-from apps.sync.services.settings import settings_get, settings_patch
+from apps.sync.models import FeedEntry
+from apps.sync.services.archive.export import archive_write
+from apps.sync.services.archive.format import ArchiveError
+from apps.sync.services.archive.importing import archive_import
 from tests.chats.helpers import fixture_bytes
-from tests.memories.conftest import embedder, scripted  # noqa: F401
 from tests.sync.instances import change, push
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def account(user, scripted):  # noqa: F811
+def account(user, scripted):
     """A small account: a character, a chat with messages, memories with a chain, a contradiction and entities,
     a daily memory, settings, and a deletion."""
     chat = chat_import(user=user, stream=io.BytesIO(fixture_bytes("current_swipes.jsonl")), title="Seraphina")
@@ -83,7 +85,7 @@ def test_an_archive_holds_the_whole_account(user, account):
     assert tombstone["uid"] == str(account["gone"].uid)
 
 
-def test_an_archive_imported_into_an_empty_account_brings_everything(user, other_user, account, scripted):  # noqa: F811
+def test_an_archive_imported_into_an_empty_account_brings_everything(user, other_user, account, scripted):
     counts = archive_import(user=other_user, source=written(user))
     assert counts["characters"] == {"created": 1} and counts["chats"] == {"created": 1}
     assert counts["memories"] == {"created": 5, "deleted here": 0} or counts["memories"]["created"] == 6

@@ -17,7 +17,6 @@ from apps.memories.services.memories import memory_create
 from apps.sync.models import Backup, BackupSettings
 from apps.sync.services.backups import backup_run, backup_settings_set, backup_start, backups_due
 from tests.chats.helpers import fixture_bytes
-from tests.memories.conftest import embedder, scripted  # noqa: F401
 from tests.sync.instances import change, push
 from tests.worker import celery_worker, wait_for
 
@@ -31,7 +30,7 @@ def media(settings, tmp_path):
 
 
 @pytest.fixture
-def story(user, scripted):  # noqa: F811
+def story(user, scripted):
     chat = chat_import(user=user, stream=io.BytesIO(fixture_bytes("current_swipes.jsonl")), title="Seraphina")
     memory_create(user=user, kind="fact", content="Mira keeps a lantern.", character=chat.characters.first())
     return chat

@@ -2,12 +2,14 @@
 
 import threading
 
+import httpx
 import pytest
 
 from apps.accounts.services import api_token_create
 from apps.chats.models import Chat
 from apps.chats.services.chats import chat_create
-from apps.sync.client import SyncClient, SyncError
+from apps.sync.client.errors import SyncError
+from apps.sync.client.http import SyncClient
 from tests.sync.helpers import exported
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,3 +87,35 @@ def test_concurrent_clients_lose_and_double_nothing(live_server, user, token):
     texts = [m["mes"] for m in exported(chat)[1:]]
     assert sorted(texts) == sorted(f"{n}:{i}" for n in range(clients) for i in range(per_client))
     assert Chat.objects.get(pk=chat.pk).message_count == clients * per_client
+
+
+class FlakyTransport(httpx.BaseTransport):
+    """Real HTTP, except that the first `failures` requests fail to connect."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.real = httpx.HTTPTransport()
+
+    def handle_request(self, request):
+        if self.failures > 0:
+            self.failures -= 1
+            raise httpx.ConnectError("connection refused (simulated)", request=request)
+        return self.real.handle_request(request)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_queued_edits_survive_a_network_failure(live_server, user):
+    token = api_token_create(user=user, name="flaky")[1]
+    chat = chat_create(user=user, title="Flaky")
+    transport = FlakyTransport(failures=0)
+    http = httpx.Client(base_url=live_server.url + "/api/v1", transport=transport)
+    client = SyncClient(live_server.url, token=token, debounce=0.05, network_retries=0, http=http)
+    handle = client.chat(chat.pk)
+    handle.append([{"name": "Mira", "mes": "a"}])
+    transport.failures = 1
+    with pytest.raises(httpx.ConnectError):
+        handle.edit(0, "mes", "b")
+        handle.flush()
+    handle.edit(0, "extra", {"k": 1})
+    handle.flush()
+    assert exported(chat)[1]["mes"] == "b" and exported(chat)[1]["extra"] == {"k": 1}

@@ -21,11 +21,13 @@ from hypothesis import strategies as st
 
 from apps.accounts.services import api_token_create
 from apps.memories.models import Memory
-from apps.sync.client import SyncClient
+from apps.sync.client.http import SyncClient
 from apps.sync.models import FeedEntry
 from tests.chats.factories import CharacterFactory
 
-pytestmark = pytest.mark.django_db
+# Slow (`make test-all`): 60 random interleavings, each a few dozen requests; tests/sync/test_model.py checks the
+# single-chat model on every `make test`.
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 KEYS = ("laptop", "phone", "companion")
 PRIORITIES = {"laptop": 0, "phone": 2, "companion": 1}

@@ -96,7 +96,7 @@ def test_restoring_another_users_revision_is_404(web, other_user):
 
 
 def test_settings_page_saves_and_refuses_a_stale_or_broken_document(web, user):
-    from apps.sync.services.settings import settings_get
+    from apps.accounts.services import settings_get
 
     page = web.get("/settings/")
     integrity = settings_get(user=user).integrity

@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, connections, transaction
 
+from apps.accounts.services import settings_get, settings_patch
 from apps.chats.models import Chat
 from apps.chats.services.characters import character_delete, character_update
 from apps.chats.services.chats import chat_create, chat_delete
@@ -17,22 +18,14 @@ from apps.memories.services.memories import memory_create, memory_restore, memor
 from apps.sync.models import FeedEntry, Instance
 from apps.sync.services.feed import tombstones_collect
 from apps.sync.services.instances import instance_register, instance_remove
-from apps.sync.services.settings import settings_get, settings_patch
-from tests.chats.factories import CharacterFactory
-from tests.memories.conftest import embedder, scripted  # noqa: F401
 from tests.sync.instances import change, of, pull, push
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def mira(user):
-    return CharacterFactory(user=user, name="Mira")
-
-
-@pytest.fixture
-def fact(user, mira, scripted):  # noqa: F811
-    return memory_create(user=user, kind="fact", content="Mira keeps a lantern.", character=mira)
+def fact(user, character, scripted):
+    return memory_create(user=user, kind="fact", content="Mira keeps a lantern.", character=character)
 
 
 def entry(obj) -> FeedEntry:
@@ -66,19 +59,19 @@ def test_what_sync_does_not_carry_changes_nothing_on_the_feed(user, fact):
     assert fact.clock == {"server": 1} and entry(fact).seq == before
 
 
-def test_message_memories_stay_off_the_feed(user, mira, scripted):  # noqa: F811
+def test_message_memories_stay_off_the_feed(user, character, scripted):
     from apps.chats.services.messages import message_append
     from apps.memories.services.indexing import chat_index_messages
 
-    chat = chat_create(user=user, title="Lantern", character_ids=[mira.pk], user_name="Rowan")
+    chat = chat_create(user=user, title="Lantern", character_ids=[character.pk], user_name="Rowan")
     message_append(chat=chat, data={"name": "Mira", "mes": "The lantern went out."})
     chat_index_messages(chat_id=chat.pk)
     assert Memory.objects.filter(chat=chat, kind="message").exists()
     assert not FeedEntry.objects.filter(type="memory").exists()
 
 
-def test_deleting_a_chat_leaves_tombstones_of_its_memories(user, mira, scripted):  # noqa: F811
-    chat = chat_create(user=user, title="Lantern", character_ids=[mira.pk], user_name="Rowan")
+def test_deleting_a_chat_leaves_tombstones_of_its_memories(user, character, scripted):
+    chat = chat_create(user=user, title="Lantern", character_ids=[character.pk], user_name="Rowan")
     summary = memory_create(user=user, kind="summary", content="They met at the tower.", chat=chat)
     chat_delete(chat=Chat.objects.get(pk=chat.pk))
     tombstone = entry(summary)
@@ -98,15 +91,15 @@ def test_deleting_a_chat_leaves_tombstones_of_its_memories(user, mira, scripted)
     ]
 
 
-def test_deleting_a_character_leaves_tombstones_of_it_and_its_memories(user, mira, fact):
-    character_delete(character=mira)
-    assert entry(mira).deleted_at is not None and entry(fact).deleted_at is not None
+def test_deleting_a_character_leaves_tombstones_of_it_and_its_memories(user, character, fact):
+    character_delete(character=character)
+    assert entry(character).deleted_at is not None and entry(fact).deleted_at is not None
 
 
-def test_character_edits_and_settings_patches_count_as_the_servers(user, mira):
-    character_update(character=mira, data={"personality": "Stubborn."})
-    mira.refresh_from_db()
-    assert mira.clock == {"server": 2}
+def test_character_edits_and_settings_patches_count_as_the_servers(user, character):
+    character_update(character=character, data={"personality": "Stubborn."})
+    character.refresh_from_db()
+    assert character.clock == {"server": 2}
     document = settings_get(user=user)
     settings_patch(user=user, patch={"st_bme": {"on": True}}, kind="merge", integrity=document.integrity)
     document.refresh_from_db()
@@ -119,8 +112,8 @@ def test_deleting_an_account_takes_its_feed_with_it(user, fact):
     assert not FeedEntry.objects.filter(user_id=user_id).exists()
 
 
-def test_a_full_pull_pages_through_everything_in_order(user, mira, scripted):  # noqa: F811
-    made = [memory_create(user=user, kind="fact", content=f"Fact {i}.", character=mira) for i in range(7)]
+def test_a_full_pull_pages_through_everything_in_order(user, character, scripted):
+    made = [memory_create(user=user, kind="fact", content=f"Fact {i}.", character=character) for i in range(7)]
     items, cursor = pull(user, "laptop", limit=3)
     assert [item["uid"] for item in items if item["type"] == "memory"] == [str(m.uid) for m in made]
     assert [item["seq"] for item in items] == sorted(item["seq"] for item in items)
@@ -144,10 +137,10 @@ def test_a_pull_never_shows_another_users_objects(user, other_user, fact):
     assert not of(items, fact.uid)
 
 
-def test_memory_payload_carries_references_by_uid(user, mira, scripted):  # noqa: F811
-    old = memory_create(user=user, kind="fact", content="Mira lives by the sea.", character=mira)
+def test_memory_payload_carries_references_by_uid(user, character, scripted):
+    old = memory_create(user=user, kind="fact", content="Mira lives by the sea.", character=character)
     new = memory_create(
-        user=user, kind="fact", content="Mira moved inland.", character=mira, entities=[{"name": "Mira"}]
+        user=user, kind="fact", content="Mira moved inland.", character=character, entities=[{"name": "Mira"}]
     )
     Memory.objects.filter(pk=old.pk).update(superseded_by=new, status="retired")
     new.contradicts.add(old)
@@ -155,7 +148,7 @@ def test_memory_payload_carries_references_by_uid(user, mira, scripted):  # noqa
     (old_item,) = of(items, old.uid)
     (new_item,) = of(items, new.uid)
     assert old_item["data"]["superseded_by"] == str(new.uid) and old_item["data"]["status"] == "retired"
-    assert old_item["data"]["character"] == str(mira.uid)
+    assert old_item["data"]["character"] == str(character.uid)
     assert new_item["data"]["contradicts"] == [str(old.uid)]
     assert new_item["data"]["entities"] == [{"name": "Mira", "type": "", "aliases": []}]
 
@@ -190,7 +183,7 @@ def test_a_change_committing_after_a_pull_is_not_skipped_by_its_cursor(user, fac
     assert [(i["uid"], i["data"]["content"]) for i in items] == [(str(fact.uid), "Mira keeps a lantern and a key.")]
 
 
-def test_tombstones_wait_for_every_instance_then_go(user, mira, fact):
+def test_tombstones_wait_for_every_instance_then_go(user, character, fact):
     _, cursor = pull(user, "laptop")
     pull(user, "phone")
     push(user, "laptop", change("delete", fact.uid, {"laptop": 1, "server": 1}))
@@ -228,8 +221,8 @@ def test_a_memory_retired_on_the_server_travels_as_retired_not_deleted(user, fac
     assert item["deleted"] is False and item["data"]["status"] == "retired"
 
 
-def test_uids_are_unique_per_row_after_the_migration(user, mira, scripted):  # noqa: F811
-    made = [memory_create(user=user, kind="fact", content=f"Fact {i}.", character=mira) for i in range(3)]
+def test_uids_are_unique_per_row_after_the_migration(user, character, scripted):
+    made = [memory_create(user=user, kind="fact", content=f"Fact {i}.", character=character) for i in range(3)]
     assert len({m.uid for m in made}) == 3
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'sync_%'")

@@ -3,8 +3,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from apps.chats.models import SeenGeneration
 from apps.common.models import IdempotencyRecord
-from apps.sync.models import SeenGeneration
 from apps.sync.services.housekeeping import sync_records_prune
 
 pytestmark = pytest.mark.django_db

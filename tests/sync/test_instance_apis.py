@@ -7,23 +7,17 @@ import pytest
 
 from apps.memories.models import Memory
 from apps.sync.models import FeedEntry, Instance
-from tests.chats.factories import CharacterFactory
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def mira(user):
-    return CharacterFactory(user=user, name="Mira")
-
-
-def fact(mira, uid=None, clock=None, **data):
+def fact(character, uid=None, clock=None, **data):
     return {
         "type": "memory",
         "op": "create",
         "uid": str(uid or uuid.uuid4()),
         "clock": clock or {"laptop": 1},
-        "data": {"kind": "fact", "content": "Mira keeps a lantern.", "character": str(mira.uid), **data},
+        "data": {"kind": "fact", "content": "Mira keeps a lantern.", "character": str(character.uid), **data},
     }
 
 
@@ -63,9 +57,9 @@ def test_another_users_instance_is_a_404(api, other_api):
     assert other_api.get("/api/v1/sync/status?instance=laptop").status_code == 404
 
 
-def test_push_then_pull_through_the_api(api, mira):
+def test_push_then_pull_through_the_api(api, character):
     uid = uuid.uuid4()
-    pushed = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [fact(mira, uid)]}, format="json")
+    pushed = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [fact(character, uid)]}, format="json")
     assert pushed.status_code == 200
     (result,) = pushed.json()["results"]
     assert result == {
@@ -84,9 +78,9 @@ def test_push_then_pull_through_the_api(api, mira):
     assert pulled["cursor"] == pulled["head"] == max(i["seq"] for i in pulled["items"])
 
 
-def test_a_bad_change_is_a_400_naming_it_and_nothing_is_stored(api, mira):
-    good = fact(mira)
-    bad = fact(mira, kind="message")
+def test_a_bad_change_is_a_400_naming_it_and_nothing_is_stored(api, character):
+    good = fact(character)
+    bad = fact(character, kind="message")
     response = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [good, bad]}, format="json")
     assert response.status_code == 400
     assert "kind" in response.json()["changes"]["1"]["data"]
@@ -107,8 +101,8 @@ def test_a_bad_change_is_a_400_naming_it_and_nothing_is_stored(api, mira):
         ({"data": {"kind": "fact", "content": "bad\u0000nul", "chat": 1}}, ("data", "content")),
     ],
 )
-def test_each_malformed_change_names_its_field(api, mira, change, path):
-    body = fact(mira) | change
+def test_each_malformed_change_names_its_field(api, character, change, path):
+    body = fact(character) | change
     response = api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [body]}, format="json")
     assert response.status_code == 400, response.json()
     error = response.json()["changes"]["0"]
@@ -122,9 +116,11 @@ def test_a_bad_instance_key_in_a_pull_names_the_instance(api):
     assert response.status_code == 400 and response.json()["extra"]["field"] == "instance"
 
 
-def test_a_pull_registers_its_instance_and_status_shows_how_far_behind_each_is(api, mira):
+def test_a_pull_registers_its_instance_and_status_shows_how_far_behind_each_is(api, character):
     api.post("/api/v1/sync/pull", {"instance": "laptop"}, format="json")
-    api.post("/api/v1/sync/push", {"instance": "phone", "changes": [fact(mira, clock={"phone": 1})]}, format="json")
+    api.post(
+        "/api/v1/sync/push", {"instance": "phone", "changes": [fact(character, clock={"phone": 1})]}, format="json"
+    )
     status = api.get("/api/v1/sync/status?instance=laptop").json()
     assert status["instance"]["instance"]["key"] == "laptop"
     assert status["instance"]["behind"] == 1

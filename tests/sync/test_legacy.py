@@ -16,7 +16,8 @@ from apps.chats.services.chats import chat_export_lines, chat_import
 from apps.extraction.models import ChatPipeline
 from apps.memories.models import Memory
 from apps.memories.services.memories import memory_create
-from apps.sync.services.legacy import chat_legacy_import, legacy_found, recap_text
+from apps.sync.services.legacy.recap import recap_text
+from apps.sync.services.legacy.run import chat_legacy_import, legacy_found
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from apps.chats.models import Chat, Message
@@ -114,7 +116,26 @@ def test_oversized_body_answers_413(api, chat, settings):
 
 
 def test_patch_request_for_one_edit_is_small(chat):
-    import json
 
     body = json.dumps({"operations": [{"op": "replace", "path": "/1/mes", "value": "A corrected line of dialogue."}]})
     assert len(body) < 200
+
+
+@pytest.mark.parametrize(
+    ("op", "status"),
+    [
+        ({"op": "test", "path": "/²", "value": 1}, 409),
+        ({"op": "test", "path": "/0/swipes/٠", "value": 1}, 409),
+        ({"op": "add", "path": "/0/extra/a\u0000b", "value": 1}, 400),
+        ({"op": "test", "path": "/2/extra/my_extension/numbers/3", "value": 10**400}, 409),
+    ],
+)
+def test_odd_pointers_and_numbers_answer_4xx(api, chat, op, status):
+    before = exported(chat)
+    assert _patch(api, chat, [op]).status_code == status
+    assert exported(chat) == before
+
+
+def test_a_patch_of_only_tests_leaves_the_integrity(api, chat):
+    response = _patch(api, chat, [{"op": "test", "path": "/0/swipe_id", "value": 0}])
+    assert response.json()["applied"] == 1 and response.json()["integrity"] == str(chat.integrity)

@@ -6,32 +6,32 @@ import uuid
 
 import pytest
 
+from apps.accounts.models import SettingsDocument
+from apps.accounts.services import settings_get
 from apps.memories.models import Memory
 from apps.memories.services.memories import memory_create, memory_update
-from apps.sync.models import FeedEntry, Instance, SettingsDocument
+from apps.sync.models import FeedEntry, Instance
 from apps.sync.services.instances import instance_register
-from apps.sync.services.settings import settings_get
-from tests.chats.factories import CharacterFactory
-from tests.memories.conftest import embedder, scripted  # noqa: F401
 from tests.sync.instances import at, change, of, pull, push
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def mira(user):
-    return CharacterFactory(user=user, name="Mira")
-
-
-@pytest.fixture
-def made(user, mira, scripted):  # noqa: F811
+def made(user, character, scripted):
     """A fact the laptop made and pushed."""
     uid = uuid.uuid4()
     (outcome,) = push(
         user,
         "laptop",
         change(
-            "create", uid, {"laptop": 1}, when=at(0), kind="fact", content="Mira keeps a lantern.", character=mira.uid
+            "create",
+            uid,
+            {"laptop": 1},
+            when=at(0),
+            kind="fact",
+            content="Mira keeps a lantern.",
+            character=character.uid,
         ),
     )
     assert outcome.result == "applied"
@@ -42,16 +42,18 @@ def stored(memory) -> Memory:
     return Memory.objects.get(pk=memory.pk)
 
 
-def test_a_create_stores_the_instances_version(made, mira):
-    assert made.content == "Mira keeps a lantern." and made.character == mira
+def test_a_create_stores_the_instances_version(made, character):
+    assert made.content == "Mira keeps a lantern." and made.character == character
     assert made.clock == {"laptop": 1} and made.changed_by == "laptop" and made.changed_at == at(0)
     assert made.source_instance == "laptop" and made.participating_instances == ["laptop"]
     assert made.origin == "sync" and made.embedding is None  # embedded later, as any new content
 
 
-def test_a_retried_push_changes_nothing(user, made, mira):
+def test_a_retried_push_changes_nothing(user, made, character):
     again = push(
-        user, "laptop", change("create", made.uid, {"laptop": 1}, kind="fact", content="Other.", character=mira.uid)
+        user,
+        "laptop",
+        change("create", made.uid, {"laptop": 1}, kind="fact", content="Other.", character=character.uid),
     )
     assert again[0].result == "applied" and stored(made).content == "Mira keeps a lantern."
     assert stored(made).version == 1
@@ -118,18 +120,18 @@ def test_a_persons_edit_overwrites_whatever_the_clocks(user, made):
     assert outcome.clock == memory.clock == {"laptop": 2, "phone": 3}
 
 
-def test_weekly_and_higher_take_the_push_on_a_conflict(user, mira, scripted):  # noqa: F811
+def test_weekly_and_higher_take_the_push_on_a_conflict(user, character, scripted):
     uid = uuid.uuid4()
-    push(user, "laptop", change("create", uid, {"laptop": 1}, kind="weekly", content="W47.", character=mira.uid))
+    push(user, "laptop", change("create", uid, {"laptop": 1}, kind="weekly", content="W47.", character=character.uid))
     push(user, "phone", change("update", uid, {"laptop": 1, "phone": 1}, when=at(100), content="Phone's W47."))
     (outcome,) = push(user, "laptop", change("update", uid, {"laptop": 2}, when=at(1), content="Laptop's W47."))
     assert (outcome.result, outcome.winner) == ("conflict_resolved", "incoming")
     assert Memory.objects.get(uid=uid).content == "Laptop's W47."
 
 
-def test_a_daily_memory_made_twice_for_one_day_merges_by_chat_tag(user, mira, scripted):  # noqa: F811
+def test_a_daily_memory_made_twice_for_one_day_merges_by_chat_tag(user, character, scripted):
     first, second = uuid.uuid4(), uuid.uuid4()
-    day = {"kind": "daily", "character": mira.uid, "date": "2026-11-20"}
+    day = {"kind": "daily", "character": character.uid, "date": "2026-11-20"}
     push(user, "laptop", change("create", first, {"laptop": 1}, content="- Met Corvin [chat:7]\n- Lost a key", **day))
     (outcome,) = push(
         user,
@@ -147,16 +149,16 @@ def test_a_daily_memory_made_twice_for_one_day_merges_by_chat_tag(user, mira, sc
     assert outcome.item["data"]["key"] == "2026-11-20_laptop"
 
 
-def test_another_instances_daily_for_the_same_day_is_its_own(user, mira, scripted):  # noqa: F811
-    day = {"kind": "daily", "character": mira.uid, "date": "2026-11-20"}
+def test_another_instances_daily_for_the_same_day_is_its_own(user, character, scripted):
+    day = {"kind": "daily", "character": character.uid, "date": "2026-11-20"}
     push(user, "laptop", change("create", uuid.uuid4(), {"laptop": 1}, content="- Laptop day [chat:1]", **day))
     push(user, "phone", change("create", uuid.uuid4(), {"phone": 1}, content="- Phone day [chat:2]", **day))
     assert Memory.objects.filter(kind="daily", data__period="2026-11-20").count() == 2
 
 
-def test_concurrent_changes_to_a_daily_memory_merge(user, mira, scripted):  # noqa: F811
+def test_concurrent_changes_to_a_daily_memory_merge(user, character, scripted):
     uid = uuid.uuid4()
-    day = {"kind": "daily", "character": mira.uid, "date": "2026-11-20"}
+    day = {"kind": "daily", "character": character.uid, "date": "2026-11-20"}
     push(user, "laptop", change("create", uid, {"laptop": 1}, content="- A [chat:1]", **day))
     memory_update(memory=Memory.objects.get(uid=uid), data={"content": "- A [chat:1]\n- B [chat:2]"})
     (outcome,) = push(user, "laptop", change("update", uid, {"laptop": 2}, content="- A [chat:1]\n- C [chat:3]"))
@@ -165,9 +167,9 @@ def test_concurrent_changes_to_a_daily_memory_merge(user, mira, scripted):  # no
     assert outcome.clock == Memory.objects.get(uid=uid).clock == {"laptop": 2, "server": 1}
 
 
-def test_merged_content_is_embedded_again(user, mira, scripted, django_capture_on_commit_callbacks):  # noqa: F811
+def test_merged_content_is_embedded_again(user, character, scripted, django_capture_on_commit_callbacks):
     uid = uuid.uuid4()
-    day = {"kind": "daily", "character": mira.uid, "date": "2026-11-20"}
+    day = {"kind": "daily", "character": character.uid, "date": "2026-11-20"}
     with django_capture_on_commit_callbacks(execute=True):
         push(user, "laptop", change("create", uid, {"laptop": 1}, content="- A [chat:1]", **day))
     assert Memory.objects.get(uid=uid).embedding is not None
@@ -178,7 +180,7 @@ def test_merged_content_is_embedded_again(user, mira, scripted, django_capture_o
     assert memory.content_hash == __import__("apps.memories.embeddings", fromlist=["x"]).text_hash(memory.content)
 
 
-def test_a_deletion_is_final(user, made, mira):
+def test_a_deletion_is_final(user, made, character):
     (deleted,) = push(user, "phone", change("delete", made.uid, {"laptop": 1, "phone": 1}))
     memory = stored(made)
     assert deleted.result == "applied"
@@ -190,16 +192,18 @@ def test_a_deletion_is_final(user, made, mira):
     assert (late.result, late.reason) == ("rejected", "deleted") and late.item["deleted"] is True
     # …nor does a create under the same uid.
     (again,) = push(
-        user, "laptop", change("create", made.uid, {"laptop": 3}, kind="fact", content="X", character=mira.uid)
+        user, "laptop", change("create", made.uid, {"laptop": 3}, kind="fact", content="X", character=character.uid)
     )
     assert (again.result, again.reason) == ("rejected", "deleted")
     assert stored(made).content == "Mira keeps a lantern." and stored(made).status == "retired"
 
 
-def test_deleting_something_never_seen_still_guards_its_uid(user, mira):
+def test_deleting_something_never_seen_still_guards_its_uid(user, character):
     uid = uuid.uuid4()
     assert push(user, "laptop", change("delete", uid, {"laptop": 2}))[0].result == "applied"
-    (outcome,) = push(user, "phone", change("create", uid, {"phone": 1}, kind="fact", content="X", character=mira.uid))
+    (outcome,) = push(
+        user, "phone", change("create", uid, {"phone": 1}, kind="fact", content="X", character=character.uid)
+    )
     assert (outcome.result, outcome.reason) == ("rejected", "deleted")
 
 
@@ -208,14 +212,14 @@ def test_changing_an_unknown_memory_is_rejected(user):
     assert (outcome.result, outcome.reason) == ("rejected", "unknown")
 
 
-def test_a_memory_of_a_missing_character_is_rejected(user, mira):
+def test_a_memory_of_a_missing_character_is_rejected(user, character):
     (outcome,) = push(
         user, "laptop", change("create", uuid.uuid4(), {"laptop": 1}, kind="fact", content="X", character=uuid.uuid4())
     )
     assert (outcome.result, outcome.reason) == ("rejected", "character_missing")
 
 
-def test_another_users_memory_is_out_of_reach(user, other_user, made, mira):
+def test_another_users_memory_is_out_of_reach(user, other_user, made, character):
     before = stored(made)
     (outcome,) = push(other_user, "laptop", change("update", made.uid, {"laptop": 5}, content="Mine now."))
     assert outcome.result == "rejected" and outcome.item is None
@@ -225,7 +229,7 @@ def test_another_users_memory_is_out_of_reach(user, other_user, made, mira):
     assert FeedEntry.objects.get(uid=made.uid).deleted_at is None
 
 
-def test_a_character_made_on_an_instance_carries_its_memories(user, scripted):  # noqa: F811
+def test_a_character_made_on_an_instance_carries_its_memories(user, scripted):
     character, fact = uuid.uuid4(), uuid.uuid4()
     outcomes = push(
         user,
@@ -237,26 +241,26 @@ def test_a_character_made_on_an_instance_carries_its_memories(user, scripted):  
     assert Memory.objects.get(uid=fact).character.name == "Tobin"
 
 
-def test_identity_documents_last_write_wins_with_priority(user, mira):
+def test_identity_documents_last_write_wins_with_priority(user, character):
     push(
         user,
         "phone",
-        change("update", mira.uid, {"server": 1, "phone": 1}, type="character", when=at(9), name="Mira P"),
+        change("update", character.uid, {"server": 1, "phone": 1}, type="character", when=at(9), name="Mira P"),
     )
     (outcome,) = push(
         user,
         "laptop",
-        change("update", mira.uid, {"server": 1, "laptop": 1}, type="character", when=at(8), name="Mira L"),
+        change("update", character.uid, {"server": 1, "laptop": 1}, type="character", when=at(8), name="Mira L"),
     )
     assert (outcome.result, outcome.winner) == ("conflict_resolved", "server")
-    mira.refresh_from_db()
-    assert mira.name == "Mira P" and mira.clock == {"server": 1, "phone": 1, "laptop": 1}
+    character.refresh_from_db()
+    assert character.name == "Mira P" and character.clock == {"server": 1, "phone": 1, "laptop": 1}
 
 
-def test_deleting_a_character_on_an_instance_tombstones_its_memories_too(user, made, mira):
-    (outcome,) = push(user, "phone", change("delete", mira.uid, {"server": 1, "phone": 1}, type="character"))
+def test_deleting_a_character_on_an_instance_tombstones_its_memories_too(user, made, character):
+    (outcome,) = push(user, "phone", change("delete", character.uid, {"server": 1, "phone": 1}, type="character"))
     assert outcome.result == "applied"
-    assert FeedEntry.objects.get(uid=mira.uid).deleted_by == "phone"
+    assert FeedEntry.objects.get(uid=character.uid).deleted_by == "phone"
     assert FeedEntry.objects.get(uid=made.uid).deleted_at is not None
     assert not Memory.objects.filter(pk=made.pk).exists()
 
@@ -279,21 +283,21 @@ def test_settings_sync_last_write_wins_and_changes_the_documents_integrity(user)
     assert SettingsDocument.objects.get(user=user).data == {"st_bme": {"a": 1}}
 
 
-def test_a_push_moves_the_cursor_past_its_own_changes_only_when_nothing_else_came(user, made, mira, scripted):  # noqa: F811
+def test_a_push_moves_the_cursor_past_its_own_changes_only_when_nothing_else_came(user, made, character, scripted):
     _, cursor = pull(user, "laptop")
     push(user, "laptop", change("update", made.uid, {"laptop": 2}, content="Mine."))
     assert Instance.objects.get(key="laptop").pulled_seq > cursor
     cursor = Instance.objects.get(key="laptop").pulled_seq
-    other = memory_create(user=user, kind="fact", content="Made on the web.", character=mira)
+    other = memory_create(user=user, kind="fact", content="Made on the web.", character=character)
     push(user, "laptop", change("update", made.uid, {"laptop": 3}, content="Mine again."))
     assert Instance.objects.get(key="laptop").pulled_seq == cursor  # the web's memory is still to pull
     items, _ = pull(user, "laptop", cursor=cursor)
     assert {i["uid"] for i in items} == {str(other.uid), str(made.uid)}
 
 
-def test_a_push_of_one_memory_rewrites_only_that_memory(user, mira, scripted):  # noqa: F811
+def test_a_push_of_one_memory_rewrites_only_that_memory(user, character, scripted):
     """Incremental commits: no other memory is written, and only this one goes back on the feed."""
-    memories = [memory_create(user=user, kind="fact", content=f"Fact {i}.", character=mira) for i in range(5)]
+    memories = [memory_create(user=user, kind="fact", content=f"Fact {i}.", character=character) for i in range(5)]
     pull(user, "laptop")
     before = {m.pk: (m.content, m.version, m.clock) for m in Memory.objects.filter(user=user)}
     push(user, "laptop", change("update", memories[2].uid, {"server": 1, "laptop": 1}, content="Changed."))

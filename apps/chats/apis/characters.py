@@ -56,7 +56,8 @@ class CharacterListApi(APIView):
     def get(self, request):
         paginator = ListPagination()
         qs = selectors.character_list(user=request.user, search=request.query_params.get("search", ""))
-        page = paginator.paginate_queryset(qs.order_by("-id"), request, view=self)
+        # The cursor pagination orders by id, newest first.
+        page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(CharacterOutputSerializer(page, many=True).data)
 
     @extend_schema(

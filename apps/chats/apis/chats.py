@@ -17,12 +17,12 @@ from apps.chats import selectors
 from apps.chats.apis.common import JSONL_CONTENT_TYPES, JsonlPassthroughParser, ListPagination, parse_ids
 from apps.chats.models import Chat
 from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_update
+from apps.chats.services.writes import chat_import_or_update
 from apps.chats.signals import chat_progress
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import DictField, StorableInputSerializer, paginated
-from apps.sync.services.chats import chat_import_or_update
 
 
 class CharacterRefSerializer(serializers.Serializer):

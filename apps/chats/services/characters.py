@@ -7,6 +7,7 @@ from django.db import transaction
 
 from apps.chats.models import Character
 from apps.chats.signals import character_delete_preview, character_deleting
+from apps.common.services import model_update
 
 CHARACTER_FIELDS = (
     "name",
@@ -29,10 +30,7 @@ def character_create(*, user: AbstractUser, name: str, **fields: Any) -> Charact
 
 @transaction.atomic
 def character_update(*, character: Character, data: dict[str, Any]) -> Character:
-    changed = [key for key in CHARACTER_FIELDS if key in data]
-    for key in changed:
-        setattr(character, key, data[key])
-    character.save(update_fields=[*changed, "updated_at"])
+    character, _ = model_update(instance=character, fields=list(CHARACTER_FIELDS), data=data)
     return character
 
 

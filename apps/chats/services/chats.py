@@ -17,6 +17,7 @@ from apps.chats.models import Character, Chat, Message
 from apps.chats.services.characters import characters_for_names
 from apps.chats.signals import chat_written
 from apps.common.exceptions import ApplicationError
+from apps.common.services import model_update
 
 IMPORT_BATCH = 1000
 EXPORT_CHUNK = 500
@@ -229,6 +230,15 @@ def chat_load_jsonl(*, chat: Chat, stream: BinaryIO) -> list[str]:
     return list(speakers)
 
 
+def message_lines_append(*, chat: Chat, lines: list[dict[str, Any]], mirror: bool = False) -> Chat:
+    """Put SillyTavern message objects at the end of a chat locked by chat_lock, and record the write: the one way
+    messages are appended (the sync append and the message API both come here)."""
+    rows = [message_row(index=chat.message_count + i, line=line) for i, line in enumerate(lines)]
+    message_rows_insert(chat_id=chat.pk, rows=rows)
+    chat.message_count += len(rows)
+    return chat_touch(chat=chat, fields=["message_count"], mirror=mirror)
+
+
 def message_row(*, index: int, line: dict[str, Any]) -> dict[str, Any]:
     """A message's columns from its SillyTavern object, for message_rows_insert."""
     columns, other, absent = split_fields(line, MESSAGE_FIELDS)
@@ -261,9 +271,7 @@ def chat_import_sample(*, user: AbstractUser) -> Chat:
     card = json.loads(SAMPLE_PATH.with_suffix(".card.json").read_text())
     for character in chat.characters.all():
         if character.name == card["name"] and not character.description:
-            for key, value in card.items():
-                setattr(character, key, value)
-            character.save()
+            model_update(instance=character, fields=list(card), data=card)
     return chat
 
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from apps.chats.jsonl import MESSAGE_FIELDS, split_fields
 from apps.chats.models import Chat, Message
-from apps.chats.services.chats import chat_lock, chat_touch, message_line
+from apps.chats.services.chats import chat_lock, chat_touch, message_line, message_lines_append
 from apps.common.exceptions import ApplicationError
 
 
@@ -56,10 +56,9 @@ def message_append(*, chat: Chat, data: dict[str, Any], integrity: uuid.UUID | N
     chat = chat_lock(chat=chat, integrity=integrity)
     defaults = {"name": "", "is_user": False, "is_system": False, "send_date": timezone.now().isoformat(), "extra": {}}
     line = _line_from_input(data, defaults)
-    message = _apply_line(Message(chat=chat, index=chat.message_count), line)
-    message.save()
-    chat.message_count += 1
-    return message, chat_touch(chat=chat, fields=["message_count"])
+    index = chat.message_count
+    chat = message_lines_append(chat=chat, lines=[line])
+    return Message.objects.get(chat=chat, index=index), chat
 
 
 @transaction.atomic

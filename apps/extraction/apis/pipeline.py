@@ -163,7 +163,7 @@ class PipelineRebuildApi(APIView):
         serializer = RebuildInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         job = pipeline_rebuild(chat=chat, from_index=serializer.validated_data["from_index"])
-        job.refresh_from_db()
+        job = selectors.job_get(user=request.user, job_id=job.pk)
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -189,7 +189,7 @@ class PipelineRunApi(APIView):
         serializer = RunInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         job = pipeline_request(chat=chat, **serializer.validated_data)
-        job.refresh_from_db()
+        job = selectors.job_get(user=request.user, job_id=job.pk)
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -112,7 +112,7 @@ class ModelTestListApi(APIView):
             user=request.user, connection_id=serializer.validated_data["connection"]
         )
         test = model_test_start(user=request.user, connection=connection)
-        test.refresh_from_db()
+        test = selectors.model_test_get(user=request.user, test_id=test.pk)
         return Response(ModelTestOutputSerializer(test).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -110,7 +110,7 @@ class SceneRecapApi(APIView):
     def post(self, request, chat_id: int, scene_id: int):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
         job = scene_recap_again(scene=selectors.scene_get(user=request.user, chat=chat, scene_id=scene_id))
-        job.refresh_from_db()
+        job = selectors.job_get(user=request.user, job_id=job.pk)
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

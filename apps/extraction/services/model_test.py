@@ -17,7 +17,13 @@ from django.utils import timezone
 
 from apps.common.exceptions import ApplicationError
 from apps.extraction.models import ModelTest
-from apps.extraction.services import parsing
+from apps.extraction.services.parsing.arcs import ArcLine, parse_arcs
+from apps.extraction.services.parsing.epistemics import parse_epistemics
+from apps.extraction.services.parsing.lines import Parsed
+from apps.extraction.services.parsing.memories import MemoryLine, parse_memories
+from apps.extraction.services.parsing.profiles import ProfileSection, parse_profiles
+from apps.extraction.services.parsing.prose import ContinuityVerdict, parse_continuity, parse_prose
+from apps.extraction.services.parsing.state import StateLine, parse_state
 from apps.extraction.services.transcript import Line, render
 from apps.llm.client import LlmError, complete_prompt
 from apps.llm.models import Connection
@@ -93,7 +99,7 @@ class Trial:
         self.lines = scenario_lines(data)
         self.expect = data.get("expect", {})
         self.names = ", ".join([*data["characters"], f"{data['user_name']} (the user's character)"])
-        self.parsed: dict[str, parsing.Parsed] = {}
+        self.parsed: dict[str, Parsed] = {}
         self.results: list[dict] = []
 
     def run(self) -> list[dict]:
@@ -103,7 +109,7 @@ class Trial:
         self.tier(
             "compaction",
             "compaction",
-            parsing.parse_prose,
+            parse_prose,
             summary="(none yet)",
             messages=messages,
             first="#0",
@@ -113,7 +119,7 @@ class Trial:
         self.tier(
             "session",
             "session",
-            lambda t: parsing.parse_memories(t, SESSION_KINDS),
+            lambda t: parse_memories(t, SESSION_KINDS),
             characters=self.names,
             context="(the story begins here)",
             messages=messages,
@@ -124,7 +130,7 @@ class Trial:
         self.tier(
             "longterm",
             "longterm",
-            lambda t: parsing.parse_memories(t, LONG_TERM_KINDS, relationships=True),
+            lambda t: parse_memories(t, LONG_TERM_KINDS, relationships=True),
             characters=self.names,
             known="(nothing yet)",
             context="(the story begins here)",
@@ -136,7 +142,7 @@ class Trial:
         self.tier(
             "arcs",
             "arcs",
-            parsing.parse_arcs,
+            parse_arcs,
             open=self.data.get("open_arcs_text", "(none)"),
             messages=messages,
             first="#0",
@@ -146,7 +152,7 @@ class Trial:
         self.tier(
             "ledger",
             "state_ledger",
-            parsing.parse_state,
+            parse_state,
             ledger="(empty)",
             messages=messages,
             first="#0",
@@ -155,7 +161,7 @@ class Trial:
         recap = self.tier(
             "scene_recap",
             "scene_recap",
-            parsing.parse_prose,
+            parse_prose,
             characters=self.names,
             messages=messages,
             first="#0",
@@ -164,7 +170,7 @@ class Trial:
         self.tier(
             "epistemic",
             "epistemic",
-            parsing.parse_epistemics,
+            parse_epistemics,
             characters=self.names,
             known="(nothing yet)",
             recap=recap or "(none)",
@@ -176,7 +182,7 @@ class Trial:
         self.tier(
             "profiles",
             "profiles",
-            parsing.parse_profiles,
+            parse_profiles,
             characters=self.names,
             memories=self.listed("longterm"),
             session=self.listed("session"),
@@ -187,7 +193,7 @@ class Trial:
         self.tier(
             "canon",
             "canon",
-            parsing.parse_prose,
+            parse_prose,
             character=self.data["characters"][0],
             arcs=self.listed("arcs"),
             memories=self.listed("longterm"),
@@ -196,7 +202,7 @@ class Trial:
         self.tier(
             "continuity",
             "continuity",
-            parsing.parse_continuity,
+            parse_continuity,
             card=self.data.get("card", ""),
             memories=self.listed("longterm"),
             session=self.listed("session"),
@@ -239,11 +245,11 @@ class Trial:
             "llm_call": completion.call.pk,
         }
         entry["hints"] = hints(tier, raw, result, self.expect.get(tier), reasoning=completion.reasoning, cap=self.cap)
-        if isinstance(result, parsing.Parsed):
+        if isinstance(result, Parsed):
             self.parsed[tier] = result
             entry["parsed"] = [_describe(item) for item in result.items][:40]
             entry["unparsed"] = result.unparsed[:20]
-        elif isinstance(result, parsing.ContinuityVerdict):
+        elif isinstance(result, ContinuityVerdict):
             entry["parsed"] = ["OK"] if result.ok else [f"contradiction: {finding}" for finding in result.findings]
             if result.repair:
                 entry["parsed"].append(f"repair: {result.repair}")
@@ -254,15 +260,15 @@ class Trial:
 
 
 def _describe(item: Any) -> str:
-    if isinstance(item, parsing.MemoryLine):
+    if isinstance(item, MemoryLine):
         entities = f" ({', '.join(e['name'] for e in item.entities)})" if item.entities else ""
         return f"[{item.kind}:{item.importance}:{item.time_scope or '-'}] {item.text}{entities}"
-    if isinstance(item, parsing.ArcLine):
+    if isinstance(item, ArcLine):
         tag = "arc:persistent" if item.persistent else "arc" if item.action == "open" else f"resolved:{item.number}"
         return f"[{tag}] {item.text}"
-    if isinstance(item, parsing.StateLine):
+    if isinstance(item, StateLine):
         return f"[state:{item.entity}:{item.type}] " + " | ".join(f"{k}={v}" for k, v in item.fields.items())
-    if isinstance(item, parsing.ProfileSection):
+    if isinstance(item, ProfileSection):
         return f"<{item.section}> {item.text[:300]}"
     return getattr(item, "text", str(item))
 
@@ -280,7 +286,7 @@ def hints(tier: str, raw: str, result: Any, expect: Any, *, reasoning: str, cap:
         found.append("warning: a think block leaked into the answer")
     if reasoning:
         found.append(f"info: {len(reasoning)} characters of thinking were stripped before parsing")
-    if isinstance(result, parsing.Parsed):
+    if isinstance(result, Parsed):
         total = len(result.items) + len(result.unparsed)
         if result.empty and expect:
             found.append("warning: the model answered NONE where the scenario has material for this tier")
@@ -299,7 +305,7 @@ def hints(tier: str, raw: str, result: Any, expect: Any, *, reasoning: str, cap:
         if over:
             found.append(f"info: more items than the profile keeps per pass ({cap}) for {', '.join(over)}")
         text = "\n".join(_describe(item) for item in result.items)
-    elif isinstance(result, parsing.ContinuityVerdict):
+    elif isinstance(result, ContinuityVerdict):
         text = " ".join(result.findings)
         planted = bool(expect and expect.get("contradiction"))
         if planted and result.ok:

@@ -9,6 +9,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 
 from apps.common.exceptions import ApplicationError
+from apps.common.services import model_update
 from apps.extraction.models import AutoChoice, ExtractionSettings
 from apps.llm.models import Connection
 
@@ -38,19 +39,17 @@ def extraction_settings_get(*, user: AbstractUser | None = None, user_id: int | 
 @transaction.atomic
 def extraction_settings_set(*, user: AbstractUser, data: dict[str, Any]) -> ExtractionSettings:
     own, _ = ExtractionSettings.objects.select_for_update().get_or_create(user=user)
-    for key, value in data.items():
-        if key not in FIELDS:
-            continue
+    values = {key: value for key, value in data.items() if key in FIELDS}
+    for key, value in values.items():
         if key in RANGES:
             low, high = RANGES[key]
             if not low <= value <= high:
                 raise ApplicationError(f"{key} is between {low:g} and {high:g}.", {"field": key})
         if key in CHOICES and value not in AutoChoice.values:
             raise ApplicationError(f"{key} is one of {', '.join(AutoChoice.values)}.", {"field": key})
-        setattr(own, key, value)
-    if own.batch_max < own.batch_every:
+    if values.get("batch_max", own.batch_max) < values.get("batch_every", own.batch_every):
         raise ApplicationError("batch_max must be at least batch_every.", {"field": "batch_max"})
-    own.save()
+    own, _ = model_update(instance=own, fields=list(FIELDS), data=values)
     return own
 
 

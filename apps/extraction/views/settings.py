@@ -43,13 +43,13 @@ def model_test_page(request, connection_id: int):
     if request.method == "POST":
         test = model_test_start(user=request.user, connection=connection)
         return redirect("extraction:model-test", connection.pk) if not request.htmx else _results(request, test)
-    tests = selectors.model_test_list(user=request.user).filter(connection=connection)
-    test = tests.first()
+    tests = list(selectors.model_test_list(user=request.user, connection=connection)[:6])
+    test = tests[0] if tests else None
     context = {
         "connection": connection,
         "test": test,
         "running": test is not None and test.state in (ModelTest.State.QUEUED, ModelTest.State.RUNNING),
-        "earlier": tests[1:6],
+        "earlier": tests[1:],
         "scenarios": [scenario(name) for name in ORDER],
     }
     return render(request, "extraction/model_test.html", context)

@@ -20,12 +20,12 @@ from django.db.models import Prefetch
 from django.utils import timezone
 
 from apps.chats.models import Chat, Message
+from apps.chats.services.extension_data import extension_data_put
 from apps.common.exceptions import ApplicationError
 from apps.injection.services.slots import Filled, Item, Scope, fit, render
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Entity, Kind, Memory
 from apps.memories.search.ranking import memory_search
-from apps.sync.services.extension_data import extension_data_put
 
 NAMESPACE = "bme_recall"
 LABEL = "Recalled for this turn"

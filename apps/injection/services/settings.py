@@ -14,9 +14,9 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractUser
 
+from apps.accounts.models import SettingsDocument
+from apps.accounts.services import settings_get, settings_patch
 from apps.common.exceptions import ApplicationError
-from apps.sync.models import SettingsDocument
-from apps.sync.services.settings import settings_get, settings_patch
 
 NAMESPACE = "smart_memory"
 IN_PROMPT, IN_CHAT = "in_prompt", "in_chat"

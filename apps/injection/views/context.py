@@ -10,9 +10,10 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from apps.accounts.services import settings_get
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
-from apps.injection.models import InjectionState
+from apps.injection.selectors import injection_state_latest
 from apps.injection.services.context import context_build
 from apps.injection.services.settings import (
     DEFAULT_BUDGETS,
@@ -22,7 +23,6 @@ from apps.injection.services.settings import (
     injection_settings_get,
     injection_settings_save,
 )
-from apps.sync.services.settings import settings_get
 
 FLAGS = ("unified", "force_macros", "auto_tune", "adaptive", "recall_messages")
 NUMBERS = ("total_budget", "triggered_limit", "recent_messages")
@@ -114,8 +114,7 @@ def settings_page(request):
         else:
             messages.success(request, "Injection settings saved.")
             return redirect("injection:settings")
-    state = InjectionState.objects.filter(user=request.user, built_at__isnull=False).select_related("chat")
-    latest = state.order_by("-built_at").first()
+    latest = injection_state_latest(user=request.user)
     context = {
         "values": values,
         "slots": SLOTS,
@@ -138,7 +137,7 @@ def settings_page(request):
 def context_page(request, chat_id: int):
     """What the next generation would be given for a message (a preview: nothing is written)."""
     chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
-    characters = list(chat.characters.order_by("name"))
+    characters = chat_selectors.chat_characters(chat=chat)
     message = request.GET.get("message", "").strip()
     built, error = None, ""
     if "message" in request.GET:

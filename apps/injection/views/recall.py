@@ -52,7 +52,7 @@ def _write(request, chat, index: int, action):
     except ApplicationError as exc:
         if not request.htmx:
             return redirect("chats:detail", chat.pk)
-        chat.refresh_from_db()
+        chat = chat_selectors.chat_get(user=request.user, chat_id=chat.pk)
         error = exc.message if exc.status != 409 else "The chat changed elsewhere meanwhile: reload to see it."
         return _card(request, chat, index, error=error, status=exc.status)
     if not request.htmx:

@@ -15,9 +15,8 @@ from apps.memories.apis.memories import (
     MemoryOutputSerializer,
     MemoryPagination,
     int_param,
-    with_links,
 )
-from apps.memories.models import Entity, Status
+from apps.memories.models import Entity
 from apps.memories.services.memories import entity_update
 from apps.memories.services.settings import embedding_settings_get, embedding_settings_set
 
@@ -44,8 +43,7 @@ class EntityDetailOutputSerializer(EntityOutputSerializer):
 
     @extend_schema_field(MemoryOutputSerializer(many=True))
     def get_memories(self, entity: Entity) -> list[dict]:
-        qs = entity.memories.filter(status=Status.ACTIVE).defer("embedding").order_by("-id")[:100]
-        return MemoryOutputSerializer(with_links(qs), many=True).data
+        return MemoryOutputSerializer(selectors.entity_memories(entity=entity), many=True).data
 
 
 class EntityListApi(APIView):

@@ -103,7 +103,7 @@ class MemorySubmitApi(APIView):
         results = memories_submit(
             user=request.user, candidates=candidates, character=character, chat=chat, interactive=True
         )
-        body = {"results": [submitted_output(r) for r in results]}
+        body = {"results": [submitted_output(r, user=request.user) for r in results]}
         if data["extraction_pass"]:
             seen = [(r.memory or r.related).pk for r in results if (r.memory or r.related)]
             scope = ScopeKey(request.user.pk, None if chat else character.pk, chat.pk if chat else None)
@@ -203,7 +203,7 @@ class HierarchyRunApi(APIView):
             period=data["period"],
             manual=True,
         )
-        job.refresh_from_db()
+        job = selectors.lifecycle_job_get(user=request.user, job_id=job.pk)
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -232,7 +232,7 @@ class ConsolidationRunApi(APIView):
         character, chat = _scope(request.user, data)
         scope = ScopeKey(request.user.pk, None if chat else character.pk, chat.pk if chat else None)
         job = consolidation_enqueue(scope=scope, kind=data["kind"], manual=True)
-        job.refresh_from_db()
+        job = selectors.lifecycle_job_get(user=request.user, job_id=job.pk)
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -3,7 +3,6 @@ entities and embedding settings are in the sibling modules."""
 
 from __future__ import annotations
 
-from django.db.models import Prefetch
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import CursorPagination
@@ -16,7 +15,7 @@ from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
 from apps.common.serializers import DictField, StorableInputSerializer, paginated
 from apps.memories import selectors
-from apps.memories.models import Decision, Entity, Kind, Memory, Status
+from apps.memories.models import Decision, Kind, Memory, Status
 from apps.memories.services.lifecycle.classify import Candidate, Classified, memories_submit
 from apps.memories.services.memories import memory_retire, memory_update
 
@@ -82,14 +81,6 @@ class MemoryOutputSerializer(serializers.Serializer):
         return sorted(m.pk for m in memory.contradicts.all())
 
 
-def with_links(qs):
-    return qs.prefetch_related(
-        Prefetch("supersedes", queryset=Memory.objects.only("id", "superseded_by")),
-        Prefetch("contradicts", queryset=Memory.objects.only("id")),
-        Prefetch("entities", queryset=Entity.objects.only("id", "name", "type")),
-    )
-
-
 class DecisionOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     outcome = serializers.CharField()
@@ -126,9 +117,9 @@ class MemoryCreatedSerializer(MemoryOutputSerializer):
         ref_name = "MemoryCreated"
 
 
-def submitted_output(result: Classified) -> dict:
+def submitted_output(result: Classified, *, user) -> dict:
     shown = result.memory or result.related
-    memory = with_links(Memory.objects.filter(pk=shown.pk)).get() if shown else None
+    memory = selectors.memory_linked_get(user=user, memory_id=shown.pk) if shown else None
     return {
         "outcome": result.outcome,
         "memory": MemoryOutputSerializer(memory).data if memory else None,
@@ -263,7 +254,7 @@ class MemoryListApi(APIView):
     def get(self, request):
         qs = listed(request)
         paginator = MemoryPagination()
-        page = paginator.paginate_queryset(with_links(qs), request, view=self)
+        page = paginator.paginate_queryset(selectors.with_links(qs), request, view=self)
         return paginator.get_paginated_response(MemoryOutputSerializer(page, many=True).data)
 
     @extend_schema(
@@ -286,7 +277,7 @@ class MemoryListApi(APIView):
         [result] = memories_submit(
             user=request.user, candidates=[candidate], character=character, chat=chat, interactive=True
         )
-        shown = with_links(Memory.objects.filter(pk=(result.memory or result.related).pk)).get()
+        shown = selectors.memory_linked_get(user=request.user, memory_id=(result.memory or result.related).pk)
         body = {**MemoryOutputSerializer(shown).data, "decision": DecisionOutputSerializer(result.decision).data}
         return Response(body, status=status.HTTP_200_OK if result.memory is None else status.HTTP_201_CREATED)
 
@@ -295,7 +286,9 @@ class MemoryDetailApi(APIView):
     @extend_schema(operation_id="memories_retrieve", responses=MemoryOutputSerializer)
     def get(self, request, memory_id: int):
         memory = selectors.memory_get(user=request.user, memory_id=memory_id)
-        return Response(MemoryOutputSerializer(with_links(Memory.objects.filter(pk=memory.pk)).get()).data)
+        return Response(
+            MemoryOutputSerializer(selectors.memory_linked_get(user=request.user, memory_id=memory.pk)).data
+        )
 
     @extend_schema(
         operation_id="memories_update", request=MemoryUpdateInputSerializer, responses=MemoryOutputSerializer
@@ -309,7 +302,9 @@ class MemoryDetailApi(APIView):
         entities = data.pop("entities", None)
         edited_by = request.META.get(INSTANCE_HEADER, "")[:64] or "api"
         memory = memory_update(memory=memory, data=data, entities=entities, edited_by=edited_by)
-        return Response(MemoryOutputSerializer(with_links(Memory.objects.filter(pk=memory.pk)).get()).data)
+        return Response(
+            MemoryOutputSerializer(selectors.memory_linked_get(user=request.user, memory_id=memory.pk)).data
+        )
 
     @extend_schema(
         operation_id="memories_destroy",
@@ -319,7 +314,9 @@ class MemoryDetailApi(APIView):
     @idempotent
     def delete(self, request, memory_id: int):
         memory = memory_retire(memory=selectors.memory_get(user=request.user, memory_id=memory_id))
-        return Response(MemoryOutputSerializer(with_links(Memory.objects.filter(pk=memory.pk)).get()).data)
+        return Response(
+            MemoryOutputSerializer(selectors.memory_linked_get(user=request.user, memory_id=memory.pk)).data
+        )
 
 
 class MemoryHistoryApi(APIView):
@@ -331,5 +328,5 @@ class MemoryHistoryApi(APIView):
     def get(self, request, memory_id: int):
         memory = selectors.memory_get(user=request.user, memory_id=memory_id)
         chain = selectors.memory_history(memory=memory)
-        by_pk = with_links(Memory.objects.filter(pk__in=[m.pk for m in chain])).in_bulk()
+        by_pk = selectors.memories_linked(user=request.user, memory_ids=[m.pk for m in chain])
         return Response({"results": MemoryOutputSerializer([by_pk[m.pk] for m in chain], many=True).data})

@@ -78,6 +78,7 @@ _ROW_FIELDS = (
     "updated_at",
     "source_instance",
     "participating_instances",
+    "status",
 )
 
 
@@ -142,6 +143,19 @@ def _graph_linked(*, entity_ids: list[int], memory_ids: list[int]) -> set[int]:
     )
 
 
+def _kept(
+    scored: list[tuple[float, float, int, dict]], rows: dict[int, tuple], *, status: str | None, entity_id: int | None
+) -> list[tuple[float, float, int, dict]]:
+    """The scored memories of `status` and linked to the entity `entity_id` (either when given): filters of the
+    memory browser, applied before the limit so that they narrow what is shown, never the scores."""
+    if status is not None:
+        scored = [item for item in scored if rows[item[2]].status == status]
+    if entity_id is not None:
+        linked = _graph_linked(entity_ids=[entity_id], memory_ids=[pk for _, _, pk, _ in scored])
+        scored = [item for item in scored if item[2] in linked]
+    return scored
+
+
 def excerpt(content: str, query: str, *, size: int = EXCERPT_CHARS) -> str:
     """The whole memory when short; else the passage richest in the query's words, with context around it."""
     if len(content) < size:
@@ -175,10 +189,13 @@ def memory_search(
     include_retired: bool = False,
     instance: str = "",
     scope_rows: int | None = None,
+    status: str | None = None,
+    entity_id: int | None = None,
 ) -> SearchOutcome:
     """`scope_rows`: how many memories the scope holds, when the caller already knows (about) it: the count that
     chooses between an exact scan and the HNSW index, and scales the text ranking's word frequencies, is then
-    skipped."""
+    skipped. `status` (with `include_retired` for a retired one) and `entity_id` keep only the results of that
+    status and linked to that entity: the memory browser's filters."""
     config = settings.LOREKEEPER_SEARCH
     query = query.replace("\x00", "").strip()
     if not query:
@@ -247,6 +264,7 @@ def memory_search(
         )
         if score >= min_score:
             scored.append((score, relevance, pk, signals))
+    scored = _kept(scored, rows, status=status, entity_id=entity_id)
     scored.sort(key=lambda item: (-item[0], item[2]))
     top = scored[:limit]
     memories = Memory.objects.filter(user=user).defer("embedding").in_bulk([pk for _, _, pk, _ in top])

@@ -15,6 +15,7 @@ from django.db.models import F
 
 from apps.chats.models import Character, Chat
 from apps.common.exceptions import ApplicationError
+from apps.common.services import model_update
 from apps.memories.embeddings import text_hash
 from apps.memories.models import Entity, Kind, Memory, Status
 from apps.memories.signals import memory_restored
@@ -209,12 +210,9 @@ def entities_ensure(
 
 @transaction.atomic
 def entity_update(*, entity: Entity, data: dict[str, Any]) -> Entity:
-    changed = [key for key in ("name", "type", "aliases") if key in data]
-    for key in changed:
-        setattr(entity, key, data[key])
-    if "name" in changed:
-        clash = Entity.objects.filter(user=entity.user, character=entity.character, name__iexact=entity.name)
+    if "name" in data:
+        clash = Entity.objects.filter(user=entity.user, character=entity.character, name__iexact=data["name"])
         if clash.exclude(pk=entity.pk).exists():
             raise ApplicationError("Another entity already has that name.", {"field": "name"})
-    entity.save(update_fields=[*changed, "updated_at"])
+    entity, _ = model_update(instance=entity, fields=["name", "type", "aliases"], data=data)
     return entity

@@ -6,8 +6,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Prefetch, Q
-from django.db.models.query import prefetch_related_objects
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -16,7 +14,7 @@ from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
 from apps.memories import selectors
 from apps.memories.forms import STATUS_ALL, EntityForm, MemoryEditForm, MemoryFilterForm
-from apps.memories.models import Entity, Kind, Memory, Status
+from apps.memories.models import Kind, Memory, Status
 from apps.memories.search import memory_search
 from apps.memories.services.memories import (
     VersionConflict,
@@ -30,21 +28,12 @@ MEMORIES_PER_PAGE = 25
 DECISIONS_SHOWN = 50
 ENTITIES_PER_PAGE = 50
 SEARCH_LIMIT = 20
-# With an entity filter, search asks for more and keeps those linked to the entity.
-SEARCH_LIMIT_FILTERED = 100
 NON_MESSAGE_KINDS = [kind for kind in Kind.values if kind != Kind.MESSAGE]
 METHOD_NOTES = {
     "hybrid": "vector similarity and full-text ranking, fused",
     "vector": "vector similarity only (no memory shares a word with the query)",
     "text": "full-text ranking only (no query vector: embeddings are off or the provider is unavailable)",
 }
-
-
-def _with_display(qs):
-    """What a memory entry shows besides its own fields: its source chat and its entities."""
-    return qs.select_related("source_chat").prefetch_related(
-        Prefetch("entities", queryset=Entity.objects.only("id", "name", "type"))
-    )
 
 
 def error_field(exc: ApplicationError, form, default: str) -> str:
@@ -58,13 +47,11 @@ def error_field(exc: ApplicationError, form, default: str) -> str:
 def _scope_entities(*, user, character, chat):
     if character is not None:
         return selectors.entity_list(user=user, character_id=character.pk)
-    entities = selectors.entity_list(user=user)
-    if chat is not None:
-        entities = entities.filter(Q(character__in=chat.characters.all()) | Q(character__isnull=True))
-    return entities
+    return selectors.entity_list(user=user, chat_id=chat.pk if chat else None)
 
 
 def _search(*, user, character, chat, data) -> tuple:
+    """The search API's memory_search, with the page's filters (kind, status, entity) given to it."""
     kind, entity, status = data["kind"], data["entity"], data["status"]
     kinds = [kind] if kind else (None if data["messages"] else NON_MESSAGE_KINDS)
     outcome = memory_search(
@@ -73,24 +60,13 @@ def _search(*, user, character, chat, data) -> tuple:
         character_id=character.pk if character else None,
         chat_id=chat.pk if chat else None,
         kinds=kinds,
-        limit=SEARCH_LIMIT_FILTERED if entity else SEARCH_LIMIT,
+        limit=SEARCH_LIMIT,
         include_retired=status != Status.ACTIVE,
+        status=None if status == STATUS_ALL else status,
+        entity_id=entity.pk if entity else None,
     )
-    hits = outcome.results
-    if status == Status.RETIRED:
-        hits = [hit for hit in hits if hit.memory.status == Status.RETIRED]
-    if entity is not None:
-        linked = set(
-            Memory.entities.through.objects.filter(
-                entity_id=entity.pk, memory_id__in=[hit.memory.pk for hit in hits]
-            ).values_list("memory_id", flat=True)
-        )
-        hits = [hit for hit in hits if hit.memory.pk in linked]
-    hits = hits[:SEARCH_LIMIT]
-    memories = [hit.memory for hit in hits]
-    prefetch_related_objects(memories, "source_chat", "character", "chat")
-    prefetch_related_objects(memories, Prefetch("entities", queryset=Entity.objects.only("id", "name", "type")))
-    return outcome, hits
+    selectors.memories_display_load(memories=[hit.memory for hit in outcome.results])
+    return outcome, outcome.results
 
 
 @login_required
@@ -133,7 +109,8 @@ def memory_browser(request, character_id: int | None = None, chat_id: int | None
                 entity_id=data["entity"].pk if data["entity"] else None,
                 include_messages=data["messages"],
             )
-            context["page"] = Paginator(_with_display(qs), MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
+            paginator = Paginator(selectors.with_display(qs), MEMORIES_PER_PAGE)
+            context["page"] = paginator.get_page(request.GET.get("page"))
     status = 400 if form.errors else 200
     template = "memories/memory_list.html#memory-results" if request.htmx else "memories/memory_list.html"
     return render(request, template, context, status=status)
@@ -143,14 +120,7 @@ def memory_browser(request, character_id: int | None = None, chat_id: int | None
 
 
 def _memory(request, memory_id: int) -> Memory:
-    memory = selectors.memory_get(user=request.user, memory_id=memory_id)
-    prefetch_related_objects(
-        [memory],
-        "source_chat",
-        Prefetch("entities", queryset=Entity.objects.only("id", "name", "type")),
-        Prefetch("contradicts", queryset=Memory.objects.filter(user=request.user).only("id", "kind", "content")),
-    )
-    return memory
+    return selectors.memory_detail_get(user=request.user, memory_id=memory_id)
 
 
 def _edit_form(memory: Memory) -> MemoryEditForm:
@@ -266,10 +236,8 @@ def entity_list(request):
             return render(request, "memories/entity_list.html", {"error": "Unknown character."}, status=400)
         character = chat_selectors.character_get(user=request.user, character_id=int(raw))
     search = request.GET.get("q", "").strip()
-    entities = (
-        selectors.entity_list(user=request.user, character_id=character.pk if character else None, search=search)
-        .select_related("character")
-        .order_by("name", "id")
+    entities = selectors.entity_list_by_name(
+        user=request.user, character_id=character.pk if character else None, search=search
     )
     page = Paginator(entities, ENTITIES_PER_PAGE).get_page(request.GET.get("page"))
     context = {"character": character, "page": page, "search": search}
@@ -306,7 +274,7 @@ def entity_detail(request, entity_id: int):
         if request.htmx:
             context = {"entity": entity, "form": form, "saved": saved}
             return render(request, "memories/entity_detail.html#entity-head", context, status=status)
-    memories = _with_display(selectors.memory_list(user=request.user, entity_id=entity.pk))
+    memories = selectors.with_display(selectors.memory_list(user=request.user, entity_id=entity.pk))
     page = Paginator(memories, MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
     context = {"entity": entity, "form": form, "page": page, "saved": saved}
     if request.htmx:

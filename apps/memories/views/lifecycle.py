@@ -7,7 +7,6 @@ from zoneinfo import available_timezones
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Q
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -16,7 +15,7 @@ from apps.common.exceptions import ApplicationError
 from apps.llm.selectors import connection_default
 from apps.memories import selectors
 from apps.memories.forms import HierarchyRunForm, LifecycleSettingsForm
-from apps.memories.models import Decision, LifecycleJob, Memory, Status
+from apps.memories.models import LifecycleJob
 from apps.memories.services.lifecycle.jobs import hierarchy_enqueue
 from apps.memories.services.lifecycle.periods import LEVELS
 from apps.memories.services.settings import lifecycle_settings_get, lifecycle_settings_set
@@ -27,15 +26,8 @@ DECISIONS_SHOWN = 20
 
 def _characters(user):
     """The user's characters with the latest period of each level built for them."""
-    characters = list(chat_selectors.character_list(user=user).order_by("name"))
-    latest = (
-        Memory.objects.filter(user=user, character__in=characters, chat__isnull=True, kind__in=LEVELS)
-        .filter(status=Status.ACTIVE)
-        .order_by("character_id", "kind", "-created_at")
-        .distinct("character_id", "kind")
-        .values_list("character_id", "kind", "data")
-    )
-    periods = {(character_id, kind): (data or {}).get("period", "") for character_id, kind, data in latest}
+    characters = list(chat_selectors.character_list(user=user, by_name=True))
+    periods = selectors.summary_periods_latest(user=user, characters=characters, levels=LEVELS)
     for character in characters:
         character.latest_periods = [(level, periods.get((character.pk, level), "")) for level in LEVELS]
     return characters
@@ -61,12 +53,7 @@ def lifecycle_page(request):
         else:
             messages.success(request, "Lifecycle settings saved.")
             return redirect("memories:lifecycle")
-    decisions = (
-        Decision.objects.filter(user=request.user)
-        .filter(~Q(outcome=Decision.Outcome.PASSED))
-        .select_related("memory", "related")
-        .defer("memory__embedding", "related__embedding")[:DECISIONS_SHOWN]
-    )
+    decisions = selectors.decision_list_recent(user=request.user)[:DECISIONS_SHOWN]
     context = {
         "form": form,
         "run_form": HierarchyRunForm(),

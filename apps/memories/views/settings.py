@@ -9,24 +9,14 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
+from apps.memories import selectors
 from apps.memories.embeddings import config_for, deployment_config
 from apps.memories.forms import EmbeddingSettingsForm
-from apps.memories.models import Memory
 from apps.memories.services.indexing import chat_index_progress
 from apps.memories.services.settings import embedding_settings_get, embedding_settings_set
 from apps.memories.views.browser import error_field
 
 # ---------------------------------------------------------------------------------------------------- settings
-
-
-def _vector_counts(user) -> dict[str, int]:
-    """How many of the user's memories have a vector of the current model (the rest wait for the background)."""
-    config = config_for(user)
-    total = Memory.objects.filter(user=user).count()
-    if not config.enabled:
-        return {"total": total, "embedded": 0}
-    embedded = Memory.objects.filter(user=user, embedding_model=config.key, embedding__isnull=False).count()
-    return {"total": total, "embedded": embedded}
 
 
 @login_required
@@ -62,7 +52,7 @@ def embedding_settings(request):
         "form": form,
         "current": current,
         "deployment": deployment_config(),
-        "counts": _vector_counts(request.user),
+        "counts": selectors.memory_embedding_counts(user=request.user),
     }
     return render(request, "memories/embedding_settings.html", context, status=400 if form.errors else 200)
 

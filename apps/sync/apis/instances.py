@@ -1,4 +1,4 @@
-"""Multi-instance sync over the API: instances, pull, push, status (see apps/sync/services/push.py for the rules)."""
+"""Multi-instance sync over the API: instances, pull, push, status (the rules: apps/sync/services/push/)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.common.serializers import DictField, StorableInputSerializer
-from apps.memories.apis.memories import MAX_ALIASES, MAX_ENTITIES, WRITABLE_KINDS
-from apps.memories.models import Kind, Status
+from apps.common.serializers import DictField
 from apps.sync import selectors
 from apps.sync.clocks import clock_problem
 from apps.sync.models import FeedType, InstanceKind
+from apps.sync.records import DATA_SERIALIZERS
 from apps.sync.services.feed import MAX_PULL_LIMIT, PULL_LIMIT, sync_pull
 from apps.sync.services.instances import instance_key_check, instance_register, instance_remove, instance_update
-from apps.sync.services.push import MAX_CHANGES, MAX_PUSH_ENTITIES, Change, push_entities, sync_push
+from apps.sync.services.push.apply import sync_push
+from apps.sync.services.push.changes import MAX_CHANGES, MAX_PUSH_ENTITIES, Change, push_entities
 
 OPS = ("create", "update", "edit", "delete")
 
@@ -105,91 +105,6 @@ class InstanceDetailApi(APIView):
 
 
 # --- pull and push ------------------------------------------------------------------------------------------------
-
-
-class EntityInputSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    type = serializers.CharField(max_length=50, required=False, allow_blank=True)
-    aliases = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, max_length=MAX_ALIASES
-    )
-
-    class Meta:
-        ref_name = "SyncEntityInput"
-
-
-class MemoryDataSerializer(StorableInputSerializer):
-    kind = serializers.ChoiceField(WRITABLE_KINDS)
-    content = serializers.CharField(max_length=100_000)
-    data = DictField(required=False)
-    importance = serializers.IntegerField(min_value=1, max_value=3, required=False)
-    confidence = serializers.FloatField(min_value=0, max_value=1, required=False)
-    time_scope = serializers.ChoiceField(["", "scene", "session", "permanent"], required=False)
-    valid_from = serializers.IntegerField(min_value=0, allow_null=True, required=False)
-    valid_to = serializers.IntegerField(min_value=0, allow_null=True, required=False)
-    status = serializers.ChoiceField(Status.choices, required=False)
-    retired_reason = serializers.CharField(max_length=50, allow_blank=True, required=False)
-    occurred_at = serializers.DateTimeField(allow_null=True, required=False)
-    character = serializers.UUIDField(allow_null=True, required=False, help_text="The character's uid.")
-    chat = serializers.IntegerField(allow_null=True, required=False, help_text="The chat's id.")
-    superseded_by = serializers.UUIDField(allow_null=True, required=False, help_text="The memory's uid.")
-    entities = EntityInputSerializer(many=True, required=False, max_length=MAX_ENTITIES)
-    participating_instances = serializers.ListField(
-        child=serializers.CharField(max_length=100), required=False, max_length=100
-    )
-    date = serializers.DateField(required=False, help_text="A daily memory's day (its data.period).")
-
-    class Meta:
-        ref_name = "SyncMemoryData"
-
-    def validate(self, attrs):
-        attrs = super().validate(attrs)
-        if not self.partial:
-            if attrs.get("character") is None and attrs.get("chat") is None:
-                raise serializers.ValidationError({"character": ["A memory belongs to a character or to a chat."]})
-        if "date" in attrs:
-            attrs["date"] = attrs["date"].isoformat()
-        if not self.partial and attrs.get("kind") == Kind.DAILY:
-            if attrs.get("character") is None:
-                raise serializers.ValidationError({"character": ["A daily memory belongs to a character."]})
-            if "date" not in attrs and not isinstance((attrs.get("data") or {}).get("period"), str):
-                raise serializers.ValidationError({"date": ["A daily memory needs its day."]})
-        return attrs
-
-
-class CharacterDataSerializer(StorableInputSerializer):
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    personality = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    scenario = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    first_mes = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    mes_example = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    system_prompt = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    creator_notes = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    tags = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=200)
-    card_data = DictField(required=False)
-
-    class Meta:
-        ref_name = "SyncCharacterData"
-
-
-class SettingsDataSerializer(StorableInputSerializer):
-    document = DictField(help_text="The whole settings document: one object per extension namespace.")
-
-    class Meta:
-        ref_name = "SyncSettingsData"
-
-    def validate_document(self, value):
-        if not all(isinstance(v, dict) for v in value.values()):
-            raise serializers.ValidationError("Each namespace of the settings document is an object.")
-        return value
-
-
-DATA_SERIALIZERS = {
-    FeedType.MEMORY: MemoryDataSerializer,
-    FeedType.CHARACTER: CharacterDataSerializer,
-    FeedType.SETTINGS: SettingsDataSerializer,
-}
 
 
 class ChangeSerializer(serializers.Serializer):

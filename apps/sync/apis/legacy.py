@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
 from apps.common.serializers import DictField
-from apps.sync.services.legacy import chat_legacy_import, legacy_found
+from apps.sync.services.legacy.run import chat_legacy_import, legacy_found
 
 
 class LegacyFoundSerializer(serializers.Serializer):

@@ -23,8 +23,9 @@ from django.utils import timezone
 
 from apps.common.exceptions import ApplicationError
 from apps.sync.models import Backup, BackupSettings
-from apps.sync.services.archive import archive_import, archive_write
-from apps.sync.services.archive_zip import size_text
+from apps.sync.services.archive.export import archive_write
+from apps.sync.services.archive.format import size_text
+from apps.sync.services.archive.importing import archive_import
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,11 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from apps.accounts.models import SettingsDocument
 from apps.chats.models import Character
 from apps.chats.services.characters import CHARACTER_FIELDS as CARD_FIELDS
 from apps.memories.models import Memory
-from apps.sync.models import FeedEntry, FeedType, Instance, SettingsDocument
+from apps.sync.models import FeedEntry, FeedType, Instance
 
 FEED_LOCK = 0x5346  # pg_advisory_xact_lock(FEED_LOCK, user id): numbering the user's feed
 PULL_LIMIT = 500

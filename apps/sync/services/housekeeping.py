@@ -6,8 +6,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.chats.models import SeenGeneration
 from apps.common.models import IdempotencyRecord
-from apps.sync.models import SeenGeneration
 
 
 @transaction.atomic

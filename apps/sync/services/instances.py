@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db import IntegrityError, transaction
 
 from apps.common.exceptions import ApplicationError
+from apps.common.services import model_update
 from apps.sync.clocks import SERVER
 from apps.sync.models import Instance, InstanceKind
 
@@ -60,10 +61,7 @@ def instance_register(*, user: AbstractUser, key: str, **data: Any) -> tuple[Ins
     values = _fields_check(data)
     instance = Instance.objects.select_for_update().filter(user=user, key=key).first()
     if instance is not None:
-        if values:
-            for name, value in values.items():
-                setattr(instance, name, value)
-            instance.save(update_fields=list(values))
+        model_update(instance=instance, fields=list(values), data=values)
         return instance, False
     if Instance.objects.filter(user=user).count() >= MAX_INSTANCES:
         raise ApplicationError(
@@ -80,10 +78,7 @@ def instance_register(*, user: AbstractUser, key: str, **data: Any) -> tuple[Ins
 @transaction.atomic
 def instance_update(*, instance: Instance, data: dict[str, Any]) -> Instance:
     values = _fields_check(data)
-    for name, value in values.items():
-        setattr(instance, name, value)
-    if values:
-        instance.save(update_fields=list(values))
+    instance, _ = model_update(instance=instance, fields=list(values), data=values)
     return instance
 
 

@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from apps.chats import selectors as chat_selectors
-from apps.sync.services.legacy import chat_legacy_import, legacy_found
+from apps.sync.services.legacy.run import chat_legacy_import, legacy_found
 
 LABELS = {"st_bme": "ST-BME", "smart_memory": "Smart Memory", "auto_recap": "auto-recap"}
 

@@ -8,8 +8,8 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from apps.accounts.services import settings_get, settings_patch
 from apps.common.exceptions import ApplicationError
-from apps.sync.services.settings import settings_get, settings_patch
 
 
 @login_required

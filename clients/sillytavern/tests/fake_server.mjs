@@ -1,5 +1,5 @@
 // An in-memory fake of the Lorekeeper endpoints the extension uses, with the server's semantics (see
-// apps/sync/services/chats.py, apps/sync/services/patch.py, apps/common/jsonpatch.py, apps/common/idempotency.py and
+// apps/chats/services/writes.py, apps/chats/services/patch.py, apps/common/jsonpatch.py, apps/common/idempotency.py and
 // apps/chats/apis/chats.py): integrity + If-Match (409 {error: "integrity"}), Luker's append retry rule
 // (docs/GLOSSARY.md), JSON Patch on the message array (all or nothing, a failed `test` answers 409, an `add` equal
 // to the message already at its index is skipped), merge / JSON patches of chat_metadata, delta reads, the import's

@@ -8,7 +8,8 @@ from collections import Counter, defaultdict
 
 from apps.extraction.models import ChatPipeline
 from apps.extraction.services import transcript
-from apps.extraction.services.parsing import ArcLine, Parsed, parse_arcs
+from apps.extraction.services.parsing.arcs import ArcLine, parse_arcs
+from apps.extraction.services.parsing.lines import Parsed
 from apps.extraction.services.tiers.base import JobContext, Work, active, decide, submit_by_owner
 from apps.extraction.services.tiers.memories import RESPONSE_TOKENS, capped, t3_range, usable
 from apps.memories.models import Decision, Kind, Memory, Status

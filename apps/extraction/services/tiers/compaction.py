@@ -7,7 +7,7 @@ memory that supersedes the previous one, so every earlier version stays (a rebui
 from __future__ import annotations
 
 from apps.extraction.services import transcript
-from apps.extraction.services.parsing import parse_prose
+from apps.extraction.services.parsing.prose import parse_prose
 from apps.extraction.services.tiers.base import JobContext, UnreadableAnswer, Work, decide, summary_memory
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Decision, Kind

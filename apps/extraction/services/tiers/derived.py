@@ -10,7 +10,8 @@ from django.utils import timezone
 from apps.chats.models import Message
 from apps.extraction.models import ChatPipeline, ContinuityCheck
 from apps.extraction.services import transcript
-from apps.extraction.services.parsing import parse_continuity, parse_profiles, parse_prose
+from apps.extraction.services.parsing.profiles import parse_profiles
+from apps.extraction.services.parsing.prose import parse_continuity, parse_prose
 from apps.extraction.services.tiers.base import JobContext, UnreadableAnswer, Work, active, decide, listing
 from apps.extraction.services.tiers.ledger import ledger, render_ledger
 from apps.memories.models import Decision, Kind, Memory, Status

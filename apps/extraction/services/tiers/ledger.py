@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections import Counter
 
 from apps.extraction.services import transcript
-from apps.extraction.services.parsing import STATE_FIELDS, Parsed, StateLine, parse_state
+from apps.extraction.services.parsing.lines import Parsed
+from apps.extraction.services.parsing.state import STATE_FIELDS, StateLine, parse_state
 from apps.extraction.services.tiers.base import JobContext, Work, decide
 from apps.extraction.services.tiers.memories import RESPONSE_TOKENS, read_batch, usable
 from apps.memories.models import Decision, Kind, Memory, Status

@@ -10,7 +10,8 @@ from collections import Counter, defaultdict
 
 from apps.chats.models import Character
 from apps.extraction.services import transcript
-from apps.extraction.services.parsing import MemoryLine, Parsed, RelationshipLine, parse_memories
+from apps.extraction.services.parsing.lines import Parsed
+from apps.extraction.services.parsing.memories import MemoryLine, RelationshipLine, parse_memories
 from apps.extraction.services.tiers.base import (
     JobContext,
     UnreadableAnswer,

@@ -10,7 +10,8 @@ from collections import Counter, defaultdict
 from apps.extraction.models import PipelineJob, Scene
 from apps.extraction.services import transcript
 from apps.extraction.services.jobs import job_queue
-from apps.extraction.services.parsing import parse_epistemics, parse_prose, parse_yes_no
+from apps.extraction.services.parsing.epistemics import parse_epistemics
+from apps.extraction.services.parsing.prose import parse_prose, parse_yes_no
 from apps.extraction.services.scene_breaks import find_break
 from apps.extraction.services.tiers.base import (
     JobContext,

@@ -1,0 +1,39 @@
+"""Writes every app's services share."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from django.db import models
+from django.utils import timezone
+
+ModelT = TypeVar("ModelT", bound=models.Model)
+
+
+def model_update(
+    *, instance: ModelT, fields: list[str], data: dict[str, Any], auto_updated_at: bool = True
+) -> tuple[ModelT, bool]:
+    """Set those of `fields` that `data` gives and that differ from what `instance` holds, and save only them
+    (`update_fields`), with `updated_at` when the model has one and `auto_updated_at`. Answers the instance and
+    whether anything changed: when nothing did, nothing is written.
+
+    The caller checks the domain rules first: the instance is saved as given, without `full_clean`. Only concrete
+    fields (a many-to-many relation is the caller's to `set`); an unknown name is a bug, FieldDoesNotExist."""
+    changed = []
+    for name in fields:
+        field = instance._meta.get_field(name)
+        if not field.concrete or field.many_to_many:
+            raise ValueError(f"model_update sets concrete fields only, not {name}.")
+        if name in data and getattr(instance, name) != data[name]:
+            setattr(instance, name, data[name])
+            changed.append(name)
+    if not changed:
+        return instance, False
+    if auto_updated_at and "updated_at" not in changed:
+        updated_at = next((f for f in instance._meta.concrete_fields if f.name == "updated_at"), None)
+        if updated_at is not None:
+            if not getattr(updated_at, "auto_now", False):
+                instance.updated_at = timezone.now()
+            changed.append("updated_at")
+    instance.save(update_fields=changed)
+    return instance, True
