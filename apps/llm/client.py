@@ -37,6 +37,10 @@ class LlmError(Exception):
         self.call = call
 
 
+class UnreadableAnswer(LlmError):
+    """The model answered, but nothing of the answer could be used (its text stays on the Call record)."""
+
+
 @dataclass
 class Completion:
     text: str

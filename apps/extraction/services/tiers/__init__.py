@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from apps.extraction.models import PipelineJob
 from apps.extraction.services.tiers.arcs import produce_arcs
-from apps.extraction.services.tiers.base import JobContext, UnreadableAnswer, Work
+from apps.extraction.services.tiers.base import JobContext, Work
 from apps.extraction.services.tiers.compaction import produce_compaction
 from apps.extraction.services.tiers.derived import produce_canon, produce_continuity, produce_profiles
 from apps.extraction.services.tiers.ledger import produce_ledger
@@ -15,6 +15,7 @@ from apps.extraction.services.tiers.memories import produce_longterm, produce_se
 from apps.extraction.services.tiers.rebuild import produce_rebuild
 from apps.extraction.services.tiers.recap import produce_recap
 from apps.extraction.services.tiers.scenes import produce_epistemic, produce_scenes
+from apps.llm.client import UnreadableAnswer
 
 Tier = PipelineJob.Tier
 PRODUCERS: dict[str, Callable[[JobContext], Work | None]] = {

@@ -28,10 +28,6 @@ from apps.memories.services.lifecycle.scope import ScopeKey
 PROMPT_OVERHEAD = 900  # tokens of instructions and lists around the messages of a prompt
 
 
-class UnreadableAnswer(LlmError):
-    """The model answered, but nothing of the answer could be used (its text stays on the Call record)."""
-
-
 @dataclass
 class Work:
     write: Callable[[], dict[str, Any]]

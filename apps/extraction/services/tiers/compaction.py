@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from apps.extraction.services import transcript
 from apps.extraction.services.parsing.prose import parse_prose
-from apps.extraction.services.tiers.base import JobContext, UnreadableAnswer, Work, decide, summary_memory
+from apps.extraction.services.tiers.base import JobContext, Work, decide, summary_memory
+from apps.llm.client import UnreadableAnswer
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Decision, Kind
 from apps.memories.services.lifecycle.classify import memory_supersede

@@ -12,8 +12,9 @@ from apps.extraction.models import ChatPipeline, ContinuityCheck
 from apps.extraction.services import transcript
 from apps.extraction.services.parsing.profiles import parse_profiles
 from apps.extraction.services.parsing.prose import parse_continuity, parse_prose
-from apps.extraction.services.tiers.base import JobContext, UnreadableAnswer, Work, active, decide, listing
+from apps.extraction.services.tiers.base import JobContext, Work, active, decide, listing
 from apps.extraction.services.tiers.ledger import ledger, render_ledger
+from apps.llm.client import UnreadableAnswer
 from apps.memories.models import Decision, Kind, Memory, Status
 from apps.memories.services.lifecycle.classify import memory_supersede
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS

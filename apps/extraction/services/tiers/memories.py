@@ -14,13 +14,13 @@ from apps.extraction.services.parsing.lines import Parsed
 from apps.extraction.services.parsing.memories import MemoryLine, RelationshipLine, parse_memories
 from apps.extraction.services.tiers.base import (
     JobContext,
-    UnreadableAnswer,
     Work,
     active,
     decide,
     listing,
     submit_by_owner,
 )
+from apps.llm.client import UnreadableAnswer
 from apps.memories.models import Decision, Kind, Memory, Status
 from apps.memories.services.lifecycle.classify import Candidate, memory_reconfirm, memory_supersede
 from apps.memories.services.lifecycle.decay import memories_pass_end

@@ -9,8 +9,9 @@ from apps.extraction.models import Recap, Scene
 from apps.extraction.services import transcript
 from apps.extraction.services.parsing.prose import parse_prose
 from apps.extraction.services.tiers.arcs import open_arcs
-from apps.extraction.services.tiers.base import JobContext, UnreadableAnswer, Work, summary_memory
+from apps.extraction.services.tiers.base import JobContext, Work, summary_memory
 from apps.extraction.services.tiers.compaction import summary_tail
+from apps.llm.client import UnreadableAnswer
 
 RECAP_TOKENS = 500
 LAST_MESSAGES = 20

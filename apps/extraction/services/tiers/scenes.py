@@ -15,7 +15,6 @@ from apps.extraction.services.parsing.prose import parse_prose, parse_yes_no
 from apps.extraction.services.scene_breaks import find_break
 from apps.extraction.services.tiers.base import (
     JobContext,
-    UnreadableAnswer,
     Work,
     active,
     decide,
@@ -24,6 +23,7 @@ from apps.extraction.services.tiers.base import (
     submit_by_owner,
 )
 from apps.extraction.services.tiers.memories import usable
+from apps.llm.client import UnreadableAnswer
 from apps.memories.models import Decision, Kind, Memory, Status
 from apps.memories.services.lifecycle.classify import Candidate, memory_supersede
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS

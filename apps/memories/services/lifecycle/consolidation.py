@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from apps.llm.client import LlmError, complete_prompt
+from apps.llm.client import UnreadableAnswer, complete_prompt
 from apps.llm.models import Connection
 from apps.llm.prompts import prompt_get
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, embed_texts
@@ -22,10 +22,6 @@ from apps.memories.services.memories import memory_create
 
 MEMORY_CHARS = 600
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
-
-
-class UnreadableAnswer(LlmError):
-    pass
 
 
 @dataclass
