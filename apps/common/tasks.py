@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from importlib import import_module
 
 from celery import current_app, shared_task
 
@@ -11,10 +12,10 @@ log = logging.getLogger(__name__)
 
 
 def registered(name: str):
-    """The task registered under `name`. Outside a worker the apps' tasks modules are imported on first need
-    (Celery's autodiscovery runs when a worker starts, not in a web process)."""
+    """The task registered under `name` (`<app>.<task>`): its app's tasks module is imported first if need be, as
+    outside a worker nothing has imported it (Celery's autodiscovery runs when a worker starts)."""
     if name not in current_app.tasks:
-        current_app.loader.import_default_modules()
+        import_module(f"apps.{name.split('.', 1)[0]}.tasks")
     return current_app.tasks[name]
 
 
@@ -30,12 +31,12 @@ def task_send(
     is then only late, because each app keeps its work in PostgreSQL (the outbox) and a periodic task sends what
     did not get through; `catch_up` says which, for the log. `on_failure` records the failure where a person
     looks (a job shown as failed). No retry: fail fast, the caller is usually a request."""
-    if isinstance(task, str):
-        task = registered(task)
     try:
+        if isinstance(task, str):
+            task = registered(task)
         task.apply_async(args, retry=False, countdown=countdown or None)
     except Exception as exc:  # noqa: BLE001 — whatever the broker raises, the caller's write stands
-        log.warning("could not enqueue %s%s (%s): %s", task.name, args, catch_up, exc)
+        log.warning("could not enqueue %s%s (%s): %s", getattr(task, "name", task), args, catch_up, exc)
         if on_failure is not None:
             on_failure(exc)
         return False
