@@ -87,14 +87,14 @@ def message_text(rng: random.Random, i: int) -> str:
 @contextmanager
 def _queued_elsewhere():
     """What a write queues for the workers is one broker message in production: not run inside the build here."""
-    from apps.extraction import tasks as extraction_tasks
-    from apps.memories import tasks as memory_tasks
+    from apps.extraction.services import queue as extraction_queue
+    from apps.memories.services import queue as memory_queue
 
     with switched_off(
-        (memory_tasks, "enqueue_index_chat"),
-        (memory_tasks, "enqueue_embed_pending"),
-        (memory_tasks, "enqueue_lifecycle_job"),
-        (extraction_tasks, "enqueue_run"),
+        (memory_queue, "enqueue_index_chat"),
+        (memory_queue, "enqueue_embed_pending"),
+        (memory_queue, "enqueue_lifecycle_job"),
+        (extraction_queue, "enqueue_run"),
     ):
         yield
 

@@ -178,13 +178,13 @@ def _elsewhere():
     """What production runs in other tasks stays out of the measured jobs: embedding new memories' vectors later
     (classification embeds its candidates itself), consolidation passes, and the runner's own wake-ups (this
     process runs the runner itself)."""
-    from apps.extraction import tasks as extraction_tasks
-    from apps.memories import tasks as memory_tasks
+    from apps.extraction.services import queue as extraction_queue
+    from apps.memories.services import queue as memory_queue
 
     with switched_off(
-        (memory_tasks, "enqueue_embed_pending"),
-        (memory_tasks, "enqueue_lifecycle_job"),
-        (extraction_tasks, "enqueue_run"),
+        (memory_queue, "enqueue_embed_pending"),
+        (memory_queue, "enqueue_lifecycle_job"),
+        (extraction_queue, "enqueue_run"),
     ):
         yield
 

@@ -11,7 +11,7 @@ import logging
 
 from celery import shared_task
 
-from apps.extraction.services.queue import enqueue_run
+from apps.extraction.services import queue
 
 log = logging.getLogger(__name__)
 JOBS_PER_RUN = 25  # then the chat's runner steps back behind other chats' work (an imported chat has hundreds)
@@ -23,9 +23,9 @@ def run_chat(chat_id: int) -> dict:
 
     result = chat_run(chat_id=chat_id, max_jobs=JOBS_PER_RUN)
     if result.get("more"):
-        enqueue_run(chat_id)  # behind the other chats' work already queued
+        queue.enqueue_run(chat_id)  # behind the other chats' work already queued
     elif result.get("retry_in") is not None:
-        enqueue_run(chat_id, countdown=result["retry_in"] + 0.5)
+        queue.enqueue_run(chat_id, countdown=result["retry_in"] + 0.5)
     return {"ran": len(result["ran"]), "busy": result.get("busy", False)}
 
 
@@ -35,7 +35,7 @@ def sweep() -> int:
 
     chats = chats_to_run()
     for chat_id in chats:
-        enqueue_run(chat_id)
+        queue.enqueue_run(chat_id)
     return len(chats)
 
 

@@ -16,8 +16,8 @@ from apps.chats.models import Chat
 from apps.common.tasks import task_send
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, deployment_config
 from apps.memories.models import EmbeddingSettings, Memory, MemoryScope
+from apps.memories.services import queue
 from apps.memories.services.indexing import chat_index_refresh, memories_embed_run
-from apps.memories.services.queue import enqueue_embed_pending, enqueue_index_chat
 from apps.memories.signals import chat_text_changed
 
 log = logging.getLogger(__name__)
@@ -82,10 +82,10 @@ def sweep() -> dict:
     ).values_list("pk", flat=True)[:1000]
     stale_chats = list(stale_chats)
     for chat_id in stale_chats:
-        enqueue_index_chat(chat_id)
+        queue.enqueue_index_chat(chat_id)
     users = _users_lacking_vectors()
     for user_id in users:
-        enqueue_embed_pending(user_id)
+        queue.enqueue_embed_pending(user_id)
     return {"chats": len(stale_chats), "users": len(users)}
 
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from apps.chats.models import Chat
 from apps.extraction.models import ChatPipeline, PipelineJob
+from apps.extraction.services import queue
 
 Job = PipelineJob
 Tier = PipelineJob.Tier
@@ -47,9 +48,7 @@ def config() -> dict:
 def wake(*, chat_id: int) -> None:
     """Ask for the chat's runner once the current transaction commits. The durable half of the wake-up is
     `needs_plan` (or a queued job); this is the hint."""
-    from apps.extraction.services.queue import enqueue_run
-
-    transaction.on_commit(lambda: enqueue_run(chat_id))
+    transaction.on_commit(lambda: queue.enqueue_run(chat_id))
 
 
 def pipeline_ensure(*, chat: Chat) -> ChatPipeline:

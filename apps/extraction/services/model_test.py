@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from apps.common.exceptions import ApplicationError
 from apps.extraction.models import ModelTest
+from apps.extraction.services import queue
 from apps.extraction.services.parsing.arcs import ArcLine, parse_arcs
 from apps.extraction.services.parsing.epistemics import parse_epistemics
 from apps.extraction.services.parsing.lines import Parsed
@@ -59,9 +60,7 @@ def model_test_start(*, user: AbstractUser, connection: Connection) -> ModelTest
         model=connection.model,
         profile=connection.effective_profile,
     )
-    from apps.extraction.services.queue import enqueue_model_test
-
-    transaction.on_commit(lambda: enqueue_model_test(test.pk))
+    transaction.on_commit(lambda: queue.enqueue_model_test(test.pk))
     return test
 
 

@@ -35,6 +35,7 @@ from django.utils.dateparse import parse_datetime
 from apps.chats.models import Chat, Message
 from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash
 from apps.memories.models import Kind, Memory, MemoryScope
+from apps.memories.services import queue
 from apps.memories.services.schema import chat_schema_ensure
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,7 @@ def _lock_key(pk: int) -> int:
 def chat_index_schedule(*, chat_id: int) -> None:
     """Bring the chat's message memories in step once the current transaction commits (on every chat write:
     apps/memories/receivers.py)."""
-    from apps.memories.services.queue import enqueue_index_chat
-
-    transaction.on_commit(lambda: enqueue_index_chat(chat_id))
+    transaction.on_commit(lambda: queue.enqueue_index_chat(chat_id))
 
 
 def parse_send_date(value) -> datetime | None:

@@ -18,6 +18,7 @@ from apps.common.exceptions import ApplicationError
 from apps.common.services import model_update
 from apps.memories.embeddings import text_hash
 from apps.memories.models import Entity, Kind, Memory, Status
+from apps.memories.services import queue
 from apps.memories.signals import memory_restored
 
 CHAT_ONLY_KINDS = {Kind.MESSAGE, Kind.SUMMARY, Kind.SCENE_RECAP}
@@ -25,9 +26,7 @@ EDITABLE_FIELDS = ("content", "kind", "importance", "confidence", "time_scope", 
 
 
 def embed_later(*, user_id: int) -> None:
-    from apps.memories.services.queue import enqueue_embed_pending
-
-    transaction.on_commit(lambda: enqueue_embed_pending(user_id))
+    transaction.on_commit(lambda: queue.enqueue_embed_pending(user_id))
 
 
 def scope_check(*, user: AbstractUser, character: Character | None, chat: Chat | None, kind: str) -> None:

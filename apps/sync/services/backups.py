@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from apps.common.exceptions import ApplicationError
 from apps.sync.models import Backup, BackupSettings
+from apps.sync.services import queue
 from apps.sync.services.archive.export import archive_write
 from apps.sync.services.archive.format import size_text
 from apps.sync.services.archive.importing import archive_import
@@ -96,9 +97,7 @@ def _quota_refusal(*, user: AbstractUser, adding: int = 0) -> str:
 
 
 def _enqueue(backup: Backup) -> None:
-    from apps.sync.services.queue import enqueue_backup
-
-    transaction.on_commit(lambda: enqueue_backup(backup.pk))
+    transaction.on_commit(lambda: queue.enqueue_backup(backup.pk))
 
 
 @transaction.atomic
@@ -271,8 +270,6 @@ def backup_delete(*, backup: Backup) -> None:
 
 def backups_due(*, now=None) -> list[int]:
     """Start the automatic backups that are due (and mark lost jobs failed). Returns the new backups' ids."""
-    from apps.sync.services.queue import enqueue_backup
-
     now = now or timezone.now()
     Backup.objects.filter(state=Backup.State.RUNNING, started_at__lt=now - STALE_AFTER).update(
         state=Backup.State.FAILED, error="The job was lost (its worker stopped); start it again.", stage="failed"
@@ -281,7 +278,7 @@ def backups_due(*, now=None) -> list[int]:
     for pk in Backup.objects.filter(state=Backup.State.QUEUED, created_at__lt=now - timedelta(minutes=10)).values_list(
         "pk", flat=True
     ):
-        enqueue_backup(pk)
+        queue.enqueue_backup(pk)
     backup_files_orphaned_remove()
     uploads_finished_remove()
     started = []

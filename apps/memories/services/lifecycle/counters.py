@@ -10,6 +10,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from apps.memories.models import ConsolidationCounter, LifecycleJob
+from apps.memories.services import queue
 from apps.memories.services.lifecycle.scope import ScopeKey, lifecycle_config
 
 ABANDONED_AFTER = timedelta(hours=1)
@@ -57,7 +58,5 @@ def consolidation_enqueue(*, scope: ScopeKey, kind: str, manual: bool = False) -
         type=LifecycleJob.Type.CONSOLIDATION,
         params={"kind": kind, "manual": manual},
     )
-    from apps.memories.services.queue import enqueue_lifecycle_job
-
-    transaction.on_commit(lambda: enqueue_lifecycle_job(job.pk))
+    transaction.on_commit(lambda: queue.enqueue_lifecycle_job(job.pk))
     return job

@@ -15,6 +15,7 @@ from apps.common.exceptions import ApplicationError
 from apps.llm.client import LlmError
 from apps.llm.selectors import connection_default
 from apps.memories.models import LifecycleJob, LifecycleSettings
+from apps.memories.services import queue
 from apps.memories.services.lifecycle import periods
 from apps.memories.services.lifecycle.consolidation import consolidation_run
 from apps.memories.services.lifecycle.counters import pending_job
@@ -63,9 +64,7 @@ def lifecycle_job_run(*, job_id: int) -> Job | None:
 
 
 def _enqueue(job: Job) -> None:
-    from apps.memories.services.queue import enqueue_lifecycle_job
-
-    transaction.on_commit(lambda: enqueue_lifecycle_job(job.pk))
+    transaction.on_commit(lambda: queue.enqueue_lifecycle_job(job.pk))
 
 
 @transaction.atomic
