@@ -5,7 +5,7 @@
 import { Api, LorekeeperError } from './lib/api.js';
 import { renderRecallCards } from './lib/recall.js';
 import { IndexedDbStore } from './lib/store.js';
-import { ChatSync, Superseded, withRecall } from './lib/sync.js';
+import { ChatSync, NotNow, Superseded, withRecall } from './lib/sync.js';
 
 const MODULE = 'lorekeeper';
 const FOLDER = new URL('.', import.meta.url).pathname;
@@ -201,7 +201,13 @@ async function bindOpenChat() {
         await sync.flush();
         outageToastShown = false;
     } catch (error) {
-        if (current !== sync || error instanceof Superseded) return;
+        if (current !== sync) return;
+        if (error instanceof Superseded || error instanceof NotNow) {
+            // SillyTavern was still loading or switching the chat while it was linked: link it again once it
+            // settles (a switch to another chat makes a new link of its own).
+            setTimeout(() => current === sync && sync.base === null && bindOpenChat(), 1000);
+            return;
+        }
         if (error instanceof LorekeeperError && error.offline) {
             showStatus({ state: 'offline', message: `Offline: ${error.message} Retrying…` });
             setTimeout(() => current === sync && sync.base === null && bindOpenChat(), 5000);

@@ -270,7 +270,14 @@ def test_a_second_browser_writing_the_same_chat_loses_nothing(st, st_open, llm_s
     open_character(second, "Mira")
 
     send_message(second, "Written in the second browser.")
-    wait_until(lambda: len(lorekeeper_lines(lorekeeper.user)) == 4, timeout=SYNC_TIMEOUT, message="second synced")
+    try:
+        wait_until(lambda: len(lorekeeper_lines(lorekeeper.user)) == 4, timeout=SYNC_TIMEOUT, message="second synced")
+    except AssertionError:
+        for page in (first, second):
+            print(f"state={page.evaluate('() => globalThis.lorekeeperState?.()')}")
+            print("live:", [m.get("mes") for m in live_chat(page)])
+        print("lorekeeper:", [m.get("mes") for m in lorekeeper_lines(lorekeeper.user)[1:]])
+        raise
     # The first browser has not seen those messages; it writes on top of what it had.
     send_message(first, "Written in the first browser.")
 
