@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "clients" / "python"))  # lorekeeper_client
 
 ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings.production",
@@ -197,9 +198,10 @@ def append_latency(client, user, tmp: Path, sizes: list[int], repeats: int) -> N
 
 
 def throughput(base_url: str, token: str, user, clients: int, per_client: int) -> None:
+    from lorekeeper_client.http import SyncClient
+
     from apps.chats.models import Chat
     from apps.chats.services.chats import chat_create
-    from apps.sync.client.http import SyncClient
 
     for shared in (False, True):
         chats = [chat_create(user=user, title=f"throughput {n}") for n in range(1 if shared else clients)]
@@ -248,7 +250,7 @@ def main() -> None:
     server = start_server(port)
     base_url = f"http://127.0.0.1:{port}"
     try:
-        from apps.sync.client.http import SyncClient
+        from lorekeeper_client.http import SyncClient
 
         client = SyncClient(base_url, token=token, debounce=0)
         with tempfile.TemporaryDirectory() as tmp:

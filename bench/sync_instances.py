@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "clients" / "python"))  # lorekeeper_client
 
 import sync as sync_bench  # noqa: E402 — the sync benchmark's gunicorn, on a database of our own
 
@@ -85,7 +86,7 @@ def main() -> None:
     user, character, token = setup(args.memories)
     port = sync_bench.free_port()
     server = sync_bench.start_server(port)
-    from apps.sync.client.http import SyncClient
+    from lorekeeper_client.http import SyncClient
 
     client = SyncClient(f"http://127.0.0.1:{port}", token=token, timeout=300)
     try:

@@ -31,8 +31,8 @@ def staff(client):
         "/admin/llm/call/?status__exact=error",
         "/admin/sync/instance/?q=laptop&kind__exact=phone",
         "/admin/sync/feedentry/?type__exact=memory&deleted_at__isempty=0",
-        "/admin/sync/backup/?state__exact=failed",
-        "/admin/sync/backupsettings/",
+        "/admin/archives/backup/?state__exact=failed",
+        "/admin/archives/backupsettings/",
     ],
 )
 def test_admin_lists_with_search_and_filters(staff, group_chat, path):

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON_FOLDERS = ("apps", "config", "bench", "tests")
+PYTHON_FOLDERS = ("apps", "config", "bench", "tests", "clients/python")
 EXTENSION = ROOT / "clients" / "sillytavern"
 TOP = ("apps", "config", "clients", "bench", "tests", "templates", "docs", "static")
 

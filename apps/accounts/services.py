@@ -110,7 +110,7 @@ class SettingsConflict(ApplicationError):
         )
 
 
-def settings_get(*, user: AbstractUser) -> SettingsDocument:
+def settings_document_get(*, user: AbstractUser) -> SettingsDocument:
     """The user's document, made empty on first use (ON CONFLICT DO NOTHING: two first reads cannot collide)."""
     document = SettingsDocument.objects.filter(user=user).first()
     if document is None:
@@ -120,9 +120,9 @@ def settings_get(*, user: AbstractUser) -> SettingsDocument:
 
 
 @transaction.atomic
-def settings_patch(*, user: AbstractUser, patch: Any, kind: str, integrity: uuid.UUID) -> SettingsDocument:
+def settings_document_patch(*, user: AbstractUser, patch: Any, kind: str, integrity: uuid.UUID) -> SettingsDocument:
     """`kind` "merge" (RFC 7386) or "json" (RFC 6902). Top-level keys are extension namespaces, each an object."""
-    settings_get(user=user)
+    settings_document_get(user=user)
     document = SettingsDocument.objects.select_for_update().get(user=user)
     if document.integrity != integrity:
         raise SettingsConflict(document)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.extraction.apis import pipeline, settings, story
+from apps.extraction.apis import legacy, pipeline, settings, story
 
 urlpatterns = [
     path("chats/<int:chat_id>/pipeline", pipeline.PipelineDetailApi.as_view(), name="pipeline-detail"),
@@ -15,6 +15,7 @@ urlpatterns = [
     path("chats/<int:chat_id>/continuity/", story.ContinuityListApi.as_view(), name="continuity-list"),
     path("chats/<int:chat_id>/recap", story.RecapApi.as_view(), name="recap"),
     path("chats/<int:chat_id>/recap/<int:recap_id>/dismiss", story.RecapDismissApi.as_view(), name="recap-dismiss"),
+    path("chats/<int:chat_id>/legacy-import", legacy.ChatLegacyImportApi.as_view(), name="chat-legacy-import"),
     path("extraction/jobs/<int:job_id>/", pipeline.PipelineJobDetailApi.as_view(), name="pipeline-job-detail"),
     path("extraction/jobs/<int:job_id>/retry", pipeline.PipelineJobRetryApi.as_view(), name="pipeline-job-retry"),
     path("extraction/settings", settings.ExtractionSettingsApi.as_view(), name="extraction-settings"),

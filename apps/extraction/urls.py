@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.extraction.views import pipeline, settings, story
+from apps.extraction.views import legacy, pipeline, settings, story
 
 app_name = "extraction"
 
@@ -16,6 +16,7 @@ urlpatterns = [
     path("chats/<int:chat_id>/story/", story.story_page, name="story"),
     path("chats/<int:chat_id>/scenes/<int:scene_id>/", story.scene_update_view, name="scene"),
     path("chats/<int:chat_id>/scenes/<int:scene_id>/recap/", story.scene_recap_view, name="scene-recap"),
+    path("chats/<int:chat_id>/legacy-import/", legacy.legacy_import, name="legacy-import"),
     path("extraction/settings/", settings.settings_page, name="settings"),
     path("llm/<int:connection_id>/model-test/", settings.model_test_page, name="model-test"),
     path("llm/model-tests/<int:test_id>/", settings.model_test_results, name="model-test-results"),

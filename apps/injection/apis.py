@@ -7,15 +7,15 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.services import settings_get
+from apps.accounts.services import settings_document_get
 from apps.chats import selectors as chat_selectors
 from apps.chats.apis.common import MIRROR, mirrors_file
 from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.serializers import StorableInputSerializer
 from apps.injection.selectors import injection_state_get
-from apps.injection.services.context import context_build, recall_rerun
-from apps.injection.services.recall import recall_edit, recall_store, recall_stored
+from apps.injection.services.context import context_build
+from apps.injection.services.recall import recall_edit, recall_rerun, recall_store, recall_stored
 from apps.injection.services.settings import SLOT, injection_settings_get
 
 
@@ -250,7 +250,7 @@ class InjectionSettingsApi(APIView):
         "with `PATCH /api/v1/settings` (namespace `smart_memory`) and the integrity given here.",
     )
     def get(self, request):
-        document = settings_get(user=request.user)
+        document = settings_document_get(user=request.user)
         settings = injection_settings_get(user=request.user, document=document)
         body = {"settings": settings.as_document(), "problems": settings.problems, "integrity": document.integrity}
         return with_etag(Response(InjectionSettingsSerializer(body).data), document.integrity)

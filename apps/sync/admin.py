@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from apps.accounts.models import SettingsDocument
-from apps.sync.models import Backup, BackupSettings, FeedEntry, Instance
+from apps.sync.models import FeedEntry, Instance
 
 
 @admin.register(SettingsDocument)
@@ -35,25 +35,3 @@ class FeedEntryAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
-
-
-@admin.register(Backup)
-class BackupAdmin(admin.ModelAdmin):
-    list_display = ["id", "user", "kind", "trigger", "state", "progress", "size", "created_at", "finished_at"]
-    list_filter = ["kind", "state", "trigger"]
-    search_fields = ["user__username"]
-    list_select_related = ["user"]
-    readonly_fields = [
-        "user", "kind", "trigger", "state", "stage", "progress", "file", "size", "source", "counts", "error",
-        "created_at", "started_at", "finished_at",
-    ]  # fmt: skip
-
-    def has_add_permission(self, request):
-        return False
-
-
-@admin.register(BackupSettings)
-class BackupSettingsAdmin(admin.ModelAdmin):
-    list_display = ["user", "mode", "every_hours", "keep"]
-    list_filter = ["mode"]
-    search_fields = ["user__username"]

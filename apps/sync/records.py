@@ -1,6 +1,6 @@
 """The shapes of the objects multi-device sync carries (memories, characters, the settings document), validated the
 same way wherever they come from: a push (apps/sync/apis/instances.py) or an archive
-(apps/sync/services/archive/records.py)."""
+(apps/archives/services/archive/records.py)."""
 
 from __future__ import annotations
 

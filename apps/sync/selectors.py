@@ -1,11 +1,11 @@
-"""Reads of what multi-device sync keeps: instances, their status, backups."""
+"""Reads of what multi-device sync keeps: instances and their status."""
 
 from __future__ import annotations
 
 from django.db.models import Count, Max, Q, QuerySet
 from django.http import Http404
 
-from apps.sync.models import Backup, FeedEntry, Instance
+from apps.sync.models import FeedEntry, Instance
 
 
 def instance_list(*, user) -> QuerySet[Instance]:
@@ -53,21 +53,3 @@ def sync_status(*, user, instance: Instance | None = None) -> dict:
     if instance is not None:
         status["instance"] = next(row for row in rows if row["instance"].pk == instance.pk)
     return status
-
-
-BACKUP_LIST_LIMIT = 50
-
-
-def backup_list(*, user) -> QuerySet[Backup]:
-    return Backup.objects.filter(user=user)[:BACKUP_LIST_LIMIT]
-
-
-def backup_get(*, user, backup_id: int) -> Backup:
-    try:
-        return Backup.objects.get(user=user, pk=backup_id)
-    except Backup.DoesNotExist as exc:
-        raise Http404("No such backup.") from exc
-
-
-def backups_active(*, user) -> bool:
-    return Backup.objects.filter(user=user, state__in=[Backup.State.QUEUED, Backup.State.RUNNING]).exists()

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "apps.llm",
     "apps.extraction",
     "apps.injection",
+    "apps.archives",
 ]
 
 MIDDLEWARE = [
@@ -242,7 +243,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(embedded.VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sync-prune-records": {"task": "sync.prune_records", "schedule": 24 * 60 * 60},
     "sync-collect-tombstones": {"task": "sync.collect_tombstones", "schedule": 60 * 60},
-    "sync-backups-due": {"task": "sync.backups_due", "schedule": 60 * 60},
+    "archives-backups-due": {"task": "archives.backups_due", "schedule": 60 * 60},
     "memories-sweep": {"task": "memories.sweep", "schedule": 5 * 60},
     # Every quarter hour, so that 05:00 in every time zone (some are offset by 30 or 45 minutes) is met on time.
     "memories-hierarchy": {"task": "memories.hierarchy_tick", "schedule": crontab(minute="*/15")},

@@ -2,6 +2,9 @@ import io
 import json
 from pathlib import Path
 
+from apps.chats.models import Chat
+from apps.chats.services.chats import chat_export_lines
+
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE_FILES = sorted(p.name for p in FIXTURES.glob("*.jsonl"))
 
@@ -18,3 +21,19 @@ def json_lines(data: bytes) -> list:
 
 def stream(data: bytes) -> io.BytesIO:
     return io.BytesIO(data)
+
+
+def fresh(chat) -> Chat:
+    """The chat as stored now."""
+    return Chat.objects.get(pk=chat.pk)
+
+
+def exported(chat) -> list:
+    """The chat's JSONL export as stored now, one JSON value per line."""
+    return json_lines(b"".join(chat_export_lines(chat=Chat.objects.get(pk=chat.pk))))
+
+
+def if_match(chat_or_integrity) -> dict:
+    """If-Match with a chat's integrity (as the object in hand holds it) or with an integrity given as is."""
+    integrity = getattr(chat_or_integrity, "integrity", chat_or_integrity)
+    return {"HTTP_IF_MATCH": f'"{integrity}"'}

@@ -5,8 +5,7 @@ from rest_framework.test import APIClient
 from apps.chats.models import Character, Chat, Message
 from apps.chats.services.chats import chat_import
 from tests.chats.factories import CharacterFactory, ChatFactory, add_messages
-from tests.chats.helpers import fixture_bytes, json_lines, stream
-from tests.sync.helpers import if_match
+from tests.chats.helpers import fixture_bytes, if_match, json_lines, stream
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,7 @@ from rest_framework.test import APIClient
 
 from apps.chats.models import Chat, ChatRevision
 from apps.common.management.commands.serve import DEFAULT_ADDRPORT
-from tests.chats.helpers import fixture_bytes, json_lines
-from tests.sync.helpers import if_match
+from tests.chats.helpers import fixture_bytes, if_match, json_lines
 
 pytestmark = pytest.mark.django_db
 

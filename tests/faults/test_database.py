@@ -16,12 +16,12 @@ from collections import Counter
 
 import httpx
 import pytest
+from lorekeeper_client.errors import SyncError
+from lorekeeper_client.http import SyncClient
 
 from apps.accounts.services import api_token_create
 from apps.chats.models import Chat, Message
 from apps.chats.services.chats import chat_create
-from apps.sync.client.errors import SyncError
-from apps.sync.client.http import SyncClient
 from tests.servers import embedded_postgres, gunicorn, restart_postgres
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.accounts.services import settings_get
+from apps.accounts.services import settings_document_get
 from apps.chats.models import Chat
 from apps.chats.services.chats import chat_create
 from apps.injection.services.context import context_build
@@ -14,7 +14,8 @@ from apps.injection.services.settings import injection_settings_save
 from apps.memories.services.memories import memory_create
 from apps.memories.services.schema import chat_schema_ensure
 from tests.chats.factories import CharacterFactory
-from tests.injection.helpers import ASK, DOG, fresh, say
+from tests.chats.helpers import fresh
+from tests.injection.helpers import ASK, DOG, say
 
 
 @pytest.fixture
@@ -40,7 +41,9 @@ def group(user):
 def facts(user, story, character, remember, scripted):
     """Long-term memories more than the long-term slot holds; the one the question (ASK, message 1) is about is
     minor, so only the turn's recall brings it."""
-    injection_settings_save(user=user, values={"budgets": {"long": 60}}, integrity=settings_get(user=user).integrity)
+    injection_settings_save(
+        user=user, values={"budgets": {"long": 60}}, integrity=settings_document_get(user=user).integrity
+    )
     made = [
         remember("fact", f"{name} trades salt for copper in the harbour.", character=character, importance=3)
         for name in ("Corvin", "Tessa", "Hale", "Brin")

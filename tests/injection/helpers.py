@@ -3,7 +3,7 @@ back from the database."""
 
 from __future__ import annotations
 
-from apps.chats.models import Chat, Message
+from apps.chats.models import Message
 from apps.injection.services.recall import recall_stored
 
 ASK = "Tell me about the lighthouse keeper's old dog."
@@ -19,10 +19,6 @@ def say(chat, *turns: tuple[str, str]) -> None:
     )
     chat.message_count = start + len(turns)
     chat.save(update_fields=["message_count"])
-
-
-def fresh(chat) -> Chat:
-    return Chat.objects.get(pk=chat.pk)
 
 
 def stored(chat, index: int = 1):

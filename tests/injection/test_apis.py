@@ -12,8 +12,8 @@ from rest_framework.test import APIClient
 from apps.chats.models import Message
 from apps.injection.models import InjectionState
 from apps.injection.services.settings import SLOTS, TIERS, InjectionSettings
-from tests.injection.helpers import ASK, DOG, fresh, say, stored
-from tests.sync.helpers import if_match
+from tests.chats.helpers import fresh, if_match
+from tests.injection.helpers import ASK, DOG, say, stored
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from apps.accounts.services import settings_get
+from apps.accounts.services import settings_document_get
 from apps.chats.models import Chat, Message
 from apps.injection.services.context import context_build
 from apps.injection.services.recall import recall_stored
@@ -75,7 +75,7 @@ def test_a_recall_card_is_read_drawn_edited_re_run_and_deleted_in_a_browser(
 
     # The long-term slot off: the fact is the turn's to recall, not a standing memory of that slot.
     injection_settings_save(
-        user=user, values={"slots": {"long": {"enabled": False}}}, integrity=settings_get(user=user).integrity
+        user=user, values={"slots": {"long": {"enabled": False}}}, integrity=settings_document_get(user=user).integrity
     )
     remember("fact", DOG, character=character, importance=1, entities=[{"name": "Biscuit", "type": "animal"}])
     say(story, ("Mira", "Welcome back."), ("Rowan", ASK))

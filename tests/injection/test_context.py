@@ -3,7 +3,7 @@ unified mode; the triggered recall; the responding character's knowledge; the on
 
 import pytest
 
-from apps.accounts.services import settings_get
+from apps.accounts.services import settings_document_get
 from apps.extraction.models import ContinuityCheck
 from apps.injection.services.budgets import budgets_for, classify_turn, snap
 from apps.injection.services.context import context_build
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 
 def configure(user, **values) -> InjectionSettings:
-    return injection_settings_save(user=user, values=values, integrity=settings_get(user=user).integrity)
+    return injection_settings_save(user=user, values=values, integrity=settings_document_get(user=user).integrity)
 
 
 @pytest.fixture
@@ -223,11 +223,11 @@ def test_a_preview_uses_nothing_up(user, story, world):
 
 
 def test_settings_read_leniently_and_saved_strictly(user):
-    from apps.accounts.services import settings_patch
+    from apps.accounts.services import settings_document_patch
     from apps.common.exceptions import ApplicationError
 
-    document = settings_get(user=user)
-    settings_patch(
+    document = settings_document_get(user=user)
+    settings_document_patch(
         user=user,
         patch={"smart_memory": {"budgets": {"long": -5, "arcs": 900}, "unified": "yes", "slots": {"nope": {}}}},
         kind="merge",
@@ -245,10 +245,12 @@ def test_settings_read_leniently_and_saved_strictly(user):
 
 
 def test_saving_keeps_what_else_a_client_keeps_in_the_namespace(user):
-    from apps.accounts.services import settings_patch
+    from apps.accounts.services import settings_document_patch
 
-    document = settings_get(user=user)
-    settings_patch(user=user, patch={"smart_memory": {"theme": "dark"}}, kind="merge", integrity=document.integrity)
+    document = settings_document_get(user=user)
+    settings_document_patch(
+        user=user, patch={"smart_memory": {"theme": "dark"}}, kind="merge", integrity=document.integrity
+    )
     configure(user, unified=True)
-    data = settings_get(user=user).data["smart_memory"]
+    data = settings_document_get(user=user).data["smart_memory"]
     assert data["theme"] == "dark" and data["unified"] is True

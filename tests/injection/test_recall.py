@@ -3,11 +3,11 @@ priority rules, what the record holds, and a person's edit, deletion and re-run.
 
 import pytest
 
-from apps.accounts.services import settings_get
+from apps.accounts.services import settings_document_get
 from apps.chats.models import Chat, Message
 from apps.common.exceptions import ApplicationError
-from apps.injection.services.context import context_build, recall_rerun
-from apps.injection.services.recall import recall_edit, recall_store, recall_stored
+from apps.injection.services.context import context_build
+from apps.injection.services.recall import recall_edit, recall_rerun, recall_store, recall_stored
 from apps.injection.services.settings import injection_settings_save
 from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
 from tests.injection.helpers import ASK, DOG, say
@@ -18,7 +18,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def facts(user, story, character, remember, scripted):
     """Long-term memories more than the long-term slot holds; the one the question is about is minor."""
-    injection_settings_save(user=user, values={"budgets": {"long": 60}}, integrity=settings_get(user=user).integrity)
+    injection_settings_save(
+        user=user, values={"budgets": {"long": 60}}, integrity=settings_document_get(user=user).integrity
+    )
     made = [
         remember("fact", f"{name} trades salt for copper in the harbour.", character=character, importance=3)
         for name in ("Corvin", "Tessa", "Hale", "Brin")
@@ -136,7 +138,9 @@ def test_a_recall_belongs_to_a_user_message_and_a_stale_integrity_is_refused(use
 
 
 def test_older_chat_turns_are_recalled_but_not_those_in_the_prompt_anyway(user, story, character, scripted):
-    injection_settings_save(user=user, values={"recent_messages": 10}, integrity=settings_get(user=user).integrity)
+    injection_settings_save(
+        user=user, values={"recent_messages": 10}, integrity=settings_document_get(user=user).integrity
+    )
     say(story, *[("Mira" if i % 2 == 0 else "Rowan", f"Small talk number {i}.") for i in range(30)])
     Message.objects.filter(chat=story, index=3).update(mes="Biscuit the lurcher sleeps under the lighthouse stairs.")
     Message.objects.filter(chat=story, index=27).update(mes="Biscuit the lurcher barked at the lighthouse door.")

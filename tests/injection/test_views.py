@@ -12,14 +12,15 @@ import pytest
 from django.utils import timezone
 from django.utils.html import escape
 
-from apps.accounts.services import settings_get, settings_patch
+from apps.accounts.services import settings_document_get, settings_document_patch
 from apps.chats.models import Message
 from apps.chats.services.chats import chat_create
 from apps.injection.models import InjectionState
 from apps.injection.services.settings import SLOTS, TIERS, InjectionSettings, injection_settings_save
 from apps.memories.services.memories import memory_create
 from tests.chats.factories import CharacterFactory
-from tests.injection.helpers import ASK, DOG, fresh, say, stored
+from tests.chats.helpers import fresh
+from tests.injection.helpers import ASK, DOG, say, stored
 
 pytestmark = pytest.mark.django_db
 
@@ -238,17 +239,17 @@ def test_the_settings_page_shows_every_slot_every_budget_tier_and_the_integrity(
     page = html(response)
     assert all(f"<code>smart_memory_{s.name}</code>" in page for s in SLOTS) and len(SLOTS) == 13
     assert all(f'name="budget_{tier}"' in page for tier in TIERS) and len(TIERS) == 10
-    assert f'<input type="hidden" name="integrity" value="{settings_get(user=user).integrity}">' in page
+    assert f'<input type="hidden" name="integrity" value="{settings_document_get(user=user).integrity}">' in page
     assert "No context built yet." in page
 
 
 def test_saving_the_settings_stores_them_in_the_settings_document(web, user):
-    integrity = settings_get(user=user).integrity
+    integrity = settings_document_get(user=user).integrity
     form = settings_form(integrity, enabled_arcs=None, depth_session="9", budget_mode="simple", total_budget="3000")
     response = web.post("/memories/injection/", form)
     assert response.status_code == 302 and response["Location"] == "/memories/injection/"
     assert "Injection settings saved." in html(web.get(response["Location"]))
-    document = settings_get(user=user)
+    document = settings_document_get(user=user)
     saved = document.data["smart_memory"]
     assert saved["slots"]["arcs"] == {"enabled": False, "depth": 2}
     assert saved["slots"]["session"] == {"enabled": True, "depth": 9}
@@ -257,23 +258,23 @@ def test_saving_the_settings_stores_them_in_the_settings_document(web, user):
 
 
 def test_saving_the_settings_with_a_stale_integrity_is_refused(web, user):
-    stale = settings_get(user=user).integrity
+    stale = settings_document_get(user=user).integrity
     injection_settings_save(user=user, values={"unified": True}, integrity=stale)  # another client, meanwhile
-    current = settings_get(user=user).integrity
+    current = settings_document_get(user=user).integrity
     response = web.post("/memories/injection/", settings_form(stale, depth_session="9"))
     assert response.status_code == 409 and SETTINGS_CONFLICT in html(response)
     assert f'name="integrity" value="{current}"' in html(response)
-    assert settings_get(user=user).data["smart_memory"]["slots"]["session"]["depth"] == 3
+    assert settings_document_get(user=user).data["smart_memory"]["slots"]["session"]["depth"] == 3
 
 
 def test_saving_a_budget_out_of_range_is_refused_naming_it(web, user):
-    integrity = settings_get(user=user).integrity
+    integrity = settings_document_get(user=user).integrity
     response = web.post("/memories/injection/", settings_form(integrity, budget_arcs="99999"))
     assert response.status_code == 400
     page = html(response)
     assert "The arcs budget is a whole number of tokens from 0 to 32000." in page
     assert re.findall(r'<div class="budget-row invalid">\s*<label for="budget_(\w+)">', page) == ["arcs"]
-    assert settings_get(user=user).integrity == integrity
+    assert settings_document_get(user=user).integrity == integrity
 
 
 def test_the_settings_page_charts_the_last_builds_trim_statistics(web, user, recalled):
@@ -285,9 +286,9 @@ def test_the_settings_page_charts_the_last_builds_trim_statistics(web, user, rec
 
 
 def test_the_settings_page_says_which_stored_values_fall_back_to_their_defaults(web, user):
-    document = settings_get(user=user)
+    document = settings_document_get(user=user)
     patch = {"smart_memory": {"triggered_limit": 99}}
-    settings_patch(user=user, patch=patch, kind="merge", integrity=document.integrity)
+    settings_document_patch(user=user, patch=patch, kind="merge", integrity=document.integrity)
     page = html(web.get("/memories/injection/"))
     assert "fall back to their defaults: triggered_limit is a whole number from 0 to 50." in page
     assert 'name="triggered_limit" min="0" max="50" value="8"' in page

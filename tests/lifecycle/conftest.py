@@ -22,7 +22,7 @@ def submit(user, character):
 
 
 @pytest.fixture
-def llm(user, llm_server):
+def hosted_llm(user, llm_server):
     """The user's default connection to the scripted model, profile B (hosted) so the reference thresholds apply
     (127.0.0.1 alone would be detected as a local, profile A, server)."""
     from apps.llm.services import connection_create

@@ -29,7 +29,7 @@ def test_creating_a_duplicate_answers_200_with_the_re_confirmed_memory(api, char
     assert body["decision"]["similarity"] == pytest.approx(0.95, abs=1e-3)
 
 
-def test_a_batch_is_classified_in_order_and_counts_as_one_extraction_pass(api, user, character, scripted, llm):
+def test_a_batch_is_classified_in_order_and_counts_as_one_extraction_pass(api, user, character, scripted, hosted_llm):
     scripted.vectors["Mira lives by the harbour."] = unit(0)
     scripted.vectors["Mira no longer lives by the harbour."] = at_cosine(0.7)
     scripted.vectors["Corvin is the lamplighter."] = unit(5)
@@ -56,7 +56,7 @@ def test_a_batch_is_classified_in_order_and_counts_as_one_extraction_pass(api, u
     # The storm was not found again by this pass; the pass's own memories were.
     assert Memory.objects.get(pk=stale.json()["id"]).unconfirmed_count == 1
     assert body["decay"] == {"unconfirmed": 1, "retired": 0}
-    assert llm.server.prompts(SUPERSESSION) == []
+    assert hosted_llm.server.prompts(SUPERSESSION) == []
 
 
 @pytest.mark.parametrize(
@@ -111,13 +111,13 @@ def test_consolidating_by_hand_needs_a_scope_and_a_deduplicated_kind(api, charac
     assert theirs.status_code == 404
 
 
-def test_a_request_gives_the_model_one_try_and_keeps_the_candidate_when_it_fails(api, character, scripted, llm):
+def test_a_request_gives_the_model_one_try_and_keeps_the_candidate_when_it_fails(api, character, scripted, hosted_llm):
     from apps.llm.models import Call
     from tests.llm_server import Reply
 
     scripted.vectors["Mira hums at work."] = unit(0)
     scripted.vectors["Mira sings at the market."] = at_cosine(0.6)
-    llm.server.on(SUPERSESSION, Reply(status=503))
+    hosted_llm.server.on(SUPERSESSION, Reply(status=503))
     api.post(MEMORIES, {"character": character.pk, "kind": "fact", "content": "Mira hums at work."}, format="json")
     response = api.post(
         MEMORIES, {"character": character.pk, "kind": "fact", "content": "Mira sings at the market."}, format="json"
@@ -142,7 +142,9 @@ def test_a_summary_with_a_malformed_period_is_refused_and_a_valid_one_normalised
     assert Memory.objects.count() == 1
 
 
-def test_a_batch_stops_asking_the_model_when_the_requests_time_is_spent(api, character, scripted, llm, settings):
+def test_a_batch_stops_asking_the_model_when_the_requests_time_is_spent(
+    api, character, scripted, hosted_llm, settings
+):
     settings.LOREKEEPER_LIFECYCLE = {**settings.LOREKEEPER_LIFECYCLE, "interactive_budget": 0}
     scripted.vectors["Mira hums at work."] = unit(0)
     scripted.vectors["Mira sings at the market."] = at_cosine(0.6)
@@ -156,4 +158,4 @@ def test_a_batch_stops_asking_the_model_when_the_requests_time_is_spent(api, cha
     results = api.post(SUBMIT, body, format="json").json()["results"]
     assert [r["outcome"] for r in results] == ["passed", "uncertain"]
     assert "no time left in this request" in results[1]["decision"]["reason"]
-    assert llm.server.requests == []
+    assert hosted_llm.server.requests == []

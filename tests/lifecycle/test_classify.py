@@ -22,7 +22,7 @@ def _vector(scripted, text: str, vector: list[float]) -> str:
     return text
 
 
-def test_a_paraphrase_is_rejected_and_re_confirms_the_existing_memory(submit, scripted, llm):
+def test_a_paraphrase_is_rejected_and_re_confirms_the_existing_memory(submit, scripted, hosted_llm):
     _vector(scripted, OLD, unit(0))
     new = _vector(scripted, "Mira's home is down in the harbour quarter.", at_cosine(0.9))
     [first] = submit(("fact", OLD))
@@ -39,7 +39,7 @@ def test_a_paraphrase_is_rejected_and_re_confirms_the_existing_memory(submit, sc
     assert (decision.content, decision.related_id, decision.method) == (new, first.memory.pk, "embedding")
     assert decision.similarity == pytest.approx(0.9, abs=1e-3)
     assert decision.scores["profile"] == "B" and decision.scores["thresholds"]["embedding.duplicate"] == 0.85
-    assert llm.server.prompts(SUPERSESSION) == []
+    assert hosted_llm.server.prompts(SUPERSESSION) == []
 
 
 def test_the_same_text_again_is_rejected_by_its_hash(submit, scripted):
@@ -48,7 +48,7 @@ def test_the_same_text_again_is_rejected_by_its_hash(submit, scripted):
     assert (second.outcome, second.related.pk, second.decision.method) == ("rejected", first.memory.pk, "hash")
 
 
-def test_a_state_change_supersedes_without_asking_the_model(submit, scripted, llm):
+def test_a_state_change_supersedes_without_asking_the_model(submit, scripted, hosted_llm):
     _vector(scripted, OLD, unit(0))
     new = _vector(scripted, "Mira no longer lives in the harbour district; she moved to the citadel.", at_cosine(0.7))
     [first] = submit(Candidate(kind="fact", content=OLD, source_message_indices=[3]))
@@ -59,7 +59,7 @@ def test_a_state_change_supersedes_without_asking_the_model(submit, scripted, ll
     assert (old.status, old.retired_reason, old.superseded_by_id) == ("retired", "superseded", second.memory.pk)
     assert (old.valid_from, old.valid_to, second.memory.valid_from) == (3, 40, 40)
     assert second.decision.scores["cue"] == "no longer"
-    assert llm.server.prompts(SUPERSESSION) == []
+    assert hosted_llm.server.prompts(SUPERSESSION) == []
 
 
 def test_a_near_duplicate_with_new_state_wording_is_a_change_not_a_duplicate(submit, scripted):
@@ -70,16 +70,16 @@ def test_a_near_duplicate_with_new_state_wording_is_a_change_not_a_duplicate(sub
     assert second.outcome == "superseded" and Memory.objects.get(pk=first.memory.pk).status == "retired"
 
 
-def test_same_topic_without_a_cue_asks_the_model_and_update_supersedes(submit, scripted, llm):
+def test_same_topic_without_a_cue_asks_the_model_and_update_supersedes(submit, scripted, hosted_llm):
     _vector(scripted, OLD, unit(0))
     new = _vector(scripted, "Mira rents a room above the citadel bakery.", at_cosine(0.6))
-    llm.server.on(SUPERSESSION, Reply("<think>Same person, new home: a later state.</think>\nUPDATE"))
+    hosted_llm.server.on(SUPERSESSION, Reply("<think>Same person, new home: a later state.</think>\nUPDATE"))
     [first] = submit(("fact", OLD))
     [second] = submit(("fact", new))
 
     assert second.outcome == "superseded"
     assert Memory.objects.get(pk=first.memory.pk).superseded_by_id == second.memory.pk
-    [prompt] = llm.server.prompts(SUPERSESSION)
+    [prompt] = hosted_llm.server.prompts(SUPERSESSION)
     assert OLD in prompt and new in prompt
     call = second.decision.llm_call
     assert (call.template, call.response, call.reasoning) == (
@@ -90,19 +90,19 @@ def test_same_topic_without_a_cue_asks_the_model_and_update_supersedes(submit, s
     assert second.decision.scores["model_answer"] == "update"
 
 
-def test_the_model_saying_independent_keeps_both_as_uncertain(submit, scripted, llm):
+def test_the_model_saying_independent_keeps_both_as_uncertain(submit, scripted, hosted_llm):
     _vector(scripted, OLD, unit(0))
     new = _vector(scripted, "Mira's harbour district flat has a blue door.", at_cosine(0.6))
-    llm.server.on(SUPERSESSION, Reply("INDEPENDENT", reasoning="Both hold."))
+    hosted_llm.server.on(SUPERSESSION, Reply("INDEPENDENT", reasoning="Both hold."))
     [first], [second] = submit(("fact", OLD)), submit(("fact", new))
     assert (second.outcome, second.related.pk) == ("uncertain", first.memory.pk)
     assert set(Memory.objects.filter(kind="fact").values_list("status", flat=True)) == {"active"}
 
 
-def test_a_contradiction_is_linked_and_neither_memory_is_deleted(submit, scripted, llm):
+def test_a_contradiction_is_linked_and_neither_memory_is_deleted(submit, scripted, hosted_llm):
     old = _vector(scripted, "Mira's eyes are green.", unit(0))
     new = _vector(scripted, "Mira's eyes are brown.", at_cosine(0.8))
-    llm.server.on(SUPERSESSION, "CONTRADICTS")
+    hosted_llm.server.on(SUPERSESSION, "CONTRADICTS")
     [first], [second] = submit(("fact", old)), submit(("fact", new))
     assert second.outcome == "contradiction"
     assert list(second.memory.contradicts.values_list("pk", flat=True)) == [first.memory.pk]
@@ -110,13 +110,13 @@ def test_a_contradiction_is_linked_and_neither_memory_is_deleted(submit, scripte
     assert Memory.objects.filter(kind="fact", status="active").count() == 2
 
 
-def test_an_unrelated_memory_passes(submit, scripted, llm):
+def test_an_unrelated_memory_passes(submit, scripted, hosted_llm):
     _vector(scripted, OLD, unit(0))
     new = _vector(scripted, "The lighthouse keeper collects brass buttons.", unit(3))
     [_], [second] = submit(("fact", OLD)), submit(("fact", new))
     assert (second.outcome, second.memory.status) == ("passed", "active")
     assert second.decision.scores["same_kind"] == pytest.approx(0.0, abs=1e-6)
-    assert llm.server.requests == []
+    assert hosted_llm.server.requests == []
 
 
 @pytest.mark.parametrize(
@@ -127,10 +127,10 @@ def test_an_unrelated_memory_passes(submit, scripted, llm):
         (Reply(raw="{not json"), "unreadable answer"),
     ],
 )
-def test_a_failing_or_rambling_model_keeps_both_and_records_why(submit, scripted, llm, reply, error):
+def test_a_failing_or_rambling_model_keeps_both_and_records_why(submit, scripted, hosted_llm, reply, error):
     _vector(scripted, OLD, unit(0))
     new = _vector(scripted, "Mira's rooms face the harbour.", at_cosine(0.6))
-    llm.server.on(SUPERSESSION, reply)
+    hosted_llm.server.on(SUPERSESSION, reply)
     [first], [second] = submit(("fact", OLD)), submit(("fact", new))
     assert (second.outcome, Memory.objects.get(pk=first.memory.pk).status) == ("uncertain", "active")
     assert error in second.decision.scores["model_error"]
@@ -144,7 +144,7 @@ def test_without_a_model_connection_same_topic_is_kept_as_uncertain(submit, scri
     assert second.outcome == "uncertain" and "no model connection" in second.decision.reason
 
 
-def test_another_kind_is_a_duplicate_only_above_the_cross_type_threshold(submit, scripted, llm):
+def test_another_kind_is_a_duplicate_only_above_the_cross_type_threshold(submit, scripted, hosted_llm):
     _vector(scripted, "Mira fought the harbour fire.", unit(0))
     close = _vector(scripted, "Mira fought a fire at the harbour.", at_cosine(0.93))
     nearer_than_duplicate = _vector(scripted, "Mira once fought a harbour fire.", at_cosine(0.88))
@@ -156,21 +156,21 @@ def test_another_kind_is_a_duplicate_only_above_the_cross_type_threshold(submit,
     assert kept.outcome == "passed"  # 0.88 < 0.91 (profile B cross-type), and no fact on the topic yet
 
 
-def test_profile_a_uses_its_looser_duplicate_threshold(submit, scripted, llm):
+def test_profile_a_uses_its_looser_duplicate_threshold(submit, scripted, hosted_llm):
     _vector(scripted, OLD, unit(0))
     new = _vector(scripted, "Mira stays in the harbour district.", at_cosine(0.83))
-    llm.server.on(SUPERSESSION, "INDEPENDENT")
+    hosted_llm.server.on(SUPERSESSION, "INDEPENDENT")
     [_], [as_b] = submit(("fact", OLD)), submit(("fact", new))
     assert as_b.outcome == "uncertain"  # 0.83 < 0.85
     Memory.objects.filter(pk=as_b.memory.pk).delete()
-    connection_update(connection=llm, data={"profile": "A"})
+    connection_update(connection=hosted_llm, data={"profile": "A"})
     [as_a] = submit(("fact", new))
     assert (as_a.outcome, as_a.decision.scores["profile"]) == ("rejected", "A")  # 0.83 >= 0.82
 
 
-def test_without_embeddings_word_overlap_decides(user, submit, scripted, llm):
+def test_without_embeddings_word_overlap_decides(user, submit, scripted, hosted_llm):
     embedding_settings_set(user=user, provider="none")
-    llm.server.on(SUPERSESSION, "INDEPENDENT")
+    hosted_llm.server.on(SUPERSESSION, "INDEPENDENT")
     [first] = submit(("fact", "Corvin keeps the tower matches in his left boot."))
     [duplicate] = submit(("fact", "Corvin keeps the tower matches in his boot."))
     [unrelated] = submit(("fact", "The bakery opens at dawn."))
@@ -226,10 +226,10 @@ def test_summaries_are_not_deduplicated(submit, scripted):
     assert "not deduplicated" in second.decision.reason
 
 
-def test_the_model_can_call_a_paraphrase_below_the_threshold_a_duplicate(submit, scripted, llm):
+def test_the_model_can_call_a_paraphrase_below_the_threshold_a_duplicate(submit, scripted, hosted_llm):
     _vector(scripted, OLD, unit(0))
     new = _vector(scripted, "Home for Mira is the harbour district.", at_cosine(0.7))
-    llm.server.on(SUPERSESSION, "DUPLICATE")
+    hosted_llm.server.on(SUPERSESSION, "DUPLICATE")
     [first], [second] = submit(("fact", OLD)), submit(("fact", new))
     assert (second.outcome, second.memory, second.related.pk) == ("rejected", None, first.memory.pk)
     assert "DUPLICATE" in second.decision.reason and Memory.objects.filter(kind="fact").count() == 1

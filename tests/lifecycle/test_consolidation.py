@@ -24,14 +24,14 @@ def _distinct(scripted, texts):
 
 
 def test_the_fourth_new_fact_triggers_a_merge_that_supersedes_the_merged_ones(
-    user, character, submit, scripted, llm, django_capture_on_commit_callbacks
+    user, character, submit, scripted, hosted_llm, django_capture_on_commit_callbacks
 ):
     texts = _distinct(scripted, ["Mira likes tea.", "Mira drinks tea each morning.", "Corvin is old.", "Rain."])
     merged = "Mira drinks tea every morning and likes it."
-    llm.server.on(CONSOLIDATION, json.dumps({"merges": [{"ids": [1, 2], "content": merged, "importance": 3}]}))
+    hosted_llm.server.on(CONSOLIDATION, json.dumps({"merges": [{"ids": [1, 2], "content": merged, "importance": 3}]}))
     with django_capture_on_commit_callbacks(execute=True):
         results = [submit(("fact", t))[0] for t in texts[:3]]
-    assert LifecycleJob.objects.count() == 0 and not llm.server.prompts(CONSOLIDATION)
+    assert LifecycleJob.objects.count() == 0 and not hosted_llm.server.prompts(CONSOLIDATION)
     with django_capture_on_commit_callbacks(execute=True):
         results += submit(("fact", texts[3]))
 
@@ -43,7 +43,7 @@ def test_the_fourth_new_fact_triggers_a_merge_that_supersedes_the_merged_ones(
         1,
         2,
     )
-    [prompt] = llm.server.prompts(CONSOLIDATION)
+    [prompt] = hosted_llm.server.prompts(CONSOLIDATION)
     assert "[1] Mira likes tea." in prompt and "[4] Rain." in prompt
     new = Memory.objects.get(content=merged)
     assert (new.kind, new.status, new.importance) == ("fact", "active", 3)
@@ -56,7 +56,9 @@ def test_the_fourth_new_fact_triggers_a_merge_that_supersedes_the_merged_ones(
     assert new.embedding_model == "openai:scripted"
 
 
-def test_counters_are_independent_per_kind(user, character, submit, scripted, llm, django_capture_on_commit_callbacks):
+def test_counters_are_independent_per_kind(
+    user, character, submit, scripted, hosted_llm, django_capture_on_commit_callbacks
+):
     texts = _distinct(scripted, ["A.", "B.", "C.", "D.", "E.", "F."])
     with django_capture_on_commit_callbacks(execute=True):
         for kind, text in zip(["fact", "fact", "fact", "event", "event", "event"], texts, strict=True):
@@ -75,26 +77,28 @@ def test_counters_are_independent_per_kind(user, character, submit, scripted, ll
         '{"merges": [{"ids": [1, 2], "content": "x"}, {"ids": [2, 3], "content": "twice"}]}',
     ],
 )
-def test_an_unreadable_merge_answer_fails_the_job_and_changes_nothing(user, character, submit, scripted, llm, answer):
+def test_an_unreadable_merge_answer_fails_the_job_and_changes_nothing(
+    user, character, submit, scripted, hosted_llm, answer
+):
     texts = _distinct(scripted, ["A fact.", "Another fact.", "A third."])
     made = [submit(("fact", t))[0].memory.pk for t in texts]
-    llm.server.on(CONSOLIDATION, answer)
+    hosted_llm.server.on(CONSOLIDATION, answer)
     from apps.llm.client import LlmError
 
     with pytest.raises(LlmError) as caught:
-        consolidation_run(scope=ScopeKey(user.pk, character.pk, None), kind="fact", connection=llm)
+        consolidation_run(scope=ScopeKey(user.pk, character.pk, None), kind="fact", connection=hosted_llm)
     assert caught.value.call is not None and caught.value.call.status == "ok"
     assert set(Memory.objects.filter(pk__in=made).values_list("status", flat=True)) == {"active"}
     assert Memory.objects.filter(kind="fact").count() == 3
 
 
 def test_a_failed_pass_is_left_visibly_failed_on_its_job(
-    user, character, submit, scripted, llm, api, django_capture_on_commit_callbacks
+    user, character, submit, scripted, hosted_llm, api, django_capture_on_commit_callbacks
 ):
     texts = _distinct(scripted, ["A fact.", "Another fact."])
     for text in texts:
         submit(("fact", text))
-    llm.server.on(CONSOLIDATION, Reply(status=500))
+    hosted_llm.server.on(CONSOLIDATION, Reply(status=500))
     with django_capture_on_commit_callbacks(execute=True):
         response = api.post("/api/v1/memories/consolidate", {"character": character.pk, "kind": "fact"}, format="json")
     assert response.status_code == 202, response.content
@@ -103,7 +107,7 @@ def test_a_failed_pass_is_left_visibly_failed_on_its_job(
 
 
 @pytest.mark.django_db(transaction=True)  # the edit comes from the model server's thread, another connection
-def test_a_merge_skips_a_memory_edited_while_the_model_was_thinking(user, character, submit, scripted, llm):
+def test_a_merge_skips_a_memory_edited_while_the_model_was_thinking(user, character, submit, scripted, hosted_llm):
     texts = _distinct(scripted, ["Tea.", "More tea."])
     made = [submit(("fact", t))[0].memory.pk for t in texts]
 
@@ -112,16 +116,16 @@ def test_a_merge_skips_a_memory_edited_while_the_model_was_thinking(user, charac
         connection.close()  # this thread's own connection, or the test database could not be dropped
         return Reply(json.dumps({"merges": [{"ids": [1, 2], "content": "Tea, always."}]}))
 
-    llm.server.on(CONSOLIDATION, edit_then_answer)
-    result = consolidation_run(scope=ScopeKey(user.pk, character.pk, None), kind="fact", connection=llm)
+    hosted_llm.server.on(CONSOLIDATION, edit_then_answer)
+    result = consolidation_run(scope=ScopeKey(user.pk, character.pk, None), kind="fact", connection=hosted_llm)
     assert result["created"] == 0 and not Memory.objects.filter(content="Tea, always.").exists()
 
 
-def test_only_the_scope_and_kind_are_offered_to_the_model(user, character, submit, scripted, llm):
+def test_only_the_scope_and_kind_are_offered_to_the_model(user, character, submit, scripted, hosted_llm):
     _distinct(scripted, ["Mine.", "Also mine.", "Elsewhere.", "An event."])
     submit(("fact", "Mine.")), submit(("fact", "Also mine.")), submit(("event", "An event."))
     submit(("fact", "Elsewhere."), character=CharacterFactory(user=user))
-    llm.server.on(CONSOLIDATION, '{"merges": []}')
-    consolidation_run(scope=ScopeKey(user.pk, character.pk, None), kind="fact", connection=llm)
-    [prompt] = llm.server.prompts(CONSOLIDATION)
+    hosted_llm.server.on(CONSOLIDATION, '{"merges": []}')
+    consolidation_run(scope=ScopeKey(user.pk, character.pk, None), kind="fact", connection=hosted_llm)
+    [prompt] = hosted_llm.server.prompts(CONSOLIDATION)
     assert "Mine." in prompt and "Also mine." in prompt and "Elsewhere." not in prompt and "An event." not in prompt

@@ -25,9 +25,9 @@ def _summarise(prompt: str) -> Reply:
 
 
 @pytest.fixture
-def model(llm):
-    llm.server.on(lambda prompt: ASKED.search(prompt) is not None, _summarise)
-    return llm
+def model(hosted_llm):
+    hosted_llm.server.on(lambda prompt: ASKED.search(prompt) is not None, _summarise)
+    return hosted_llm
 
 
 @pytest.fixture
@@ -60,8 +60,8 @@ def _built(character) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in found.items()}
 
 
-def _asked(llm) -> list[str]:
-    return [" ".join(ASKED.search(p).groups()) for p in llm.server.prompts() if ASKED.search(p)]
+def _asked(hosted_llm) -> list[str]:
+    return [" ".join(ASKED.search(p).groups()) for p in hosted_llm.server.prompts() if ASKED.search(p)]
 
 
 def test_periods_across_the_year_boundary_are_built_in_the_users_time_zone_and_order(
@@ -174,16 +174,16 @@ def test_a_week_is_made_from_every_instances_daily_of_its_days(user, character, 
 
 
 def test_a_failing_model_leaves_the_job_failed_and_the_next_run_builds_it(
-    user, character, said, llm, scripted, django_capture_on_commit_callbacks
+    user, character, said, hosted_llm, scripted, django_capture_on_commit_callbacks
 ):
     said(datetime(2026, 11, 20, 12, tzinfo=UTC), "Friday.")
-    llm.server.on("summary for", Reply(status=429, headers={"retry-after": "0"}))
+    hosted_llm.server.on("summary for", Reply(status=429, headers={"retry-after": "0"}))
     with django_capture_on_commit_callbacks(execute=True):
         assert hierarchy_tick(now=datetime(2026, 11, 21, 6, tzinfo=UTC)) == 1
     job = LifecycleJob.objects.get()
     assert job.state == "failed" and "rate limited (429)" in job.error
     assert not Memory.objects.filter(kind="daily").exists()
-    llm.server.on("summary for", "Friday, summarised.")
+    hosted_llm.server.on("summary for", "Friday, summarised.")
     with django_capture_on_commit_callbacks(execute=True):
         hierarchy_tick()
     assert Memory.objects.get(kind="daily").content == "Friday, summarised."

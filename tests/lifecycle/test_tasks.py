@@ -24,9 +24,9 @@ def _wait(condition, worker, what: str, seconds: float = 120) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_starting_worker_catches_up_and_runs_manual_requests(api, user, character, llm, broker):
+def test_a_starting_worker_catches_up_and_runs_manual_requests(api, user, character, hosted_llm, broker):
     embedding_settings_set(user=user, provider="none")  # keep the worker from loading the local model
-    llm.server.on("summary for", "A quiet day at the harbour.")
+    hosted_llm.server.on("summary for", "A quiet day at the harbour.")
     chat = chat_create(user=user, title="Journal", character_ids=[character.pk])
     said = Memory.objects.create(
         user=user, chat=chat, kind="message", message_index=0, content="Mira: Quiet.", content_hash=text_hash("Quiet.")

@@ -13,15 +13,16 @@ from pathlib import Path
 import pytest
 
 from apps.accounts.models import SettingsDocument
+from apps.archives.models import Backup, BackupSettings
+from apps.archives.services.archive.export import archive_write
+from apps.archives.services.archive.format import ArchiveError
+from apps.archives.services.archive.importing import archive_import
+from apps.archives.services.backups import backup_run, backup_start, backups_due
 from apps.chats.models import Character, Chat, Message
 from apps.chats.services.chats import chat_import
 from apps.memories.models import Entity, Memory
 from apps.memories.services.memories import memory_create
-from apps.sync.models import Backup, BackupSettings, FeedEntry
-from apps.sync.services.archive.export import archive_write
-from apps.sync.services.archive.format import ArchiveError
-from apps.sync.services.archive.importing import archive_import
-from apps.sync.services.backups import backup_run, backup_start, backups_due
+from apps.sync.models import FeedEntry
 from tests.chats.helpers import fixture_bytes
 
 pytestmark = pytest.mark.django_db

@@ -19,8 +19,8 @@ from apps.memories.services.indexing import chat_index_messages
 from apps.memories.services.memories import memory_create
 from apps.sync.models import FeedEntry, Instance
 from tests.chats.factories import CharacterFactory
+from tests.chats.helpers import exported, if_match
 from tests.memories.helpers import jsonl, message_memories
-from tests.sync.helpers import exported, if_match
 
 pytestmark = pytest.mark.django_db
 

@@ -14,13 +14,14 @@ from rest_framework.test import APIClient
 
 from apps.accounts.models import ApiToken
 from apps.accounts.services import api_token_create
+from apps.archives.models import Backup
 from apps.chats.models import Character, Chat, ChatRevision, Message
 from apps.chats.services.chats import chat_import
 from apps.extraction.models import ModelTest, PipelineJob, Recap, Scene
 from apps.llm.services import connection_create
 from apps.memories.models import Entity, LifecycleJob, Memory
 from apps.memories.services.memories import memory_create
-from apps.sync.models import Backup, Instance
+from apps.sync.models import Instance
 from apps.sync.services.instances import instance_register
 from tests.chats.helpers import fixture_bytes
 

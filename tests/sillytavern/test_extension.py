@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from apps.accounts.services import settings_get
+from apps.accounts.services import settings_document_get
 from apps.chats.models import Character, Chat
 from apps.chats.services.chats import chat_export_lines
 from apps.injection.services.recall import recall_stored
@@ -137,7 +137,7 @@ def remember_dog(user) -> None:
     """Long-term memories more than the long-term slot holds; the one about the dog is minor, so only the turn's
     recall (searched with the pending message) brings it."""
     values = {"budgets": {"long": 60}, "force_macros": True}  # the tier slots go to the {{smartmemory-*}} macros
-    injection_settings_save(user=user, values=values, integrity=settings_get(user=user).integrity)
+    injection_settings_save(user=user, values=values, integrity=settings_document_get(user=user).integrity)
     character = Character.objects.get(user=user, name="Mira")
     for name in ("Corvin", "Tessa", "Hale", "Brin"):
         content = f"{name} trades salt for copper in the harbour."

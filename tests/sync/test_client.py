@@ -4,13 +4,13 @@ import threading
 
 import httpx
 import pytest
+from lorekeeper_client.errors import SyncError
+from lorekeeper_client.http import SyncClient
 
 from apps.accounts.services import api_token_create
 from apps.chats.models import Chat
 from apps.chats.services.chats import chat_create
-from apps.sync.client.errors import SyncError
-from apps.sync.client.http import SyncClient
-from tests.sync.helpers import exported
+from tests.chats.helpers import exported
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

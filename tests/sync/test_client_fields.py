@@ -1,15 +1,15 @@
-"""The Python client's field lists (apps/sync/client/instance.py) are the server's: what an instance sends back of
-each object type is what the push's serializers take (apps/sync/records.py), and a change carries the fields of
-ChangeSerializer (apps/sync/apis/instances.py). No database: the client talks to a stand-in transport."""
+"""The Python client's field lists (clients/python/lorekeeper_client/instance.py) are the server's: what an instance
+sends back of each object type is what the push's serializers take (apps/sync/records.py), and a change carries the
+fields of ChangeSerializer (apps/sync/apis/instances.py). No database: the client talks to a stand-in transport."""
 
 import json
 import uuid
 
 import httpx
+from lorekeeper_client.http import SyncClient
+from lorekeeper_client.instance import WRITABLE
 
 from apps.sync.apis.instances import ChangeSerializer, PushInputSerializer
-from apps.sync.client.http import SyncClient
-from apps.sync.client.instance import WRITABLE
 from apps.sync.models import FeedType
 from apps.sync.records import DATA_SERIALIZERS
 

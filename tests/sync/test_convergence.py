@@ -18,15 +18,15 @@ from django.db import close_old_connections
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lorekeeper_client.http import SyncClient
 
 from apps.accounts.services import api_token_create
 from apps.memories.models import Memory
-from apps.sync.client.http import SyncClient
 from apps.sync.models import FeedEntry
 from tests.chats.factories import CharacterFactory
 
-# Slow (`make test-all`): 60 random interleavings, each a few dozen requests; tests/sync/test_model.py checks the
-# single-chat model on every `make test`.
+# Slow (`make test-all`): 60 random interleavings, each a few dozen requests; tests/chats/test_write_model.py
+# checks the single-chat model on every `make test`.
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 KEYS = ("laptop", "phone", "companion")

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, connections, transaction
 
-from apps.accounts.services import settings_get, settings_patch
+from apps.accounts.services import settings_document_get, settings_document_patch
 from apps.chats.models import Chat
 from apps.chats.services.characters import character_delete, character_update
 from apps.chats.services.chats import chat_create, chat_delete
@@ -100,8 +100,8 @@ def test_character_edits_and_settings_patches_count_as_the_servers(user, charact
     character_update(character=character, data={"personality": "Stubborn."})
     character.refresh_from_db()
     assert character.clock == {"server": 2}
-    document = settings_get(user=user)
-    settings_patch(user=user, patch={"st_bme": {"on": True}}, kind="merge", integrity=document.integrity)
+    document = settings_document_get(user=user)
+    settings_document_patch(user=user, patch={"st_bme": {"on": True}}, kind="merge", integrity=document.integrity)
     document.refresh_from_db()
     assert document.clock == {"server": 2} and entry(document).seq is None
 

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from apps.accounts.models import SettingsDocument
-from apps.accounts.services import settings_get
+from apps.accounts.services import settings_document_get
 from apps.memories.models import Memory
 from apps.memories.services.memories import memory_create, memory_update
 from apps.sync.models import FeedEntry, Instance
@@ -266,7 +266,7 @@ def test_deleting_a_character_on_an_instance_tombstones_its_memories_too(user, m
 
 
 def test_settings_sync_last_write_wins_and_changes_the_documents_integrity(user):
-    document = settings_get(user=user)
+    document = settings_document_get(user=user)
     before = document.integrity
     (outcome,) = push(
         user,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.sync.helpers import if_match
+from tests.chats.helpers import if_match
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,6 @@ that macros and unified mode read.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +39,7 @@ from apps.injection.services.slots import (
     gather,
     render,
     repair_note,
+    responder_of,
 )
 from apps.llm.tokens import count_tokens
 
@@ -95,23 +95,6 @@ class Context:
         return sum(slot["tokens"] for slot in self.slots.values() if slot["delivery"] == "prompt")
 
 
-def _responder(chat: Chat, characters: list[Character], character: Character | str | None) -> Character | None:
-    """Whose knowledge the epistemic slot holds: the character named, else the chat's only one, else the one who
-    spoke last."""
-    if isinstance(character, Character):
-        return character
-    if isinstance(character, str) and character.strip():
-        found = next((c for c in characters if c.name.lower() == character.strip().lower()), None)
-        if found is None:
-            raise ApplicationError("That character does not take part in this chat.", {"field": "character"})
-        return found
-    if len(characters) <= 1:
-        return characters[0] if characters else None
-    last = chat.messages.filter(is_user=False, is_system=False).order_by("-index").values_list("name", flat=True)
-    name = (last.first() or "").lower()
-    return next((c for c in characters if c.name.lower() == name), characters[0])
-
-
 def context_build(
     *,
     user: AbstractUser,
@@ -130,7 +113,7 @@ def context_build(
         raise ApplicationError("Unknown chat.", {"field": "chat"})
     settings = injection_settings_get(user=user)
     characters = list(chat.characters.order_by("id"))
-    responder = _responder(chat, characters, character)
+    responder = responder_of(chat, characters, character)
     scope = Scope(user.pk, chat, characters, responder)
     state = InjectionState.objects.filter(chat=chat).first()
     message = (message or "").replace("\x00", "").strip()
@@ -317,41 +300,3 @@ def _commit(user, chat, state, contents, macros, stats, turn, target, record, no
     state.built_at = timezone.now()
     state.save()
     return chat
-
-
-def recall_rerun(
-    *, user: AbstractUser, chat: Chat, index: int, integrity: uuid.UUID | None = None, mirror: bool = False
-) -> tuple[dict[str, Any], Chat]:
-    """Search again for the user message at `index` and overwrite its recall (a person's edit included)."""
-    if chat.user_id != user.pk:
-        raise ApplicationError("Unknown chat.", {"field": "chat"})
-    message = chat.messages.filter(index=index).first()
-    if message is None or not message.is_user:
-        raise ApplicationError("A recall belongs to a user message.", {"field": "index"})
-    if not message.mes.strip():
-        raise ApplicationError("That message has no text to recall from.", {"field": "index"})
-    settings = injection_settings_get(user=user)
-    characters = list(chat.characters.order_by("id"))
-    state = InjectionState.objects.filter(chat=chat).first()
-    turn, _ = classify_turn(message.mes)
-    budgets = budgets_for(settings, turn=turn, demand=state.demand if state else {})
-    placed = {
-        pk
-        for name, slot in (state.slots if state else {}).items()
-        if name not in ("triggered", "unified")
-        for pk in slot.get("memory_ids", [])
-    }
-    search = recalls.recall_search(
-        user=user,
-        scope=Scope(user.pk, chat, characters, _responder(chat, characters, None)),
-        query=message.mes,
-        budget=budgets["long"],
-        limit=settings.triggered_limit,
-        exclude=placed,
-        recent_from=index - settings.recent_messages if settings.recall_messages else -1,
-    )
-    text = recalls.recall_text(search)
-    record = recalls.recall_record(
-        user_id=user.pk, recalled=search, text=text, message=message, query=message.mes, hook="rerun"
-    )
-    return record, recalls.recall_store(chat=chat, index=index, record=record, integrity=integrity, mirror=mirror)

@@ -22,7 +22,10 @@ from django.utils import timezone
 from apps.chats.models import Chat, Message
 from apps.chats.services.extension_data import extension_data_put
 from apps.common.exceptions import ApplicationError
-from apps.injection.services.slots import Filled, Item, Scope, fit, render
+from apps.injection.models import InjectionState
+from apps.injection.services.budgets import budgets_for, classify_turn
+from apps.injection.services.settings import injection_settings_get
+from apps.injection.services.slots import Filled, Item, Scope, fit, render, responder_of
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Entity, Kind, Memory
 from apps.memories.search.ranking import memory_search
@@ -210,4 +213,42 @@ def recall_edit(
         "updatedAt": timezone.now().isoformat(),
         "tokenEstimate": count_tokens(text),
     }
+    return record, recall_store(chat=chat, index=index, record=record, integrity=integrity, mirror=mirror)
+
+
+def recall_rerun(
+    *, user: AbstractUser, chat: Chat, index: int, integrity: uuid.UUID | None = None, mirror: bool = False
+) -> tuple[dict[str, Any], Chat]:
+    """Search again for the user message at `index` and overwrite its recall (a person's edit included)."""
+    if chat.user_id != user.pk:
+        raise ApplicationError("Unknown chat.", {"field": "chat"})
+    message = chat.messages.filter(index=index).first()
+    if message is None or not message.is_user:
+        raise ApplicationError("A recall belongs to a user message.", {"field": "index"})
+    if not message.mes.strip():
+        raise ApplicationError("That message has no text to recall from.", {"field": "index"})
+    settings = injection_settings_get(user=user)
+    characters = list(chat.characters.order_by("id"))
+    state = InjectionState.objects.filter(chat=chat).first()
+    turn, _ = classify_turn(message.mes)
+    budgets = budgets_for(settings, turn=turn, demand=state.demand if state else {})
+    placed = {
+        pk
+        for name, slot in (state.slots if state else {}).items()
+        if name not in ("triggered", "unified")
+        for pk in slot.get("memory_ids", [])
+    }
+    search = recall_search(
+        user=user,
+        scope=Scope(user.pk, chat, characters, responder_of(chat, characters, None)),
+        query=message.mes,
+        budget=budgets["long"],
+        limit=settings.triggered_limit,
+        exclude=placed,
+        recent_from=index - settings.recent_messages if settings.recall_messages else -1,
+    )
+    text = recall_text(search)
+    record = recall_record(
+        user_id=user.pk, recalled=search, text=text, message=message, query=message.mes, hook="rerun"
+    )
     return record, recall_store(chat=chat, index=index, record=record, integrity=integrity, mirror=mirror)

@@ -15,7 +15,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractUser
 
 from apps.accounts.models import SettingsDocument
-from apps.accounts.services import settings_get, settings_patch
+from apps.accounts.services import settings_document_get, settings_document_patch
 from apps.common.exceptions import ApplicationError
 
 NAMESPACE = "smart_memory"
@@ -206,7 +206,7 @@ def _read(raw: dict[str, Any], *, strict: bool) -> InjectionSettings:
 
 
 def injection_settings_get(*, user: AbstractUser, document: SettingsDocument | None = None) -> InjectionSettings:
-    document = document or settings_get(user=user)
+    document = document or settings_document_get(user=user)
     raw = document.data.get(NAMESPACE, {})
     return _read(raw if isinstance(raw, dict) else {}, strict=False)
 
@@ -216,5 +216,7 @@ def injection_settings_save(*, user: AbstractUser, values: dict[str, Any], integ
     document is still at `integrity` (otherwise 409, as for any client of the settings document). A merge patch:
     other keys a client keeps in the namespace, and other namespaces, are untouched."""
     settings = _read(values, strict=True)
-    document = settings_patch(user=user, patch={NAMESPACE: settings.as_document()}, kind="merge", integrity=integrity)
+    document = settings_document_patch(
+        user=user, patch={NAMESPACE: settings.as_document()}, kind="merge", integrity=integrity
+    )
     return injection_settings_get(user=user, document=document)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from django.db import connection
 
 from apps.chats.models import Character, Chat
+from apps.common.exceptions import ApplicationError
 from apps.extraction.models import ContinuityCheck
 from apps.llm.tokens import count_tokens
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS
@@ -49,6 +50,23 @@ class Scope:
     chat: Chat
     characters: list[Character]
     responder: Character | None
+
+
+def responder_of(chat: Chat, characters: list[Character], character: Character | str | None) -> Character | None:
+    """Whose knowledge the epistemic slot holds: the character named, else the chat's only one, else the one who
+    spoke last."""
+    if isinstance(character, Character):
+        return character
+    if isinstance(character, str) and character.strip():
+        found = next((c for c in characters if c.name.lower() == character.strip().lower()), None)
+        if found is None:
+            raise ApplicationError("That character does not take part in this chat.", {"field": "character"})
+        return found
+    if len(characters) <= 1:
+        return characters[0] if characters else None
+    last = chat.messages.filter(is_user=False, is_system=False).order_by("-index").values_list("name", flat=True)
+    name = (last.first() or "").lower()
+    return next((c for c in characters if c.name.lower() == name), characters[0])
 
 
 def fit(items: list[Item], budget: int, *, full: int | None = None, chronological: bool = False) -> Filled:

@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from apps.accounts.services import settings_get
+from apps.accounts.services import settings_document_get
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
 from apps.injection.selectors import injection_state_latest
@@ -89,7 +89,7 @@ def _chart_context(stats: dict) -> dict:
 @login_required
 @require_http_methods(["GET", "POST"])
 def settings_page(request):
-    document = settings_get(user=request.user)
+    document = settings_document_get(user=request.user)
     current = injection_settings_get(user=request.user, document=document)
     values, error, field = current.as_document(), "", ""
     integrity = document.integrity
@@ -110,7 +110,7 @@ def settings_page(request):
                 if exc.status == 409
                 else exc.message
             )
-            integrity = settings_get(user=request.user).integrity if exc.status == 409 else integrity
+            integrity = settings_document_get(user=request.user).integrity if exc.status == 409 else integrity
         else:
             messages.success(request, "Injection settings saved.")
             return redirect("injection:settings")

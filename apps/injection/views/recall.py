@@ -16,8 +16,7 @@ from django_htmx.http import trigger_client_event
 
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
-from apps.injection.services.context import recall_rerun
-from apps.injection.services.recall import recall_edit, recall_store, recall_stored
+from apps.injection.services.recall import recall_edit, recall_rerun, recall_store, recall_stored
 from apps.memories import selectors as memory_selectors
 
 CARD = "injection/partials/recall_card.html"

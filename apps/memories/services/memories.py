@@ -1,4 +1,6 @@
-"""Writing memories and entities by hand (the API, the memory browser) or from extraction (issue 6).
+"""Writing memories and entities: by hand (the API, the memory browser), from extraction (apps/extraction), and as
+the lifecycle decides (apps/memories/services/lifecycle/): a memory seen again is reconfirmed, one replaced is
+superseded.
 
 Edits bump `version` and clear the vector when the content changes; the vector is made again in the background
 (apps.memories.tasks.embed_pending), never inside the request.
@@ -12,6 +14,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 from django.db.models import F
+from django.db.models.functions import Least
 
 from apps.chats.models import Character, Chat
 from apps.common.exceptions import ApplicationError
@@ -19,6 +22,7 @@ from apps.common.services import model_update
 from apps.memories.embeddings import text_hash
 from apps.memories.models import Entity, Kind, Memory, Status
 from apps.memories.services import queue
+from apps.memories.services.lifecycle.scope import lifecycle_config
 from apps.memories.signals import memory_restored
 
 CHAT_ONLY_KINDS = {Kind.MESSAGE, Kind.SUMMARY, Kind.SCENE_RECAP}
@@ -177,6 +181,30 @@ def memory_restore(*, memory: Memory) -> Memory:
             "A superseded memory stays retired: restore the one that replaced it instead.", {"field": "status"}
         )
     return memory
+
+
+def memory_reconfirm(*, memory: Memory, source_message_indices: list[int] = ()) -> None:
+    """Seen again: confidence + boost (at most 1), unconfirmed counter back to 0, sources merged."""
+    boost = lifecycle_config()["confidence"]["boost"]
+    indices = sorted(set(memory.source_message_indices) | set(source_message_indices))
+    Memory.objects.filter(pk=memory.pk).update(
+        confidence=Least(F("confidence") + boost, 1.0),
+        unconfirmed_count=0,
+        source_message_indices=indices,
+        version=F("version") + 1,
+    )
+
+
+def memory_supersede(*, old: Memory, new: Memory) -> None:
+    """`new` replaces `old`: the old one is retired (kept, with its history) and holds until the new one's start."""
+    valid_to = new.valid_from if new.valid_from is not None else old.valid_to
+    Memory.objects.filter(pk=old.pk).update(
+        status=Status.RETIRED,
+        retired_reason="superseded",
+        superseded_by=new,
+        valid_to=valid_to,
+        version=F("version") + 1,
+    )
 
 
 def entities_ensure(

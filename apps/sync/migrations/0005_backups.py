@@ -4,7 +4,10 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-import apps.sync.models
+
+def _backup_path(instance, filename: str) -> str:
+    """Where a backup's file goes; kept here since the model moved to apps/archives (its models.py has the same)."""
+    return f"backups/{instance.user_id}/{filename}"
 
 
 class Migration(migrations.Migration):
@@ -40,7 +43,7 @@ class Migration(migrations.Migration):
                 ),
                 ("stage", models.CharField(blank=True, default="", help_text="What it is doing now.", max_length=100)),
                 ("progress", models.PositiveSmallIntegerField(default=0, help_text="Percent done.")),
-                ("file", models.FileField(blank=True, max_length=300, upload_to=apps.sync.models._backup_path)),
+                ("file", models.FileField(blank=True, max_length=300, upload_to=_backup_path)),
                 ("size", models.BigIntegerField(default=0)),
                 ("counts", models.JSONField(blank=True, default=dict)),
                 ("error", models.TextField(blank=True, default="")),

@@ -13,8 +13,8 @@ from apps.extraction.services.parsing.lines import Parsed
 from apps.extraction.services.tiers.base import JobContext, Work, active, decide, submit_by_owner
 from apps.extraction.services.tiers.memories import RESPONSE_TOKENS, capped, t3_range, usable
 from apps.memories.models import Decision, Kind, Memory, Status
-from apps.memories.services.lifecycle.classify import Candidate, memory_supersede
-from apps.memories.services.memories import memory_create
+from apps.memories.services.lifecycle.judge import Candidate
+from apps.memories.services.memories import memory_create, memory_supersede
 
 WINDOW = 100
 OPEN_LISTED = 30

@@ -12,8 +12,7 @@ from apps.extraction.services.tiers.base import JobContext, Work, decide, summar
 from apps.llm.client import UnreadableAnswer
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Decision, Kind
-from apps.memories.services.lifecycle.classify import memory_supersede
-from apps.memories.services.memories import memory_create
+from apps.memories.services.memories import memory_create, memory_supersede
 
 RESPONSE_TOKENS = 700
 SUMMARY_SHARE = 0.25  # of the prompt budget, for the summary so far (its end, when it is longer)

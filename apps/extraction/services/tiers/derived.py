@@ -16,9 +16,8 @@ from apps.extraction.services.tiers.base import JobContext, Work, active, decide
 from apps.extraction.services.tiers.ledger import ledger, render_ledger
 from apps.llm.client import UnreadableAnswer
 from apps.memories.models import Decision, Kind, Memory, Status
-from apps.memories.services.lifecycle.classify import memory_supersede
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS
-from apps.memories.services.memories import memory_create
+from apps.memories.services.memories import memory_create, memory_supersede
 
 PROFILE_TOKENS = 1200
 CANON_TOKENS = 1500

@@ -12,8 +12,7 @@ from apps.extraction.services.parsing.state import STATE_FIELDS, StateLine, pars
 from apps.extraction.services.tiers.base import JobContext, Work, decide
 from apps.extraction.services.tiers.memories import RESPONSE_TOKENS, read_batch, usable
 from apps.memories.models import Decision, Kind, Memory, Status
-from apps.memories.services.lifecycle.classify import memory_reconfirm, memory_supersede
-from apps.memories.services.memories import memory_create
+from apps.memories.services.memories import memory_create, memory_reconfirm, memory_supersede
 
 Outcome = Decision.Outcome
 

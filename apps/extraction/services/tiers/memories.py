@@ -22,10 +22,10 @@ from apps.extraction.services.tiers.base import (
 )
 from apps.llm.client import UnreadableAnswer
 from apps.memories.models import Decision, Kind, Memory, Status
-from apps.memories.services.lifecycle.classify import Candidate, memory_reconfirm, memory_supersede
 from apps.memories.services.lifecycle.decay import memories_pass_end
+from apps.memories.services.lifecycle.judge import Candidate
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS
-from apps.memories.services.memories import memory_create
+from apps.memories.services.memories import memory_create, memory_reconfirm, memory_supersede
 
 CONTEXT_MESSAGES = 4
 RESPONSE_TOKENS = 900

@@ -25,9 +25,9 @@ from apps.extraction.services.tiers.base import (
 from apps.extraction.services.tiers.memories import usable
 from apps.llm.client import UnreadableAnswer
 from apps.memories.models import Decision, Kind, Memory, Status
-from apps.memories.services.lifecycle.classify import Candidate, memory_supersede
+from apps.memories.services.lifecycle.judge import Candidate
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS
-from apps.memories.services.memories import memory_create
+from apps.memories.services.memories import memory_create, memory_supersede
 
 T3_TIERS = ("session", "longterm", "arcs", "ledger")
 HISTORY = 60

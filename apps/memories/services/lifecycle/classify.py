@@ -9,8 +9,6 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Least
 from django.utils import timezone
 
 from apps.chats.models import Character, Chat
@@ -25,7 +23,7 @@ from apps.memories.services.lifecycle.hierarchy import user_time_zone
 from apps.memories.services.lifecycle.judge import NO_CONNECTION, Candidate, Judgement, judge
 from apps.memories.services.lifecycle.neighbours import Neighbour, NeighbourFinder
 from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey, lifecycle_config, scope_locked
-from apps.memories.services.memories import memory_create, scope_check
+from apps.memories.services.memories import memory_create, memory_reconfirm, memory_supersede, scope_check
 
 log = logging.getLogger(__name__)
 Outcome = Decision.Outcome
@@ -38,30 +36,6 @@ class Classified:
     memory: Memory | None  # the stored memory (None when rejected)
     related: Memory | None  # the existing memory it was judged against
     decision: Decision
-
-
-def memory_reconfirm(*, memory: Memory, source_message_indices: list[int] = ()) -> None:
-    """Seen again: confidence + boost (at most 1), unconfirmed counter back to 0, sources merged."""
-    boost = lifecycle_config()["confidence"]["boost"]
-    indices = sorted(set(memory.source_message_indices) | set(source_message_indices))
-    Memory.objects.filter(pk=memory.pk).update(
-        confidence=Least(F("confidence") + boost, 1.0),
-        unconfirmed_count=0,
-        source_message_indices=indices,
-        version=F("version") + 1,
-    )
-
-
-def memory_supersede(*, old: Memory, new: Memory) -> None:
-    """`new` replaces `old`: the old one is retired (kept, with its history) and holds until the new one's start."""
-    valid_to = new.valid_from if new.valid_from is not None else old.valid_to
-    Memory.objects.filter(pk=old.pk).update(
-        status=Status.RETIRED,
-        retired_reason="superseded",
-        superseded_by=new,
-        valid_to=valid_to,
-        version=F("version") + 1,
-    )
 
 
 def _valid_from(candidate: Candidate) -> int | None:

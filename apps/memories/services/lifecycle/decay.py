@@ -4,7 +4,7 @@ against it.
 After `grace_passes` (10) unconfirmed passes its confidence falls by `decay` (0.02) per pass down to `floor` (0.3);
 a memory at the floor is retired (reason "decayed"), kept with its chain, out of search and injection. Being
 extracted again (a rejected duplicate re-confirms it) raises confidence and resets the counter
-(classify.memory_reconfirm).
+(apps/memories/services/memories.py memory_reconfirm).
 """
 
 from __future__ import annotations

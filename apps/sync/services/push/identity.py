@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid as uuid_module
 
 from apps.accounts.models import SettingsDocument
-from apps.accounts.services import settings_get
+from apps.accounts.services import settings_document_get
 from apps.chats.models import Character
 from apps.chats.services.characters import CHARACTER_FIELDS
 from apps.common.exceptions import ApplicationError
@@ -74,7 +74,7 @@ def _character_write(push: Push, change: Change, character: Character, clock: di
 
 
 def apply_settings(push: Push, change: Change) -> Outcome:
-    settings_get(user=push.user)
+    settings_document_get(user=push.user)
     document = SettingsDocument.objects.select_for_update().get(user=push.user)
     uid = document.uid
     order = clocks.compare(change.clock, document.clock)

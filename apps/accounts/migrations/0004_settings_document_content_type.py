@@ -1,0 +1,12 @@
+"""SettingsDocument moved here from the sync app with its table; its content type, and with it the
+permissions given on it and the admin's history, move too (apps/common/migration_ops.py)."""
+
+from django.db import migrations
+
+from apps.common.migration_ops import DEPENDENCIES, content_types_move
+
+
+class Migration(migrations.Migration):
+    dependencies = [("accounts", "0003_settings_document"), *DEPENDENCIES]
+
+    operations = [content_types_move("sync", "accounts", "settingsdocument")]

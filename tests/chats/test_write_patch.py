@@ -1,0 +1,141 @@
+import json
+
+import pytest
+
+from apps.chats.models import Chat, Message
+from tests.chats.helpers import exported, if_match
+
+pytestmark = pytest.mark.django_db
+
+
+def _patch(api, chat, operations, integrity=None):
+    return api.post(
+        f"/api/v1/chats/{chat.pk}/patch",
+        {"operations": operations},
+        format="json",
+        **if_match(integrity or Chat.objects.get(pk=chat.pk).integrity),
+    )
+
+
+def test_field_edits_inside_messages(api, chat):
+    expected = exported(chat)
+    ops = [
+        {"op": "replace", "path": "/1/mes", "value": "Edited"},
+        {"op": "add", "path": "/0/swipes/-", "value": "A fourth swipe"},
+        {"op": "add", "path": "/2/extra/my_ext", "value": {"k": 1}},
+        {"op": "add", "path": "/2/extra/my_ext/k2", "value": [1, 2]},
+        {"op": "remove", "path": "/1/force_avatar"},
+        {"op": "test", "path": "/0/swipe_id", "value": 0},
+    ]
+    response = _patch(api, chat, ops)
+    assert response.status_code == 200, response.content
+    assert response.json()["applied"] == 6 and response.json()["total_messages"] == 3
+    expected[2]["mes"] = "Edited"
+    expected[1]["swipes"].append("A fourth swipe")
+    expected[3]["extra"]["my_ext"] = {"k": 1, "k2": [1, 2]}
+    del expected[2]["force_avatar"]
+    assert exported(chat) == expected
+
+
+def test_whole_message_add_remove_move_copy_keep_indices_contiguous(api, chat):
+    lines = exported(chat)
+    header, m0, m1, m2 = lines
+    new = {"name": "Narrator", "is_user": False, "is_system": True, "mes": "Meanwhile…", "extra": {}}
+    ops = [
+        {"op": "add", "path": "/1", "value": new},  # m0 new m1 m2
+        {"op": "remove", "path": "/3"},  # m0 new m1
+        {"op": "move", "from": "/0", "path": "/2"},  # new m1 m0
+        {"op": "copy", "from": "/1", "path": "/-"},  # new m1 m0 m1
+        {"op": "replace", "path": "/0/mes", "value": "Later…"},
+    ]
+    assert _patch(api, chat, ops).status_code == 200
+    assert exported(chat) == [header, {**new, "mes": "Later…"}, m1, m0, m1]
+    assert list(Message.objects.filter(chat=chat).order_by("index").values_list("index", flat=True)) == [0, 1, 2, 3]
+    assert Chat.objects.get(pk=chat.pk).message_count == 4
+
+
+def test_an_add_of_the_message_already_there_is_skipped(api, chat):
+    lines = exported(chat)
+    response = _patch(api, chat, [{"op": "add", "path": "/1", "value": lines[2]}])
+    assert response.json()["applied"] == 0 and response.json()["skipped"] == 1
+    assert response.json()["integrity"] == str(chat.integrity)  # nothing changed, so the integrity stays
+    assert exported(chat) == lines
+
+
+@pytest.mark.parametrize(
+    "ops",
+    [
+        [{"op": "replace", "path": "/1/mes", "value": "x"}, {"op": "test", "path": "/0/mes", "value": "nope"}],
+        [{"op": "replace", "path": "/9/mes", "value": "x"}],
+        [{"op": "add", "path": "/4", "value": {"mes": "x"}}],
+        [{"op": "remove", "path": "/1/no_such_field"}],
+        [{"op": "add", "path": "/0/swipes/7", "value": "x"}],
+    ],
+)
+def test_conflicting_patch_answers_409_and_applies_nothing(api, chat, ops):
+    before = exported(chat)
+    response = _patch(api, chat, ops)
+    assert response.status_code == 409
+    assert response.json()["error"] == "patch_conflict" and response.json()["operation"] == len(ops) - 1
+    assert exported(chat) == before and Chat.objects.get(pk=chat.pk).integrity == chat.integrity
+
+
+@pytest.mark.parametrize(
+    ("ops", "bad"),
+    [
+        ([{"op": "frobnicate", "path": "/1"}], 0),
+        ([{"op": "replace", "path": "/1/mes", "value": "ok"}, {"op": "add", "path": "1/mes", "value": "x"}], 1),
+        ([{"op": "add", "path": "/1/mes"}], 0),
+        ([{"op": "add", "path": "/1", "value": "not a message"}], 0),
+        ([{"op": "replace", "path": "", "value": []}], 0),
+        ([{"op": "add", "path": "/1/x~2", "value": 1}], 0),
+        (["not an object"], 0),
+    ],
+)
+def test_malformed_operation_answers_400_naming_it(api, chat, ops, bad):
+    before = exported(chat)
+    response = _patch(api, chat, ops)
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "patch_invalid" and response.json()["operation"] == bad
+    assert exported(chat) == before
+
+
+def test_patch_with_a_stale_integrity_is_409(api, chat):
+    stale = chat.integrity
+    _patch(api, chat, [{"op": "replace", "path": "/1/mes", "value": "first"}])
+    response = _patch(api, chat, [{"op": "replace", "path": "/1/mes", "value": "second"}], integrity=stale)
+    assert response.status_code == 409 and response.json()["error"] == "integrity"
+    assert exported(chat)[2]["mes"] == "first"
+
+
+def test_oversized_body_answers_413(api, chat, settings):
+    settings.LOREKEEPER_MAX_JSON_BYTES = 1000
+    response = _patch(api, chat, [{"op": "replace", "path": "/1/mes", "value": "x" * 2000}])
+    assert response.status_code == 413
+    assert exported(chat)[2]["mes"] != "x" * 2000
+
+
+def test_patch_request_for_one_edit_is_small(chat):
+
+    body = json.dumps({"operations": [{"op": "replace", "path": "/1/mes", "value": "A corrected line of dialogue."}]})
+    assert len(body) < 200
+
+
+@pytest.mark.parametrize(
+    ("op", "status"),
+    [
+        ({"op": "test", "path": "/²", "value": 1}, 409),
+        ({"op": "test", "path": "/0/swipes/٠", "value": 1}, 409),
+        ({"op": "add", "path": "/0/extra/a\u0000b", "value": 1}, 400),
+        ({"op": "test", "path": "/2/extra/my_extension/numbers/3", "value": 10**400}, 409),
+    ],
+)
+def test_odd_pointers_and_numbers_answer_4xx(api, chat, op, status):
+    before = exported(chat)
+    assert _patch(api, chat, [op]).status_code == status
+    assert exported(chat) == before
+
+
+def test_a_patch_of_only_tests_leaves_the_integrity(api, chat):
+    response = _patch(api, chat, [{"op": "test", "path": "/0/swipe_id", "value": 0}])
+    assert response.json()["applied"] == 1 and response.json()["integrity"] == str(chat.integrity)
