@@ -6,7 +6,12 @@ from apps.accounts.services import api_token_create
 
 # Fixtures shared across apps, each declared once: a character and a chat (tests/chats/fixtures.py), the scripted
 # embedding server (tests/memories/fixtures.py), the scripted model's story (tests/extraction/fixtures.py).
-pytest_plugins = ["tests.chats.fixtures", "tests.memories.fixtures", "tests.extraction.fixtures"]
+pytest_plugins = [
+    "tests.chats.fixtures",
+    "tests.memories.fixtures",
+    "tests.extraction.fixtures",
+    "tests.archives.fixtures",
+]
 
 
 @pytest.fixture
@@ -78,3 +83,33 @@ def llm(user, llm_server):
     )
     connection.server = llm_server
     return connection
+
+
+@pytest.fixture
+def theirs(other_user, llm_server):
+    """Another user's model connection."""
+    from apps.llm.services import connection_create
+
+    return connection_create(
+        user=other_user, name="bob's", base_url=llm_server.url, model="bob-model", api_key="sk-bob-0000000000zzzz"
+    )
+
+
+@pytest.fixture
+def token(user):
+    """A raw API token of `user`, for clients that send it themselves."""
+    return api_token_create(user=user, name="tests")[1]
+
+
+@pytest.fixture
+def in_process_requests():
+    """Requests served in this process (a WSGI app called directly) must not close the test's database connection
+    at their end, as Django's test client does not."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)

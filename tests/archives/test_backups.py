@@ -13,27 +13,11 @@ from django.utils import timezone
 from apps.archives.models import Backup, BackupSettings
 from apps.archives.services.backups import backup_run, backup_settings_set, backup_start, backups_due
 from apps.chats.models import Chat
-from apps.chats.services.chats import chat_import
 from apps.memories.models import Memory
-from apps.memories.services.memories import memory_create
-from tests.chats.helpers import fixture_bytes
 from tests.sync.instances import change, push
 from tests.worker import celery_worker, wait_for
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = str(tmp_path / "media")
-    return tmp_path / "media"
-
-
-@pytest.fixture
-def story(user, scripted):
-    chat = chat_import(user=user, stream=io.BytesIO(fixture_bytes("current_swipes.jsonl")), title="Seraphina")
-    memory_create(user=user, kind="fact", content="Mira keeps a lantern.", character=chat.characters.first())
-    return chat
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media")]
 
 
 def made(user, **extra) -> Backup:
@@ -41,22 +25,22 @@ def made(user, **extra) -> Backup:
     return backup_run(backup_id=backup.pk)
 
 
-def test_a_backup_job_writes_the_archive(user, story, media):
+def test_a_backup_job_writes_the_archive(user, seraphina, media):
     backup = made(user)
     assert backup.state == "done" and backup.progress == 100 and backup.stage == "done"
     assert backup.counts["memories"] == 1 and backup.counts["chats"] == 1
     assert backup.size > 0 and (media / backup.file.name).exists()
     names = zipfile.ZipFile(backup.file.open("rb")).namelist()
-    assert {"manifest.json", "memories.jsonl", f"chats/{story.uid}.jsonl"} <= set(names)
+    assert {"manifest.json", "memories.jsonl", f"chats/{seraphina.uid}.jsonl"} <= set(names)
 
 
-def test_a_job_runs_once_even_if_its_task_comes_twice(user, story):
+def test_a_job_runs_once_even_if_its_task_comes_twice(user, seraphina):
     backup = made(user)
     again = backup_run(backup_id=backup.pk)
     assert again.state == "done" and again.file.name == backup.file.name
 
 
-def test_only_the_newest_backups_are_kept(user, story):
+def test_only_the_newest_backups_are_kept(user, seraphina):
     backup_settings_set(user=user, data={"keep": 2})
     first = made(user)
     made(user)
@@ -65,13 +49,13 @@ def test_only_the_newest_backups_are_kept(user, story):
     assert not Backup.objects.filter(pk=first.pk).exists()
 
 
-def test_one_job_at_a_time(user, story):
+def test_one_job_at_a_time(user, seraphina):
     backup_start(user=user)
     with pytest.raises(Exception, match="already under way"):
         backup_start(user=user)
 
 
-def test_automatic_backups_come_when_due(user, story, django_capture_on_commit_callbacks):
+def test_automatic_backups_come_when_due(user, seraphina, django_capture_on_commit_callbacks):
     backup_settings_set(user=user, data={"mode": "automatic", "every_hours": 6})
     with django_capture_on_commit_callbacks(execute=True):
         (first,) = backups_due()
@@ -92,19 +76,19 @@ def test_a_lost_job_is_marked_failed(user):
     assert job.state == "failed" and "lost" in job.error
 
 
-def test_restoring_a_backup_brings_back_a_deleted_chat_and_memory(user, story):
+def test_restoring_a_backup_brings_back_a_deleted_chat_and_memory(user, seraphina):
     backup = made(user)
     fact = Memory.objects.get(user=user, kind="fact")
     push(user, "laptop", change("delete", fact.uid, {"server": 1, "laptop": 1}))
-    Chat.objects.filter(pk=story.pk).delete()
+    Chat.objects.filter(pk=seraphina.pk).delete()
     job = Backup.objects.create(user=user, kind="restore", trigger="manual", source=backup)
     job = backup_run(backup_id=job.pk)
     assert job.state == "done", job.error
-    assert Chat.objects.filter(user=user, uid=story.uid).exists()
+    assert Chat.objects.filter(user=user, uid=seraphina.uid).exists()
     assert Memory.objects.get(pk=fact.pk).status == "active"
 
 
-def test_a_bad_upload_fails_its_job_with_the_reason_and_changes_nothing(user, story, api):
+def test_a_bad_upload_fails_its_job_with_the_reason_and_changes_nothing(user, seraphina, api):
     before = Memory.objects.count()
     response = api.post("/api/v1/backups/import", {"file": io.BytesIO(b"not a zip")}, format="multipart")
     assert response.status_code == 202
@@ -113,7 +97,7 @@ def test_a_bad_upload_fails_its_job_with_the_reason_and_changes_nothing(user, st
     assert Memory.objects.count() == before
 
 
-def test_backups_through_the_api(user, story, api, other_api, django_capture_on_commit_callbacks):
+def test_backups_through_the_api(user, seraphina, api, other_api, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         started = api.post("/api/v1/backups")
     assert started.status_code == 202
@@ -132,7 +116,7 @@ def test_backups_through_the_api(user, story, api, other_api, django_capture_on_
     assert api.delete(f"/api/v1/backups/{backup_id}").status_code == 204
 
 
-def test_an_archive_uploaded_through_the_api_is_imported(user, other_user, story, api, other_api):
+def test_an_archive_uploaded_through_the_api_is_imported(user, other_user, seraphina, api, other_api):
     archive = made(user)
     with archive.file.open("rb") as handle:
         upload = io.BytesIO(handle.read())
@@ -145,7 +129,7 @@ def test_an_archive_uploaded_through_the_api_is_imported(user, other_user, story
 
 
 def test_the_devices_page_lists_devices_and_loads_the_backups_card(
-    web, user, story, django_capture_on_commit_callbacks
+    web, user, seraphina, django_capture_on_commit_callbacks
 ):
     push(user, "laptop", change("create", uuid.uuid4(), {"laptop": 1}, type="character", name="X"))
     with django_capture_on_commit_callbacks(execute=True):
@@ -172,7 +156,7 @@ def test_a_running_job_keeps_the_list_polling(web, user):
     assert 'hx-trigger="every 2s"' in fragment and 'value="40"' in fragment and "memories" in fragment
 
 
-def test_another_users_backup_pages_are_404(web, other_user, story):
+def test_another_users_backup_pages_are_404(web, other_user, seraphina):
     theirs = Backup.objects.create(user=other_user, kind="backup", trigger="manual", state="done")
     assert web.get(f"/backups/{theirs.pk}/download/").status_code == 404
     assert web.post(f"/backups/{theirs.pk}/restore/").status_code == 404
@@ -180,7 +164,7 @@ def test_another_users_backup_pages_are_404(web, other_user, story):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_backup_is_made_by_a_real_worker(user, story, broker, media, django_capture_on_commit_callbacks):
+def test_a_backup_is_made_by_a_real_worker(user, seraphina, broker, media, django_capture_on_commit_callbacks):
     with celery_worker(broker, MEDIA_ROOT=str(media)) as worker:
         backup = backup_start(user=user)
         wait_for(
@@ -194,7 +178,7 @@ def test_a_backup_is_made_by_a_real_worker(user, story, broker, media, django_ca
     assert backup.counts["memories"] == 1 and (media / backup.file.name).exists()
 
 
-def test_the_archives_of_a_deleted_account_are_removed(user, story, media):
+def test_the_archives_of_a_deleted_account_are_removed(user, seraphina, media):
     from django.contrib.auth import get_user_model
 
     backup = made(user)

@@ -11,13 +11,9 @@ import os
 
 import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error, response_schema_conformance
-
-from apps.accounts.services import api_token_create
 
 EXAMPLES = int(os.environ.get("LOREKEEPER_FUZZ_EXAMPLES", "4"))
 
@@ -32,20 +28,7 @@ schema = schemathesis.openapi.from_dict(_schema())
 schema.app = get_wsgi_application()
 
 
-@pytest.fixture
-def token(user):
-    return api_token_create(user=user, name="fuzz")[1]
-
-
-@pytest.fixture(autouse=True)
-def keep_the_tests_connection():
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
-
-
+pytestmark = pytest.mark.usefixtures("in_process_requests")
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,

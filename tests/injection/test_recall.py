@@ -15,21 +15,6 @@ from tests.injection.helpers import ASK, DOG, say
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def facts(user, story, character, remember, scripted):
-    """Long-term memories more than the long-term slot holds; the one the question is about is minor."""
-    injection_settings_save(
-        user=user, values={"budgets": {"long": 60}}, integrity=settings_document_get(user=user).integrity
-    )
-    made = [
-        remember("fact", f"{name} trades salt for copper in the harbour.", character=character, importance=3)
-        for name in ("Corvin", "Tessa", "Hale", "Brin")
-    ]
-    dog = remember("fact", DOG, character=character, importance=1, entities=[{"name": "Biscuit", "type": "animal"}])
-    say(story, ("Mira", "Welcome back."), ("Rowan", ASK))
-    return {"dog": dog, "others": made}
-
-
 def last_user(chat) -> Message:
     return Message.objects.filter(chat=chat, is_user=True).order_by("-index").first()
 

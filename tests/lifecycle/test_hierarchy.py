@@ -25,7 +25,7 @@ def _summarise(prompt: str) -> Reply:
 
 
 @pytest.fixture
-def model(hosted_llm):
+def summariser(hosted_llm):
     hosted_llm.server.on(lambda prompt: ASKED.search(prompt) is not None, _summarise)
     return hosted_llm
 
@@ -65,14 +65,14 @@ def _asked(hosted_llm) -> list[str]:
 
 
 def test_periods_across_the_year_boundary_are_built_in_the_users_time_zone_and_order(
-    user, character, said, model, scripted
+    user, character, said, summariser, scripted
 ):
     lifecycle_settings_set(user=user, time_zone="Europe/Berlin")
     said(datetime(2026, 12, 30, 10, 0, tzinfo=UTC), "The lantern festival began.")
     said(datetime(2026, 12, 31, 23, 30, tzinfo=UTC), "Fireworks over the harbour.")  # 00:30 on 1 January in Berlin
     said(datetime(2027, 1, 2, 12, 0, tzinfo=UTC), "Corvin fell ill.")
 
-    built = hierarchy_run(character=character, connection=model, now=datetime(2027, 1, 11, 6, 0, tzinfo=UTC))
+    built = hierarchy_run(character=character, connection=summariser, now=datetime(2027, 1, 11, 6, 0, tzinfo=UTC))
 
     assert built == {
         "daily": ["2026-12-30", "2027-01-01", "2027-01-02"],
@@ -80,7 +80,7 @@ def test_periods_across_the_year_boundary_are_built_in_the_users_time_zone_and_o
         "monthly": ["2026-12"],  # January is due on 1 February
         "yearly": ["2026"],
     }
-    assert _asked(model) == [
+    assert _asked(summariser) == [
         "daily 2026-12-30",
         "daily 2027-01-01",
         "daily 2027-01-02",
@@ -94,16 +94,16 @@ def test_periods_across_the_year_boundary_are_built_in_the_users_time_zone_and_o
         "2026-12-28",
         "2027-01-03",
     )
-    [weekly_prompt] = model.server.prompts("weekly summary for 2026-W53")
+    [weekly_prompt] = summariser.server.prompts("weekly summary for 2026-W53")
     assert "The daily of 2026-12-30." in weekly_prompt and "The daily of 2027-01-02." in weekly_prompt
-    [monthly_prompt] = model.server.prompts("monthly summary for 2026-12")
+    [monthly_prompt] = summariser.server.prompts("monthly summary for 2026-12")
     assert "The daily of 2026-12-30." in monthly_prompt and "2027-01-01" not in monthly_prompt.split("Material")[1]
-    [daily_prompt] = model.server.prompts("daily summary for 2027-01-01")
+    [daily_prompt] = summariser.server.prompts("daily summary for 2027-01-01")
     assert "Fireworks over the harbour." in daily_prompt
     # Summaries are additions: the dailies stay, each summary says what made it.
     assert Memory.objects.filter(kind="daily", status="active").count() == 3
     assert Decision.objects.filter(outcome="summarised").count() == 6
-    assert hierarchy_run(character=character, connection=model, now=datetime(2027, 1, 11, 7, tzinfo=UTC)) == {
+    assert hierarchy_run(character=character, connection=summariser, now=datetime(2027, 1, 11, 7, tzinfo=UTC)) == {
         "daily": [],
         "weekly": [],
         "monthly": [],
@@ -111,35 +111,37 @@ def test_periods_across_the_year_boundary_are_built_in_the_users_time_zone_and_o
     }
 
 
-def test_nothing_is_built_before_it_is_due(user, character, said, model, scripted):
+def test_nothing_is_built_before_it_is_due(user, character, said, summariser, scripted):
     said(datetime(2026, 11, 20, 12, tzinfo=UTC), "Friday.")
     assert (
-        hierarchy_run(character=character, connection=model, now=datetime(2026, 11, 21, 4, 59, tzinfo=UTC))["daily"]
+        hierarchy_run(character=character, connection=summariser, now=datetime(2026, 11, 21, 4, 59, tzinfo=UTC))[
+            "daily"
+        ]
         == []
     )
-    built = hierarchy_run(character=character, connection=model, now=datetime(2026, 11, 21, 5, 0, tzinfo=UTC))
+    built = hierarchy_run(character=character, connection=summariser, now=datetime(2026, 11, 21, 5, 0, tzinfo=UTC))
     assert built["daily"] == ["2026-11-20"] and built["weekly"] == []
-    assert hierarchy_run(character=character, connection=model, now=datetime(2026, 11, 29, 5, tzinfo=UTC))[
+    assert hierarchy_run(character=character, connection=summariser, now=datetime(2026, 11, 29, 5, tzinfo=UTC))[
         "weekly"
     ] == ["2026-W47"]
 
 
-def test_a_worker_that_was_down_catches_up_every_missed_period(user, character, said, model, scripted):
+def test_a_worker_that_was_down_catches_up_every_missed_period(user, character, said, summariser, scripted):
     said(datetime(2026, 10, 1, 12, tzinfo=UTC), "October.")
-    hierarchy_run(character=character, connection=model, now=datetime(2026, 10, 2, 6, tzinfo=UTC))
+    hierarchy_run(character=character, connection=summariser, now=datetime(2026, 10, 2, 6, tzinfo=UTC))
     said(datetime(2026, 10, 20, 12, tzinfo=UTC), "Later in October.")
     said(datetime(2026, 11, 3, 12, tzinfo=UTC), "November.")
     # Down from 2 October to 15 November.
-    built = hierarchy_run(character=character, connection=model, now=datetime(2026, 11, 15, 6, tzinfo=UTC))
+    built = hierarchy_run(character=character, connection=summariser, now=datetime(2026, 11, 15, 6, tzinfo=UTC))
     assert built["daily"] == ["2026-10-20", "2026-11-03"]
     assert built["weekly"] == ["2026-W40", "2026-W43", "2026-W45"]
     assert built["monthly"] == ["2026-10"]
-    [october] = model.server.prompts("monthly summary for 2026-10")
+    [october] = summariser.server.prompts("monthly summary for 2026-10")
     assert "The weekly of 2026-W43." in october and "The daily of 2026-10-01." in october  # W40 straddles September
 
 
 def test_a_day_that_already_has_a_daily_from_the_api_is_not_summarised_again(
-    user, character, said, model, scripted, api
+    user, character, said, summariser, scripted, api
 ):
     said(datetime(2026, 11, 20, 12, tzinfo=UTC), "Friday.")
     response = api.post(
@@ -153,12 +155,15 @@ def test_a_day_that_already_has_a_daily_from_the_api_is_not_summarised_again(
         format="json",
     )
     assert response.status_code == 201 and response.json()["data"] == {"period": "2026-11-20"}
-    assert hierarchy_run(character=character, connection=model, now=datetime(2026, 11, 30, tzinfo=UTC))["daily"] == []
-    [weekly] = model.server.prompts("weekly summary for 2026-W47")
+    assert (
+        hierarchy_run(character=character, connection=summariser, now=datetime(2026, 11, 30, tzinfo=UTC))["daily"]
+        == []
+    )
+    [weekly] = summariser.server.prompts("weekly summary for 2026-W47")
     assert "My own notes." in weekly
 
 
-def test_a_week_is_made_from_every_instances_daily_of_its_days(user, character, said, model, scripted):
+def test_a_week_is_made_from_every_instances_daily_of_its_days(user, character, said, summariser, scripted):
     """Each instance owns its daily memory of a day (entity-core's YYYY-MM-DD_instance, docs/GLOSSARY.md): the week
     reads them all."""
     from tests.sync.instances import change, push
@@ -167,8 +172,11 @@ def test_a_week_is_made_from_every_instances_daily_of_its_days(user, character, 
     day = {"kind": "daily", "character": character.uid, "date": "2026-11-20"}
     push(user, "laptop", change("create", uuid.uuid4(), {"laptop": 1}, content="- Laptop [chat:1]", **day))
     push(user, "phone", change("create", uuid.uuid4(), {"phone": 1}, content="- Phone [chat:2]", **day))
-    assert hierarchy_run(character=character, connection=model, now=datetime(2026, 11, 30, tzinfo=UTC))["daily"] == []
-    [weekly] = model.server.prompts("weekly summary for 2026-W47")
+    assert (
+        hierarchy_run(character=character, connection=summariser, now=datetime(2026, 11, 30, tzinfo=UTC))["daily"]
+        == []
+    )
+    [weekly] = summariser.server.prompts("weekly summary for 2026-W47")
     assert "[daily 2026-11-20 via laptop] - Laptop [chat:1] [via:laptop]" in weekly
     assert "[daily 2026-11-20 via phone] - Phone [chat:2] [via:phone]" in weekly
 
@@ -197,11 +205,11 @@ def test_the_tick_skips_users_without_a_model_or_with_the_hierarchy_off(user, ch
 
 
 def test_a_manual_run_rebuilds_a_period_before_it_is_due_and_supersedes_the_old_summary(
-    user, character, said, model, scripted, api, django_capture_on_commit_callbacks
+    user, character, said, summariser, scripted, api, django_capture_on_commit_callbacks
 ):
     said(datetime(2026, 11, 16, 12, tzinfo=UTC), "Monday.")
     said(datetime(2026, 11, 17, 12, tzinfo=UTC), "Tuesday.")
-    hierarchy_run(character=character, connection=model, now=datetime(2026, 11, 18, 6, tzinfo=UTC))
+    hierarchy_run(character=character, connection=summariser, now=datetime(2026, 11, 18, 6, tzinfo=UTC))
     body = {"character": character.pk, "granularity": "weekly", "period": "2026-W47"}
     for _ in range(2):
         with django_capture_on_commit_callbacks(execute=True):
@@ -229,7 +237,7 @@ def test_a_manual_run_with_a_bad_period_is_refused_naming_the_field(api, charact
 
 
 def test_another_users_character_and_jobs_are_404(
-    api, other_api, character, said, model, scripted, django_capture_on_commit_callbacks
+    api, other_api, character, said, summariser, scripted, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
         job = api.post("/api/v1/memories/hierarchy", {"character": character.pk}, format="json").json()

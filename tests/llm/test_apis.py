@@ -38,15 +38,6 @@ def _no_key_in(response, key=KEY) -> None:
     assert key[:-4].encode() not in response.content
 
 
-@pytest.fixture
-def theirs(other_user, llm_server):
-    from apps.llm.services import connection_create
-
-    return connection_create(
-        user=other_user, name="bob's", base_url=llm_server.url, model="bob-model", api_key="sk-bob-0000000000zzzz"
-    )
-
-
 # ---------------------------------------------------------------------------------------------- list, create
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from apps.common.secrets import secret_decrypt
 from apps.llm.models import Call, Connection
-from apps.llm.services import connection_create, connection_test
+from apps.llm.services import connection_test
 from tests.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
@@ -33,13 +33,6 @@ def _form(**change) -> dict:
 
 def _no_key_in(response, key) -> None:
     assert key not in _body(response) and key[:-4] not in _body(response)
-
-
-@pytest.fixture
-def theirs(other_user, llm_server):
-    return connection_create(
-        user=other_user, name="bob's", base_url=llm_server.url, model="bob-model", api_key="sk-bob-0000000000zzzz"
-    )
 
 
 # ------------------------------------------------------------------------------------------- list and add

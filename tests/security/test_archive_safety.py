@@ -19,21 +19,12 @@ from apps.archives.services.archive.format import ArchiveError
 from apps.archives.services.archive.importing import archive_import
 from apps.archives.services.backups import backup_run, backup_start, backups_due
 from apps.chats.models import Character, Chat, Message
-from apps.chats.services.chats import chat_import
 from apps.memories.models import Entity, Memory
-from apps.memories.services.memories import memory_create
 from apps.sync.models import FeedEntry
-from tests.chats.helpers import fixture_bytes
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media")]
 
 MANIFEST = json.dumps({"format": "lorekeeper-archive", "version": 1})
-
-
-@pytest.fixture(autouse=True)
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = str(tmp_path / "media")
-    return tmp_path / "media"
 
 
 def archive_of(files: dict[str, bytes | str]) -> bytes:
@@ -81,18 +72,11 @@ def account_state(user) -> tuple:
     )
 
 
-@pytest.fixture
-def story(user, scripted):
-    chat = chat_import(user=user, stream=io.BytesIO(fixture_bytes("current_swipes.jsonl")), title="Seraphina")
-    memory_create(user=user, kind="fact", content="Mira keeps a lantern.", character=chat.characters.first())
-    return chat
-
-
 # --- unpacked size, counted as it is read --------------------------------------------------------------------------
 
 
 def test_a_chat_that_unpacks_past_the_limit_fails_its_job_naming_the_file_and_stores_nothing(
-    user, story, api, settings
+    user, seraphina, api, settings
 ):
     settings.LOREKEEPER_MAX_ARCHIVE_BYTES = 200_000
     member = f"chats/{uuid.uuid4()}.jsonl"
@@ -105,7 +89,7 @@ def test_a_chat_that_unpacks_past_the_limit_fails_its_job_naming_the_file_and_st
     assert account_state(user) == before
 
 
-def test_the_unpacked_size_is_counted_as_read_not_taken_from_the_zips_directory(user, story, api, settings):
+def test_the_unpacked_size_is_counted_as_read_not_taken_from_the_zips_directory(user, seraphina, api, settings):
     # One 150 KB member named by three chats: the zip's directory says 150 KB, reading it takes 450 KB.
     settings.LOREKEEPER_MAX_ARCHIVE_BYTES = 300_000
     member = f"chats/{uuid.uuid4()}.jsonl"
@@ -139,9 +123,9 @@ def test_a_chat_file_is_streamed_not_read_whole(user, settings):
     assert not Chat.objects.filter(user=user).exists()
 
 
-def test_an_overlong_line_is_refused_before_it_is_read_whole(user, story, settings):
+def test_an_overlong_line_is_refused_before_it_is_read_whole(user, seraphina, settings):
     settings.LOREKEEPER_MAX_JSON_BYTES = 100_000
-    character = str(story.characters.first().uid)
+    character = str(seraphina.characters.first().uid)
     line = json.dumps({"uid": str(uuid.uuid4()), "kind": "fact", "content": "y" * 200_000, "character": character})
     before = account_state(user)
     with pytest.raises(ArchiveError, match=r"^memories\.jsonl, line 1: the line is longer than"):
@@ -152,7 +136,7 @@ def test_an_overlong_line_is_refused_before_it_is_read_whole(user, story, settin
 # --- uploads removed, a quota on what an account stores ------------------------------------------------------------
 
 
-def test_an_uploaded_archive_is_removed_once_its_import_ends_done_or_failed(user, other_user, story, api, media):
+def test_an_uploaded_archive_is_removed_once_its_import_ends_done_or_failed(user, other_user, seraphina, api, media):
     failed = imported(api, b"not a zip")
     assert failed.state == "failed" and not failed.file
     target = io.BytesIO()
@@ -175,7 +159,7 @@ def test_the_files_of_imports_that_ended_without_removing_them_are_removed(user,
     assert not path.exists() and not Backup.objects.get(pk=job.pk).file
 
 
-def test_an_upload_past_the_quota_is_refused_naming_the_field(user, story, api, web, settings, media):
+def test_an_upload_past_the_quota_is_refused_naming_the_field(user, seraphina, api, web, settings, media):
     backup = backup_run(backup_id=backup_start(user=user).pk)
     settings.LOREKEEPER_BACKUP_QUOTA_BYTES = backup.size + 1000
     response = uploaded(api, b"x" * 2000)
@@ -193,7 +177,7 @@ def test_an_upload_past_the_quota_is_refused_naming_the_field(user, story, api, 
     assert [p.name for p in (media / f"backups/{user.pk}").iterdir()] == [Path(backup.file.name).name]
 
 
-def test_a_backup_past_the_quota_is_refused(user, story, api, web, settings, media):
+def test_a_backup_past_the_quota_is_refused(user, seraphina, api, web, settings, media):
     first = backup_run(backup_id=backup_start(user=user).pk)
     settings.LOREKEEPER_BACKUP_QUOTA_BYTES = first.size  # full: the backup kept takes it all
     response = api.post("/api/v1/backups")
@@ -216,7 +200,7 @@ def test_a_backup_past_the_quota_is_refused(user, story, api, web, settings, med
 # --- every line checked as the API checks it -----------------------------------------------------------------------
 
 
-def test_a_character_of_the_wrong_types_is_refused_and_the_character_list_still_answers(user, story, api):
+def test_a_character_of_the_wrong_types_is_refused_and_the_character_list_still_answers(user, seraphina, api):
     line = json.dumps({"uid": str(uuid.uuid4()), "name": "Weird", "tags": 5, "card_data": "not a dict"})
     before = account_state(user)
     job = imported(api, archive_of({"characters.jsonl": line}))
@@ -246,7 +230,9 @@ def _memory(character: str, **fields) -> str:
         ({"participating_instances": [{"key": "laptop"}]}, "participating_instances"),
     ],
 )
-def test_a_bad_memory_fails_the_import_naming_file_line_and_field_and_changes_nothing(user, story, api, fields, field):
+def test_a_bad_memory_fails_the_import_naming_file_line_and_field_and_changes_nothing(
+    user, seraphina, api, fields, field
+):
     mira = Character.objects.get(user=user)
     character = json.dumps({"uid": str(mira.uid), "name": mira.name, "clock": mira.clock})
     lines = _memory(str(mira.uid)) + "\n" + _memory(str(mira.uid), **fields) + "\n"
@@ -270,7 +256,7 @@ def test_a_bad_memory_fails_the_import_naming_file_line_and_field_and_changes_no
         ),
     ],
 )
-def test_a_bad_line_of_any_file_fails_the_import_and_changes_nothing(user, story, files, start):
+def test_a_bad_line_of_any_file_fails_the_import_and_changes_nothing(user, seraphina, files, start):
     before = account_state(user)
     with pytest.raises(ArchiveError) as error:
         archive_import(user=user, source=io.BytesIO(archive_of(files)))
@@ -279,11 +265,11 @@ def test_a_bad_line_of_any_file_fails_the_import_and_changes_nothing(user, story
     assert account_state(user) == before
 
 
-def test_an_archive_written_here_still_imports_whole(user, other_user, story):
+def test_an_archive_written_here_still_imports_whole(user, other_user, seraphina):
     target = io.BytesIO()
     archive_write(user=user, target=target)
     target.seek(0)
     counts = archive_import(user=other_user, source=target)
     assert counts["characters"] == {"created": 1} and counts["chats"] == {"created": 1}
     assert counts["memories"] == {"created": 1}
-    assert Message.objects.filter(chat__user=other_user).count() == story.message_count
+    assert Message.objects.filter(chat__user=other_user).count() == seraphina.message_count

@@ -15,11 +15,6 @@ from tests.chats.helpers import exported
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def token(user):
-    return api_token_create(user=user, name="client")[1]
-
-
 def test_a_burst_of_edits_goes_out_as_one_patch(live_server, user, token):
     chat = chat_create(user=user, title="Burst")
     client = SyncClient(live_server.url, token=token, debounce=0.3)

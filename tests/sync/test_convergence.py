@@ -12,9 +12,7 @@ from datetime import timedelta
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,7 +25,7 @@ from tests.chats.factories import CharacterFactory
 
 # Slow (`make test-all`): 60 random interleavings, each a few dozen requests; tests/chats/test_write_model.py
 # checks the single-chat model on every `make test`.
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.usefixtures("in_process_requests")]
 
 KEYS = ("laptop", "phone", "companion")
 PRIORITIES = {"laptop": 0, "phone": 2, "companion": 1}
@@ -43,17 +41,6 @@ class Clock:
 
     def __call__(self):
         return self.value
-
-
-@pytest.fixture(autouse=True)
-def keep_the_tests_connection():
-    """Requests served in-process must not close the test's database connection at their end (Django's test
-    client does the same)."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
 
 
 def client_for(user) -> SyncClient:

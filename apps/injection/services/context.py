@@ -15,7 +15,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 from django.utils import timezone
 
-from apps.chats.models import Character, Chat
+from apps.chats.models import Character, Chat, Message
 from apps.common.exceptions import ApplicationError
 from apps.extraction.models import ContinuityCheck
 from apps.injection.models import InjectionState
@@ -123,52 +123,18 @@ def context_build(
 
     mark = time.perf_counter()
     gathered = gather(scope, budgets)
-    raw, sizes = gathered.tiers, gathered.sizes
     timings["gather"] = (time.perf_counter() - mark) * 1000
-    filled: dict[str, Filled] = {"short": fit_text_end(raw["short"], budgets["short"])}
-    reserve = int(budgets["long"] * TRIGGERED_SHARE)
-    for tier in (*LIST_TIERS, "profiles", "canon"):
-        budget = budgets[tier] - (reserve if tier == "long" else 0)
-        filled[tier] = fit(raw[tier], budget, full=sizes.get(tier), chronological=tier in CHRONOLOGICAL)
-    filled["short"].full = max(filled["short"].full, sizes.get("short", 0))
+    filled = _fill(gathered, budgets)
     # What another slot injects is not recalled again (a slot switched off, or outside the unified block, injects
     # nothing, so its memories may be recalled).
     shown = UNIFIED_ORDER if settings.unified else [name for name in filled if settings.enabled[name]]
     placed = {pk for name in shown for pk in filled[name].memory_ids}
-
-    target = recalls.recall_target(chat=chat, message=message or None)
-    stored = recalls.recall_stored(target)
-    recall = {"source": "none", "message_index": target.index if target else None, "stored": False, "memories": []}
-    triggered = Filled()
-    record: dict[str, Any] | None = None
-    if settings.enabled["triggered"] or settings.unified:
-        asked = " ".join((message or "").split())  # as recallInput is compared: line breaks and spacing aside
-        keep_edit = stored is not None and stored.get("manuallyEdited") and asked == _normal(stored)
-        if message and not keep_edit:
-            search = recalls.recall_search(
-                user=user,
-                scope=scope,
-                query=message,
-                budget=budgets["long"] - filled["long"].injected,
-                limit=settings.triggered_limit,
-                exclude=placed,
-                recent_from=chat.message_count - settings.recent_messages if settings.recall_messages else -1,
-                scope_rows=gathered.rows + chat.message_count,
-            )
-            timings |= {"embed": search.embed_ms, "search": search.search_ms}
-            if search.filled.items:
-                triggered = search.filled
-                text = recalls.recall_text(search)
-                record = recalls.recall_record(
-                    user_id=user.pk, recalled=search, text=text, message=target, query=message, hook="context"
-                )
-                recall |= {"source": "new", "method": search.method, "memories": search.hits}
-        if record is None and stored is not None and stored["injectionText"]:
-            text = stored["injectionText"]  # as kept (a person may have edited it): injected as it is
-            tokens = count_tokens(text) + 1
-            triggered = Filled([Item(text)], tokens, tokens)
-            recall |= {"source": "stored", "memories": stored.get("memories", []), "edited": stored["manuallyEdited"]}
-    filled["triggered"] = triggered
+    turn_recall = _turn_recall(
+        user=user, chat=chat, scope=scope, message=message, settings=settings, placed=placed, gathered=gathered,
+        budget=budgets["long"] - filled["long"].injected,
+    )  # fmt: skip
+    timings |= turn_recall.timings
+    filled["triggered"] = turn_recall.triggered
 
     note = repair_note(chat) if settings.enabled["repair"] else None
     contents = _contents(filled, settings, responder, note)
@@ -177,18 +143,18 @@ def context_build(
         tier: {"budget": budgets[tier], "injected": filled[tier].injected, "full": filled[tier].full}
         for tier in budgets
     }
-    stats["long"]["injected"] += triggered.injected  # the triggered slot draws on the long-term budget
+    stats["long"]["injected"] += turn_recall.triggered.injected  # the triggered slot draws on the long-term budget
 
+    recall, record, target = turn_recall.summary, turn_recall.record, turn_recall.target
     if not preview:
         mark = time.perf_counter()
         chat = _commit(user, chat, state, contents, macros, stats, turn, target, record, note, mirror)
         timings["commit"] = (time.perf_counter() - mark) * 1000
         recall["stored"] = record is not None and target is not None
     timings["total"] = (time.perf_counter() - started) * 1000
-    labels = {name: _label(name, responder) for name in SLOT}
-    slots = {SLOT[name].key: contents[name].as_dict(settings, labels[name]) for name in SLOT}
     if record is not None:
         recall["bme_recall"] = record
+    slots = _slots(contents, settings, responder)
     return Context(
         chat=chat,
         responder=responder,
@@ -196,23 +162,99 @@ def context_build(
         turn_scores=turn_scores,
         slots=slots,
         macros=macros,
-        sillytavern=[
-            {
-                "key": key,
-                "value": slot["text"] if slot["enabled"] else "",
-                "position": ST_POSITION[slot["position"]],
-                "depth": slot["depth"],
-                "scan": False,
-                "role": ST_ROLE[slot["role"]],
-            }
-            for key, slot in slots.items()
-        ],
+        sillytavern=_sillytavern(slots),
         stats=stats,
         recall=recall,
         timings_ms={key: round(value, 2) for key, value in timings.items()},
         settings=settings,
         preview=preview,
     )
+
+
+def _slots(contents: dict[str, SlotContent], settings: InjectionSettings, responder: Character | None) -> dict:
+    """Each slot as the answer gives it, by its SillyTavern key."""
+    return {SLOT[name].key: contents[name].as_dict(settings, _label(name, responder)) for name in SLOT}
+
+
+def _fill(gathered, budgets: dict[str, int]) -> dict[str, Filled]:
+    """Each tier's gathered memories cut to its budget; the long-term slot leaves room for the turn's recall."""
+    raw, sizes = gathered.tiers, gathered.sizes
+    filled: dict[str, Filled] = {"short": fit_text_end(raw["short"], budgets["short"])}
+    reserve = int(budgets["long"] * TRIGGERED_SHARE)
+    for tier in (*LIST_TIERS, "profiles", "canon"):
+        budget = budgets[tier] - (reserve if tier == "long" else 0)
+        filled[tier] = fit(raw[tier], budget, full=sizes.get(tier), chronological=tier in CHRONOLOGICAL)
+    filled["short"].full = max(filled["short"].full, sizes.get("short", 0))
+    return filled
+
+
+@dataclass
+class TurnRecall:
+    """What the triggered slot holds this turn, where it came from (`summary`, as the answer reports it), and the
+    record to keep on the user turn it serves (`target`), when there is a new one."""
+
+    triggered: Filled
+    summary: dict[str, Any]
+    target: Message | None = None
+    record: dict[str, Any] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _turn_recall(*, user, chat, scope, message, settings, placed, gathered, budget) -> TurnRecall:
+    """The turn's triggered recall: a new search for the pending message, unless the stored recall of that same
+    message was edited by a person; else the stored recall of the turn being answered, as kept; else nothing."""
+    target = recalls.recall_target(chat=chat, message=message or None)
+    stored = recalls.recall_stored(target)
+    found = TurnRecall(
+        triggered=Filled(),
+        target=target,
+        summary={"source": "none", "message_index": target.index if target else None, "stored": False, "memories": []},
+    )
+    if not (settings.enabled["triggered"] or settings.unified):
+        return found
+    asked = " ".join((message or "").split())  # as recallInput is compared: line breaks and spacing aside
+    keep_edit = stored is not None and stored.get("manuallyEdited") and asked == _normal(stored)
+    if message and not keep_edit:
+        search = recalls.recall_search(
+            user=user,
+            scope=scope,
+            query=message,
+            budget=budget,
+            limit=settings.triggered_limit,
+            exclude=placed,
+            recent_from=chat.message_count - settings.recent_messages if settings.recall_messages else -1,
+            scope_rows=gathered.rows + chat.message_count,
+        )
+        found.timings = {"embed": search.embed_ms, "search": search.search_ms}
+        if search.filled.items:
+            found.triggered = search.filled
+            text = recalls.recall_text(search)
+            found.record = recalls.recall_record(
+                user_id=user.pk, recalled=search, text=text, message=target, query=message, hook="context"
+            )
+            found.summary |= {"source": "new", "method": search.method, "memories": search.hits}
+    if found.record is None and stored is not None and stored["injectionText"]:
+        text = stored["injectionText"]  # as kept (a person may have edited it): injected as it is
+        tokens = count_tokens(text) + 1
+        found.triggered = Filled([Item(text)], tokens, tokens)
+        edited = stored["manuallyEdited"]
+        found.summary |= {"source": "stored", "memories": stored.get("memories", []), "edited": edited}
+    return found
+
+
+def _sillytavern(slots: dict[str, dict]) -> list[dict]:
+    """The slots as SillyTavern's setExtensionPrompt arguments, to apply as they are."""
+    return [
+        {
+            "key": key,
+            "value": slot["text"] if slot["enabled"] else "",
+            "position": ST_POSITION[slot["position"]],
+            "depth": slot["depth"],
+            "scan": False,
+            "role": ST_ROLE[slot["role"]],
+        }
+        for key, slot in slots.items()
+    ]
 
 
 def _normal(stored: dict) -> str:

@@ -216,24 +216,13 @@ def memory_search(
     timings["embed"] = (time.perf_counter() - started) * 1000
 
     started = time.perf_counter()
-    rankings: list[tuple[float, dict[int, int]]] = []
     size = scope_rows if scope_rows is not None else scope_size(scope)
     vector_scores = (
         vector_candidates(scope, vectors=vectors, model_key=embedding.key, k=k, size=size) if vectors else {}
     )
     text_scores = text_candidates(scope, query=query, k=k, size=size)
-    if vectors:
-        rankings.append((config["fusion"]["vector"], _ranks(vector_scores)))
-    if text_scores:
-        rankings.append((config["fusion"]["text"], _ranks(text_scores)))
     method = "hybrid" if vectors and text_scores else ("vector" if vectors else "text")
-
-    rrf_k = config["rrf_k"]
-    fused: dict[int, float] = {}
-    for weight, ranking in rankings:
-        for pk, rank in ranking.items():
-            fused[pk] = fused.get(pk, 0.0) + weight / (rrf_k + rank)
-    best_possible = sum(weight for weight, _ in rankings) / (rrf_k + 1) if rankings else 1.0
+    fused, best_possible = _fused(config, vector_scores if vectors else None, text_scores)
     candidates = Memory.objects.filter(user=user, pk__in=list(fused))
     rows = {row.id: row for row in candidates.values_list(*_ROW_FIELDS, named=True)}
     spread = config.get("neighbours", 0.0)
@@ -243,32 +232,67 @@ def memory_search(
 
     entity_ids = _entities_named(user=user, query=query, character_ids=scope.character_ids)
     linked = _graph_linked(entity_ids=entity_ids, memory_ids=list(fused))
-    weights, now = config["weights"], timezone.now()
+    scored = _scored(
+        config, rows, fused, best_possible, vector_scores, text_scores, linked=linked, instance=instance,
+        min_score=min_score,
+    )  # fmt: skip
+    scored = _kept(scored, rows, status=status, entity_id=entity_id)
+    scored.sort(key=lambda item: (-item[0], item[2]))
+    results = _hits(user, scored[:limit], query)
+    timings["search"] = (time.perf_counter() - started) * 1000
+    return SearchOutcome(method=method, results=results, timings_ms=timings)
+
+
+def _fused(config: dict, vector_scores: dict[int, float] | None, text_scores: dict[int, float]):
+    """Reciprocal rank fusion of the vector and the text rankings (each weighted), and the best score possible
+    (a memory first in every ranking), which makes relevance 1."""
+    rankings: list[tuple[float, dict[int, int]]] = []
+    if vector_scores is not None:
+        rankings.append((config["fusion"]["vector"], _ranks(vector_scores)))
+    if text_scores:
+        rankings.append((config["fusion"]["text"], _ranks(text_scores)))
+    rrf_k = config["rrf_k"]
+    fused: dict[int, float] = {}
+    for weight, ranking in rankings:
+        for pk, rank in ranking.items():
+            fused[pk] = fused.get(pk, 0.0) + weight / (rrf_k + rank)
+    best_possible = sum(weight for weight, _ in rankings) / (rrf_k + 1) if rankings else 1.0
+    return fused, best_possible
+
+
+def _scored(config, rows, fused, best_possible, vector_scores, text_scores, *, linked, instance, min_score):
+    """(score, relevance, id, signals) of each candidate that scores at least `min_score`."""
+    now = timezone.now()
     scored: list[tuple[float, float, int, dict]] = []
     for pk, row in rows.items():
-        relevance = fused[pk] / best_possible
+        from_instance = instance and (row.source_instance == instance or instance in row.participating_instances)
         signals = {
             "vector": vector_scores.get(pk),
             "text": text_scores.get(pk),
             "recency": _recency(row.occurred_at or row.updated_at, now, config["recency_per_day"]),
             "graph": 1.0 if pk in linked else 0.0,
-            "instance": 1.0
-            if instance and (row.source_instance == instance or instance in row.participating_instances)
-            else 0.0,
+            "instance": 1.0 if from_instance else 0.0,
         }
-        score = (
-            weights["relevance"] * relevance
-            + weights["recency"] * signals["recency"]
-            + weights["graph"] * signals["graph"]
-            + weights["instance"] * signals["instance"]
-        )
+        relevance = fused[pk] / best_possible
+        score = _score(config["weights"], relevance, signals)
         if score >= min_score:
             scored.append((score, relevance, pk, signals))
-    scored = _kept(scored, rows, status=status, entity_id=entity_id)
-    scored.sort(key=lambda item: (-item[0], item[2]))
-    top = scored[:limit]
+    return scored
+
+
+def _score(weights: dict[str, float], relevance: float, signals: dict[str, float | None]) -> float:
+    """The weighted sum of relevance and the other signals (weights in settings.LOREKEEPER_SEARCH)."""
+    return (
+        weights["relevance"] * relevance
+        + weights["recency"] * signals["recency"]
+        + weights["graph"] * signals["graph"]
+        + weights["instance"] * signals["instance"]
+    )
+
+
+def _hits(user: AbstractUser, top: list[tuple[float, float, int, dict]], query: str) -> list[SearchHit]:
     memories = Memory.objects.filter(user=user).defer("embedding").in_bulk([pk for _, _, pk, _ in top])
-    results = [
+    return [
         SearchHit(
             memory=memories[pk],
             score=round(score, 6),
@@ -279,5 +303,3 @@ def memory_search(
         for score, relevance, pk, signals in top
         if pk in memories  # a message re-indexed away since the candidates were read (each statement its snapshot)
     ]
-    timings["search"] = (time.perf_counter() - started) * 1000
-    return SearchOutcome(method=method, results=results, timings_ms=timings)
