@@ -6,18 +6,16 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from apps.chats.apis.characters import CharacterInputSerializer
 from apps.common.serializers import DictField, StorableInputSerializer
-from apps.memories.apis.memories import MAX_ALIASES, MAX_ENTITIES, WRITABLE_KINDS
+from apps.memories.apis import memories as memory_apis
+from apps.memories.apis.memories import MAX_ENTITIES, WRITABLE_KINDS
 from apps.memories.models import Kind, Status
 from apps.sync.models import FeedType
 
 
-class EntityInputSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    type = serializers.CharField(max_length=50, required=False, allow_blank=True)
-    aliases = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, max_length=MAX_ALIASES
-    )
+class EntityInputSerializer(memory_apis.EntityInputSerializer):
+    """An entity as the memory API takes it (one set of rules); its own name in the schema."""
 
     class Meta:
         ref_name = "SyncEntityInput"
@@ -62,17 +60,11 @@ class MemoryDataSerializer(StorableInputSerializer):
         return attrs
 
 
-class CharacterDataSerializer(StorableInputSerializer):
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    personality = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    scenario = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    first_mes = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    mes_example = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    system_prompt = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
-    creator_notes = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
+class CharacterDataSerializer(CharacterInputSerializer):
+    """A character as the character API takes it (one set of rules), except that it may carry more and longer
+    tags: a synced character holds what a SillyTavern card on another device had."""
+
     tags = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=200)
-    card_data = DictField(required=False)
 
     class Meta:
         ref_name = "SyncCharacterData"
