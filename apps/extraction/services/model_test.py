@@ -102,19 +102,20 @@ class Trial:
         self.results: list[dict] = []
 
     def run(self) -> list[dict]:
-        last = self.lines[-1]
-        before = self.lines[:-1]
         messages = render(self.lines)
-        self.tier(
-            "compaction",
-            "compaction",
-            parse_prose,
-            summary="(none yet)",
-            messages=messages,
-            first="#0",
-            last=f"#{last.index}",
-            words=150,
-        )
+        span = {"first": "#0", "last": f"#{self.lines[-1].index}"}
+        self._compaction(messages, span)
+        self._batch_extraction(messages, span)
+        self._scene_layer(messages, span)
+        self._derived_layers(messages)
+        return self.results
+
+    def _compaction(self, messages: str, span: dict[str, str]) -> None:
+        """T1: the rolling summary, from none, over the whole scenario."""
+        self.tier("compaction", "compaction", parse_prose, summary="(none yet)", messages=messages, words=150, **span)
+
+    def _batch_extraction(self, messages: str, span: dict[str, str]) -> None:
+        """T3: session and long-term memories, arcs and the state ledger, each starting from nothing."""
         self.tier(
             "session",
             "session",
@@ -122,9 +123,8 @@ class Trial:
             characters=self.names,
             context="(the story begins here)",
             messages=messages,
-            first="#0",
-            last=f"#{last.index}",
             cap=self.cap,
+            **span,
         )
         self.tier(
             "longterm",
@@ -134,9 +134,8 @@ class Trial:
             known="(nothing yet)",
             context="(the story begins here)",
             messages=messages,
-            first="#0",
-            last=f"#{last.index}",
             cap=self.cap,
+            **span,
         )
         self.tier(
             "arcs",
@@ -144,28 +143,14 @@ class Trial:
             parse_arcs,
             open=self.data.get("open_arcs_text", "(none)"),
             messages=messages,
-            first="#0",
-            last=f"#{last.index}",
             cap=self.cap,
+            **span,
         )
-        self.tier(
-            "ledger",
-            "state_ledger",
-            parse_state,
-            ledger="(empty)",
-            messages=messages,
-            first="#0",
-            last=f"#{last.index}",
-        )
-        recap = self.tier(
-            "scene_recap",
-            "scene_recap",
-            parse_prose,
-            characters=self.names,
-            messages=messages,
-            first="#0",
-            last=f"#{last.index}",
-        )
+        self.tier("ledger", "state_ledger", parse_state, ledger="(empty)", messages=messages, **span)
+
+    def _scene_layer(self, messages: str, span: dict[str, str]) -> None:
+        """T2: the scene recap, then the epistemic pass, which reads that recap."""
+        recap = self.tier("scene_recap", "scene_recap", parse_prose, characters=self.names, messages=messages, **span)
         self.tier(
             "epistemic",
             "epistemic",
@@ -174,10 +159,14 @@ class Trial:
             known="(nothing yet)",
             recap=recap or "(none)",
             messages=messages,
-            first="#0",
-            last=f"#{last.index}",
             cap=self.cap * 4,
+            **span,
         )
+
+    def _derived_layers(self, messages: str) -> None:
+        """T4: profiles and canon from what the batch tiers parsed, then the continuity check of the last message,
+        with the six before it as its context."""
+        before, last = self.lines[:-1], self.lines[-1]
         self.tier(
             "profiles",
             "profiles",
@@ -210,7 +199,6 @@ class Trial:
             index=f"#{last.index}",
             reply=last.render(),
         )
-        return self.results
 
     def listed(self, tier: str) -> str:
         parsed = self.parsed.get(tier)

@@ -9,6 +9,7 @@ strictly through the document's patch service with its integrity check.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +124,9 @@ class InjectionSettings:
         }
 
 
+Problem = Callable[[str, str], None]  # notes a bad value: (field, message)
+
+
 def _int(value: Any, low: int, high: int) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         return None
@@ -138,6 +142,18 @@ def _read(raw: dict[str, Any], *, strict: bool) -> InjectionSettings:
     def bad(name: str, message: str) -> None:
         problems.append((name, message))
 
+    _read_slots(raw, result, bad)
+    _read_options(raw, result, bad)
+    _read_budgets(raw, result, bad)
+    if strict and problems:
+        name, message = problems[0]
+        raise ApplicationError(f"{message[0].upper()}{message[1:]}.", {"field": name})
+    result.problems = [message for _, message in problems]
+    return result
+
+
+def _read_slots(raw: dict[str, Any], result: InjectionSettings, bad: Problem) -> None:
+    """Whether each slot is on and at what depth."""
     slots = raw.get("slots", {})
     if not isinstance(slots, dict):
         bad("slots", "slots is an object of slot names")
@@ -160,6 +176,10 @@ def _read(raw: dict[str, Any], *, strict: bool) -> InjectionSettings:
                 bad(f"slots.{name}.depth", f"the depth of {name} is a whole number from 0 to {MAX_DEPTH}")
             else:
                 result.depths[name] = depth
+
+
+def _read_options(raw: dict[str, Any], result: InjectionSettings, bad: Problem) -> None:
+    """The switches, the budget mode and the whole-number settings."""
     for name in ("unified", "force_macros", "auto_tune", "adaptive", "recall_messages"):
         if name in raw:
             if isinstance(raw[name], bool):
@@ -182,6 +202,10 @@ def _read(raw: dict[str, Any], *, strict: bool) -> InjectionSettings:
                 bad(name, f"{name} is a whole number from {low} to {high}")
             else:
                 setattr(result, name, value)
+
+
+def _read_budgets(raw: dict[str, Any], result: InjectionSettings, bad: Problem) -> None:
+    """The per-tier token budgets."""
     budgets = raw.get("budgets", {})
     if not isinstance(budgets, dict):
         bad("budgets", "budgets is an object of tiers")
@@ -198,11 +222,6 @@ def _read(raw: dict[str, Any], *, strict: bool) -> InjectionSettings:
             )
         else:
             result.budgets[tier] = tokens
-    if strict and problems:
-        name, message = problems[0]
-        raise ApplicationError(f"{message[0].upper()}{message[1:]}.", {"field": name})
-    result.problems = [message for _, message in problems]
-    return result
 
 
 def injection_settings_get(*, user: AbstractUser, document: SettingsDocument | None = None) -> InjectionSettings:

@@ -109,15 +109,46 @@ def chat_index_messages(*, chat_id: int) -> dict[str, int]:
             "deleted": 0,
             "changed_from": None,
         }  # gone, or already indexed as it is (a doubled task)
+    wanted = _message_hashes(chat_id)
+    existing = Memory.objects.filter(chat_id=chat_id, kind=Kind.MESSAGE).values_list(
+        "id", "message_index", "content_hash"
+    )
+    stale, moves, create = _reconciliation(wanted, existing)
+    changed_from = _first_changed(existing, stale=stale, moves=moves, create=create)
+    if changed_from is not None:
+        # Taken by the extraction planner: what was extracted from these messages may no longer hold.
+        MemoryScope.objects.filter(chat_id=chat_id).update(
+            changed_from=Least(Coalesce("changed_from", Value(changed_from)), Value(changed_from))
+        )
+    if stale:
+        Memory.objects.filter(pk__in=stale).delete()
+    if moves:
+        # The unique (chat, message_index) is deferred, so indices may pass through each other here.
+        Memory.objects.bulk_update(
+            [Memory(pk=pk, message_index=index, source_message_indices=[index]) for pk, index in moves],
+            ["message_index", "source_message_indices"],
+            batch_size=1000,
+        )
+    _create_message_memories(chat, create)
+    # A chat's first reconciliation makes its scope (at schema version 0: chat_schema_ensure's steps follow).
+    MemoryScope.objects.update_or_create(chat_id=chat_id, defaults={"indexed_integrity": chat.integrity})
+    return {"created": len(create), "moved": len(moves), "deleted": len(stale), "changed_from": changed_from}
+
+
+def _message_hashes(chat_id: int) -> list[tuple[int, str]]:
+    """(index, content hash) of the chat's non-empty messages, in order, hashed in the database."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT m.index, {HASH_SQL} FROM chats_message m WHERE m.chat_id = %s AND m.mes <> '' ORDER BY m.index",
             [chat_id],
         )
-        wanted: list[tuple[int, str]] = cursor.fetchall()
-    existing = Memory.objects.filter(chat_id=chat_id, kind=Kind.MESSAGE).values_list(
-        "id", "message_index", "content_hash"
-    )
+        return cursor.fetchall()
+
+
+def _reconciliation(wanted: list[tuple[int, str]], existing) -> tuple[list[int], list[tuple[int, int]], list[int]]:
+    """(stale, moves, create): a memory already at its message's index with its text stays; a message without one
+    takes a left-over memory of the same text (moved: its vector kept) or gets a new one; memories left over after
+    that are stale."""
     at_index = {index: (pk, h) for pk, index, h in existing}
     by_hash: dict[str, list[int]] = defaultdict(list)
     keep: set[int] = set()
@@ -139,24 +170,14 @@ def chat_index_messages(*, chat_id: int) -> dict[str, int]:
         else:
             create.append(index)
     stale = [pk for pks in by_hash.values() for pk in pks]
-    changed_from = _first_changed(existing, stale=stale, moves=moves, create=create)
-    if changed_from is not None:
-        # Taken by the extraction planner: what was extracted from these messages may no longer hold.
-        MemoryScope.objects.filter(chat_id=chat_id).update(
-            changed_from=Least(Coalesce("changed_from", Value(changed_from)), Value(changed_from))
-        )
-    if stale:
-        Memory.objects.filter(pk__in=stale).delete()
-    if moves:
-        # The unique (chat, message_index) is deferred, so indices may pass through each other here.
-        Memory.objects.bulk_update(
-            [Memory(pk=pk, message_index=index, source_message_indices=[index]) for pk, index in moves],
-            ["message_index", "source_message_indices"],
-            batch_size=1000,
-        )
-    for start in range(0, len(create), 1000):
-        chunk = create[start : start + 1000]
-        rows = Message.objects.filter(chat_id=chat_id, index__in=chunk).values_list(
+    return stale, moves, create
+
+
+def _create_message_memories(chat: Chat, indices: list[int]) -> None:
+    """A `message` memory, without a vector yet, for each of these messages, a thousand at a time."""
+    for start in range(0, len(indices), 1000):
+        chunk = indices[start : start + 1000]
+        rows = Message.objects.filter(chat_id=chat.pk, index__in=chunk).values_list(
             "index", "name", "mes", "send_date"
         )
         memories = []
@@ -165,20 +186,17 @@ def chat_index_messages(*, chat_id: int) -> dict[str, int]:
             memories.append(
                 Memory(
                     user_id=chat.user_id,
-                    chat_id=chat_id,
+                    chat_id=chat.pk,
                     kind=Kind.MESSAGE,
                     content=content,
                     content_hash=text_hash(content),
                     message_index=index,
-                    source_chat_id=chat_id,
+                    source_chat_id=chat.pk,
                     source_message_indices=[index],
                     occurred_at=parse_send_date(send_date),
                 )
             )
         Memory.objects.bulk_create(memories, batch_size=1000)
-    # A chat's first reconciliation makes its scope (at schema version 0: chat_schema_ensure's steps follow).
-    MemoryScope.objects.update_or_create(chat_id=chat_id, defaults={"indexed_integrity": chat.integrity})
-    return {"created": len(create), "moved": len(moves), "deleted": len(stale), "changed_from": changed_from}
 
 
 def chat_index_refresh(*, chat: Chat) -> dict[str, int] | None:

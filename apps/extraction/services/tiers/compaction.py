@@ -11,7 +11,7 @@ from apps.extraction.services.parsing.prose import parse_prose
 from apps.extraction.services.tiers.base import JobContext, Work, decide, summary_memory
 from apps.llm.client import UnreadableAnswer
 from apps.llm.tokens import count_tokens
-from apps.memories.models import Decision, Kind
+from apps.memories.models import Decision, Kind, Memory
 from apps.memories.services.memories import memory_create, memory_supersede
 
 RESPONSE_TOKENS = 700
@@ -63,6 +63,18 @@ def produce_compaction(ctx: JobContext) -> Work | None:
     end = chunk[-1].index + 1 if chunk else count
     chunk = ctx.read(start, end)  # what the summary depends on: fingerprinted, then read again
     previous = summary_memory(ctx.chat)
+    continuation, call = _ask_continuation(ctx, chunk, previous=previous, start=start, end=end)
+
+    def write() -> dict:
+        return _extend_summary(ctx, previous=previous, continuation=continuation, start=start, end=end, call=call)
+
+    return Work(write, scopes=[ctx.chat_scope])
+
+
+def _ask_continuation(
+    ctx: JobContext, chunk: list[transcript.Line], *, previous: Memory | None, start: int, end: int
+) -> tuple[str, int]:
+    """The model's continuation of the summary over messages [start, end), shown the summary's end, and its call."""
     words = min(400, max(80, sum(line.tokens for line in chunk) // 8))
     completion = ctx.ask(
         "compaction",
@@ -79,31 +91,34 @@ def produce_compaction(ctx: JobContext) -> Work | None:
     continuation = parse_prose(completion.text, limit=6000)
     if not continuation:
         raise UnreadableAnswer("the model answered no summary text")
+    return continuation, completion.call.pk
 
-    def write() -> dict:
-        content = f"{previous.content}\n\n{continuation}" if previous else continuation
-        parts = (previous.data.get("parts", 1) + 1) if previous else 1
-        memory = memory_create(
-            user=ctx.chat.user,
-            kind=Kind.SUMMARY,
-            content=content,
-            chat=ctx.chat,
-            importance=3,
-            data={"summary_end": end, "parts": parts, "extended_from": start},
-            origin="extraction",
-        )
-        if previous is not None:
-            memory_supersede(old=previous, new=memory)
-        decide(
-            memory=memory,
-            related=previous,
-            outcome=Decision.Outcome.SUMMARISED,
-            kind=Kind.SUMMARY,
-            content=continuation,
-            reason=f"rolling summary extended over messages #{start}–#{end - 1}",
-            call=completion.call.pk,
-        )
-        ctx.set_through("compaction", end)
-        return {"range": [start, end - 1], "summary_end": end, "words": len(continuation.split()), "parts": parts}
 
-    return Work(write, scopes=[ctx.chat_scope])
+def _extend_summary(
+    ctx: JobContext, *, previous: Memory | None, continuation: str, start: int, end: int, call: int
+) -> dict:
+    """The summary with the continuation appended, as a new `summary` memory that supersedes the previous one."""
+    content = f"{previous.content}\n\n{continuation}" if previous else continuation
+    parts = (previous.data.get("parts", 1) + 1) if previous else 1
+    memory = memory_create(
+        user=ctx.chat.user,
+        kind=Kind.SUMMARY,
+        content=content,
+        chat=ctx.chat,
+        importance=3,
+        data={"summary_end": end, "parts": parts, "extended_from": start},
+        origin="extraction",
+    )
+    if previous is not None:
+        memory_supersede(old=previous, new=memory)
+    decide(
+        memory=memory,
+        related=previous,
+        outcome=Decision.Outcome.SUMMARISED,
+        kind=Kind.SUMMARY,
+        content=continuation,
+        reason=f"rolling summary extended over messages #{start}–#{end - 1}",
+        call=call,
+    )
+    ctx.set_through("compaction", end)
+    return {"range": [start, end - 1], "summary_end": end, "words": len(continuation.split()), "parts": parts}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.chats.models import Message
+from apps.chats.models import Character, Message
 from apps.extraction.models import ChatPipeline, ContinuityCheck
 from apps.extraction.services import transcript
 from apps.extraction.services.parsing.profiles import parse_profiles
@@ -24,6 +24,8 @@ CANON_TOKENS = 1500
 CONTINUITY_TOKENS = 400
 RECENT = 30
 CANON_IMPORTANCE = 2  # Smart Memory's canon reads "confidence ≥ 2": importance on our 1–3 scale
+
+Canon = tuple[Character | None, str, Memory | None, int]  # owner, text, the canon it replaces, the call
 
 
 def produce_profiles(ctx: JobContext) -> Work | None:
@@ -88,73 +90,84 @@ def produce_canon(ctx: JobContext) -> Work | None:
     """Canon per character of the chat (persistent: it is theirs across chats); a chat without characters keeps
     its own."""
     owners = ctx.characters or [None]
-    texts = []
     budget = ctx.budget(response=CANON_TOKENS)
+    texts: list[Canon] = []
     for owner in owners:
-        scope = ctx.character_scope(owner)
-        # The character's persistent arcs, and (for a character) the chat arcs of every chat they are in.
-        reach = scope.q() | Q(user_id=ctx.chat.user_id, chat__characters=owner) if owner else scope.q()
-        arcs = (
-            Memory.objects.filter(reach, status=Status.ACTIVE, kind=Kind.ARC, data__status="resolved")
-            .defer("embedding")
-            .distinct()
-            .order_by("created_at", "id")
-        )
-        facts = (
-            Memory.objects.filter(scope.q(), status=Status.ACTIVE, kind__in=LONG_TERM_KINDS)
-            .filter(importance__gte=CANON_IMPORTANCE)
-            .exclude(data__has_key="history")
-            .defer("embedding")
-            .order_by("-importance", "created_at")
-        )
-        previous = Memory.objects.filter(scope.q(), kind=Kind.CANON, status=Status.ACTIVE).defer("embedding").first()
-        if not arcs.exists() and not facts.exists():
-            continue
-        completion = ctx.ask(
-            "canon",
-            purpose="canon",
-            max_tokens=CANON_TOKENS,
-            character=owner.name if owner else ctx.chat.title,
-            arcs=listing(arcs[:100], budget=int(budget * 0.35)),
-            memories=listing(facts[:300], budget=int(budget * 0.35)),
-            previous=previous.content if previous else "(none yet)",
-        )
-        text = parse_prose(completion.text)
-        if not text:
-            raise UnreadableAnswer("the model answered no canon")
-        texts.append((owner, text, previous, completion.call.pk))
+        canon = _ask_canon(ctx, owner, budget=budget)
+        if canon is not None:
+            texts.append(canon)
 
     def write() -> dict:
-        written = []
-        for owner, text, previous, call in texts:
-            memory = memory_create(
-                user=ctx.chat.user,
-                kind=Kind.CANON,
-                content=text,
-                character=owner,
-                chat=None if owner else ctx.chat,
-                importance=3,
-                source_chat=ctx.chat,
-                data={"written_through": ctx.chat.message_count},
-                origin="extraction",
-            )
-            current = Memory.objects.filter(pk=previous.pk, status=Status.ACTIVE).first() if previous else None
-            if current is not None:
-                memory_supersede(old=current, new=memory)
-            decide(
-                memory=memory,
-                related=current,
-                outcome=Decision.Outcome.SUPERSEDED if current else Decision.Outcome.PASSED,
-                kind=Kind.CANON,
-                content=text,
-                reason="canon rewritten from the resolved arcs and the important memories",
-                call=call,
-            )
-            written.append(memory.pk)
+        written = [_store_canon(ctx, *canon).pk for canon in texts]
         ChatPipeline.objects.filter(pk=ctx.pipeline.pk).update(canon_due=False)
         return {"canon": written, "characters": len(texts)}
 
     return Work(write, scopes=[ctx.character_scope(c) for c in owners])
+
+
+def _ask_canon(ctx: JobContext, owner: Character | None, *, budget: int) -> Canon | None:
+    """The owner's canon rewritten from their resolved arcs and important long-term memories, with the canon it
+    replaces and the call; None when there is nothing to write it from."""
+    scope = ctx.character_scope(owner)
+    # The character's persistent arcs, and (for a character) the chat arcs of every chat they are in.
+    reach = scope.q() | Q(user_id=ctx.chat.user_id, chat__characters=owner) if owner else scope.q()
+    arcs = (
+        Memory.objects.filter(reach, status=Status.ACTIVE, kind=Kind.ARC, data__status="resolved")
+        .defer("embedding")
+        .distinct()
+        .order_by("created_at", "id")
+    )
+    facts = (
+        Memory.objects.filter(scope.q(), status=Status.ACTIVE, kind__in=LONG_TERM_KINDS)
+        .filter(importance__gte=CANON_IMPORTANCE)
+        .exclude(data__has_key="history")
+        .defer("embedding")
+        .order_by("-importance", "created_at")
+    )
+    previous = Memory.objects.filter(scope.q(), kind=Kind.CANON, status=Status.ACTIVE).defer("embedding").first()
+    if not arcs.exists() and not facts.exists():
+        return None
+    completion = ctx.ask(
+        "canon",
+        purpose="canon",
+        max_tokens=CANON_TOKENS,
+        character=owner.name if owner else ctx.chat.title,
+        arcs=listing(arcs[:100], budget=int(budget * 0.35)),
+        memories=listing(facts[:300], budget=int(budget * 0.35)),
+        previous=previous.content if previous else "(none yet)",
+    )
+    text = parse_prose(completion.text)
+    if not text:
+        raise UnreadableAnswer("the model answered no canon")
+    return owner, text, previous, completion.call.pk
+
+
+def _store_canon(ctx: JobContext, owner: Character | None, text: str, previous: Memory | None, call: int) -> Memory:
+    """A `canon` memory superseding the one the model was shown, if that is still active."""
+    memory = memory_create(
+        user=ctx.chat.user,
+        kind=Kind.CANON,
+        content=text,
+        character=owner,
+        chat=None if owner else ctx.chat,
+        importance=3,
+        source_chat=ctx.chat,
+        data={"written_through": ctx.chat.message_count},
+        origin="extraction",
+    )
+    current = Memory.objects.filter(pk=previous.pk, status=Status.ACTIVE).first() if previous else None
+    if current is not None:
+        memory_supersede(old=current, new=memory)
+    decide(
+        memory=memory,
+        related=current,
+        outcome=Decision.Outcome.SUPERSEDED if current else Decision.Outcome.PASSED,
+        kind=Kind.CANON,
+        content=text,
+        reason="canon rewritten from the resolved arcs and the important memories",
+        call=call,
+    )
+    return memory
 
 
 def latest_reply(chat_id: int, count: int) -> int | None:

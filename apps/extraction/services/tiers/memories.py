@@ -191,39 +191,12 @@ def relationship_record(
     same reading again re-confirms it."""
     pair = [relation.source.lower(), relation.target.lower()]
     descriptors = [list(d) for d in relation.descriptors]
-    scope = ctx.character_scope(owner)
-    current = (
-        Memory.objects.filter(scope.q(), kind=Kind.RELATIONSHIP, status=Status.ACTIVE, data__pair=pair)
-        .defer("embedding")
-        .order_by("-id")
-        .first()
-    )
+    current = _current_reading(ctx, owner=owner, pair=pair)
     call = ctx.calls[-1] if ctx.calls else None
     if current is not None and sorted(current.data.get("descriptors", [])) == sorted(descriptors):
-        memory_reconfirm(memory=current, source_message_indices=sources)
-        decide(
-            memory=None,
-            related=current,
-            outcome=Outcome.REJECTED,
-            kind=Kind.RELATIONSHIP,
-            content=relation.text,
-            reason=f"the same reading of {relation.source} → {relation.target} again: re-confirmed",
-            call=call,
-        )
+        _reconfirm_reading(relation, current, sources=sources, call=call)
         return current, Outcome.REJECTED
-    memory = memory_create(
-        user=ctx.chat.user,
-        kind=Kind.RELATIONSHIP,
-        content=relation.text,
-        character=owner,
-        chat=None if owner else ctx.chat,
-        source_chat=ctx.chat,
-        source_message_indices=sources,
-        entities=[{"name": relation.source, "type": "character"}, {"name": relation.target, "type": "character"}],
-        data={"pair": pair, "descriptors": descriptors, "history": True},
-        valid_from=min(sources) if sources else None,
-        origin="extraction",
-    )
+    memory = _new_reading(ctx, relation, owner=owner, sources=sources, pair=pair, descriptors=descriptors)
     if current is None:
         decide(
             memory=memory,
@@ -246,3 +219,54 @@ def relationship_record(
         call=call,
     )
     return memory, Outcome.SUPERSEDED
+
+
+def _current_reading(ctx: JobContext, *, owner: Character | None, pair: list[str]) -> Memory | None:
+    """The pair's active reading in the owner's scope (the newest, should there be more than one)."""
+    return (
+        Memory.objects.filter(
+            ctx.character_scope(owner).q(), kind=Kind.RELATIONSHIP, status=Status.ACTIVE, data__pair=pair
+        )
+        .defer("embedding")
+        .order_by("-id")
+        .first()
+    )
+
+
+def _reconfirm_reading(relation: RelationshipLine, current: Memory, *, sources: list[int], call: int | None) -> None:
+    memory_reconfirm(memory=current, source_message_indices=sources)
+    decide(
+        memory=None,
+        related=current,
+        outcome=Outcome.REJECTED,
+        kind=Kind.RELATIONSHIP,
+        content=relation.text,
+        reason=f"the same reading of {relation.source} → {relation.target} again: re-confirmed",
+        call=call,
+    )
+
+
+def _new_reading(
+    ctx: JobContext,
+    relation: RelationshipLine,
+    *,
+    owner: Character | None,
+    sources: list[int],
+    pair: list[str],
+    descriptors: list[list],
+) -> Memory:
+    """A `relationship` memory for the reading, persistent with the owner (or kept with the chat when there is none),
+    marked as relationship history."""
+    return memory_create(
+        user=ctx.chat.user,
+        kind=Kind.RELATIONSHIP,
+        content=relation.text,
+        character=owner,
+        chat=None if owner else ctx.chat,
+        source_chat=ctx.chat,
+        source_message_indices=sources,
+        entities=[{"name": relation.source, "type": "character"}, {"name": relation.target, "type": "character"}],
+        data={"pair": pair, "descriptors": descriptors, "history": True},
+        valid_from=min(sources) if sources else None,
+        origin="extraction",
+    )

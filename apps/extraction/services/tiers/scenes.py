@@ -46,44 +46,11 @@ def produce_scenes(ctx: JobContext) -> Work | None:
     last = Scene.objects.filter(chat=ctx.chat).order_by("-start_index").first()
     scene_start = last.end_index if last else 0
     if max(checked, scene_start) >= covered:
-        if checked >= scene_start:
-            return None
-
-        def to_scene_end() -> dict:  # after a rebuild the last scene may end past what is covered: checked to it
-            ctx.set_through("scenes", scene_start)
-            return {"range": [checked, scene_start - 1], "breaks": 0}
-
-        return Work(to_scene_end)
+        return _caught_up(ctx, checked=checked, scene_start=scene_start)
     checked = max(checked, scene_start)
     read_start = max(scene_start, checked - HISTORY)
     lines = ctx.read(read_start, covered)
-    history = [line for line in lines if line.index < checked]
-    pending = [line for line in lines if line.index >= checked]
-    group = len(ctx.characters) > 1
-    minimum = ctx.settings.min_scene_messages
-    found = find_break(history, pending, scene_start=scene_start, min_length=minimum, group=group)
-    declined: list[dict] = []
-    while found and ctx.settings.scene_model_check:
-        line, reason = found
-        before = [item for item in history + pending if item.index < line.index][-6:]
-        completion = ctx.ask(
-            "scene_check",
-            purpose="scene_check",
-            max_tokens=5,
-            before=transcript.render(before),
-            candidate=line.render(),
-            index=f"#{line.index}",
-            cue=reason,
-        )
-        answer = parse_yes_no(completion.text)
-        if answer is None:
-            raise UnreadableAnswer(f"neither YES nor NO: {completion.text[:120]!r}")
-        if answer:
-            break
-        declined.append({"index": line.index, "cue": reason})
-        seen = [item for item in history + pending if item.index <= line.index]
-        later = [item for item in pending if item.index > line.index]
-        found = find_break(seen, later, scene_start=scene_start, min_length=minimum, group=group)
+    found, declined = _confirmed_break(ctx, lines, checked=checked, scene_start=scene_start)
     if not found:
 
         def nothing() -> dict:
@@ -95,6 +62,73 @@ def produce_scenes(ctx: JobContext) -> Work | None:
     scene_lines = [item for item in lines if item.index < line.index]
     if read_start > scene_start:  # a long scene: its beginning was not read for the heuristics
         scene_lines = ctx.read(scene_start, line.index)
+    return _close_scene(ctx, scene_lines, scene_start=scene_start, line=line, reason=reason, declined=declined)
+
+
+def _caught_up(ctx: JobContext, *, checked: int, scene_start: int) -> Work | None:
+    """Batch extraction has covered nothing past the checked mark and the last scene: nothing to do, unless that
+    scene ends past the mark, which is then moved to its end."""
+    if checked >= scene_start:
+        return None
+
+    def to_scene_end() -> dict:  # after a rebuild the last scene may end past what is covered: checked to it
+        ctx.set_through("scenes", scene_start)
+        return {"range": [checked, scene_start - 1], "breaks": 0}
+
+    return Work(to_scene_end)
+
+
+def _confirmed_break(
+    ctx: JobContext, lines: list[transcript.Line], *, checked: int, scene_start: int
+) -> tuple[tuple[transcript.Line, str] | None, list[dict]]:
+    """The first break the heuristics find in the lines from `checked` on (and the model confirms, when the settings
+    ask it to), with the candidates the model declined."""
+    history = [line for line in lines if line.index < checked]
+    pending = [line for line in lines if line.index >= checked]
+    group = len(ctx.characters) > 1
+    minimum = ctx.settings.min_scene_messages
+    found = find_break(history, pending, scene_start=scene_start, min_length=minimum, group=group)
+    declined: list[dict] = []
+    while found and ctx.settings.scene_model_check:
+        line, reason = found
+        if _model_confirms(ctx, history + pending, line=line, reason=reason):
+            break
+        declined.append({"index": line.index, "cue": reason})
+        seen = [item for item in history + pending if item.index <= line.index]
+        later = [item for item in pending if item.index > line.index]
+        found = find_break(seen, later, scene_start=scene_start, min_length=minimum, group=group)
+    return found, declined
+
+
+def _model_confirms(ctx: JobContext, lines: list[transcript.Line], *, line: transcript.Line, reason: str) -> bool:
+    """Whether the model agrees that `line` opens a new scene, shown the six messages before it."""
+    before = [item for item in lines if item.index < line.index][-6:]
+    completion = ctx.ask(
+        "scene_check",
+        purpose="scene_check",
+        max_tokens=5,
+        before=transcript.render(before),
+        candidate=line.render(),
+        index=f"#{line.index}",
+        cue=reason,
+    )
+    answer = parse_yes_no(completion.text)
+    if answer is None:
+        raise UnreadableAnswer(f"neither YES nor NO: {completion.text[:120]!r}")
+    return answer
+
+
+def _close_scene(
+    ctx: JobContext,
+    scene_lines: list[transcript.Line],
+    *,
+    scene_start: int,
+    line: transcript.Line,
+    reason: str,
+    declined: list[dict],
+) -> Work:
+    """The scene from `scene_start` to the break at `line`: its recap asked for now, the scene, its recap memory and
+    the epistemic job written by the Work."""
     recap, call = _recap(ctx, scene_lines, first=scene_start, last=line.index - 1)
 
     def write() -> dict:

@@ -58,17 +58,49 @@ def _write(
     model_key: str,
     method: str,
 ) -> Classified:
+    judgement, related = _recheck_related(judgement)
+    decision = _decision(user=user, candidate=candidate, judgement=judgement, related=related, method=method)
+    if judgement.outcome == Outcome.REJECTED:
+        memory_reconfirm(memory=related, source_message_indices=candidate.source_message_indices)
+        decision.save()
+        return Classified(judgement.outcome, None, related, decision)
+    memory = _create_memory(
+        user=user,
+        candidate=candidate,
+        character=character,
+        chat=chat,
+        source_chat=source_chat,
+        vector=vector,
+        model_key=model_key,
+    )
+    if judgement.outcome == Outcome.SUPERSEDED:
+        memory_supersede(old=related, new=memory)
+    elif judgement.outcome == Outcome.CONTRADICTION:
+        memory.contradicts.add(related)
+    decision.memory = memory
+    decision.save()
+    if candidate.kind in lifecycle_config()["consolidation"]["thresholds"]:
+        consolidation_count(scope=scope, kind=candidate.kind)
+    return Classified(judgement.outcome, memory, related, decision)
+
+
+def _recheck_related(judgement: Judgement) -> tuple[Judgement, Memory | None]:
+    """The judgement and the memory it was made against, that memory locked and read again (in the caller's
+    transaction); a judgement against one no longer active becomes passed."""
     related = judgement.related.memory if judgement.related else None
-    if related is not None:
-        # Another writer may have retired it while the model thought; then there is nothing left to compare with.
-        current = Memory.objects.select_for_update().defer("embedding").filter(pk=related.pk).first()
-        if judgement.outcome != Outcome.PASSED and (current is None or current.status != Status.ACTIVE):
-            judgement = Judgement(
-                Outcome.PASSED, None, "new: the similar memory was retired meanwhile", judgement.scores
-            )
-            current = None
-        related = current
-    decision = Decision(
+    if related is None:
+        return judgement, None
+    # Another writer may have retired it while the model thought; then there is nothing left to compare with.
+    current = Memory.objects.select_for_update().defer("embedding").filter(pk=related.pk).first()
+    if judgement.outcome != Outcome.PASSED and (current is None or current.status != Status.ACTIVE):
+        judgement = Judgement(Outcome.PASSED, None, "new: the similar memory was retired meanwhile", judgement.scores)
+        current = None
+    return judgement, current
+
+
+def _decision(*, user, candidate: Candidate, judgement: Judgement, related: Memory | None, method: str) -> Decision:
+    """The Decision row of the outcome, not saved yet (the stored memory is set on it first)."""
+    return Decision(
         user=user,
         related=related,
         outcome=judgement.outcome,
@@ -80,11 +112,12 @@ def _write(
         reason=judgement.reason,
         llm_call_id=judgement.llm_call_id,
     )
-    if judgement.outcome == Outcome.REJECTED:
-        memory_reconfirm(memory=related, source_message_indices=candidate.source_message_indices)
-        decision.save()
-        return Classified(judgement.outcome, None, related, decision)
-    memory = memory_create(
+
+
+def _create_memory(
+    *, user, candidate: Candidate, character, chat, source_chat, vector: list[float] | None, model_key: str
+) -> Memory:
+    return memory_create(
         user=user,
         kind=candidate.kind,
         content=candidate.content,
@@ -107,15 +140,6 @@ def _write(
         occurred_at=candidate.occurred_at,
         origin=candidate.origin,
     )
-    if judgement.outcome == Outcome.SUPERSEDED:
-        memory_supersede(old=related, new=memory)
-    elif judgement.outcome == Outcome.CONTRADICTION:
-        memory.contradicts.add(related)
-    decision.memory = memory
-    decision.save()
-    if candidate.kind in lifecycle_config()["consolidation"]["thresholds"]:
-        consolidation_count(scope=scope, kind=candidate.kind)
-    return Classified(judgement.outcome, memory, related, decision)
 
 
 def _with_period(user, candidate: Candidate) -> dict[str, Any]:
@@ -164,14 +188,7 @@ def memories_submit(
     questions stop once the request has spent `interactive_budget` seconds (the rest are kept as uncertain)."""
     if connection is _DEFAULT:
         connection = connection_default(user_id=user.pk)
-    for candidate in candidates:
-        if candidate.kind == Kind.MESSAGE:
-            raise ApplicationError("Message memories are made from the chat itself.", {"field": "kind"})
-        scope_check(user=user, character=character, chat=chat, kind=candidate.kind)
-        candidate.content = candidate.content.strip()
-        if not candidate.content:
-            raise ApplicationError("A memory needs content.", {"field": "content"})
-        candidate.data = _with_period(user, candidate)
+    _prepare(user=user, candidates=candidates, character=character, chat=chat)
     scope = ScopeKey(user.pk, None if chat else character.pk, chat.pk if chat else None)
     profile = connection.effective_profile if connection else lifecycle_config()["default_profile"]
     finder = NeighbourFinder(scope, k=lifecycle_config()["neighbours"])
@@ -180,9 +197,7 @@ def memories_submit(
     deadline = time.monotonic() + budget
     for candidate in candidates:
         vector, model_key = _embed(user, candidate.content)
-        asking, no_model = connection, NO_CONNECTION
-        if interactive and connection is not None and time.monotonic() > deadline:
-            asking, no_model = None, f"no time left in this request to ask the model (over {budget:g} s)"
+        asking, no_model = _model_to_ask(connection, interactive=interactive, deadline=deadline, budget=budget)
         with scope_locked(scope):
             judgement = _classify_one(
                 candidate,
@@ -211,6 +226,29 @@ def memories_submit(
                 )
             )
     return results
+
+
+def _prepare(*, user, candidates: list[Candidate], character: Character | None, chat: Chat | None) -> None:
+    """Check every candidate before any is classified, tidying each in place: content stripped, the period of a
+    hierarchy summary set."""
+    for candidate in candidates:
+        if candidate.kind == Kind.MESSAGE:
+            raise ApplicationError("Message memories are made from the chat itself.", {"field": "kind"})
+        scope_check(user=user, character=character, chat=chat, kind=candidate.kind)
+        candidate.content = candidate.content.strip()
+        if not candidate.content:
+            raise ApplicationError("A memory needs content.", {"field": "content"})
+        candidate.data = _with_period(user, candidate)
+
+
+def _model_to_ask(
+    connection: Connection | None, *, interactive: bool, deadline: float, budget: float
+) -> tuple[Connection | None, str]:
+    """The connection to ask about the next candidate, and why there is none when there is not: a request past its
+    interactive budget asks no more."""
+    if interactive and connection is not None and time.monotonic() > deadline:
+        return None, f"no time left in this request to ask the model (over {budget:g} s)"
+    return connection, NO_CONNECTION
 
 
 def _classify_one(candidate, finder, vector, model_key, *, profile, connection, interactive, no_model="") -> Judgement:

@@ -116,19 +116,7 @@ def judge(
 ) -> Judgement:
     limits = thresholds(profile)
     same, cross = best(neighbours, same_kind=True), best(neighbours, same_kind=False)
-    scores: dict[str, Any] = {"profile": profile, "method": method}
-    if same:
-        scores |= {
-            "same_kind": round(same.similarity, 4),
-            "same_kind_method": same.method,
-            "same_kind_id": same.memory.pk,
-        }
-    if cross:
-        scores |= {
-            "cross_type": round(cross.similarity, 4),
-            "cross_type_method": cross.method,
-            "cross_type_id": cross.memory.pk,
-        }
+    scores = _neighbour_scores(same, cross, profile=profile, method=method)
     cue = state_change_cue(candidate.content)
     scores["cue"] = cue
 
@@ -156,6 +144,38 @@ def judge(
         return Judgement(
             Outcome.SUPERSEDED, same, f"same topic as #{same.memory.pk} and a state change (“{cue}”)", scores
         )
+    return _model_judgement(candidate, same, scores, connection=connection, interactive=interactive, no_model=no_model)
+
+
+def _neighbour_scores(same: Neighbour | None, cross: Neighbour | None, *, profile: str, method: str) -> dict[str, Any]:
+    """What the Decision records of the closest same-kind and other-kind neighbours: similarity, measure, id."""
+    scores: dict[str, Any] = {"profile": profile, "method": method}
+    if same:
+        scores |= {
+            "same_kind": round(same.similarity, 4),
+            "same_kind_method": same.method,
+            "same_kind_id": same.memory.pk,
+        }
+    if cross:
+        scores |= {
+            "cross_type": round(cross.similarity, 4),
+            "cross_type_method": cross.method,
+            "cross_type_id": cross.memory.pk,
+        }
+    return scores
+
+
+def _model_judgement(
+    candidate: Candidate,
+    same: Neighbour,
+    scores: dict[str, Any],
+    *,
+    connection: Connection | None,
+    interactive: bool,
+    no_model: str,
+) -> Judgement:
+    """Same topic as `same` and no state-change wording: the model's answer decides; without a model or a readable
+    answer, the candidate is kept as uncertain beside `same`. The answer and any error are added to `scores`."""
     if connection is None:
         return Judgement(
             Outcome.UNCERTAIN,
