@@ -194,7 +194,7 @@ def overhead(passes: int) -> dict[str, tuple[float, float]]:
     from apps.chats.services.messages import message_update
     from apps.extraction.models import PipelineJob
     from apps.extraction.services import runner
-    from apps.extraction.services.pipeline import pipeline_wake
+    from apps.extraction.services.jobs import pipeline_wake
     from apps.llm.models import Call
     from apps.memories.services.indexing import chat_index_messages
     from apps.memories.services.lifecycle import classify

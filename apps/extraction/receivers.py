@@ -8,7 +8,7 @@ from django.dispatch import receiver
 
 from apps.chats.signals import chat_written
 from apps.extraction.services import queue
-from apps.extraction.services.pipeline import pipeline_wake
+from apps.extraction.services.jobs import pipeline_wake
 from apps.memories.signals import chat_text_changed
 
 

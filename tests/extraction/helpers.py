@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from apps.chats.models import Chat, Message
 from apps.extraction.models import ChatPipeline, PipelineJob
-from apps.extraction.services.pipeline import pipeline_wake
+from apps.extraction.services.jobs import pipeline_wake
 from apps.extraction.services.runner import chat_run
 from apps.memories.services.indexing import chat_index_messages
 

@@ -265,7 +265,7 @@ def test_finished_jobs_are_forgotten_after_the_keeping_time_but_failed_and_newes
 
 
 def test_a_long_backlog_is_run_in_turns_so_other_chats_get_theirs(model, story, user):
-    from apps.extraction.services.pipeline import pipeline_wake
+    from apps.extraction.services.jobs import pipeline_wake
 
     extraction_settings_set(user=user, data={"batch_every": 10, "batch_max": 10})
     add_turns(story, 60)

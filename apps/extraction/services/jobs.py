@@ -51,6 +51,16 @@ def wake(*, chat_id: int) -> None:
     transaction.on_commit(lambda: queue.enqueue_run(chat_id))
 
 
+def pipeline_wake(*, chat_id: int) -> None:
+    """The chat changed: plan it (durably: `needs_plan` survives a lost broker message; the sweep finds it)."""
+    if not ChatPipeline.objects.filter(chat_id=chat_id).update(needs_plan=True):
+        chat = Chat.objects.filter(pk=chat_id).first()
+        if chat is None:
+            return
+        ChatPipeline.objects.get_or_create(chat=chat, defaults={"user_id": chat.user_id, "needs_plan": True})
+    wake(chat_id=chat_id)
+
+
 def pipeline_ensure(*, chat: Chat) -> ChatPipeline:
     pipeline, _ = ChatPipeline.objects.get_or_create(chat=chat, defaults={"user_id": chat.user_id})
     return pipeline

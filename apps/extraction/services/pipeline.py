@@ -33,16 +33,6 @@ BY_HAND = {
 }
 
 
-def pipeline_wake(*, chat_id: int) -> None:
-    """The chat changed: plan it (durably: `needs_plan` survives a lost broker message; the sweep finds it)."""
-    if not ChatPipeline.objects.filter(chat_id=chat_id).update(needs_plan=True):
-        chat = Chat.objects.filter(pk=chat_id).first()
-        if chat is None:
-            return
-        ChatPipeline.objects.get_or_create(chat=chat, defaults={"user_id": chat.user_id, "needs_plan": True})
-    wake(chat_id=chat_id)
-
-
 def _take_changed_from(chat_id: int) -> int | None:
     """The lowest message index whose text changed since the last plan (recorded by the recall index)."""
     scope = MemoryScope.objects.select_for_update().filter(chat_id=chat_id).exclude(changed_from=None).first()
