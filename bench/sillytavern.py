@@ -1,6 +1,6 @@
 """What the SillyTavern extension costs a generation, and what it sends.
 
-    .venv/bin/python bench/sillytavern.py [--messages 5000] [--turns 40]
+    .venv/bin/python bench/sillytavern.py [--messages 5000] [--turns 200]
 
 Starts gunicorn (production settings) as bench/sync.py does, then runs the extension's own modules
 (clients/sillytavern/lib) in Node against it over real HTTP (bench/sillytavern_client.mjs): a 5,000-message chat is
@@ -30,7 +30,7 @@ from sync import free_port, setup, start_server  # noqa: E402  (bench/sync.py: t
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=5000)
-    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--turns", type=int, default=200)
     args = parser.parse_args()
     node = shutil.which("node")
     if node is None:
@@ -65,6 +65,8 @@ def main() -> None:
     print(f"  linking the chat (one import):        {figures['bind_ms']:8.0f} ms")
     print(f"  interceptor adds per generation, p50: {figures['added_ms_p50']:8.1f} ms")
     print(f"  interceptor adds per generation, p95: {figures['added_ms_p95']:8.1f} ms   (goal <= 150 ms)")
+    # Over few turns the p95 is the second-slowest one: one stall on a busy machine sets it (use --turns 200).
+    print(f"    over {figures['samples']} turns; the slowest: {figures['added_ms_max']:8.1f} ms")
     print(f"    of which sending the message, p50:  {figures['append_ms_p50']:8.1f} ms")
     server = f"{figures['context_server_ms_p50']:8.1f} ms / {figures['context_server_ms_p95']:.1f} ms"
     print(f"    context build on the server p50/p95:{server}")

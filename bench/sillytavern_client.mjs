@@ -82,6 +82,8 @@ console.log(
         bind_ms: bindMs,
         added_ms_p50: quantile(warm, 0.5),
         added_ms_p95: quantile(warm, 0.95),
+        added_ms_max: Math.max(...warm),
+        samples: warm.length,
         first_turn_ms: added[0],
         warm_up_max_ms: Math.max(...added.slice(0, WARM_UP)),
         warm_up_turns: WARM_UP,
