@@ -5,11 +5,20 @@ messages contain that text; `times=1` makes a rule apply once (then the next mat
 so "429 twice, then an answer" is two rules. A reply may carry a think block in the text, a reasoning field, an HTTP
 status with headers, a delay (to provoke timeouts), or a raw body (malformed JSON). `server.requests` records every
 request's path, headers and body.
+
+Streaming as the real servers do it: an OpenAI-compatible request with `"stream": true` gets server-sent events
+(`data: {chat.completion.chunk}` … `data: [DONE]`), an Ollama /api/chat request with `stream` true or absent (Ollama's
+default) NDJSON lines ending in one with `done: true`; the content goes out in word-sized chunks, over HTTP/1.1
+chunked encoding, so a cut is visible to the client. `tokens_per_second` paces the chunks, `fail_after` cuts the
+connection after that many content chunks. A request whose client went away before the end is marked
+`request["client_gone"] = True`.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +35,8 @@ class Reply:
     delay: float = 0.0
     raw: str | None = None  # a body sent as is (malformed output)
     usage: bool = True
+    tokens_per_second: float | None = None  # a stream's pace between chunks
+    fail_after: int | None = None  # a stream is cut after this many content chunks
 
 
 @dataclass
@@ -101,10 +112,9 @@ def _handler(server: LlmServer):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             messages = body.get("messages") or []
             prompt = "\n".join(str(m.get("content", "")) for m in messages)
+            request = {"path": self.path, "headers": dict(self.headers), "body": body, "prompt": prompt}
             with server._lock:
-                server.requests.append(
-                    {"path": self.path, "headers": dict(self.headers), "body": body, "prompt": prompt}
-                )
+                server.requests.append(request)
             reply = server._reply_for(prompt)
             if reply.delay:
                 time.sleep(reply.delay)
@@ -113,6 +123,10 @@ def _handler(server: LlmServer):
                 self._send(reply.status, reply.raw if reply.raw is not None else error, reply.headers)
                 return
             usage_in, usage_out = len(prompt.split()), len(reply.content.split())
+            streaming = body.get("stream", self.path == "/api/chat")  # Ollama streams unless told not to
+            if streaming and self.path in ("/v1/chat/completions", "/api/chat"):
+                _stream(self, request, reply, (usage_in, usage_out))
+                return
             if self.path == "/v1/chat/completions":
                 message = {"role": "assistant", "content": reply.content}
                 if reply.reasoning is not None:
@@ -143,6 +157,73 @@ def _handler(server: LlmServer):
             self._send(200, json.dumps(answer), reply.headers)
 
     return Handler
+
+
+def _pieces(text: str) -> list[str]:
+    """Word-sized chunks that join back to `text` exactly (each word with the space before it)."""
+    return re.findall(r"\s*\S+|\s+$", text)
+
+
+def _openai_event(request: dict, delta: dict, finish: str | None = None, usage: dict | None = None) -> bytes:
+    chunk = {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": request["body"].get("model", ""),
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    if usage is not None:
+        chunk["usage"] = usage
+    return f"data: {json.dumps(chunk)}\n\n".encode()
+
+
+def _ollama_line(request: dict, message: dict, **fields) -> bytes:
+    line = {"model": request["body"].get("model", ""), "message": {"role": "assistant", **message}, "done": False}
+    return (json.dumps(line | fields) + "\n").encode()
+
+
+def _stream(handler: BaseHTTPRequestHandler, request: dict, reply: Reply, usage: tuple[int, int]) -> None:
+    """The reply as a stream, in HTTP/1.1 chunks (so that a cut, a close without the last chunk, is an error)."""
+    openai = request["path"] == "/v1/chat/completions"
+    events: list[bytes] = []
+    if openai:
+        events.append(_openai_event(request, {"role": "assistant", "content": ""}))
+        if reply.reasoning is not None:
+            events.append(_openai_event(request, {"reasoning_content": reply.reasoning}))
+        events += [_openai_event(request, {"content": piece}) for piece in _pieces(reply.content)]
+        totals = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
+        events.append(_openai_event(request, {}, "stop", totals if reply.usage else None))
+        events.append(b"data: [DONE]\n\n")
+    else:
+        if reply.reasoning is not None:
+            events.append(_ollama_line(request, {"content": "", "thinking": reply.reasoning}))
+        events += [_ollama_line(request, {"content": piece}) for piece in _pieces(reply.content)]
+        counts = {"prompt_eval_count": usage[0], "eval_count": usage[1]} if reply.usage else {}
+        events.append(_ollama_line(request, {"content": ""}, done=True, done_reason="stop", **counts))
+    first_content = 1 + (reply.reasoning is not None) if openai else int(reply.reasoning is not None)
+    pause = 1 / reply.tokens_per_second if reply.tokens_per_second else 0.0
+    handler.protocol_version = "HTTP/1.1"
+    try:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream" if openai else "application/x-ndjson")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.send_header("Connection", "close")
+        for key, value in reply.headers.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        for index, event in enumerate(events):
+            if reply.fail_after is not None and index - first_content >= reply.fail_after:
+                handler.wfile.flush()
+                handler.connection.shutdown(socket.SHUT_RDWR)  # cut: no last chunk
+                return
+            if pause and index:
+                time.sleep(pause)
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            handler.wfile.flush()
+        handler.wfile.write(b"0\r\n\r\n")
+        handler.wfile.flush()
+    except (BrokenPipeError, ConnectionResetError):  # the client went away: a person pressed Stop
+        request["client_gone"] = True
 
 
 def start_llm_server() -> LlmServer:

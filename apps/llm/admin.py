@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from apps.llm.models import Call, Connection
+from apps.llm.models import Call, Connection, SamplerPreset
 
 
 @admin.register(Connection)
@@ -34,6 +34,16 @@ class CallAdmin(admin.ModelAdmin):
     search_fields = ["user__username", "error", "template"]
     readonly_fields = [f.name for f in Call._meta.fields]
     date_hierarchy = "created_at"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(SamplerPreset)
+class SamplerPresetAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "created_at"]
+    search_fields = ["name", "user__username"]
+    readonly_fields = ["user", "created_at"]
 
     def has_add_permission(self, request) -> bool:
         return False

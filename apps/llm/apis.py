@@ -1,8 +1,9 @@
-"""A user's LLM connections: list, create, change, delete, test; and the record of recent calls."""
+"""A user's LLM connections: list, create, change, delete, test; their sampler presets; and the record of recent
+calls."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
@@ -10,15 +11,43 @@ from rest_framework.views import APIView
 
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
-from apps.common.serializers import StorableInputSerializer, paginated
+from apps.common.serializers import DictField, StorableInputSerializer, paginated
 from apps.llm import selectors
-from apps.llm.models import Call, Connection
-from apps.llm.services import connection_create, connection_delete, connection_test, connection_update
+from apps.llm.models import Call, Connection, SamplerPreset
+from apps.llm.sampler import INTEGERS, RANGES, REPLY_TOKENS_MAX, STOP_LENGTH, STOP_MAX
+from apps.llm.services import (
+    connection_create,
+    connection_delete,
+    connection_test,
+    connection_update,
+    sampler_preset_delete,
+    sampler_preset_save,
+)
+
+
+def _sampler_schema() -> serializers.Serializer:
+    """The sampler object as the schema shows it, from the ranges `sampler_clean` checks (it alone checks them)."""
+    fields = {
+        key: (serializers.IntegerField if key in INTEGERS else serializers.FloatField)(
+            required=False, min_value=low, max_value=high
+        )
+        for key, (low, high) in RANGES.items()
+    }
+    fields["stop"] = serializers.ListField(
+        child=serializers.CharField(max_length=STOP_LENGTH, trim_whitespace=False), max_length=STOP_MAX, required=False
+    )
+    return inline_serializer(name="LlmSampler", fields=fields)
+
+
+@extend_schema_field(_sampler_schema())
+class SamplerField(DictField):
+    """The samplers a person set, any of the keys in apps/llm/sampler.py; an absent key is the model's default."""
 
 
 class ConnectionOutputSerializer(serializers.ModelSerializer):
     effective_profile = serializers.CharField(read_only=True)
     has_api_key = serializers.SerializerMethodField()
+    sampler = SamplerField()
 
     class Meta:
         model = Connection
@@ -35,6 +64,8 @@ class ConnectionOutputSerializer(serializers.ModelSerializer):
             "effective_profile",
             "context_window",
             "timeout",
+            "reply_tokens",
+            "sampler",
             "is_default",
             "last_tested_at",
             "last_test_ok",
@@ -62,6 +93,8 @@ class ConnectionInputSerializer(StorableInputSerializer):
     profile = serializers.ChoiceField(choices=Connection.ProfileChoice.choices, default="auto")
     context_window = serializers.IntegerField(required=False, allow_null=True, min_value=512, max_value=10_000_000)
     timeout = serializers.FloatField(required=False, allow_null=True, min_value=1, max_value=600)
+    reply_tokens = serializers.IntegerField(required=False, min_value=1, max_value=REPLY_TOKENS_MAX)
+    sampler = SamplerField(required=False, help_text="Replaces the stored samplers whole; {} clears them.")
     is_default = serializers.BooleanField(required=False)
 
     class Meta:
@@ -181,3 +214,56 @@ class CallListApi(APIView):
             selectors.call_list(user=request.user, status=status_value), request, view=self
         )
         return paginator.get_paginated_response(CallOutputSerializer(page, many=True).data)
+
+
+class PresetOutputSerializer(serializers.ModelSerializer):
+    values = SamplerField()
+
+    class Meta:
+        model = SamplerPreset
+        ref_name = "LlmSamplerPreset"
+        fields = ["id", "name", "values", "created_at"]
+
+
+class PresetInputSerializer(StorableInputSerializer):
+    name = serializers.CharField(max_length=100)
+    values = SamplerField()
+
+    class Meta:
+        ref_name = "LlmSamplerPresetInput"
+
+
+class PresetListOutputSerializer(serializers.Serializer):
+    results = PresetOutputSerializer(many=True)
+
+    class Meta:
+        ref_name = "LlmSamplerPresetList"
+
+
+class PresetListApi(APIView):
+    @extend_schema(operation_id="llm_presets_list", responses=PresetListOutputSerializer)
+    def get(self, request):
+        presets = selectors.sampler_preset_list(user=request.user)
+        return Response({"results": PresetOutputSerializer(presets, many=True).data})
+
+    @extend_schema(
+        operation_id="llm_presets_create",
+        request=PresetInputSerializer,
+        responses={201: PresetOutputSerializer},
+        description="Keeps sampler values under a name; a preset of the same name (in any case) is saved over. "
+        "To put a preset on a connection, PATCH the connection's `sampler` with the preset's `values`.",
+    )
+    @idempotent
+    def post(self, request):
+        serializer = PresetInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        preset = sampler_preset_save(user=request.user, **serializer.validated_data)
+        return Response(PresetOutputSerializer(preset).data, status=status.HTTP_201_CREATED)
+
+
+class PresetDetailApi(APIView):
+    @extend_schema(operation_id="llm_presets_destroy", responses={204: None})
+    @idempotent
+    def delete(self, request, preset_id: int):
+        sampler_preset_delete(preset=selectors.sampler_preset_get(user=request.user, preset_id=preset_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)

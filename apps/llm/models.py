@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from apps.llm.profiles import detect_profile
+from apps.llm.sampler import REPLY_TOKENS_DEFAULT, SAMPLER_KEYS
 
 
 class Profile(models.TextChoices):
@@ -36,6 +37,9 @@ class Connection(models.Model):
     profile = models.CharField(max_length=4, choices=ProfileChoice.choices, default=ProfileChoice.AUTO)
     context_window = models.PositiveIntegerField(null=True, blank=True, help_text="Tokens; default by profile.")
     timeout = models.FloatField(null=True, blank=True, help_text="Seconds per attempt; default from settings.")
+    reply_tokens = models.PositiveIntegerField(default=REPLY_TOKENS_DEFAULT, help_text="Reply length in tokens")
+    # The person's samplers for a chat reply (apps/llm/sampler.py `sampler_clean` says which keys and ranges).
+    sampler = models.JSONField(default=dict, blank=True)
     is_default = models.BooleanField(default=False, help_text="Used for background memory work.")
     last_tested_at = models.DateTimeField(null=True, blank=True)
     last_test_ok = models.BooleanField(null=True, blank=True)
@@ -69,6 +73,7 @@ class Call(models.Model):
     class Status(models.TextChoices):
         OK = "ok"
         ERROR = "error"
+        STOPPED = "stopped"  # a streamed reply the person stopped: `response` holds what had come
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="llm_calls")
     connection = models.ForeignKey(Connection, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls")
@@ -92,3 +97,31 @@ class Call(models.Model):
 
     def __str__(self) -> str:
         return f"{self.purpose} {self.status} ({self.created_at:%Y-%m-%d %H:%M})"
+
+
+class SamplerPreset(models.Model):
+    """A named set of sampler values (the keys of `Connection.sampler`) a person keeps to put on a connection."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sampler_presets")
+    name = models.CharField(max_length=100)
+    values = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint("user", models.functions.Lower("name"), name="llm_sampler_preset_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def summary(self) -> str:
+        """ "temperature 0.8 · top_p 0.95 · 2 stop strings", or what an empty preset means."""
+        parts = [
+            f"{len(value)} stop string{'s' if len(value) != 1 else ''}" if key == "stop" else f"{key} {value:g}"
+            for key in SAMPLER_KEYS  # in this order: PostgreSQL keeps a JSON object's keys in its own
+            if (value := self.values.get(key)) is not None
+        ]
+        return " · ".join(parts) or "the model's own defaults"

@@ -12,12 +12,26 @@ from django.utils import timezone
 from apps.common.exceptions import ApplicationError
 from apps.common.netguard import provider_url_check
 from apps.common.secrets import secret_encrypt
+from apps.common.services import model_update
 from apps.llm.client import LlmError, complete_prompt
-from apps.llm.models import Connection
+from apps.llm.models import Connection, SamplerPreset
+from apps.llm.profiles import connection_context_size
 from apps.llm.prompts import prompt_get
+from apps.llm.sampler import REPLY_TOKENS_MAX, sampler_clean
 
 TEST_TIMEOUT = 30.0
-FIELDS = ("name", "api", "base_url", "model", "profile", "context_window", "timeout", "is_default")
+FIELDS = (
+    "name",
+    "api",
+    "base_url",
+    "model",
+    "profile",
+    "context_window",
+    "timeout",
+    "is_default",
+    "reply_tokens",
+    "sampler",
+)
 
 
 def _set_key(connection: Connection, api_key: str) -> None:
@@ -41,6 +55,13 @@ def _validate(*, user: AbstractUser, connection: Connection) -> None:
         raise ApplicationError(
             "A context window under 512 tokens leaves no room for a prompt.", {"field": "context_window"}
         )
+    if not 1 <= connection.reply_tokens <= REPLY_TOKENS_MAX:
+        raise ApplicationError(f"A reply is 1 to {REPLY_TOKENS_MAX:,} tokens long.", {"field": "reply_tokens"})
+    if connection.reply_tokens >= connection_context_size(connection):
+        raise ApplicationError(
+            "The reply length leaves no room for the chat in the context size.", {"field": "reply_tokens"}
+        )
+    connection.sampler = sampler_clean(connection.sampler or {})
 
 
 def _make_only_default(connection: Connection) -> None:
@@ -65,7 +86,8 @@ def connection_create(*, user: AbstractUser, api_key: str = "", **fields: Any) -
 
 @transaction.atomic
 def connection_update(*, connection: Connection, data: dict[str, Any], api_key: str | None = None) -> Connection:
-    """`api_key=None` keeps the stored key, "" clears it."""
+    """`api_key=None` keeps the stored key, "" clears it. `data` may hold any of FIELDS; `sampler` replaces the
+    stored samplers whole (checked by `sampler_clean`)."""
     connection = Connection.objects.select_for_update().get(pk=connection.pk)
     for key in FIELDS:
         if key in data:
@@ -113,3 +135,33 @@ def connection_test(*, connection: Connection) -> Connection:
     )
     connection.refresh_from_db()
     return connection
+
+
+@transaction.atomic
+def sampler_preset_save(*, user: AbstractUser, name: str, values: dict) -> SamplerPreset:
+    """Keep `values` (checked by `sampler_clean`) under `name`: a preset of that name (in any case) is overwritten,
+    as saving over a preset is how a person changes one."""
+    name = name.strip()
+    if not name:
+        raise ApplicationError("A preset needs a name.", {"field": "name"})
+    if len(name) > 100:
+        raise ApplicationError("A preset's name is at most 100 characters.", {"field": "name"})
+    values = sampler_clean(values)
+    preset = SamplerPreset.objects.select_for_update().filter(user=user, name__iexact=name).first()
+    if preset is None:
+        return SamplerPreset.objects.create(user=user, name=name, values=values)
+    preset, _ = model_update(instance=preset, fields=["name", "values"], data={"name": name, "values": values})
+    return preset
+
+
+@transaction.atomic
+def sampler_preset_delete(*, preset: SamplerPreset) -> None:
+    preset.delete()
+
+
+@transaction.atomic
+def sampler_preset_apply(*, connection: Connection, preset: SamplerPreset) -> Connection:
+    """Put the preset's samplers on the connection, replacing its own (the reply length stays)."""
+    if preset.user_id != connection.user_id:
+        raise ApplicationError("No such preset.", {"field": "preset"}, status=404)
+    return connection_update(connection=connection, data={"sampler": preset.values})

@@ -49,3 +49,63 @@ def split_message(message: dict) -> tuple[str, str]:
     fields = [str(message[name]).strip() for name in REASONING_FIELDS if isinstance(message.get(name), str)]
     reasoning = "\n\n".join(part for part in [*fields, inline] if part)
     return answer, reasoning
+
+
+_OPEN = re.compile(rf"<(?P<tag>{_TAGS})\b[^>]*>", re.IGNORECASE)
+_OPENING = re.compile(rf"<(?:{_TAGS})\b[^>]*$", re.IGNORECASE)  # an opening tag still arriving
+_TAG_NAMES = tuple(f"<{name}" for name in _TAGS.split("|"))
+_HOLD_LIMIT = 200  # longer than any opening tag: past it the text is no tag
+
+
+class ThinkFilter:
+    """The think-block stripper for a streamed answer: feed it the text as it arrives and it gives back what may be
+    shown. A think block at the start of the answer (leading space aside) is held back and kept in `reasoning`;
+    everything after it, and any answer that does not open with one, passes as it comes (leading space removed).
+    Only the start is watched: a block later in the text, or a lone closing tag, would need the whole answer held
+    back, which streaming is for not doing (`strip_thinking` cleans the recorded answer afterwards)."""
+
+    def __init__(self) -> None:
+        self._state = "start"  # start → (inside → after) → pass
+        self._held = ""
+        self._close: re.Pattern | None = None
+        self.reasoning = ""
+
+    def feed(self, piece: str) -> str:
+        if self._state == "pass":
+            return piece
+        self._held += piece
+        if self._state == "start":
+            head = self._held.lstrip()
+            opened = _OPEN.match(head)
+            if opened:
+                self._close = re.compile(rf"</{opened.group('tag')}\s*>", re.IGNORECASE)
+                self._state, self._held = "inside", head[opened.end() :]
+            elif not head or (len(head) < _HOLD_LIMIT and _may_open(head)):
+                return ""
+            else:
+                self._state, self._held = "pass", ""
+                return head
+        if self._state == "inside":
+            closed = self._close.search(self._held)
+            if not closed:
+                return ""
+            self.reasoning += self._held[: closed.start()].strip()
+            self._state, self._held = "after", self._held[closed.end() :]
+        shown = self._held.lstrip()
+        if shown:
+            self._state, self._held = "pass", ""
+        return shown
+
+    def finish(self) -> str:
+        """What is still held when the answer ends: text that only looked like the start of a tag is shown; an
+        unclosed block (an answer cut short while thinking) is all reasoning."""
+        held, self._held = self._held, ""
+        if self._state == "inside":
+            self.reasoning += held.strip()
+            return ""
+        return held.lstrip() if self._state == "start" else ""
+
+
+def _may_open(head: str) -> bool:
+    lowered = head.lower()
+    return any(name.startswith(lowered) for name in _TAG_NAMES) or bool(_OPENING.match(head))

@@ -9,4 +9,7 @@ urlpatterns = [
     path("llm/<int:connection_id>/", views.connection_edit, name="edit"),
     path("llm/<int:connection_id>/test/", views.connection_test_view, name="test"),
     path("llm/<int:connection_id>/delete/", views.connection_delete_view, name="delete"),
+    path("llm/<int:connection_id>/presets/save/", views.preset_save_view, name="preset-save"),
+    path("llm/<int:connection_id>/presets/apply/", views.preset_apply_view, name="preset-apply"),
+    path("llm/<int:connection_id>/presets/<int:preset_id>/delete/", views.preset_delete_view, name="preset-delete"),
 ]

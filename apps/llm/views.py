@@ -5,14 +5,24 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.common.exceptions import ApplicationError
 from apps.llm import selectors
-from apps.llm.forms import ConnectionForm
+from apps.llm.forms import ConnectionForm, SamplerForm
 from apps.llm.models import Call
-from apps.llm.services import connection_create, connection_delete, connection_test, connection_update
+from apps.llm.sampler import REPLY_TOKENS_DEFAULT
+from apps.llm.services import (
+    connection_create,
+    connection_delete,
+    connection_test,
+    connection_update,
+    sampler_preset_apply,
+    sampler_preset_delete,
+    sampler_preset_save,
+)
 
 RECENT_CALLS = 10
 
@@ -25,7 +35,8 @@ def _add_error(form: ConnectionForm, exc: ApplicationError) -> None:
 @login_required
 @require_http_methods(["GET", "POST"])
 def connection_list(request):
-    form = ConnectionForm(request.POST or None, initial={"api": "openai", "profile": "auto"})
+    initial = {"api": "openai", "profile": "auto", "reply_tokens": REPLY_TOKENS_DEFAULT}
+    form = ConnectionForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         data, api_key = form.service_data()
         try:
@@ -57,8 +68,70 @@ def connection_edit(request, connection_id: int):
         else:
             messages.success(request, "Connection saved.")
             return redirect("llm:connections")
-    context = {"connection": connection, "form": form}
+    context = {"connection": connection, "form": form, "presets": selectors.sampler_preset_list(user=request.user)}
     return render(request, "llm/connection_edit.html", context, status=400 if form.errors else 200)
+
+
+def _presets_answer(request, connection, *, saved=None, error: str = ""):
+    """htmx: the presets block again; else back to the connection's page with a message."""
+    if request.htmx:
+        context = {
+            "connection": connection,
+            "presets": selectors.sampler_preset_list(user=request.user),
+            "preset_saved": saved,
+            "preset_error": error,
+        }
+        return render(request, "llm/connection_edit.html#presets", context, status=400 if error else 200)
+    if error:
+        messages.error(request, f"Preset not saved: {error}")
+    elif saved is not None:
+        messages.success(request, f"Preset “{saved.name}” saved.")
+    return redirect("llm:edit", connection_id=connection.pk)
+
+
+@login_required
+@require_POST
+def preset_save_view(request, connection_id: int):
+    """Saves the samplers as they stand in the connection's form (posted whole, saved or not) as a preset."""
+    connection = selectors.connection_get(user=request.user, connection_id=connection_id)
+    form = SamplerForm(request.POST)
+    if not form.is_valid():
+        field, errors = next(iter(form.errors.items()))
+        label = form.fields[field].label if field in form.fields else ""
+        return _presets_answer(request, connection, error=f"{label}: {errors[0]}" if label else errors[0])
+    try:
+        preset = sampler_preset_save(user=request.user, name=request.POST.get("preset_name", ""), values=form.sampler)
+    except ApplicationError as exc:
+        return _presets_answer(request, connection, error=exc.message)
+    return _presets_answer(request, connection, saved=preset)
+
+
+@login_required
+@require_POST
+def preset_apply_view(request, connection_id: int):
+    connection = selectors.connection_get(user=request.user, connection_id=connection_id)
+    preset_id = request.POST.get("preset", "")
+    if not preset_id.isdigit():
+        raise Http404("No such preset.")
+    preset = selectors.sampler_preset_get(user=request.user, preset_id=int(preset_id))
+    try:
+        sampler_preset_apply(connection=connection, preset=preset)
+    except ApplicationError as exc:
+        messages.error(request, f"Preset not applied: {exc.message}")
+    else:
+        messages.success(request, f"Preset “{preset.name}” applied: {preset.summary}.")
+    return redirect("llm:edit", connection_id=connection.pk)
+
+
+@login_required
+@require_POST
+def preset_delete_view(request, connection_id: int, preset_id: int):
+    connection = selectors.connection_get(user=request.user, connection_id=connection_id)
+    preset = selectors.sampler_preset_get(user=request.user, preset_id=preset_id)
+    sampler_preset_delete(preset=preset)
+    if not request.htmx:
+        messages.success(request, f"Preset “{preset.name}” deleted.")
+    return _presets_answer(request, connection)
 
 
 @login_required

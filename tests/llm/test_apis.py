@@ -272,7 +272,8 @@ def test_calls_filter_by_status(api, llm):
 def test_calls_with_an_unknown_status_is_400(api):
     response = api.get(CALLS, {"status": "pending"})
     assert response.status_code == 400
-    assert response.json() == {"message": "Unknown status.", "extra": {"field": "status", "allowed": ["ok", "error"]}}
+    allowed = ["ok", "error", "stopped"]
+    assert response.json() == {"message": "Unknown status.", "extra": {"field": "status", "allowed": allowed}}
 
 
 def test_calls_are_paged_by_cursor(api, llm):

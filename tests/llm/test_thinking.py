@@ -4,7 +4,7 @@ the answer keeps only what the model meant to say."""
 
 import pytest
 
-from apps.llm.thinking import split_message, strip_thinking
+from apps.llm.thinking import ThinkFilter, split_message, strip_thinking
 
 # ------------------------------------------------------------------------------------------------ text blocks
 
@@ -123,3 +123,44 @@ def test_a_truncated_harmony_analysis_channel_is_a_truncated_thought():
         "",
         "the user wants a verdict, so",
     )
+
+
+# ------------------------------------------------------------------------------------------------ streamed
+
+
+def _filtered(pieces: list[str]) -> tuple[list[str], str]:
+    """What a stream of `pieces` shows, delta by delta, and the reasoning held back."""
+    think = ThinkFilter()
+    shown = [think.feed(piece) for piece in pieces] + [think.finish()]
+    return [delta for delta in shown if delta], think.reasoning
+
+
+def test_a_streamed_think_block_split_anywhere_is_held_back():
+    text = "  <think>Ada knocked twice.</think>\n\nCome in, Ada."
+    for size in (1, 2, 3, 5, 8, 13):
+        shown, reasoning = _filtered([text[i : i + size] for i in range(0, len(text), size)])
+        assert ("".join(shown), reasoning) == ("Come in, Ada.", "Ada knocked twice.")
+
+
+def test_a_streamed_answer_without_a_block_passes_as_it_comes():
+    shown, reasoning = _filtered(["\n Hello", ", Ada", ". <think>not at the start</think>"])
+    assert (shown, reasoning) == (["Hello", ", Ada", ". <think>not at the start</think>"], "")
+
+
+@pytest.mark.parametrize("start", ["<b>Bold</b> move", "<thinker> is a word", "< think", "<3 you"])
+def test_text_that_only_begins_like_a_tag_is_shown_whole(start):
+    shown, reasoning = _filtered(list(start))
+    assert ("".join(shown), reasoning) == (start, "")
+
+
+def test_other_tag_names_and_attributes_are_held_back_too():
+    shown, reasoning = _filtered(["<thinking mode='deep'>", "plan", "</THINKING>", " Reply."])
+    assert (shown, reasoning) == (["Reply."], "plan")
+
+
+def test_an_unclosed_streamed_block_is_all_reasoning():
+    assert _filtered(["<think>Ada knocks", " twice, which means"]) == ([], "Ada knocks twice, which means")
+
+
+def test_a_lone_opening_of_a_tag_at_the_end_is_shown():
+    assert _filtered(["<thi"]) == (["<thi"], "")
