@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from apps.chats.models import Character, Chat, ChatRevision, Message
+from apps.chats.models import Character, Chat, ChatRevision, Message, Persona
 from apps.chats.services.chats import chat_delete, chat_lock, chat_touch
 from apps.chats.services.messages import message_delete
 
@@ -10,6 +10,15 @@ class CharacterAdmin(admin.ModelAdmin):
     list_display = ["name", "user", "created_at", "updated_at"]
     search_fields = ["name", "user__username", "description"]
     list_filter = ["created_at"]
+    list_select_related = ["user"]
+    raw_id_fields = ["user"]
+
+
+@admin.register(Persona)
+class PersonaAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "is_default", "created_at"]
+    search_fields = ["name", "user__username"]
+    list_filter = ["is_default"]
     list_select_related = ["user"]
     raw_id_fields = ["user"]
 
@@ -44,7 +53,7 @@ class ChatAdmin(admin.ModelAdmin):
     search_fields = ["title", "character_name", "user__username"]
     list_filter = ["has_header", "updated_at", "created_at"]
     list_select_related = ["user"]
-    raw_id_fields = ["user"]
+    raw_id_fields = ["user", "persona"]
     filter_horizontal = ["characters"]
     readonly_fields = ["integrity", "message_count", "created_at", "updated_at"]
     actions = [delete_chats]

@@ -1,5 +1,7 @@
 from django import forms
 
+from apps.chats.models import ReplyOrder
+
 
 class ChatImportForm(forms.Form):
     file = forms.FileField(help_text="A SillyTavern chat file (.jsonl).")
@@ -29,3 +31,56 @@ class CharacterForm(forms.Form):
 
     def clean_tags(self) -> list[str]:
         return [tag.strip()[:100] for tag in self.cleaned_data["tags"].split(",") if tag.strip()]
+
+
+class AvatarForm(forms.Form):
+    avatar = forms.FileField(
+        required=False, help_text="PNG, JPEG or WebP, at most 5 MB (checked by its content, not its name)."
+    )
+    remove = forms.BooleanField(required=False)
+
+
+class PersonaForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    description = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}),
+        required=False,
+        strip=False,
+        help_text="Who you are in the story: the model reads it with every reply.",
+    )
+    is_default = forms.BooleanField(required=False, label="Default", help_text="New chats start with this persona.")
+
+
+def _persona_choices(personas) -> list[tuple[str, str]]:
+    return [(str(p.pk), f"{p.name} (default)" if p.is_default else p.name) for p in personas]
+
+
+class ChatStartForm(forms.Form):
+    """Starting a chat from the pages: the persona among the person's own (the view gives them), the default first."""
+
+    persona = forms.ChoiceField(required=False)
+    title = forms.CharField(max_length=300, required=False, help_text="By default the characters' names and the date.")
+    reply_order = forms.ChoiceField(choices=ReplyOrder.choices, required=False, initial=ReplyOrder.NATURAL)
+    characters = forms.TypedMultipleChoiceField(coerce=int, required=False)
+
+    def __init__(self, *args, personas=(), character_choices=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        default = next((p for p in personas if p.is_default), None)
+        # Without a choice the chat takes the default persona: "no persona" is a choice only when there is none.
+        none = [] if default is not None else [("", "You (no persona)")]
+        self.fields["persona"].choices = [*none, *_persona_choices(personas)]
+        if default is not None:
+            self.fields["persona"].initial = str(default.pk)
+        self.fields["characters"].choices = [(str(c.pk), c.name) for c in character_choices]
+
+
+class BranchForm(forms.Form):
+    index = forms.IntegerField(min_value=0)
+
+
+class ChatPersonaForm(forms.Form):
+    persona = forms.ChoiceField(required=False, label="Persona")
+
+    def __init__(self, *args, personas=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["persona"].choices = [("", "None (the chat's own user name)"), *_persona_choices(personas)]

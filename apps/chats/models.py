@@ -5,12 +5,21 @@ and edited), anything else in `other_fields`, and `absent_fields` remembers whic
 not have, so an export writes back exactly the JSON value that was imported (see apps/chats/jsonl.py).
 """
 
+from __future__ import annotations
+
 import uuid
 
 from django.conf import settings
 from django.db import models
 
 from apps.common.models import Synced
+
+
+def avatar_path(instance: Character, filename: str) -> str:
+    """Under the owner's folder, named at random: MEDIA is never served directly (apps/chats/views/characters.py
+    serves an avatar to its owner only), and the name says nothing of the character."""
+    suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else "png"
+    return f"avatars/{instance.user_id}/{uuid.uuid4().hex}.{suffix}"
 
 
 class Character(Synced):
@@ -27,6 +36,12 @@ class Character(Synced):
     card_data = models.JSONField(
         default=dict, blank=True, help_text="The card as imported (V1/V2/V3 JSON), or any other card data, verbatim."
     )
+    avatar = models.FileField(
+        upload_to=avatar_path,
+        blank=True,
+        max_length=300,
+        help_text="The card's image (a PNG card's own, or one uploaded): PNG, JPEG or WebP.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -38,9 +53,42 @@ class Character(Synced):
         return self.name
 
 
+class Persona(models.Model):
+    """Who the person plays in a chat (SillyTavern's persona): its name is the chat's `user_name` and `{{user}}`."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="personas")
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True, default="")
+    is_default = models.BooleanField(default=False, help_text="New chats start with it (at most one per account).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-is_default", "name", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user"], condition=models.Q(is_default=True), name="persona_one_default_per_user"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ReplyOrder(models.TextChoices):
+    NATURAL = "natural", "Natural (named first, else in turn)"
+    MANUAL = "manual", "Manual (you choose)"
+
+
 class Chat(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chats")
     characters = models.ManyToManyField(Character, related_name="chats", blank=True)
+    persona = models.ForeignKey(Persona, on_delete=models.SET_NULL, null=True, blank=True, related_name="chats")
+    reply_order = models.CharField(
+        max_length=10,
+        choices=ReplyOrder.choices,
+        default=ReplyOrder.NATURAL,
+        help_text="Who replies in a group chat: natural order, or the person chooses.",
+    )
     title = models.CharField(max_length=300)
     # Header line of the JSONL file.
     has_header = models.BooleanField(default=True, help_text="False for headerless (old group) chat files.")
@@ -83,7 +131,10 @@ class Chat(models.Model):
                 fields=["user", "client_key"],
                 condition=models.Q(client_key__isnull=False),
                 name="chat_unique_client_key_per_user",
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(reply_order__in=ReplyOrder.values), name="chat_reply_order_valid"
+            ),
         ]
 
     def __str__(self) -> str:

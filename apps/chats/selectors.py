@@ -10,7 +10,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
-from apps.chats.models import Character, Chat, ChatRevision, Message
+from apps.chats.models import Character, Chat, ChatRevision, Message, Persona
 
 MAX_PAGE = 500
 REVISION_LIST_LIMIT = 100
@@ -42,6 +42,15 @@ def character_get(*, user: AbstractUser, character_id: int) -> Character:
         raise Http404("No such character.") from exc
 
 
+def characters_get(*, user: AbstractUser, character_ids: list[int]) -> list[Character]:
+    """The user's characters of these ids, in that order (repeats dropped); any other id is a 404."""
+    ids = list(dict.fromkeys(character_ids))
+    found = {character.pk: character for character in Character.objects.filter(user=user, pk__in=ids)}
+    if len(found) != len(ids):
+        raise Http404("No such character.")
+    return [found[pk] for pk in ids]
+
+
 def chat_list(
     *, user: AbstractUser, search: str = "", client_key: str | None = None, character: Character | None = None
 ) -> QuerySet[Chat]:
@@ -70,6 +79,12 @@ def chat_count(*, user: AbstractUser, character: Character) -> int:
 def chat_characters(*, chat: Chat) -> list[Character]:
     """The chat's characters, by name."""
     return list(chat.characters.order_by("name"))
+
+
+def chat_characters_in_order(*, chat: Chat) -> list[Character]:
+    """The chat's characters in the chat's order: the order they were linked in (a group's greetings, its turns)."""
+    links = Chat.characters.through.objects.filter(chat=chat).select_related("character").order_by("id")
+    return [link.character for link in links]
 
 
 def chat_get(*, user: AbstractUser, chat_id: int) -> Chat:
@@ -121,3 +136,15 @@ def revision_lines(*, revision: ChatRevision) -> Iterator[bytes]:
 
 def revision_stream(*, revision: ChatRevision) -> gzip.GzipFile:
     return gzip.GzipFile(fileobj=io.BytesIO(bytes(revision.jsonl_gzip)))
+
+
+def persona_list(*, user: AbstractUser) -> QuerySet[Persona]:
+    """The user's personas, the default first, then by name."""
+    return Persona.objects.filter(user=user)
+
+
+def persona_get(*, user: AbstractUser, persona_id: int) -> Persona:
+    try:
+        return Persona.objects.get(user=user, pk=persona_id)
+    except Persona.DoesNotExist as exc:
+        raise Http404("No such persona.") from exc

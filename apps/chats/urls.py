@@ -1,29 +1,38 @@
 from django.urls import path
 
-from apps.chats import views
+from apps.chats.views import characters, chats, personas, start
 
 app_name = "chats"
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("welcome/", views.welcome, name="welcome"),
-    path("chats/", views.chat_list, name="list"),
-    path("chats/import/", views.chat_import_view, name="import"),
-    path("chats/sample/", views.chat_sample, name="sample"),
-    path("chats/<int:chat_id>/", views.chat_detail, name="detail"),
-    path("chats/<int:chat_id>/older/", views.message_older, name="older"),
-    path("chats/<int:chat_id>/messages/<int:index>/", views.message_fragment, name="message"),
-    path("chats/<int:chat_id>/messages/<int:index>/swipes/", views.message_swipes, name="swipes"),
-    path("chats/<int:chat_id>/export/", views.chat_export_view, name="export"),
-    path("chats/<int:chat_id>/delete/", views.chat_delete_view, name="delete"),
+    path("", chats.home, name="home"),
+    path("welcome/", chats.welcome, name="welcome"),
+    path("chats/", chats.chat_list, name="list"),
+    path("chats/import/", chats.chat_import_view, name="import"),
+    path("chats/sample/", chats.chat_sample, name="sample"),
+    path("chats/<int:chat_id>/", chats.chat_detail, name="detail"),
+    path("chats/<int:chat_id>/older/", chats.message_older, name="older"),
+    path("chats/<int:chat_id>/messages/<int:index>/", chats.message_fragment, name="message"),
+    path("chats/<int:chat_id>/messages/<int:index>/swipes/", chats.message_swipes, name="swipes"),
+    path("chats/<int:chat_id>/export/", chats.chat_export_view, name="export"),
+    path("chats/<int:chat_id>/delete/", chats.chat_delete_view, name="delete"),
+    path("chats/<int:chat_id>/branch/", start.chat_branch_view, name="branch"),
+    path("chats/<int:chat_id>/persona/", start.chat_persona, name="chat-persona"),
     path(
         "chats/<int:chat_id>/revisions/<int:revision_id>/restore/",
-        views.chat_revision_restore_view,
+        chats.chat_revision_restore_view,
         name="revision-restore",
     ),
-    path("characters/", views.character_list, name="characters"),
-    path("characters/new/", views.character_detail, name="character-new"),
-    path("characters/import/", views.character_import_view, name="character-import"),
-    path("characters/<int:character_id>/", views.character_detail, name="character"),
-    path("characters/<int:character_id>/delete/", views.character_delete_view, name="character-delete"),
+    path("characters/", characters.character_list, name="characters"),
+    path("characters/new/", characters.character_detail, name="character-new"),
+    path("characters/import/", characters.character_import_view, name="character-import"),
+    path("characters/group-chat/", start.group_chat_start, name="group-chat-start"),
+    path("characters/<int:character_id>/", characters.character_detail, name="character"),
+    path("characters/<int:character_id>/avatar", characters.character_avatar, name="character-avatar"),
+    path("characters/<int:character_id>/chats/new/", start.character_chat_start, name="character-chat-start"),
+    path("characters/<int:character_id>/delete/", characters.character_delete_view, name="character-delete"),
+    path("personas/", personas.persona_list, name="personas"),
+    path("personas/<int:persona_id>/", personas.persona_detail, name="persona"),
+    path("personas/<int:persona_id>/default/", personas.persona_default_view, name="persona-default"),
+    path("personas/<int:persona_id>/delete/", personas.persona_delete_view, name="persona-delete"),
 ]

@@ -2,6 +2,8 @@ import io
 import json
 from pathlib import Path
 
+from PIL import Image
+
 from apps.chats.models import Chat
 from apps.chats.services.chats import chat_export_lines
 
@@ -37,3 +39,16 @@ def if_match(chat_or_integrity) -> dict:
     """If-Match with a chat's integrity (as the object in hand holds it) or with an integrity given as is."""
     integrity = getattr(chat_or_integrity, "integrity", chat_or_integrity)
     return {"HTTP_IF_MATCH": f'"{integrity}"'}
+
+
+def image_bytes(kind: str = "PNG", size: tuple[int, int] = (8, 12), colour=(200, 60, 40)) -> bytes:
+    """A small picture in a format Pillow writes (PNG, JPEG, WEBP, GIF…)."""
+    buffer = io.BytesIO()
+    Image.new("RGB", size, colour).save(buffer, format=kind)
+    return buffer.getvalue()
+
+
+def pixels(data: bytes) -> tuple[tuple[int, int], bytes]:
+    """The picture's size and pixels (RGB), to compare pictures whatever their file."""
+    with Image.open(io.BytesIO(data)) as image:
+        return image.size, image.convert("RGB").tobytes()

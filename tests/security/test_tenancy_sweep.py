@@ -15,10 +15,10 @@ from rest_framework.test import APIClient
 from apps.accounts.models import ApiToken
 from apps.accounts.services import api_token_create
 from apps.archives.models import Backup
-from apps.chats.models import Character, Chat, ChatRevision, Message
+from apps.chats.models import Character, Chat, ChatRevision, Message, Persona
 from apps.chats.services.chats import chat_import
 from apps.extraction.models import ModelTest, PipelineJob, Recap, Scene
-from apps.llm.services import connection_create
+from apps.llm.services import connection_create, sampler_preset_save
 from apps.memories.models import Entity, LifecycleJob, Memory
 from apps.memories.services.memories import memory_create
 from apps.sync.models import Instance
@@ -76,6 +76,8 @@ def owned(user, scripted):
         "node": f"m{memory.pk}",
         "lifecycle_job_id": LifecycleJob.objects.create(user=user, type="consolidate", character=character).pk,
         "pipeline_job_id": PipelineJob.objects.create(user=user, chat=chat, tier="session").pk,
+        "persona_id": Persona.objects.create(user=user, name="Secret", description="Private fact.").pk,
+        "preset_id": sampler_preset_save(user=user, name="Secret", values={"temperature": 0.5}).pk,
     }
     return values
 
@@ -108,6 +110,7 @@ def snapshot(user) -> tuple:
         list(Recap.objects.filter(user=user).values_list("id", "state")),
         list(PipelineJob.objects.filter(user=user).values_list("id", "state")),
         list(LifecycleJob.objects.filter(user=user).values_list("id", "state")),
+        list(Persona.objects.filter(user=user).values_list("id", "name", "description", "is_default")),
     )
 
 

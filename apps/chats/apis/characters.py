@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
@@ -30,8 +31,14 @@ class CharacterOutputSerializer(serializers.Serializer):
     creator_notes = serializers.CharField()
     tags = serializers.ListField(child=serializers.CharField())
     card_data = serializers.DictField()
+    avatar = serializers.SerializerMethodField(
+        help_text="Where its avatar is served (to its owner, signed in), or null when it has none."
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+    def get_avatar(self, character) -> str | None:
+        return reverse("chats:character-avatar", args=[character.pk]) if character.avatar else None
 
 
 class CharacterInputSerializer(StorableInputSerializer):

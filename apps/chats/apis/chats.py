@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from apps.chats import selectors
 from apps.chats.apis.common import JSONL_CONTENT_TYPES, JsonlPassthroughParser, ListPagination, parse_ids
-from apps.chats.models import Chat
+from apps.chats.models import Chat, ReplyOrder
 from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_update
 from apps.chats.services.writes import chat_import_or_update
 from apps.chats.signals import chat_progress
@@ -44,6 +44,12 @@ class ChatSummarySerializer(serializers.Serializer):
 
 
 class ChatDetailSerializer(ChatSummarySerializer):
+    persona = serializers.IntegerField(
+        source="persona_id", allow_null=True, help_text="Your persona in the chat (its name is `{{user}}`), or null."
+    )
+    reply_order = serializers.ChoiceField(
+        choices=ReplyOrder.choices, help_text="Who replies in a group: natural order, or you choose."
+    )
     create_date = serializers.JSONField()
     chat_metadata = serializers.DictField()
     has_header = serializers.BooleanField()
@@ -76,6 +82,10 @@ class ChatInputSerializer(StorableInputSerializer):
         max_length=500,
         help_text="Your client's own name for the chat, unique among your chats (409 `client_key_taken`).",
     )
+    persona = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, help_text="One of your personas, or null for none."
+    )
+    reply_order = serializers.ChoiceField(choices=ReplyOrder.choices, required=False)
 
 
 class ChatListApi(APIView):
@@ -102,7 +112,8 @@ class ChatListApi(APIView):
     def post(self, request):
         serializer = ChatInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        chat = chat_create(user=request.user, **serializer.validated_data)
+        data = dict(serializer.validated_data)
+        chat = chat_create(user=request.user, persona_id=data.pop("persona", None), **data)
         return Response(ChatDetailSerializer(chat).data, status=status.HTTP_201_CREATED)
 
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import struct
 from typing import Any, BinaryIO
 
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 
 from apps.chats.models import Character
+from apps.chats.services.avatars import avatar_format, character_avatar_set
 from apps.chats.services.characters import character_create
+from apps.chats.services.png import PNG_SIGNATURE, png_text_chunks, png_without_card
 from apps.common.exceptions import ApplicationError
 from apps.common.jsonsafe import loads_strict, unstorable_reason
 
 MAX_CARD_BYTES = 20 * 1024 * 1024
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # The V3 chunk wins over V2's when a PNG carries both, as in SillyTavern.
 PNG_CARD_KEYWORDS = (b"ccv3", b"chara")
 TEXT_FIELDS = ("description", "personality", "scenario", "first_mes", "mes_example", "system_prompt", "creator_notes")
@@ -35,25 +35,10 @@ def _card_error(problem: str) -> ApplicationError:
     return ApplicationError(f"Not a character card: {problem}.", {"field": "file", "problem": problem})
 
 
-def _png_text_chunks(data: bytes) -> dict[bytes, bytes]:
-    chunks: dict[bytes, bytes] = {}
-    position = len(PNG_SIGNATURE)
-    while position + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[position : position + 8])
-        body = data[position + 8 : position + 8 + length]
-        position += 12 + length
-        if kind == b"tEXt" and b"\x00" in body:
-            keyword, _, text = body.partition(b"\x00")
-            chunks.setdefault(keyword.lower(), text)
-        if kind == b"IEND":
-            break
-    return chunks
-
-
 def card_parse(data: bytes) -> dict[str, Any]:
     """The card's JSON object, from a .json file or a PNG's `ccv3`/`chara` text chunk (base64 JSON)."""
     if data.startswith(PNG_SIGNATURE):
-        chunks = _png_text_chunks(data)
+        chunks = png_text_chunks(data)
         raw = next((chunks[k] for k in PNG_CARD_KEYWORDS if k in chunks), None)
         if raw is None:
             raise _card_error("the PNG carries no character data (no 'chara' or 'ccv3' chunk)")
@@ -95,4 +80,17 @@ def character_import_card(*, user: AbstractUser, stream: BinaryIO) -> Character:
     data = stream.read(MAX_CARD_BYTES + 1)
     if len(data) > MAX_CARD_BYTES:
         raise ApplicationError("The card is larger than 20 MB.", {"field": "file"}, status=413)
-    return character_create(user=user, **card_fields(card_parse(data)))
+    character = character_create(user=user, **card_fields(card_parse(data)))
+    if data.startswith(PNG_SIGNATURE):
+        _keep_card_image(character, png_without_card(data))
+    return character
+
+
+def _keep_card_image(character: Character, image: bytes) -> None:
+    """A PNG card's picture becomes the character's avatar (without the character data, which the character
+    holds). A picture that does not decode is left out: the card's data is what was asked for."""
+    try:
+        avatar_format(image)
+    except ApplicationError:
+        return
+    character_avatar_set(character=character, data=image)

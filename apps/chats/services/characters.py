@@ -23,6 +23,28 @@ CHARACTER_FIELDS = (
 )
 
 
+def card_body(card_data: Any) -> dict[str, Any]:
+    """The fields of a card as imported: a V2/V3 card's `data`, or a V1 (flat) card itself."""
+    if not isinstance(card_data, dict):
+        return {}
+    body = card_data.get("data")
+    return body if isinstance(body, dict) else card_data
+
+
+def character_greetings(character: Character) -> list[str]:
+    """The character's greetings, raw (macros unresolved): the first message, then the card's alternate greetings.
+    Empty ones are left out, as SillyTavern does (a card with only alternate greetings opens with the first)."""
+    alternates = card_body(character.card_data).get("alternate_greetings")
+    alternates = alternates if isinstance(alternates, list) else []
+    return [text for text in [character.first_mes, *alternates] if isinstance(text, str) and text.strip()]
+
+
+def character_post_history(character: Character) -> str:
+    """The card's post-history instructions (sent after the chat history), "" when it has none."""
+    text = card_body(character.card_data).get("post_history_instructions")
+    return text if isinstance(text, str) else ""
+
+
 @transaction.atomic
 def character_create(*, user: AbstractUser, name: str, **fields: Any) -> Character:
     return Character.objects.create(user=user, name=name, **{k: v for k, v in fields.items() if k in CHARACTER_FIELDS})
@@ -49,7 +71,11 @@ def character_delete(*, character: Character, delete_chat_memories: bool = False
         character=character,
         delete_chat_memories=delete_chat_memories,
     )
+    avatar = character.avatar.name
     character.delete()
+    if avatar:
+        storage = character.avatar.storage
+        transaction.on_commit(lambda: storage.delete(avatar))
     return counts
 
 

@@ -13,8 +13,9 @@ from django.utils import timezone
 from psycopg.types.json import Jsonb
 
 from apps.chats.jsonl import HEADER_FIELDS, MESSAGE_FIELDS, is_header, iter_objects, join_fields, split_fields
-from apps.chats.models import Character, Chat, Message
+from apps.chats.models import Character, Chat, Message, ReplyOrder
 from apps.chats.services.characters import characters_for_names
+from apps.chats.services.personas import owned_persona
 from apps.chats.signals import chat_written
 from apps.common.exceptions import ApplicationError
 from apps.common.services import model_update
@@ -77,6 +78,19 @@ def owned_characters(*, user: AbstractUser, character_ids: Iterable[int]) -> lis
     return [found[pk] for pk in ids]
 
 
+def chat_characters_set(*, chat: Chat, characters: list[Character]) -> None:
+    """Link a new chat's characters in the order given: the chat's character order (a group's greetings, its
+    turns) is the order of the links (apps/chats/selectors.py chat_characters_in_order). `set()` would link them
+    in no particular order."""
+    through = Chat.characters.through
+    through.objects.bulk_create([through(chat=chat, character=character) for character in characters])
+
+
+def reply_order_check(reply_order: str) -> None:
+    if reply_order not in ReplyOrder.values:
+        raise ApplicationError(f"`reply_order` is one of {', '.join(ReplyOrder.values)}.", {"field": "reply_order"})
+
+
 @transaction.atomic
 def chat_create(
     *,
@@ -87,8 +101,13 @@ def chat_create(
     character_name: str = "",
     chat_metadata: dict[str, Any] | None = None,
     client_key: str | None = None,
+    persona_id: int | None = None,
+    reply_order: str = ReplyOrder.NATURAL,
+    create_date: Any = None,
 ) -> Chat:
     characters = owned_characters(user=user, character_ids=character_ids)
+    persona = owned_persona(user=user, persona_id=persona_id) if persona_id is not None else None
+    reply_order_check(reply_order)
     if client_key is not None:
         client_key_lock(user=user, client_key=client_key)
         client_key_check(user=user, client_key=client_key)
@@ -97,22 +116,31 @@ def chat_create(
         title=title,
         user_name=user_name or user.get_username(),
         character_name=character_name or ", ".join(c.name for c in characters),
-        create_date=timezone.now().isoformat(),
+        create_date=create_date if create_date is not None else timezone.now().isoformat(),
         chat_metadata=chat_metadata or {},
         client_key=client_key,
+        persona=persona,
+        reply_order=reply_order,
     )
-    chat.characters.set(characters)
+    chat_characters_set(chat=chat, characters=characters)
     return chat
 
 
 @transaction.atomic
 def chat_update(*, chat: Chat, data: dict[str, Any], integrity: uuid.UUID | None = None, mirror: bool = False) -> Chat:
-    """Change title, participants, client key or header fields; `chat_metadata`, when given, replaces the stored
-    object."""
+    """Change title, participants, persona (an id of the user's, or None), reply order, client key or header fields;
+    `chat_metadata`, when given, replaces the stored object."""
     chat = chat_lock(chat=chat, integrity=integrity)
     if "client_key" in data:
         client_key_check(user=chat.user, client_key=data["client_key"], chat=chat)
     changed = []
+    if "persona" in data:
+        chat.persona = owned_persona(user=chat.user, persona_id=data["persona"]) if data["persona"] else None
+        changed.append("persona")
+    if "reply_order" in data:
+        reply_order_check(data["reply_order"])
+        chat.reply_order = data["reply_order"]
+        changed.append("reply_order")
     for key in ("title", "user_name", "character_name", "chat_metadata", "client_key"):
         if key in data:
             setattr(chat, key, data[key])

@@ -1,4 +1,4 @@
-"""Pages for chats and characters (full page, or the fragment htmx asks for)."""
+"""Pages for chats (full page, or the fragment htmx asks for)."""
 
 import uuid
 
@@ -6,23 +6,15 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
-from django.template.defaultfilters import pluralize
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chats import selectors
 from apps.chats.apis.chats import export_response
-from apps.chats.forms import CharacterCardForm, CharacterForm, ChatImportForm
+from apps.chats.forms import ChatImportForm
 from apps.chats.selectors import revision_list
-from apps.chats.services.cards import character_import_card
-from apps.chats.services.characters import (
-    character_create,
-    character_delete,
-    character_delete_counts,
-    character_update,
-)
 from apps.chats.services.chats import chat_delete, chat_import, chat_import_sample
 from apps.chats.services.writes import chat_reimport, chat_revision_restore
 from apps.common.exceptions import ApplicationError
@@ -169,80 +161,3 @@ def chat_delete_view(request, chat_id: int):
     chat_delete(chat=chat)
     messages.success(request, f"Deleted “{title}”.")
     return HttpResponseClientRedirect(reverse("chats:list")) if request.htmx else redirect("chats:list")
-
-
-# ---------------------------------------------------------------------------------------------------- characters
-
-
-@login_required
-@require_GET
-@vary_on_headers("HX-Request")
-def character_list(request):
-    search = request.GET.get("q", "").strip()
-    characters = selectors.character_list_counted(user=request.user, search=search)
-    page = Paginator(characters, CHATS_PER_PAGE).get_page(request.GET.get("page"))
-    context = {"page": page, "search": search, "card_form": CharacterCardForm()}
-    template = "chats/character_list.html#character-results" if request.htmx else "chats/character_list.html"
-    return render(request, template, context)
-
-
-@login_required
-@require_POST
-def character_import_view(request):
-    form = CharacterCardForm(request.POST, request.FILES)
-    if form.is_valid():
-        try:
-            character = character_import_card(user=request.user, stream=form.cleaned_data["file"])
-        except ApplicationError as exc:
-            form.add_error("file", exc.message)
-        else:
-            messages.success(request, f"Imported the card of {character.name}.")
-            return redirect("chats:character", character.pk)
-    for error in form.errors.get("file", []):
-        messages.error(request, error)
-    return redirect("chats:characters")
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def character_detail(request, character_id: int | None = None):
-    """Shows and edits a card; without an id, makes a new one."""
-    character = selectors.character_get(user=request.user, character_id=character_id) if character_id else None
-    initial = None
-    if character is not None:
-        initial = {field: getattr(character, field) for field in CharacterForm.base_fields}
-        initial["tags"] = ", ".join(character.tags)
-    form = CharacterForm(request.POST or None, initial=initial)
-    if request.method == "POST" and form.is_valid():
-        if character is None:
-            character = character_create(user=request.user, **form.cleaned_data)
-        else:
-            character = character_update(character=character, data=form.cleaned_data)
-        messages.success(request, f"Saved {character.name}.")
-        return redirect("chats:character", character.pk)
-    chats = selectors.chat_list(user=request.user, character=character)[:50] if character else []
-    return render(request, "chats/character_detail.html", {"character": character, "form": form, "chats": chats})
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def character_delete_view(request, character_id: int):
-    """A page that says what goes with the character (how many memories) before the deletion it confirms."""
-    character = selectors.character_get(user=request.user, character_id=character_id)
-    if request.method == "GET":
-        counts = character_delete_counts(character=character)
-        chats = selectors.chat_count(user=request.user, character=character)
-        context = {"character": character, "counts": counts, "chats": chats}
-        return render(request, "chats/character_delete.html", context)
-    counts = character_delete(character=character, delete_chat_memories=request.POST.get("chat_memories") == "delete")
-    deleted, kept = counts["memories_deleted"], counts["memories_kept"]
-    note = (
-        f" {kept} memor{pluralize(kept, 'y,ies')} drawn from their chats {pluralize(kept, 'is,are')} kept."
-        if kept
-        else ""
-    )
-    messages.success(
-        request,
-        f"Deleted {character.name} and {deleted} memor{pluralize(deleted, 'y,ies')}; their chats are kept.{note}",
-    )
-    return redirect("chats:characters")

@@ -1,0 +1,116 @@
+"""Starting a chat from the pages (with a character, or a group from the characters list), branching one at a
+message, and changing a chat's persona."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from apps.chats import selectors
+from apps.chats.forms import BranchForm, ChatPersonaForm, ChatStartForm
+from apps.chats.services.branch import chat_branch
+from apps.chats.services.chats import chat_update
+from apps.chats.services.start import chat_start
+from apps.common.exceptions import ApplicationError
+
+
+def _to(request, url: str):
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _form_problem(form) -> str:
+    return "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+
+
+def _start(request, form: ChatStartForm, character_ids: list[int], back: str):
+    """Start the chat the valid form asks for and go to it; else back, saying why."""
+    if not form.is_valid():
+        messages.error(request, f"The chat was not started: {_form_problem(form)}.")
+        return _to(request, back)
+    data = form.cleaned_data
+    characters = selectors.characters_get(user=request.user, character_ids=character_ids)
+    persona = selectors.persona_get(user=request.user, persona_id=int(data["persona"])) if data["persona"] else None
+    try:
+        chat = chat_start(
+            user=request.user,
+            characters=characters,
+            persona=persona,
+            title=data["title"],
+            reply_order=data["reply_order"] or "natural",
+        )
+    except ApplicationError as exc:
+        messages.error(request, f"The chat was not started: {exc.message}")
+        return _to(request, back)
+    return _to(request, reverse("chats:detail", args=[chat.pk]))
+
+
+@login_required
+@require_POST
+def character_chat_start(request, character_id: int):
+    """The character page's "New chat": a chat with this character, the chosen persona, then to the chat."""
+    character = selectors.character_get(user=request.user, character_id=character_id)
+    personas = list(selectors.persona_list(user=request.user))
+    form = ChatStartForm(request.POST, personas=personas)
+    return _start(request, form, [character.pk], reverse("chats:character", args=[character.pk]))
+
+
+@login_required
+@require_POST
+def group_chat_start(request):
+    """The characters list's "Start a group chat": the ticked characters (in the list's order), the persona and the
+    reply order chosen."""
+    personas = list(selectors.persona_list(user=request.user))
+    ticked = [value for value in request.POST.getlist("characters") if value.isdigit()]
+    choices = selectors.characters_get(user=request.user, character_ids=[int(value) for value in ticked])
+    form = ChatStartForm(request.POST, personas=personas, character_choices=choices)
+    if form.is_valid() and not form.cleaned_data["characters"]:
+        form.add_error("characters", "Tick the characters who take part.")
+    ids = [character.pk for character in choices]
+    return _start(request, form, ids, reverse("chats:characters"))
+
+
+@login_required
+@require_POST
+def chat_branch_view(request, chat_id: int):
+    """A new chat holding the messages up to `index`; to it, or back to the chat saying why not."""
+    chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+    form = BranchForm(request.POST)
+    back = reverse("chats:detail", args=[chat.pk])
+    if not form.is_valid():
+        messages.error(request, f"No branch made: {_form_problem(form)}.")
+        return _to(request, back)
+    try:
+        branch = chat_branch(chat=chat, index=form.cleaned_data["index"])
+    except ApplicationError as exc:
+        messages.error(request, f"No branch made: {exc.message}")
+        return _to(request, back)
+    messages.success(request, f"Branched “{chat.title}” at message {form.cleaned_data['index'] + 1}.")
+    return _to(request, reverse("chats:detail", args=[branch.pk]))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def chat_persona(request, chat_id: int):
+    """The chat's persona: GET the small form (a fragment a chat page can load with htmx), POST a choice (a
+    persona id, or empty for none). An htmx POST answers the form again; another, a redirect to the chat."""
+    chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+    personas = list(selectors.persona_list(user=request.user))
+    form = ChatPersonaForm(request.POST or None, personas=personas, initial={"persona": chat.persona_id or ""})
+    saved = False
+    if request.method == "POST":
+        if form.is_valid():
+            chosen = form.cleaned_data["persona"]
+            chat = chat_update(chat=chat, data={"persona": int(chosen) if chosen else None})
+            saved = True
+        if not request.htmx:
+            if saved:
+                messages.success(request, "Changed the chat's persona.")
+            else:
+                messages.error(request, f"The persona was not changed: {_form_problem(form)}.")
+            return redirect("chats:detail", chat.pk)
+        form = ChatPersonaForm(personas=personas, initial={"persona": chat.persona_id or ""}) if saved else form
+    context = {"chat": chat, "form": form, "saved": saved}
+    status = 400 if request.method == "POST" and not saved else 200
+    return render(request, "chats/partials/chat_persona.html", context, status=status)
