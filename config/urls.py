@@ -11,6 +11,7 @@ api_urlpatterns = [
     path("", include("apps.llm.api_urls")),
     path("", include("apps.extraction.api_urls")),
     path("", include("apps.injection.api_urls")),
+    path("", include("apps.generation.api_urls")),
     path("", include("apps.archives.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
@@ -26,6 +27,7 @@ urlpatterns = [
     path("", include("apps.llm.urls")),
     path("", include("apps.extraction.urls")),
     path("", include("apps.injection.urls")),
+    path("", include("apps.generation.urls")),
     path("", include("apps.archives.urls")),
     path("", include("apps.chats.urls")),
 ]

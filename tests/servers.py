@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,9 +27,27 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+_STATIC: dict[str, str] = {}
+
+
+def collected_static(env: dict[str, str]) -> str:
+    """The static files collected as a release does (`collectstatic`, the manifest the production settings serve
+    from), once per test run: pages render only with it."""
+    if "root" not in _STATIC:
+        root = tempfile.mkdtemp(prefix="lorekeeper-static-")
+        subprocess.run(
+            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+            cwd=ROOT, env={**env, "STATIC_ROOT": root}, check=True,
+        )  # fmt: skip
+        _STATIC["root"] = root
+    return _STATIC["root"]
+
+
 @contextmanager
-def gunicorn(*, broker: str, workers: int = 2, threads: int = 4, **extra: str):
-    """Yield the base URL of a gunicorn serving the test database; stop it afterwards."""
+def gunicorn(*, broker: str, workers: int = 2, threads: int = 4, asgi: bool = False, pages: bool = False, **extra):
+    """Yield the base URL of a gunicorn serving the test database; stop it afterwards. `asgi`: uvicorn workers
+    serving config.asgi, as the README's production command (streamed replies); else threaded WSGI workers.
+    `pages`: the static files are collected first, for tests that open pages in a browser."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
     env.update(
@@ -43,8 +62,14 @@ def gunicorn(*, broker: str, workers: int = 2, threads: int = 4, **extra: str):
         LOREKEEPER_EMBEDDINGS_PROVIDER="none",  # no model loading in every worker while the test runs
         **extra,
     )
-    command = [sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{port}"]
-    command += ["--workers", str(workers), "--worker-class", "gthread", "--threads", str(threads)]
+    if pages:
+        env["STATIC_ROOT"] = collected_static(env)
+    if asgi:
+        command = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
+        command += ["--workers", str(workers), "--worker-class", "uvicorn_worker.UvicornWorker"]
+    else:
+        command = [sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{port}"]
+        command += ["--workers", str(workers), "--worker-class", "gthread", "--threads", str(threads)]
     command += ["--keep-alive", "10", "--log-level", "warning"]  # as the README's production command
     server = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"

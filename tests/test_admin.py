@@ -33,6 +33,9 @@ def staff(client):
         "/admin/sync/feedentry/?type__exact=memory&deleted_at__isempty=0",
         "/admin/archives/backup/?state__exact=failed",
         "/admin/archives/backupsettings/",
+        "/admin/generation/generation/?q=alice&state__exact=stopped",
+        "/admin/chats/persona/?q=x",
+        "/admin/llm/samplerpreset/",
     ],
 )
 def test_admin_lists_with_search_and_filters(staff, group_chat, path):

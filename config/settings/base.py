@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "apps.llm",
     "apps.extraction",
     "apps.injection",
+    "apps.generation",
     "apps.archives",
 ]
 
@@ -194,6 +195,8 @@ SPECTACULAR_SETTINGS = {
         "AwayRecapStateEnum": "apps.extraction.models.Recap.State",
         "AutomaticEnum": "apps.extraction.models.AutoChoice",
         "SyncInstanceKindEnum": "apps.sync.models.InstanceKind",
+        "GenerationModeEnum": "apps.generation.models.Generation.Mode",
+        "GenerationStateEnum": "apps.generation.models.Generation.State",
     },
     "APPEND_COMPONENTS": {
         "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},

@@ -198,6 +198,13 @@
     if (event.target.matches(".edit-message")) startEdit(article);
     else if (event.target.matches(".delete-from")) deleteFrom(article);
     else if (event.target.matches(".use-swipe")) useSwipe(article, Number(event.target.dataset.swipe));
+    else if (event.target.matches(".swipe-prev, .swipe-next")) {
+      const step = event.target.matches(".swipe-next") ? 1 : -1;
+      readMessage(Number(article.dataset.index)).then((message) => {
+        const target = (message.swipe_id || 0) + step;
+        if (Array.isArray(message.swipes) && target >= 0 && target < message.swipes.length) useSwipe(article, target);
+      });
+    }
   });
 
   const metadataForm = document.getElementById("metadata-form");

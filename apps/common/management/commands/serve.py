@@ -1,8 +1,9 @@
 """`make run`: the whole platform in one terminal, on embedded services unless the environment names real ones.
 
 Starts Valkey (unless CELERY_BROKER_URL is set; PostgreSQL is already up: loading the settings started or joined
-it unless DATABASE_URL is set), migrates, makes sure an admin exists, then runs the web server, a Celery worker and
-Celery beat. Ctrl-C stops every process this command started; the data stays in var/ for the next run.
+it unless DATABASE_URL is set), migrates, makes sure an admin exists, then runs the web server (uvicorn, ASGI), a
+Celery worker and Celery beat. Ctrl-C stops every process this command started; the data stays in var/ for the next
+run.
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=1)
             call_command("ensure_admin")
             python = sys.executable
-            children.append(subprocess.Popen([python, "manage.py", "runserver", addrport], start_new_session=True))
+            host, _, port = addrport.rpartition(":")
+            # ASGI (uvicorn), as in production: a reply streaming from a slow model holds no thread.
+            web = [python, "-m", "uvicorn", "config.asgi:application", "--host", host or "127.0.0.1", "--port", port]
+            children.append(subprocess.Popen([*web, "--timeout-graceful-shutdown", "5"], start_new_session=True))
             if not no_worker:
                 celery = [python, "-m", "celery", "-A", "config"]
                 children.append(subprocess.Popen([*celery, "worker", "--loglevel=INFO"], start_new_session=True))

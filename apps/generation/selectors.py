@@ -1,0 +1,49 @@
+"""Reads of generations, scoped to the user."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth.models import AbstractUser
+from django.http import Http404
+
+from apps.chats.models import Character, Chat, Message
+from apps.generation.models import Generation
+
+
+def _generation_uid(message: Message) -> str | None:
+    """The generation a message's shown swipe came from (`extra.lorekeeper.generation`, in its swipe_info first)."""
+    infos = message.swipe_info if isinstance(message.swipe_info, list) else []
+    swipe = message.swipe_id or 0
+    places = [infos[swipe].get("extra") if 0 <= swipe < len(infos) and isinstance(infos[swipe], dict) else None]
+    places.append(message.extra)
+    for extra in places:
+        ours = (extra or {}).get("lorekeeper") if isinstance(extra, dict) else None
+        if isinstance(ours, dict) and isinstance(ours.get("generation"), str):
+            try:
+                return str(uuid.UUID(ours["generation"]))
+            except ValueError:  # written by something else: not ours
+                return None
+    return None
+
+
+def generation_for_message(*, user: AbstractUser, chat: Chat, index: int) -> Generation:
+    """The generation behind message `index` of the chat as it is shown now; 404 when it was not generated here."""
+    message = Message.objects.filter(chat=chat, index=index).first()
+    uid = _generation_uid(message) if message is not None else None
+    generation = Generation.objects.filter(user=user, chat=chat, uid=uid).first() if uid else None
+    if generation is None:
+        raise Http404("This message was not generated here, so there is no prompt to show.")
+    return generation
+
+
+def generation_get(*, user: AbstractUser, uid) -> Generation:
+    generation = Generation.objects.select_related("chat").filter(user=user, uid=uid).first()
+    if generation is None:
+        raise Http404("No such generation.")
+    return generation
+
+
+def chat_characters(*, chat: Chat) -> list[Character]:
+    """Who may reply in the chat, in the chat's order."""
+    return list(chat.characters.order_by("id"))

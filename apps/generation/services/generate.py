@@ -1,0 +1,265 @@
+"""A reply, from the person's message to the stored answer:
+
+1. `generation_prepare` (in a request's thread, one transaction): the person's message goes in through the chat
+   write path; the context is built (memory in its slots, the turn's recall kept on that message); the prompt is
+   assembled; a `Generation` records it. A retry with the same Idempotency-Key finds that record instead.
+2. `generation_events` (async, on the event loop: a slow model holds no thread): the model's reply streams from the
+   person's connection, delta by delta, and is stored when it ends (apps/generation/services/store.py). Stopped
+   (the client went away) or failed, what arrived is stored, marked as such.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AbstractUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.chats.models import Character, Chat, Message
+from apps.chats.services.chats import chat_lock
+from apps.chats.services.start import next_speaker
+from apps.chats.services.writes import chat_append, chat_delta
+from apps.common.exceptions import ApplicationError
+from apps.generation.models import Generation
+from apps.generation.services.prompt import Speakers, prompt_build
+from apps.generation.services.store import Stored, reply_store
+from apps.injection.services.context import context_build
+from apps.llm.client import LlmError
+from apps.llm.models import Connection
+from apps.llm.profiles import connection_context_size
+from apps.llm.selectors import connection_default, connection_get
+from apps.llm.streaming import stream_chat
+from apps.llm.tokens import tokenizer_for
+
+log = logging.getLogger(__name__)
+MAX_MESSAGE = 100_000
+MODES = tuple(Generation.Mode.values)
+
+
+@dataclass
+class Prepared:
+    generation: Generation
+    fresh: bool  # False: a retry found the generation its first request made
+
+
+@dataclass
+class Event:
+    """One Server-Sent Event: `context` (the context is built), `delta` (text), `done`, `error` or `conflict`."""
+
+    name: str
+    data: dict[str, Any]
+
+
+def _check(chat: Chat, mode: str, message: str | None) -> None:
+    if mode not in MODES:
+        raise ApplicationError(f"`mode` is one of {', '.join(MODES)}.", {"field": "mode"})
+    if message is not None and len(message) > MAX_MESSAGE:
+        raise ApplicationError(f"A message holds at most {MAX_MESSAGE} characters.", {"field": "message"})
+    if mode in (Generation.Mode.SWIPE, Generation.Mode.CONTINUE):
+        if message:
+            raise ApplicationError("A swipe or a continuation takes no message.", {"field": "message"})
+        last = Message.objects.filter(chat=chat).order_by("-index").first()
+        if last is None or last.is_user or last.is_system:
+            what = "swipe" if mode == Generation.Mode.SWIPE else "continue"
+            raise ApplicationError(
+                f"There is no reply to {what}: the last message is not a character's.", {"field": "mode"}
+            )
+
+
+def _responder(chat: Chat, character: str | int | None, message: str) -> Character | None:
+    characters = list(chat.characters.order_by("id"))
+    if character in (None, ""):
+        chosen = next_speaker(chat=chat, text=message)
+        if chosen is None and len(characters) > 1:
+            raise ApplicationError("Choose who replies: in this group a person picks.", {"field": "character"})
+        return chosen
+    for candidate in characters:
+        if str(candidate.pk) == str(character) or candidate.name.lower() == str(character).strip().lower():
+            return candidate
+    raise ApplicationError("That character does not take part in this chat.", {"field": "character"})
+
+
+def _connection(user: AbstractUser, connection_id: int | None) -> Connection:
+    """The connection asked for (another user's is a 404), else the person's default one."""
+    if connection_id:
+        return connection_get(user=user, connection_id=connection_id)
+    found = connection_default(user_id=user.pk)
+    if found is None:
+        raise ApplicationError(
+            "Add a model connection first (Models), and make it the default, to generate replies.",
+            {"field": "connection"},
+            status=409,
+            code="no_model",
+        )
+    return found
+
+
+@transaction.atomic
+def generation_prepare(
+    *,
+    user: AbstractUser,
+    chat: Chat,
+    mode: str = Generation.Mode.NEW,
+    message: str | None = None,
+    character: str | int | None = None,
+    connection_id: int | None = None,
+    integrity: uuid.UUID | None = None,
+    idempotency_key: str = "",
+) -> Prepared:
+    """Everything before the model is asked: the generation to stream, or for a retry the one the first request
+    made (its state says whether it is still streaming or already stored)."""
+    if chat.user_id != user.pk:
+        raise ApplicationError("Unknown chat.", {"field": "chat"}, status=404)  # selectors scope chats: a bug
+    message = (message or "").replace("\x00", "").strip() or None
+    asked = {"mode": mode, "message": message, "character": character, "chat": chat.pk}
+    if idempotency_key:
+        earlier = (
+            Generation.objects.select_related("chat", "connection")
+            .filter(user=user, idempotency_key=idempotency_key)
+            .first()
+        )
+        if earlier is not None:
+            if earlier.request != asked:
+                raise ApplicationError(
+                    "This Idempotency-Key was used for another request.", status=422, code="idempotency_key_reused"
+                )
+            return Prepared(earlier, fresh=False)
+    _check(chat, mode, message)
+    connection = _connection(user, connection_id)
+    chat = chat_lock(chat=chat, integrity=integrity)
+    responder = _responder(chat, character, message or "")
+    speakers = _speakers(chat, responder)
+    if mode == Generation.Mode.NEW and message:
+        line = _user_line(speakers.user, message)
+        chat = chat_append(chat=chat, messages=[line], integrity=chat.integrity).chat
+    context = context_build(
+        user=user, chat=chat, message=message if mode == Generation.Mode.NEW else None, character=responder
+    )
+    chat = context.chat
+    tokenizer = tokenizer_for(connection)
+    prompt = prompt_build(
+        chat=chat, slots=context.slots, macros=context.macros, character=responder, speakers=speakers,
+        tokenizer=tokenizer, context_size=connection_context_size(connection),
+        reply_tokens=connection.reply_tokens, mode=mode,
+    )  # fmt: skip
+    try:
+        with transaction.atomic():
+            generation = _record(user, chat, connection, mode, speakers, idempotency_key, asked, prompt, context)
+    except IntegrityError as exc:  # the same key, sent again while the first request was still preparing
+        raise ApplicationError(
+            "This request is still generating; ask again when it has ended.", status=409, code="generation_in_progress"
+        ) from exc
+    return Prepared(generation, fresh=True)
+
+
+def _record(user, chat, connection, mode, speakers, idempotency_key, asked, prompt, context) -> Generation:
+    return Generation.objects.create(
+        user=user, chat=chat, connection=connection, mode=mode, character_name=speakers.char,
+        idempotency_key=idempotency_key, request=asked, expected_count=chat.message_count,
+        prompt=prompt.messages, prompt_tokens=prompt.tokens, tokenizer=prompt.tokenizer,
+        prompt_info=prompt.info | {"exact": prompt.exact, "recall": _recall_summary(context.recall)},
+        api=connection.api, model=connection.model,
+    )  # fmt: skip
+
+
+def _user_line(name: str, message: str) -> dict[str, Any]:
+    """The person's message as SillyTavern writes one."""
+    now = timezone.now().isoformat().replace("+00:00", "Z")
+    return {"name": name, "is_user": True, "is_system": False, "send_date": now, "mes": message, "extra": {}}
+
+
+def _speakers(chat: Chat, responder: Character | None) -> Speakers:
+    persona = chat.persona
+    user = (persona.name if persona else "") or chat.user_name or "You"
+    return Speakers(
+        char=responder.name if responder else (chat.character_name or "Assistant"),
+        user=user,
+        persona=persona.description if persona else "",
+        group=chat.characters.count() > 1,
+    )
+
+
+def _recall_summary(recall: dict[str, Any]) -> dict[str, Any]:
+    return {key: recall.get(key) for key in ("source", "message_index", "stored")}
+
+
+def stored_event(stored: Stored) -> Event:
+    """The event that ends a stream: the stored message and the chat's new integrity, or why there is none."""
+    generation = stored.generation
+    data = {
+        "generation": str(generation.uid),
+        "state": generation.state,
+        "mode": generation.mode,
+        "text": generation.text,
+        "index": generation.message_index,
+        "swipe_id": generation.swipe_id,
+        "message": stored.message,
+        "integrity": str(stored.chat.integrity),
+    }
+    if generation.state == Generation.State.CONFLICT:
+        return Event(
+            "conflict",
+            data
+            | {"detail": "The chat changed elsewhere while the reply was written: it was not stored, here it is."},
+        )
+    if generation.state == Generation.State.FAILED:
+        return Event("error", data | {"detail": generation.error})
+    return Event("done", data)
+
+
+def replay_event(generation: Generation) -> Event:
+    """What a retry of a finished generation answers: how it ended, as the first request was told."""
+    message = None
+    chat = generation.chat
+    if generation.message_index is not None:
+        message = chat_delta(chat=chat, from_index=generation.message_index, limit=1).messages[0]
+    return stored_event(Stored(generation, Chat.objects.get(pk=chat.pk), message))
+
+
+async def generation_events(generation: Generation) -> AsyncIterator[Event]:
+    """The reply as it streams, then how it was stored. Cancelled (the client went away: Stop), what arrived is
+    stored as stopped before the cancellation goes on."""
+    yield Event(
+        "context",
+        {
+            "generation": str(generation.uid),
+            "prompt_tokens": generation.prompt_tokens,
+            "recall": generation.prompt_info.get("recall"),
+            "integrity": str(generation.chat.integrity),
+        },
+    )
+    parts: list[str] = []
+    connection = await sync_to_async(lambda: generation.connection)()
+    try:
+        deltas = stream_chat(connection, generation.prompt, purpose="chat", user_id=generation.user_id)
+        async with aclosing(deltas):  # stopped early, the model's stream is closed at once, not when collected
+            async for delta in deltas:
+                if not parts:
+                    await sync_to_async(_first_token)(generation)
+                parts.append(delta)
+                yield Event("delta", {"text": delta})
+    except LlmError as exc:
+        stored = await sync_to_async(reply_store)(
+            generation=generation, text="".join(parts), state=Generation.State.FAILED, error=exc.message
+        )
+        yield stored_event(stored)
+        return
+    except (asyncio.CancelledError, GeneratorExit):
+        await asyncio.shield(
+            sync_to_async(reply_store)(generation=generation, text="".join(parts), state=Generation.State.STOPPED)
+        )
+        raise
+    stored = await sync_to_async(reply_store)(generation=generation, text="".join(parts), state=Generation.State.DONE)
+    yield stored_event(stored)
+
+
+def _first_token(generation: Generation) -> None:
+    Generation.objects.filter(pk=generation.pk, first_token_at__isnull=True).update(first_token_at=timezone.now())

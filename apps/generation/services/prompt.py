@@ -1,0 +1,184 @@
+"""The prompt of a reply, assembled as SillyTavern's chat-completion prompt is, with memory in its slots
+(docs/GLOSSARY.md, slot):
+
+1. the story string, as system messages: the card's system prompt (or a default), description, personality and
+   scenario, and the person's persona;
+2. the in-prompt memory slots, each a system message, in slot order, after the card;
+3. the card's example messages;
+4. the history, newest first until the budget is spent (the connection's context size minus the reply length and
+   what the rest of the prompt takes), then put back in order; the in-chat slots go in at their depth counted from
+   the newest message (depth 0: after it), with their role;
+5. the card's post-history instructions, and the nudge of the mode (continue, impersonate).
+
+`{{char}}`, `{{user}}` and the `{{smartmemory-*}}` macros are resolved everywhere. Messages SillyTavern hides from
+the model (`is_system`) are left out; in a group, a line of another character is prefixed with its name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.chats.models import Character, Chat, Message
+from apps.chats.services.characters import character_post_history
+from apps.chats.services.macros import macros_substitute
+from apps.llm.tokens import Tokenizer
+
+DEFAULT_SYSTEM = "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}."
+CONTINUE_NUDGE = "[Continue your last message without repeating its original content.]"
+IMPERSONATE_NUDGE = (
+    "[Write your next reply from the point of view of {{user}}, using the chat history so far as a guideline for "
+    "the writing style of {{user}}. Don't write as {{char}} or system. Don't describe actions of {{char}}.]"
+)
+EXAMPLES_HEADING = "Examples of how {{char}} writes:"
+_START = re.compile(r"^\s*<START>\s*$", re.IGNORECASE | re.MULTILINE)
+HISTORY_PAGE = 200  # messages read at a time, newest first, until the budget is spent
+
+
+@dataclass
+class Prompt:
+    messages: list[dict[str, str]]
+    tokens: int
+    tokenizer: str
+    exact: bool
+    budget: int
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Speakers:
+    """Who the reply is from (`char`), who the person is (`user`), and the persona's description."""
+
+    char: str
+    user: str
+    persona: str = ""
+    group: bool = False
+
+
+def _resolve(text: str, speakers: Speakers, macros: dict[str, str]) -> str:
+    for token, value in macros.items():
+        if token in text:
+            text = text.replace(token, value)
+    return macros_substitute(text, char=speakers.char, user=speakers.user)
+
+
+def _story(character: Character | None, speakers: Speakers) -> list[str]:
+    """The card's parts, in SillyTavern's story-string order."""
+    parts = [(character.system_prompt if character else "") or DEFAULT_SYSTEM]
+    if character is not None:
+        parts += [
+            character.description,
+            f"{{{{char}}}}'s personality: {character.personality}" if character.personality.strip() else "",
+            f"Scenario: {character.scenario}" if character.scenario.strip() else "",
+        ]
+    if speakers.persona.strip():
+        parts.append(f"About {{{{user}}}}: {speakers.persona}")
+    return [part.strip() for part in parts if part and part.strip()]
+
+
+def _examples(character: Character | None) -> str:
+    text = (character.mes_example if character else "") or ""
+    blocks = [block.strip() for block in _START.split(text) if block.strip()]
+    return EXAMPLES_HEADING + "\n\n" + "\n\n".join(blocks) if blocks else ""
+
+
+def _line(message: Message, speakers: Speakers) -> dict[str, str]:
+    if message.is_user:
+        return {"role": "user", "content": message.mes}
+    if speakers.group and message.name and message.name != speakers.char:
+        return {"role": "assistant", "content": f"{message.name}: {message.mes}"}
+    return {"role": "assistant", "content": message.mes}
+
+
+def _history(chat: Chat, *, before: int, budget: int, tokenizer: Tokenizer, speakers, macros):
+    """The newest messages before index `before` that fit in `budget` tokens, in chat order, with their indices."""
+    kept: list[tuple[int, dict[str, str]]] = []
+    spent = 0
+    end = before
+    while end > 0:
+        page = list(
+            Message.objects.filter(chat=chat, index__lt=end, index__gte=max(0, end - HISTORY_PAGE)).order_by("-index")
+        )
+        if not page:
+            break
+        for message in page:
+            if message.is_system:
+                continue
+            line = _line(message, speakers)
+            line["content"] = _resolve(line["content"], speakers, macros)
+            cost = tokenizer.count_messages([line])
+            if spent + cost > budget and kept:
+                return list(reversed(kept)), spent
+            kept.append((message.index, line))
+            spent += cost
+        end = page[-1].index
+    return list(reversed(kept)), spent
+
+
+def _in_chat(history: list[dict[str, str]], slots: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The in-chat slots put into the history at their depth, counted from the newest message (depth 0: after it;
+    a depth past the oldest kept message: before it), in slot order where several meet."""
+    at: dict[int, list[dict[str, str]]] = {}
+    for slot in slots:
+        at.setdefault(max(0, len(history) - slot["depth"]), []).append({"role": slot["role"], "content": slot["text"]})
+    lines: list[dict[str, str]] = []
+    for position, line in enumerate(history):
+        lines += at.get(position, [])
+        lines.append(line)
+    return lines + at.get(len(history), [])
+
+
+def prompt_build(
+    *,
+    chat: Chat,
+    slots: dict[str, dict[str, Any]],
+    macros: dict[str, str],
+    character: Character | None,
+    speakers: Speakers,
+    tokenizer: Tokenizer,
+    context_size: int,
+    reply_tokens: int,
+    mode: str,
+) -> Prompt:
+    """The messages for the model. `slots`: the context's slots (the context builder's answer); `mode`: new,
+    swipe (the last reply is left out: it is being redone), continue (the last reply is the end of the prompt) or
+    impersonate."""
+    active = [slot for slot in slots.values() if slot["enabled"] and slot["text"].strip()]
+    head = [{"role": "system", "content": part} for part in _story(character, speakers)]
+    head += [{"role": "system", "content": slot["text"]} for slot in active if slot["position"] == "in_prompt"]
+    examples = _examples(character)
+    if examples:
+        head.append({"role": "system", "content": examples})
+    tail = []
+    post = character_post_history(character) if character is not None else ""
+    if post.strip():
+        tail.append({"role": "system", "content": post})
+    if mode == "continue":
+        tail.append({"role": "system", "content": CONTINUE_NUDGE})
+    elif mode == "impersonate":
+        tail.append({"role": "system", "content": IMPERSONATE_NUDGE})
+    in_chat = [slot for slot in active if slot["position"] == "in_chat"]
+    for line in (*head, *tail):
+        line["content"] = _resolve(line["content"], speakers, macros)
+    in_chat = [slot | {"text": _resolve(slot["text"], speakers, macros)} for slot in in_chat]
+
+    budget = max(context_size - reply_tokens, 0)
+    fixed = tokenizer.count_messages(head + tail) + sum(tokenizer.count(slot["text"]) + 4 for slot in in_chat)
+    before = chat.message_count - 1 if mode == "swipe" else chat.message_count
+    kept, spent = _history(
+        chat, before=before, budget=max(budget - fixed, 0), tokenizer=tokenizer, speakers=speakers, macros=macros
+    )
+    history = _in_chat([line for _, line in kept], in_chat)
+    messages = head + history + tail
+    total = tokenizer.count_messages(messages)
+    info = {
+        "context_size": context_size,
+        "reply_tokens": reply_tokens,
+        "history_from": kept[0][0] if kept else None,
+        "history_messages": len(kept),
+        "history_tokens": spent,
+        "left_out": kept[0][0] if kept else before,  # the older messages that did not fit
+        "slots": [slot["name"] for slot in active],
+    }
+    return Prompt(messages, total, tokenizer.name, tokenizer.exact, budget, info)

@@ -1,0 +1,34 @@
+"""The chat page's composer (loaded after the page, as its other panels are) and a reply's prompt, shown after the
+fact. Sending and streaming go through the API (apps/generation/apis.py) from static/js/chat-compose.js."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from apps.chats import selectors as chat_selectors
+from apps.generation import selectors
+from apps.llm.selectors import connection_list
+
+
+@login_required
+@require_GET
+def composer(request, chat_id: int):
+    chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+    connections = list(connection_list(user=request.user))
+    context = {
+        "chat": chat,
+        "connections": connections,
+        "default_connection": next((c for c in connections if c.is_default), None),
+        "characters": selectors.chat_characters(chat=chat),
+    }
+    return render(request, "generation/partials/composer.html", context)
+
+
+@login_required
+@require_GET
+def message_prompt(request, chat_id: int, index: int):
+    chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+    generation = selectors.generation_for_message(user=request.user, chat=chat, index=index)
+    return render(request, "generation/prompt.html", {"chat": chat, "index": index, "generation": generation})

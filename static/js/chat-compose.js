@@ -1,0 +1,259 @@
+// Writing with the model on the chat page: the composer sends through POST /api/v1/chats/{id}/generate, which
+// answers Server-Sent Events (`context`, `delta`…, then `done`, `error` or `conflict`). The reply is shown as it
+// streams; Stop closes the request, and the server keeps what arrived (marked stopped). The stored messages are then
+// fetched as the page renders them. Nothing typed is lost: a message that could not be sent stays in the composer.
+(function () {
+  "use strict";
+  const list = document.getElementById("messages");
+  if (!list) return;
+  const notice = document.getElementById("sync-notice");
+  let busy = null; // {controller: AbortController, mode: string}
+
+  function csrfToken() {
+    const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+    return match ? decodeURIComponent(match[1]) : "";
+  }
+
+  function newKey() {
+    return crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + String(Math.random()).slice(2);
+  }
+
+  function composer() {
+    return document.getElementById("composer");
+  }
+
+  function say(text) {
+    const status = composer()?.querySelector(".composer-status");
+    if (status) status.textContent = text;
+  }
+
+  function warn(text, kept) {
+    notice.querySelector(".sync-notice-text").textContent = text;
+    const pre = notice.querySelector(".sync-pending");
+    pre.hidden = !kept;
+    pre.textContent = kept || "";
+    notice.querySelector(".sync-reapply").hidden = true;
+    notice.hidden = false;
+  }
+
+  async function fragment(index) {
+    const url = list.dataset.fragment.replace(/\/0\/$/, "/" + index + "/");
+    const response = await fetch(url, { credentials: "same-origin" });
+    return response.ok ? response.text() : null;
+  }
+
+  // Show messages [from, to) as the server renders them: replaced where shown, appended where new.
+  async function showMessages(from, to) {
+    list.querySelector(":scope > p")?.remove(); // "No messages yet."
+    for (let index = from; index < to; index++) {
+      const html = await fragment(index);
+      if (html === null) continue;
+      const shown = document.getElementById("m" + index);
+      if (shown) shown.outerHTML = html;
+      else list.insertAdjacentHTML("beforeend", html);
+      const article = document.getElementById("m" + index);
+      if (article && window.htmx) htmx.process(article);
+    }
+  }
+
+  async function readChat() {
+    const response = await fetch(list.dataset.api, { credentials: "same-origin" });
+    return response.ok ? response.json() : null;
+  }
+
+  // The chat as stored now: every message from `from` on shown again, the integrity and count taken.
+  async function catchUp(from) {
+    const chat = await readChat();
+    if (!chat) return;
+    list.dataset.integrity = chat.integrity;
+    const total = chat.total_messages;
+    for (let index = total; index < Number(list.dataset.total); index++) document.getElementById("m" + index)?.remove();
+    list.dataset.total = total;
+    await showMessages(Math.min(from, total), total);
+  }
+
+  function streamingArticle(mode) {
+    if (mode === "swipe" || mode === "continue") {
+      const last = document.getElementById("m" + (Number(list.dataset.total) - 1));
+      const text = last?.querySelector(".text");
+      if (!text) return null;
+      last.classList.add("streaming");
+      if (mode === "swipe") text.textContent = "";
+      return { article: last, text, base: mode === "continue" ? text.textContent : "" };
+    }
+    const article = document.createElement("article");
+    article.className = "message " + (mode === "impersonate" ? "user" : "char") + " streaming";
+    article.innerHTML = '<header><span class="name"></span><span class="meta">writing…</span></header><div class="text"></div>';
+    article.querySelector(".name").textContent = mode === "impersonate" ? "Draft" : "…";
+    list.append(article);
+    return { article, text: article.querySelector(".text"), base: "" };
+  }
+
+  // Server-Sent Events from a fetch body: calls onEvent(name, data) for each complete event.
+  async function readEvents(response, onEvent) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        let name = "message";
+        let data = "";
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event: ")) name = line.slice(7);
+          else if (line.startsWith("data: ")) data += line.slice(6);
+        }
+        await onEvent(name, data ? JSON.parse(data) : {});
+      }
+    }
+  }
+
+  function setBusy(mode) {
+    const box = composer();
+    busy = mode ? { controller: new AbortController(), mode } : null;
+    box?.querySelector(".send")?.toggleAttribute("hidden", Boolean(mode));
+    box?.querySelector(".stop")?.toggleAttribute("hidden", !mode);
+    for (const button of box?.querySelectorAll(".continue, .impersonate") || []) button.disabled = Boolean(mode);
+    list.classList.toggle("generating", Boolean(mode));
+    return busy;
+  }
+
+  async function generate(mode, message) {
+    if (busy) return;
+    const box = composer();
+    const form = box?.querySelector("form");
+    const body = { mode, stream: true };
+    if (message) body.message = message;
+    const character = form?.elements.character?.value;
+    if (character) body.character = character;
+    const connection = form?.elements.connection?.value;
+    if (connection) body.connection = Number(connection);
+    const before = Number(list.dataset.total);
+    const run = setBusy(mode);
+    say(mode === "impersonate" ? "Drafting your message…" : "Building the context…");
+    let shown = null;
+    let response;
+    try {
+      response = await fetch(box.dataset.generate, {
+        method: "POST",
+        credentials: "same-origin",
+        signal: run.controller.signal,
+        headers: {
+          "Content-Type": "application/json",
+          Accept: "text/event-stream, application/json",
+          "If-Match": '"' + list.dataset.integrity + '"',
+          "X-CSRFToken": csrfToken(),
+          "Idempotency-Key": newKey(),
+        },
+        body: JSON.stringify(body),
+      });
+    } catch (error) {
+      setBusy(null);
+      say("");
+      warn("Could not reach Lorekeeper: " + error.message + ". Your message is still in the box.", message);
+      return false;
+    }
+    if (!response.ok) {
+      const data = await response.json().catch(() => ({}));
+      setBusy(null);
+      say("");
+      if (response.status === 409 && data.error === "integrity") {
+        warn("This chat was changed in another tab or on another device. Reload to see it; your message is kept in the box.", message);
+      } else {
+        warn("Not sent: " + (data.message || response.statusText), message);
+      }
+      return false;
+    }
+    if (mode === "new" && message) form.elements.message.value = "";
+    let finished = false;
+    try {
+      await readEvents(response, async (name, data) => {
+        if (name === "context") {
+          list.dataset.integrity = data.integrity;
+          if (mode === "new" && message) {
+            list.dataset.total = before + 1;
+            await showMessages(before, before + 1); // the person's message, with its recall card
+          }
+          say("Writing…");
+          shown = streamingArticle(mode);
+        } else if (name === "delta" && shown) {
+          shown.text.textContent += data.text;
+          if (window.innerHeight + window.scrollY >= document.body.scrollHeight - 200) window.scrollTo(0, document.body.scrollHeight);
+        } else if (name === "done" || name === "error" || name === "conflict") {
+          finished = true;
+          await settle(mode, name, data, shown, before);
+        }
+      });
+    } catch (error) {
+      if (!finished) {
+        // Stopped by the person (abort), or the connection dropped: the server keeps what arrived.
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        shown?.article.classList.remove("streaming");
+        if (mode === "impersonate") shown?.article.remove();
+        else await catchUp(Math.max(before - 1, 0));
+        say(run.controller.signal.aborted ? "Stopped: what arrived is kept." : "The connection dropped: what arrived is kept.");
+      }
+    } finally {
+      setBusy(null);
+    }
+    return true;
+  }
+
+  async function settle(mode, name, data, shown, before) {
+    if (mode === "impersonate") {
+      shown?.article.remove();
+      const area = composer()?.querySelector("textarea");
+      if (area && data.text) {
+        area.value = data.text;
+        area.focus();
+      }
+      say(name === "done" ? "Your draft is in the box." : "");
+      if (name === "error") warn("The model failed: " + data.detail, null);
+      return;
+    }
+    shown?.article.classList.remove("streaming");
+    if (mode === "new") shown?.article.remove();
+    if (name === "conflict") {
+      warn(data.detail, data.text);
+      await catchUp(Math.max(before - 1, 0));
+      say("");
+      return;
+    }
+    list.dataset.integrity = data.integrity;
+    if (data.index !== null && data.index !== undefined) {
+      list.dataset.total = Math.max(Number(list.dataset.total), data.index + 1);
+      await showMessages(data.index, data.index + 1);
+    }
+    if (name === "error") {
+      warn("The model failed: " + data.detail + (data.text ? " What arrived is kept, marked failed." : ""), null);
+      say("");
+    } else {
+      say("");
+    }
+  }
+
+  document.addEventListener("submit", (event) => {
+    if (!event.target.matches(".composer-form")) return;
+    event.preventDefault();
+    const text = event.target.elements.message.value.trim();
+    generate("new", text);
+  });
+
+  document.addEventListener("keydown", (event) => {
+    if (event.target.id !== "composer-text" || event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+    event.preventDefault();
+    event.target.form.requestSubmit();
+  });
+
+  document.addEventListener("click", (event) => {
+    if (event.target.closest("#composer .stop")) busy?.controller.abort();
+    else if (event.target.closest("#composer .continue")) generate("continue");
+    else if (event.target.closest("#composer .impersonate")) generate("impersonate");
+    else if (event.target.closest("#messages .regenerate")) generate("swipe");
+  });
+})();

@@ -1,0 +1,138 @@
+"""Writing a story on the chat page in a real headless Chromium against the production server (gunicorn with uvicorn
+workers, ASGI), the reply streamed from the scripted model over real HTTP: a new chat from a character, send (the
+memory reaches the model, the recall card shows), watch the stream, stop, regenerate, swipe back, continue, edit;
+and the page at a phone's width. Screenshots are kept in var/test-artifacts/ (chat-1100.png, chat-390.png)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.db import connections
+
+from apps.accounts.services import settings_document_get
+from apps.chats.models import Chat, Message
+from apps.injection.services.settings import injection_settings_save
+from apps.llm.services import connection_create
+from apps.memories.services.memories import memory_create
+from tests.browsers import chromium, screenshot
+from tests.chats.factories import CharacterFactory
+from tests.llm_server import Reply
+from tests.servers import gunicorn
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+
+PASSWORD = "correct horse battery"  # the `user` fixture's
+BISCUIT = "Biscuit the lurcher sleeps under the lighthouse stairs."
+LONG = " ".join(f"wave{i}" for i in range(80))
+
+
+@pytest.fixture
+def site(monkeypatch, user, llm_server, broker):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    # Hashed as the production settings check it (the tests' own hasher is a fast one they do not know).
+    user.password = PBKDF2PasswordHasher().encode(PASSWORD, PBKDF2PasswordHasher().salt())
+    user.save(update_fields=["password"])
+    mira = CharacterFactory(
+        user=user, name="Mira", description="{{char}} keeps the lantern.",
+        first_mes="Evening, {{user}}. Storm's coming.", card_data={"alternate_greetings": ["You again, {{user}}?"]},
+    )  # fmt: skip
+    # The long-term slot off: the fact is the turn's to recall (and so shows on a recall card).
+    injection_settings_save(
+        user=user, values={"slots": {"long": {"enabled": False}}}, integrity=settings_document_get(user=user).integrity
+    )
+    memory_create(user=user, kind="fact", content=BISCUIT, character=mira, importance=1)
+    connection_create(
+        user=user, name="scripted", base_url=llm_server.url, model="scripted-model", api_key="sk-" + "x" * 20
+    )
+    llm_server.on("Where does Biscuit sleep", "Under the stairs, where it is warm.")
+    llm_server.on("Tell me about the sea", Reply(LONG, tokens_per_second=15))
+    with gunicorn(broker=broker, workers=1, asgi=True, pages=True, LOREKEEPER_PROVIDER_PRIVATE_HOSTS="true") as url:
+        # localhost, not 127.0.0.1: the production settings' Secure cookies are kept for it over plain HTTP.
+        yield url.replace("127.0.0.1", "localhost"), mira
+
+
+def sign_in(page, base: str, user) -> None:
+    page.goto(f"{base}/accounts/login/")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_load_state()
+    assert "/accounts/login/" not in page.url, page.content()[:3000]
+
+
+def send(page, text: str) -> None:
+    page.fill("#composer-text", text)
+    page.press("#composer-text", "Enter")
+
+
+def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_edited(site, user, llm_server):
+    from playwright.sync_api import expect
+
+    base, mira = site
+    with chromium() as browser:
+        page = browser.new_context(viewport={"width": 1100, "height": 1300}).new_page()
+        sign_in(page, base, user)
+        page.goto(f"{base}/characters/{mira.pk}/")
+        page.get_by_role("button", name="New chat").click()
+        page.wait_for_url("**/chats/*/")
+        chat = Chat.objects.get(user=user)
+        expect(page.locator("#m0 .text")).to_contain_text("Evening, You. Storm's coming.")
+        expect(page.locator("#m0")).to_contain_text("swipe 1 of 2")
+        expect(page.locator("#composer-text")).to_be_visible()
+
+        # Send: the person's message, its recall card, and the streamed reply, stored.
+        send(page, "Where does Biscuit sleep?")
+        expect(page.locator("#m1 .text")).to_contain_text("Where does Biscuit sleep?")
+        expect(page.locator("#m2 .text")).to_contain_text("Under the stairs, where it is warm.")
+        asked = json.dumps(llm_server.requests[-1]["body"]["messages"])
+        assert BISCUIT in asked and "Mira keeps the lantern." in asked
+        expect(page.locator("#m1 details.recall-card")).to_have_count(1)
+        expect(page.locator("#composer-text")).to_have_value("")
+
+        # A long reply streams in; Stop keeps what arrived.
+        send(page, "Tell me about the sea.")
+        streaming = page.locator("article.message.streaming .text")
+        expect(streaming).to_contain_text("wave5")
+        page.locator("#composer .stop").click()
+        expect(page.locator("#m4 .reply-state")).to_have_text("stopped")
+        stopped = Message.objects.get(chat=chat, index=4)
+        assert stopped.mes.startswith("wave0 wave1") and stopped.mes != LONG
+
+        # Regenerate: a second swipe of the reply; then back to the first.
+        llm_server.on("Tell me about the sea", "The sea is grey tonight.")
+        page.locator("#m4 .regenerate").click()
+        expect(page.locator("#m4 .text")).to_contain_text("The sea is grey tonight.")
+        expect(page.locator("#m4")).to_contain_text("swipe 2 of 2")
+        page.locator("#m4 .swipe-prev").click()
+        expect(page.locator("#m4")).to_contain_text("swipe 1 of 2")
+        page.locator("#m4 .swipe-next").click()
+        expect(page.locator("#m4 .text")).to_contain_text("The sea is grey tonight.")
+
+        # Continue the last reply.
+        llm_server.on("Continue your last message", " And the kettle is on.")
+        page.locator("#composer .continue").click()
+        expect(page.locator("#m4 .text")).to_contain_text("The sea is grey tonight. And the kettle is on.")
+
+        # Edit a message through the page's editor.
+        page.locator("#m1 .edit-message").click()
+        page.locator("#m1 .edit-form textarea").fill("Where does Biscuit sleep at night?")
+        page.locator("#m1 .edit-form button[type=submit]").click()
+        expect(page.locator("#m1 .text")).to_contain_text("at night")
+        assert Message.objects.get(chat=chat, index=1).mes == "Where does Biscuit sleep at night?"
+
+        # The prompt of the reply, shown after the fact.
+        page.locator("#m2").get_by_role("link", name="Prompt").click()
+        expect(page.locator(".prompt-lines")).to_contain_text("Where does Biscuit sleep?")
+        screenshot(page, "chat-1100")
+
+        phone = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+        sign_in(phone, base, user)
+        phone.goto(f"{base}/chats/{chat.pk}/")
+        expect(phone.locator("#composer-text")).to_be_visible()
+        screenshot(phone, "chat-390")
+        assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+        # The test's ORM calls ran under Playwright's greenlet, whose context holds a connection of its own:
+        # closed here, or the test database could not be dropped at the end.
+        connections.close_all()

@@ -1,0 +1,200 @@
+"""POST /api/v1/chats/{id}/generate against the scripted model over real HTTP: the reply stored as SillyTavern
+stores one (new, swipe, continue), impersonate drafting only, a failing model keeping what arrived, idempotent
+retries, a conflict while the reply was written, and the prompt shown after the fact."""
+
+import json
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from apps.chats.models import Chat, Message
+from apps.chats.services.chats import chat_create
+from apps.chats.services.writes import chat_append
+from apps.generation.services.generate import generation_events, generation_prepare
+from apps.memories.services.memories import memory_create
+from tests.llm_server import Reply
+
+pytestmark = pytest.mark.django_db
+
+STORY = "The Gull came in at dawn, her sails torn."
+
+
+@pytest.fixture
+def story(user, character, scripted):
+    chat = chat_create(user=user, title="Harbour", character_ids=[character.pk], user_name="Rowan")
+    return chat_append(
+        chat=chat,
+        messages=[{"name": "Mira", "is_user": False, "mes": "The lantern is lit."}],
+        integrity=chat.integrity,
+    ).chat
+
+
+def generate(api, chat, *, key=None, **body):
+    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+    return api.post(f"/api/v1/chats/{chat.pk}/generate", {"stream": False, **body}, format="json", **headers)
+
+
+def events(response) -> list[tuple[str, dict]]:
+    async def read():
+        return b"".join([part async for part in response.streaming_content])
+
+    raw = async_to_sync(read)().decode()
+    found = []
+    for block in raw.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.split("\n"))
+        found.append((lines["event"], json.loads(lines["data"])))
+    return found
+
+
+def last(chat) -> Message:
+    return Message.objects.filter(chat=chat).order_by("-index").first()
+
+
+def test_a_reply_is_stored_as_sillytavern_stores_one_after_the_persons_message(api, story, llm):
+    llm.server.on("Any ships?", STORY)
+    response = generate(api, story, message="Any ships?")
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["state"] == "done" and body["text"] == STORY and body["index"] == 2
+    message = body["message"]
+    assert message["mes"] == STORY and message["swipes"] == [STORY] and message["swipe_id"] == 0
+    assert message["name"] == "Mira" and message["is_user"] is False
+    assert set(message["swipe_info"][0]) == {"send_date", "gen_started", "gen_finished", "extra"}
+    assert message["extra"]["api"] == "openai" and message["extra"]["model"] == llm.model
+    chat = Chat.objects.get(pk=story.pk)
+    assert chat.message_count == 3 and str(chat.integrity) == body["integrity"]
+    person = Message.objects.get(chat=chat, index=1)
+    assert (person.is_user, person.name, person.mes) == (True, "Rowan", "Any ships?")
+    sent = llm.server.requests[-1]["body"]
+    assert sent["stream"] is True and sent["messages"][-1] == {"role": "user", "content": "Any ships?"}
+
+
+def test_the_stream_sends_the_context_then_deltas_then_the_stored_message(api, story, llm):
+    llm.server.on("Any ships?", STORY)
+    response = api.post(f"/api/v1/chats/{story.pk}/generate", {"message": "Any ships?"}, format="json")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/event-stream")
+    found = events(response)
+    names = [name for name, _ in found]
+    assert names[0] == "context" and names[-1] == "done" and set(names[1:-1]) == {"delta"}
+    assert "".join(data["text"] for name, data in found if name == "delta") == STORY
+    assert found[-1][1]["message"]["mes"] == STORY
+    assert found[-1][1]["integrity"] == str(Chat.objects.get(pk=story.pk).integrity)
+
+
+def test_a_memory_of_the_character_reaches_the_models_request(api, story, character, llm):
+    memory_create(user=story.user, kind="fact", content="Mira owes Hale eleven crowns.", character=character)
+    generate(api, story, message="What do you owe?")
+    prompt = json.dumps(llm.server.requests[-1]["body"]["messages"])
+    assert "Mira owes Hale eleven crowns." in prompt
+
+
+def test_a_swipe_adds_a_version_of_the_last_reply_and_shows_it(api, story, llm):
+    llm.server.on("Any ships?", STORY, times=1)
+    generate(api, story, message="Any ships?")
+    llm.server.on(lambda prompt: True, "None tonight.")
+    body = generate(api, story, mode="swipe").json()
+    assert body["index"] == 2 and body["swipe_id"] == 1
+    message = last(story)
+    assert message.swipes == [STORY, "None tonight."] and message.swipe_id == 1 and message.mes == "None tonight."
+    assert len(message.swipe_info) == 2
+    # The reply being redone is not in the prompt; the person's message is its end.
+    assert llm.server.requests[-1]["body"]["messages"][-1]["content"] == "Any ships?"
+
+
+def test_continue_adds_to_the_last_reply_and_its_shown_swipe(api, story, llm):
+    llm.server.on(lambda prompt: True, " And the wind rose.")
+    body = generate(api, story, mode="continue").json()
+    message = last(story)
+    assert body["index"] == 0 and message.mes == "The lantern is lit. And the wind rose."
+    assert message.swipes is None or message.swipes[message.swipe_id or 0] == message.mes
+    assert Chat.objects.get(pk=story.pk).message_count == 1
+
+
+def test_impersonate_drafts_the_persons_message_and_stores_nothing(api, story, llm):
+    llm.server.on(lambda prompt: True, "I wave from the pier.")
+    before = Chat.objects.get(pk=story.pk)
+    body = generate(api, story, mode="impersonate").json()
+    assert body["text"] == "I wave from the pier." and body["index"] is None and body["message"] is None
+    after = Chat.objects.get(pk=story.pk)
+    assert (after.message_count, after.integrity) == (before.message_count, before.integrity)
+
+
+def test_a_model_failing_mid_reply_keeps_what_arrived_marked_failed(api, story, llm):
+    llm.server.on("Any ships?", Reply("One ship came in late tonight", fail_after=2))
+    response = generate(api, story, message="Any ships?")
+    assert response.status_code == 502
+    body = response.json()
+    assert body["error"] == "model_failed" and body["state"] == "failed" and body["message"]
+    message = last(story)
+    assert message.mes and STORY not in message.mes and "One ship came in late tonight".startswith(message.mes.strip())
+    assert message.extra["lorekeeper"]["state"] == "failed"
+
+
+def test_a_model_refusing_at_once_leaves_the_persons_message_and_no_reply(api, story, llm):
+    llm.server.on("Any ships?", Reply(status=401))
+    response = generate(api, story, message="Any ships?")
+    assert response.status_code == 502 and response.json()["index"] is None
+    assert last(story).mes == "Any ships?" and Chat.objects.get(pk=story.pk).message_count == 2
+    assert last(story).is_user
+
+
+def test_a_retry_with_the_same_key_answers_the_first_answer_without_doubling(api, story, llm):
+    llm.server.on("Any ships?", STORY)
+    first = generate(api, story, key="send-1", message="Any ships?")
+    again = generate(api, story, key="send-1", message="Any ships?")
+    assert again.status_code == 200 and again.json() == first.json()
+    assert Chat.objects.get(pk=story.pk).message_count == 3
+    assert len([r for r in llm.server.requests if "Any ships?" in json.dumps(r["body"])]) == 1
+    other = generate(api, story, key="send-1", message="Something else")
+    assert other.status_code == 422 and other.json()["error"] == "idempotency_key_reused"
+
+
+def test_a_chat_changed_while_the_reply_was_written_keeps_the_reply_out_of_it(user, story, llm):
+    llm.server.on("Any ships?", STORY)
+    prepared = generation_prepare(user=user, chat=story, message="Any ships?")
+    chat = Chat.objects.get(pk=story.pk)
+    chat_append(
+        chat=chat, messages=[{"name": "Rowan", "is_user": True, "mes": "From my phone."}], integrity=chat.integrity
+    )
+
+    async def run():
+        return [event async for event in generation_events(prepared.generation)]
+
+    found = async_to_sync(run)()
+    name, data = found[-1].name, found[-1].data
+    assert name == "conflict" and data["text"] == STORY and data["index"] is None
+    assert last(story).mes == "From my phone."
+
+
+def test_bad_requests_are_refused_naming_the_field_and_change_nothing(api, story, llm, other_api):
+    before = Chat.objects.get(pk=story.pk)
+    wrong = generate(api, story, mode="sideways")
+    assert wrong.status_code == 400 and "mode" in wrong.json()
+    chat_append(chat=before, messages=[{"name": "Rowan", "is_user": True, "mes": "Hi."}], integrity=before.integrity)
+    swipe = generate(api, story, mode="swipe")
+    assert swipe.status_code == 400 and swipe.json()["extra"]["field"] == "mode"
+    stale = api.post(
+        f"/api/v1/chats/{story.pk}/generate", {"message": "x", "stream": False}, format="json",
+        HTTP_IF_MATCH=f'"{before.integrity}"',
+    )  # fmt: skip
+    assert stale.status_code == 409
+    assert generate(other_api, story, message="x").status_code == 404
+    assert Chat.objects.get(pk=story.pk).message_count == 2  # the one append above, nothing else
+
+
+def test_without_a_model_connection_the_answer_says_how_to_add_one(api, story):
+    response = generate(api, story, message="Hello?")
+    assert response.status_code == 409 and response.json()["error"] == "no_model"
+    assert Chat.objects.get(pk=story.pk).message_count == 1
+
+
+def test_the_prompt_of_a_reply_is_shown_after_the_fact(api, web, story, llm, other_api):
+    llm.server.on("Any ships?", STORY)
+    generate(api, story, message="Any ships?")
+    shown = api.get(f"/api/v1/chats/{story.pk}/messages/2/prompt").json()
+    assert shown["prompt"] == llm.server.requests[-1]["body"]["messages"]
+    assert shown["prompt_tokens"] > 0 and shown["tokenizer"]
+    assert api.get(f"/api/v1/chats/{story.pk}/messages/0/prompt").status_code == 404  # not generated here
+    assert other_api.get(f"/api/v1/chats/{story.pk}/messages/2/prompt").status_code == 404
+    page = web.get(f"/chats/{story.pk}/messages/2/prompt/").content.decode()
+    assert "Any ships?" in page and "Prompt of message #2" in page
