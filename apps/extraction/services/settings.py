@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 
 from apps.common.exceptions import ApplicationError
 from apps.common.services import model_update
 from apps.extraction.models import AutoChoice, ExtractionSettings
-from apps.llm.models import Connection
 
 # Field: (lowest, highest) accepted.
 RANGES: dict[str, tuple[float, float]] = {
@@ -57,8 +55,3 @@ def automatic(choice: str, *, profile: str) -> bool:
     """An `auto` setting is on for hosted models (profile B) and off for local ones (A), as in Smart Memory
     (docs/GLOSSARY.md)."""
     return choice == AutoChoice.ON or (choice == AutoChoice.AUTO and profile == "B")
-
-
-def context_window(connection: Connection) -> int:
-    """Tokens the extraction model takes in one call."""
-    return connection.context_window or settings.LOREKEEPER_LLM["context_window"][connection.effective_profile]

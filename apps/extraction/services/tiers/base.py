@@ -16,9 +16,9 @@ from django.utils import timezone
 from apps.chats.models import Character, Chat
 from apps.extraction.models import ChatPipeline, ExtractionSettings, PipelineJob
 from apps.extraction.services import transcript
-from apps.extraction.services.settings import context_window
 from apps.llm.client import Completion, LlmError, complete_prompt
 from apps.llm.models import Connection
+from apps.llm.profiles import connection_context_size
 from apps.llm.prompts import prompt_get
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Decision, Kind, Memory, Status
@@ -58,7 +58,7 @@ class JobContext:
 
     @property
     def window(self) -> int:
-        return context_window(self.connection)
+        return connection_context_size(self.connection)
 
     def budget(self, *, response: int, share: float = 1.0) -> int:
         """Tokens left for messages in a prompt answered in at most `response` tokens (`share` of them)."""
