@@ -198,3 +198,30 @@ def test_the_prompt_of_a_reply_is_shown_after_the_fact(api, web, story, llm, oth
     assert other_api.get(f"/api/v1/chats/{story.pk}/messages/2/prompt").status_code == 404
     page = web.get(f"/chats/{story.pk}/messages/2/prompt/").content.decode()
     assert "Any ships?" in page and "Prompt of message #2" in page
+
+
+def test_an_ollama_connection_streams_the_reply_too(api, user, story, llm_server):
+    from apps.llm.services import connection_create
+
+    connection_create(user=user, name="local", api="ollama", base_url=llm_server.ollama_url, model="llama3")
+    llm_server.on("Any ships?", STORY)
+    response = api.post(f"/api/v1/chats/{story.pk}/generate", {"message": "Any ships?"}, format="json")
+    found = events(response)
+    assert "".join(data["text"] for name, data in found if name == "delta") == STORY
+    assert found[-1][1]["message"]["extra"]["api"] == "ollama"
+    request = llm_server.requests[-1]
+    assert request["path"] == "/api/chat" and request["body"]["stream"] is True
+    assert request["body"]["messages"][-1] == {"role": "user", "content": "Any ships?"}
+
+
+def test_a_chat_written_here_exports_as_sillytavern_writes_one(api, story, llm):
+    llm.server.on("Any ships?", STORY)
+    generate(api, story, message="Any ships?")
+    exported = b"".join(api.get(f"/api/v1/chats/{story.pk}/export").streaming_content).decode()
+    lines = [json.loads(line) for line in exported.splitlines() if line.strip()]
+    header, *messages = lines
+    assert header["user_name"] == "Rowan" and "chat_metadata" in header
+    reply = messages[-1]
+    assert reply["mes"] == STORY and reply["swipes"] == [STORY] and reply["swipe_id"] == 0
+    assert reply["swipe_info"][0]["gen_started"] and reply["gen_finished"] and reply["extra"]["model"]
+    assert messages[-2]["is_user"] is True and messages[-2]["name"] == "Rowan"
