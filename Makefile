@@ -51,3 +51,4 @@ bench: install
 	$(BIN)/python bench/sync_instances.py
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/sillytavern.py
+	$(BIN)/python bench/chat.py

@@ -10,6 +10,7 @@ certificates, about 25 ms) is made once.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterable
@@ -64,7 +65,10 @@ class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
 
 
 @cache
+@functools.cache
 def _ssl_context():
+    """One per process: building one reads the CA bundle (tens of milliseconds on the event loop), and a context
+    serves any number of connections."""
     return httpx.create_ssl_context(trust_env=False)
 
 
@@ -73,7 +77,7 @@ class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
     replaced as netguard's `GuardedTransport` does it; tests/llm/test_outbound.py fails if httpx changes that)."""
 
     def __init__(self, resolve: Resolver = _resolve) -> None:
-        super().__init__(trust_env=False)
+        super().__init__(verify=_ssl_context(), trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=_ssl_context(),
             max_connections=10,

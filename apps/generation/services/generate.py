@@ -21,6 +21,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractUser
 from django.db import IntegrityError, transaction
+from django.db import connection as db_connection
 from django.utils import timezone
 
 from apps.chats.models import Character, Chat, Message
@@ -42,6 +43,9 @@ from apps.llm.tokens import tokenizer_for
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 100_000
 MODES = tuple(Generation.Mode.values)
+# Deltas that arrive closer together go out as one event: a person reads no faster, and each event costs the web
+# worker its share of a core (bench/chat.py).
+DELTA_WINDOW = 0.1
 
 
 @dataclass
@@ -224,6 +228,21 @@ def replay_event(generation: Generation) -> Event:
     return stored_event(Stored(generation, Chat.objects.get(pk=chat.pk), message))
 
 
+def _released(function):
+    """An ORM step of a stream, run in the request's thread, after which its database connection is given back: a
+    stream waits on the model for seconds and must hold no connection meanwhile (outside a transaction only: a
+    test's own is kept)."""
+
+    def run(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if not db_connection.in_atomic_block:
+                db_connection.close()
+
+    return sync_to_async(run)
+
+
 async def generation_events(generation: Generation) -> AsyncIterator[Event]:
     """The reply as it streams, then how it was stored. Cancelled (the client went away: Stop), what arrived is
     stored as stopped before the cancellation goes on."""
@@ -237,27 +256,37 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
         },
     )
     parts: list[str] = []
-    connection = await sync_to_async(lambda: generation.connection)()
+    pending: list[str] = []  # arrived, not sent yet: deltas go out at most every DELTA_WINDOW seconds
+    sent_at = 0.0
+    loop = asyncio.get_running_loop()
+    connection = await _released(lambda: generation.connection)()  # also gives back the one the preparation used
     try:
         deltas = stream_chat(connection, generation.prompt, purpose="chat", user_id=generation.user_id)
         async with aclosing(deltas):  # stopped early, the model's stream is closed at once, not when collected
             async for delta in deltas:
                 if not parts:
-                    await sync_to_async(_first_token)(generation)
+                    await _released(_first_token)(generation)
                 parts.append(delta)
-                yield Event("delta", {"text": delta})
+                pending.append(delta)
+                if loop.time() - sent_at >= DELTA_WINDOW:  # the first at once
+                    yield Event("delta", {"text": "".join(pending)})
+                    pending, sent_at = [], loop.time()
     except LlmError as exc:
-        stored = await sync_to_async(reply_store)(
+        if pending:
+            yield Event("delta", {"text": "".join(pending)})
+        stored = await _released(reply_store)(
             generation=generation, text="".join(parts), state=Generation.State.FAILED, error=exc.message
         )
         yield stored_event(stored)
         return
     except (asyncio.CancelledError, GeneratorExit):
         await asyncio.shield(
-            sync_to_async(reply_store)(generation=generation, text="".join(parts), state=Generation.State.STOPPED)
+            _released(reply_store)(generation=generation, text="".join(parts), state=Generation.State.STOPPED)
         )
         raise
-    stored = await sync_to_async(reply_store)(generation=generation, text="".join(parts), state=Generation.State.DONE)
+    if pending:
+        yield Event("delta", {"text": "".join(pending)})
+    stored = await _released(reply_store)(generation=generation, text="".join(parts), state=Generation.State.DONE)
     yield stored_event(stored)
 
 

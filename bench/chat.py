@@ -1,0 +1,361 @@
+"""Chat replies streamed from the person's model, under ASGI: what open streams cost everyone else.
+
+    .venv/bin/python bench/chat.py [--streams 200] [--people 20] [--seconds 60] [--workers 4] [--quick]
+
+Starts what a deployment runs for the web: gunicorn with uvicorn workers serving config.asgi (production settings,
+`-w 4` by default), on an embedded Valkey of its own and a PostgreSQL cluster of its own (in var/bench_chat, with
+room for a thousand connections, so that the bench never takes the connections of the shared embedded server and
+can count how many the web server holds), in the database `lorekeeper_bench_chat` (its people are made again each
+run). No Celery worker runs: what the writes queue waits in the broker. The scripted model (tests/llm_server.py)
+and the stream clients (httpx.AsyncClient, one event loop, one task per stream) run in processes of their own.
+
+1. Streams against everyone else: `--people` people (each an account, a character with 300 memories and a chat of
+   120 messages) append a message (If-Match), search the memories and build a context, over and over (mean think
+   time `--think` s), for `--seconds` with no stream open, then again while `--streams` replies stream from the
+   scripted model at `--tps` tokens per second (each 10 to 20 s long; a stream that ends asks again). Prints p50/p95
+   per endpoint in both runs and the ratio of the p95s (goal: within 1.5x), and how many streams were receiving
+   deltas when the second run started and ended.
+2. Time before the first token on a chat of 5,000 messages with memories: sequential generations whose scripted
+   reply starts at once; time to the `context` event (the person's message written, the context built, the prompt
+   assembled) and to the first delta, client side, p50/p95 (goal: p95 <= 150 ms); and the server's own split from
+   the Generation rows (created_at to first_token_at: the model's stream opened and read).
+3. Memory per open stream: resident memory of the gunicorn workers (psutil) idle and with the streams open.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the model loaded to seed: no progress bar
+
+import chat_streams  # noqa: E402 — the scripted model and the stream clients, each in a process of its own
+import load as load_bench  # noqa: E402 — the people, their data and the Valkey
+import sync as sync_bench  # noqa: E402 — production settings
+from chat_figures import (  # noqa: E402  # noqa: E402
+    DATABASE,
+    cpu_line,
+    cpu_seconds,
+    database_connections,
+    first_tokens,
+    latency_table,
+    percentile,
+    workers_rss,
+)
+from chat_streams import DELTAS, DONE, FAILED, FLOWING, QUICK, SENT  # noqa: E402
+from context import PLACES, THINGS, message_text, sentence  # noqa: E402
+
+CLUSTER = ROOT / "var" / "bench_chat"  # LOREKEEPER_VAR_DIR of every process here: its pgdata, media
+CONNECTIONS = 1000
+SPAWN = multiprocessing.get_context("spawn")
+QUIET = {  # the workers' notices: no collected static files, the model's progress bars
+    "PYTHONWARNINGS": "ignore::UserWarning",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+}
+
+
+class Person(load_bench.Person):
+    """As a SillyTavern client between replies: append the message (If-Match), search, build the next context."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.log: list[tuple[float, float, str]] = []  # seconds, when, what
+
+    def _send(self, endpoint: str, method: str, path: str, **kwargs) -> httpx.Response | None:
+        started = time.perf_counter()
+        response = super()._send(endpoint, method, path, **kwargs)
+        server = ""  # a context build answers its own timings: where the time went, inside the view or before
+        if endpoint == "context" and response is not None and response.status_code == 200:
+            server = " (server: " + ", ".join(f"{k} {v:.0f}" for k, v in response.json()["timings_ms"].items()) + ")"
+        self.log.append((time.perf_counter() - started, started, endpoint + server))
+        return response
+
+    def turn(self, turn: int) -> None:
+        # Never the same words twice, as people write: each query is embedded, none found in the embedding cache.
+        topic = f"the {self.rng.choice(THINGS)} near the {self.rng.choice(PLACES)} ({self.name}, {turn})"
+        message = {"name": "Rowan", "is_user": True, "mes": f"Rowan asks about {topic} (turn {turn})."}
+        self._write("append", f"/chats/{self.chat}/append", {"messages": [message]})
+        self._pause()
+        self._send("search", "POST", "/memories/search", json={"query": topic, "character": self.character})
+        self._pause()
+        self._send("context", "POST", f"/chats/{self.chat}/context", json={"message": f"And {topic}?"})
+        self._pause()
+
+
+# ---------------------------------------------------------------------------------------------- services
+def start_database() -> None:
+    """The bench's own PostgreSQL cluster, with max_connections raised (a restart, the first time)."""
+    os.environ["LOREKEEPER_VAR_DIR"] = str(CLUSTER)
+    sync_bench.ENV["LOREKEEPER_VAR_DIR"] = str(CLUSTER)
+    import django
+    import pgserver
+    import psycopg
+    from pgserver._commands import pg_ctl
+
+    django.setup()  # the settings start the cluster
+    from django.conf import settings
+
+    host = settings.DATABASES["default"]["HOST"]
+    with psycopg.connect(host=host, user="postgres", dbname="postgres", autocommit=True) as conn:
+        if int(conn.execute("SHOW max_connections").fetchone()[0]) >= CONNECTIONS:
+            return
+        conn.execute(f"ALTER SYSTEM SET max_connections = {CONNECTIONS}")
+    server = pgserver.get_server(CLUSTER / "pgdata", cleanup_mode="stop")
+    pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user)
+
+
+def start_server(port: int, workers: int, extra: list[str]) -> subprocess.Popen:
+    env = {**os.environ, **sync_bench.ENV, **QUIET, **dict(item.split("=", 1) for item in extra)}
+    env.pop("DATABASE_URL", None)
+    command = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
+    command += ["-w", str(workers), "-b", f"127.0.0.1:{port}", "--keep-alive", "10", "--graceful-timeout", "5"]
+    server = subprocess.Popen([*command, "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/v1/chats/", timeout=5).status_code in (401, 403):
+                return server
+        except httpx.TransportError:
+            time.sleep(0.3)
+    server.terminate()
+    raise SystemExit("gunicorn did not start")
+
+
+def start_model(tps: float, seconds: tuple[float, float]):
+    port, stop = SPAWN.Value("i", 0), SPAWN.Event()
+    process = SPAWN.Process(target=chat_streams.serve_model, args=(port, stop, tps, seconds), daemon=True)
+    process.start()
+    while not port.value:
+        if not process.is_alive():
+            raise SystemExit("the scripted model did not start")
+        time.sleep(0.1)
+    return process, stop, f"http://127.0.0.1:{port.value}/v1"
+
+
+# ---------------------------------------------------------------------------------------------- data
+def _account(name: str, model_url: str, messages: int) -> dict:
+    from django.contrib.auth import get_user_model
+
+    from apps.accounts.services import api_token_create
+    from apps.chats.models import Character, Chat, Message
+    from apps.chats.services.chats import chat_create
+    from apps.llm.services import connection_create
+
+    user = get_user_model().objects.create_user(username=name)
+    token = api_token_create(user=user, name="bench")[1]
+    character = Character.objects.create(user=user, name="Mira", description="A harbour clerk with a sharp eye.")
+    chat = chat_create(user=user, title="The harbour", character_ids=[character.pk], user_name="Rowan")
+    texts = [message_text(random.Random(n), n) for n in range(messages)]
+    Message.objects.bulk_create(
+        Message(chat=chat, index=i, name="Rowan" if i % 2 else "Mira", is_user=bool(i % 2), mes=text)
+        for i, text in enumerate(texts)
+    )
+    Chat.objects.filter(pk=chat.pk).update(message_count=messages)
+    connection_create(user=user, name="scripted", base_url=model_url, model="scripted", api_key="bench-key-0000")
+    return {"user": user.pk, "token": token, "chat": chat.pk, "character": character.pk}
+
+
+def seed(people: int, streams: int, long_chat: int, model_url: str) -> tuple[list[dict], list[dict], dict]:
+    """The people (bench/load.py's seeding: 120 messages, 300 memories each), the stream accounts (a short chat
+    each), and the long chat, whose messages and memories are indexed and embedded for real."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from apps.memories.embeddings import text_hash
+    from apps.memories.models import Memory
+    from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
+
+    call_command("migrate", verbosity=0)
+    get_user_model().objects.filter(username__startswith="chat_").delete()
+    persons = load_bench.seed(people)
+    started = time.perf_counter()
+    accounts = [_account(f"chat_stream_{n:03d}", model_url, messages=6) for n in range(streams)]
+    long = _account("chat_long", model_url, messages=long_chat) | {"messages": long_chat}
+    chat_index_messages(chat_id=long["chat"])
+    facts = [sentence(random.Random(n)) for n in range(long_chat // 5)]
+    Memory.objects.bulk_create(
+        Memory(user_id=long["user"], character_id=long["character"], kind="fact", content=f"{text} ({n})",
+               content_hash=text_hash(f"{text} ({n})"), origin="extraction", importance=2)
+        for n, text in enumerate(facts)
+    )  # fmt: skip
+    memories_embed_pending(user_id=long["user"])
+    print(
+        f"(seeded {streams} stream accounts and a {long_chat:,}-message chat in {time.perf_counter() - started:.0f} s)"
+    )
+    return persons, accounts, long
+
+
+# ---------------------------------------------------------------------------------------------- the runs
+def people_run(base_url: str, persons: list[dict], seconds: float, think: float, groups: dict):
+    cpu = cpu_seconds(groups)
+    until = time.monotonic() + seconds
+    people = [Person(base_url, person, until, think, seed=n) for n, person in enumerate(persons)]
+    for person in people:
+        person.start()
+    for person in people:
+        person.join()
+    print(cpu_line(cpu, cpu_seconds(groups), seconds))
+    timings: dict[str, list[float]] = {endpoint: [] for endpoint in ("append", "search", "context")}
+    begun = min(entry[1] for person in people for entry in person.log)
+    slowest = sorted((entry for person in people for entry in person.log), reverse=True)[:3]
+    for seconds, when, what in slowest:
+        print(f"   slow: {what} {seconds * 1000:.0f} ms, {when - begun:.1f} s into the run")
+    for person in people:
+        for endpoint, values in person.timings.items():
+            timings[endpoint] += values
+        for kind, text in person.errors.items():
+            print(f"  ({kind}: {text})")
+        if person.fatal:
+            print(f"  (a person stopped: {person.fatal})")
+    return timings
+
+
+def warm_up(base_url: str, persons: list[dict], accounts: list[dict], server: subprocess.Popen) -> None:
+    """Untimed rounds, until every worker has loaded the embedding model (config/asgi.py does not load it at start
+    as config/wsgi.py does: a worker's first search waits seconds for it) and opened a model stream."""
+
+    def one(account: dict, n: int) -> None:
+        with httpx.Client(base_url=f"{base_url}/api/v1", timeout=300) as http:
+            http.headers["Authorization"] = f"Bearer {account['token']}"
+            text = f"Warming up {uuid.uuid4()}"  # never in the embedding cache
+            http.post(f"/chats/{account['chat']}/context", json={"message": text, "preview": True})
+            http.post("/memories/search", json={"query": text, "character": account["character"]})
+            if n < min(16, len(accounts)):
+                http.post(f"/chats/{account['chat']}/generate", json={"message": QUICK, "stream": False})
+
+    for _ in range(6):
+        threads = [threading.Thread(target=one, args=(a, n)) for n, a in enumerate(accounts[:16] + persons)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if min(child.memory_info().rss for child in psutil.Process(server.pid).children()) > 400 * 2**20:
+            return
+
+
+def streams_open(base_url: str, accounts: list[dict], ramp: float):
+    stop, counters, results = SPAWN.Event(), SPAWN.Array("q", 5, lock=False), SPAWN.Queue()
+    process = SPAWN.Process(
+        target=chat_streams.run_streams, args=(base_url, accounts, ramp, stop, counters, results), daemon=True
+    )
+    process.start()
+    return process, stop, counters, results
+
+
+def streams_vs_people(args, base_url: str, server, persons: list[dict], accounts: list[dict], model_pid: int) -> None:
+    print(f"\n1. {len(persons)} people, {args.seconds:.0f} s with no stream open ...", flush=True)
+    postmaster = int((CLUSTER / "pgdata" / "postmaster.pid").read_text().split()[0])
+    groups = {"web workers": (server.pid, True), "PostgreSQL": (postmaster, True), "model": (model_pid, False)}
+    groups["people (the bench)"] = (os.getpid(), False)
+    quiet = people_run(base_url, persons, args.seconds, args.think, groups)
+    time.sleep(2)
+    idle_rss, idle_connections = workers_rss(server), database_connections()
+    process, stop, counters, results = streams_open(base_url, accounts, ramp=args.ramp)
+    try:
+        deadline = time.monotonic() + args.ramp + 60
+        while counters[FLOWING] < 0.95 * len(accounts) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        open_rss, open_connections, at_start = workers_rss(server), database_connections(), counters[FLOWING]
+        print(f"   ... and {args.seconds:.0f} s with {at_start} of {len(accounts)} streams receiving deltas ...")
+        deltas, done, started = counters[DELTAS], counters[DONE], time.monotonic()
+        groups["stream clients"] = (process.pid, False)
+        busy = people_run(base_url, persons, args.seconds, args.think, groups)
+        at_end, elapsed = counters[FLOWING], time.monotonic() - started
+        deltas, done = counters[DELTAS] - deltas, counters[DONE] - done
+        peak_connections = database_connections()
+    finally:
+        stop.set()
+    summary = results.get(timeout=60)
+    process.join(timeout=30)
+    latency_table(quiet, busy, len(accounts))
+    print(f"  streams receiving deltas when the run started: {at_start}, when it ended: {at_end} (of {len(accounts)})")
+    print(f"  deltas delivered: {deltas / elapsed:,.0f}/s (the model sends {len(accounts) * args.tps:,.0f}/s), "
+          f"{done} replies completed; requests {counters[SENT]}, ended otherwise {counters[FAILED]}")  # fmt: skip
+    to_context = summary["to_context"]
+    print(f"  streams' time to the context event: p50 {percentile(to_context, 50) * 1000:.0f} ms, "
+          f"p95 {percentile(to_context, 95) * 1000:.0f} ms over {len(to_context)}")  # fmt: skip
+    for kind, (count, text) in summary["errors"].items():
+        print(f"  stream failures {kind} x{count}: {text}")
+    print(f"  PostgreSQL connections of the web server: idle {idle_connections}, streams open {open_connections}, "
+          f"at the end of the run {peak_connections}")  # fmt: skip
+    print(f"\n3. Memory: gunicorn workers {idle_rss / 2**20:,.0f} MB idle, {open_rss / 2**20:,.0f} MB with "
+          f"{at_start} streams open: {(open_rss - idle_rss) / max(at_start, 1) / 1024:,.0f} KB a stream")  # fmt: skip
+
+
+def main() -> None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--streams", type=int, default=200)
+    parser.add_argument("--people", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=60, help="each of the two runs of the people")
+    parser.add_argument("--think", type=float, default=1.0, help="mean pause between a person's requests (s)")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--tps", type=float, default=20, help="the scripted model's tokens per second")
+    parser.add_argument("--ramp", type=float, default=20, help="seconds over which the streams open")
+    parser.add_argument("--long-chat", type=int, default=5000, help="messages in the chat of part 2")
+    parser.add_argument("--generations", type=int, default=30, help="timed generations in part 2")
+    parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE", help="e.g. CONN_MAX_AGE=0")
+    parser.add_argument("--quick", action="store_true", help="40 streams, 5 people, 12 s runs, a 1,000-message chat")
+    args = parser.parse_args()
+    if args.quick:
+        args.streams, args.people, args.seconds, args.ramp, args.long_chat, args.generations = 40, 5, 12, 5, 1000, 10
+
+    folder = tempfile.mkdtemp(prefix="lorekeeper-chat-")
+    load_bench.DATABASE = DATABASE
+    sync_bench.ENV["LOREKEEPER_PROVIDER_ALLOWED_NETWORKS"] = "127.0.0.0/8"  # the scripted model, on loopback
+    children: list[subprocess.Popen] = []
+    model = valkey = None
+    try:
+        valkey = load_bench.start_services(folder)
+        start_database()
+        model = start_model(args.tps, (10.0, 20.0))
+        persons, accounts, long = seed(args.people, args.streams, args.long_chat, model[2])
+        port = sync_bench.free_port()
+        base_url = f"http://127.0.0.1:{port}"
+        children.append(start_server(port, args.workers, args.server_env))
+        print(
+            f"Chat streaming under ASGI: gunicorn -k uvicorn_worker.UvicornWorker -w {args.workers}, production "
+            f"settings; {args.streams} streams at {args.tps:g} tokens/s, {args.people} people, {args.seconds:.0f} s "
+            f"runs; {os.cpu_count()} cores ({psutil.cpu_count(logical=False)} physical), "
+            f"{psutil.virtual_memory().total / 2**30:.0f} GB"
+        )
+        warm_up(base_url, persons, accounts, children[0])
+        first_tokens(base_url, long, args.generations)
+        streams_vs_people(args, base_url, children[0], persons, accounts, model[0].pid)
+    finally:
+        for child in children:
+            child.terminate()
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+        if model is not None:
+            model[1].set()
+            model[0].join(timeout=10)
+        if valkey is not None:
+            valkey.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
