@@ -8,6 +8,7 @@
   if (!list) return;
   const notice = document.getElementById("sync-notice");
   let busy = null; // {controller: AbortController, mode: string}
+  const START_TIMEOUT_MS = 60000;
 
   function csrfToken() {
     const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
@@ -138,6 +139,13 @@
     say(mode === "impersonate" ? "Drafting your message…" : "Building the context…");
     let shown = null;
     let response;
+    // Until the answer starts: the context is built in well under a second, so a minute means something is wrong.
+    // Once it streams, the server ends a stalled model itself (the connection's time-out) with an `error` event.
+    let timedOut = false;
+    const started = setTimeout(() => {
+      timedOut = true;
+      run.controller.abort();
+    }, START_TIMEOUT_MS);
     try {
       response = await fetch(box.dataset.generate, {
         method: "POST",
@@ -154,9 +162,18 @@
       });
     } catch (error) {
       setBusy(null);
+      if (run.controller.signal.aborted && !timedOut) {
+        // Stopped before the answer began: the server may have written the message already.
+        await catchUp(Math.max(before - 1, 0));
+        say("Stopped.");
+        return false;
+      }
       say("");
-      warn("Could not reach Lorekeeper: " + error.message + ". Your message is still in the box.", message);
+      const why = timedOut ? "no answer within a minute" : error.message;
+      warn("Could not reach Lorekeeper: " + why + ". Your message is still in the box.", message);
       return false;
+    } finally {
+      clearTimeout(started);
     }
     if (!response.ok) {
       const data = await response.json().catch(() => ({}));

@@ -52,3 +52,27 @@ def pixels(data: bytes) -> tuple[tuple[int, int], bytes]:
     """The picture's size and pixels (RGB), to compare pictures whatever their file."""
     with Image.open(io.BytesIO(data)) as image:
         return image.size, image.convert("RGB").tobytes()
+
+
+# A Character Card V2 as SillyTavern's card editor writes one (the card tests start from it).
+SERAPHINA_CARD = {
+    "spec": "chara_card_v2",
+    "spec_version": "2.0",
+    "data": {
+        "name": "Seraphina",
+        "description": "A guardian of the forest glade. 🌲",
+        "personality": "kind, protective",
+        "scenario": "You wake in her glade.",
+        "first_mes": "*She tends your wounds.*",
+        "mes_example": "<START>\n{{char}}: Rest.",
+        "creator_notes": "Made for testing.",
+        "system_prompt": "",
+        "post_history_instructions": "",
+        "alternate_greetings": ["Hello again."],
+        "character_book": {"entries": [{"keys": ["glade"], "content": "A magical clearing."}]},
+        "tags": ["fantasy", "guardian"],
+        "creator": "someone",
+        "character_version": "1.1",
+        "extensions": {"talkativeness": "0.5", "depth_prompt": {"prompt": "", "depth": 4}},
+    },
+}

@@ -12,29 +12,16 @@ from apps.chats.services.cards import card_fields, card_parse, character_import_
 from apps.chats.services.characters import character_update
 from apps.chats.services.png import png_chunks, png_text_chunks, png_with_card
 from tests.chats.factories import CharacterFactory
-from tests.chats.helpers import image_bytes, pixels
+from tests.chats.helpers import SERAPHINA_CARD, image_bytes, pixels
 
 pytestmark = pytest.mark.django_db
 
 CARD = {
-    "spec": "chara_card_v2",
-    "spec_version": "2.0",
+    **SERAPHINA_CARD,
     "data": {
-        "name": "Seraphina",
-        "description": "A guardian of the forest glade. 🌲",
-        "personality": "kind, protective",
-        "scenario": "You wake in her glade.",
-        "first_mes": "*She tends your wounds.*",
-        "mes_example": "<START>\n{{char}}: Rest.",
-        "creator_notes": "Made for testing.",
+        **SERAPHINA_CARD["data"],
         "system_prompt": "You are {{char}}.",
         "post_history_instructions": "Stay gentle.",
-        "alternate_greetings": ["Hello again."],
-        "character_book": {"entries": [{"keys": ["glade"], "content": "A magical clearing."}]},
-        "tags": ["fantasy", "guardian"],
-        "creator": "someone",
-        "character_version": "1.1",
-        "extensions": {"talkativeness": "0.5", "depth_prompt": {"prompt": "", "depth": 4}},
         "x_unknown_field": {"kept": True},
     },
 }

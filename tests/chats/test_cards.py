@@ -10,30 +10,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from apps.chats.models import Character
 from apps.chats.services.cards import character_import_card
 from apps.common.exceptions import ApplicationError
+from tests.chats.helpers import SERAPHINA_CARD
 
 pytestmark = pytest.mark.django_db
-
-V2_CARD = {
-    "spec": "chara_card_v2",
-    "spec_version": "2.0",
-    "data": {
-        "name": "Seraphina",
-        "description": "A guardian of the forest glade. 🌲",
-        "personality": "kind, protective",
-        "scenario": "You wake in her glade.",
-        "first_mes": "*She tends your wounds.*",
-        "mes_example": "<START>\n{{char}}: Rest.",
-        "creator_notes": "Made for testing.",
-        "system_prompt": "",
-        "post_history_instructions": "",
-        "alternate_greetings": ["Hello again."],
-        "character_book": {"entries": [{"keys": ["glade"], "content": "A magical clearing."}]},
-        "tags": ["fantasy", "guardian"],
-        "creator": "someone",
-        "character_version": "1.1",
-        "extensions": {"talkativeness": "0.5", "depth_prompt": {"prompt": "", "depth": 4}},
-    },
-}
 
 
 def png_with_text(chunks: dict[bytes, bytes]) -> bytes:
@@ -50,22 +29,27 @@ def b64(card: dict) -> bytes:
 
 
 def test_v2_json_card_fills_the_fields_and_keeps_the_card_verbatim(user):
-    character = character_import_card(user=user, stream=io.BytesIO(json.dumps(V2_CARD).encode()))
+    character = character_import_card(user=user, stream=io.BytesIO(json.dumps(SERAPHINA_CARD).encode()))
     assert character.name == "Seraphina" and character.first_mes == "*She tends your wounds.*"
     assert character.tags == ["fantasy", "guardian"] and character.creator_notes == "Made for testing."
     character.refresh_from_db()
-    assert character.card_data == V2_CARD
+    assert character.card_data == SERAPHINA_CARD
 
 
 def test_png_card_prefers_the_v3_chunk(user):
-    v3 = {**V2_CARD, "spec": "chara_card_v3", "spec_version": "3.0", "data": {**V2_CARD["data"], "name": "Sera V3"}}
-    data = png_with_text({b"chara": b64(V2_CARD), b"ccv3": b64(v3)})
+    v3 = {
+        **SERAPHINA_CARD,
+        "spec": "chara_card_v3",
+        "spec_version": "3.0",
+        "data": {**SERAPHINA_CARD["data"], "name": "Sera V3"},
+    }
+    data = png_with_text({b"chara": b64(SERAPHINA_CARD), b"ccv3": b64(v3)})
     assert character_import_card(user=user, stream=io.BytesIO(data)).name == "Sera V3"
 
 
 def test_png_card_with_only_the_v2_chunk(user):
     assert (
-        character_import_card(user=user, stream=io.BytesIO(png_with_text({b"chara": b64(V2_CARD)}))).name
+        character_import_card(user=user, stream=io.BytesIO(png_with_text({b"chara": b64(SERAPHINA_CARD)}))).name
         == "Seraphina"
     )
 
@@ -96,17 +80,17 @@ def test_a_file_that_is_not_a_card_is_refused_naming_the_problem(user, data, pro
 
 
 def test_card_import_api(api, other_api):
-    upload = SimpleUploadedFile("sera.png", png_with_text({b"chara": b64(V2_CARD)}), content_type="image/png")
+    upload = SimpleUploadedFile("sera.png", png_with_text({b"chara": b64(SERAPHINA_CARD)}), content_type="image/png")
     response = api.post("/api/v1/characters/import", {"file": upload}, format="multipart")
     assert response.status_code == 201
-    assert response.json()["name"] == "Seraphina" and response.json()["card_data"] == V2_CARD
+    assert response.json()["name"] == "Seraphina" and response.json()["card_data"] == SERAPHINA_CARD
     assert other_api.get(f"/api/v1/characters/{response.json()['id']}/").status_code == 404
     bad = api.post("/api/v1/characters/import", {"file": SimpleUploadedFile("x.json", b"{}")}, format="multipart")
     assert bad.status_code == 400 and bad.json()["extra"]["field"] == "file"
 
 
 def test_character_pages(web, user, other_user):
-    upload = SimpleUploadedFile("sera.json", json.dumps(V2_CARD).encode())
+    upload = SimpleUploadedFile("sera.json", json.dumps(SERAPHINA_CARD).encode())
     response = web.post("/characters/import/", {"file": upload})
     character = Character.objects.get(user=user)
     assert response.url == f"/characters/{character.pk}/"

@@ -7,9 +7,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
-import shutil
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -20,14 +17,12 @@ from apps.chats.selectors import chat_characters_in_order
 from apps.chats.services.cards import character_import_card
 from apps.chats.services.personas import persona_create
 from apps.chats.services.png import png_with_card
+from tests.browsers import chromium, screenshot
 from tests.chats.factories import CharacterFactory
 from tests.chats.helpers import image_bytes
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-sync"]
 WIDTH = 390
 
 
@@ -35,28 +30,20 @@ WIDTH = 390
 def phone(monkeypatch, live_server, client, user, media):
     """A signed-in page 390 px wide."""
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not CHROMIUM:
-        message = "Debian's chromium is not installed (apt install chromium)"
-        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
     client.force_login(user)
     cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with chromium() as browser:
         context = browser.new_context(viewport={"width": WIDTH, "height": 844})
         context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
         yield context.new_page()
         context.close()
-        browser.close()
         # The test's ORM calls ran under Playwright's greenlet, whose context holds a connection of its own:
         # closed there, or the test database could not be dropped at the end.
         connections.close_all()
 
 
 def fits(page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}-{WIDTH}.png"), full_page=True)
+    screenshot(page, f"{name}-{WIDTH}")
     assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH, f"{name} is wider than the screen"
 
 

@@ -1,17 +1,19 @@
-"""Writing a story on the chat page in a real headless Chromium against the production server (gunicorn with uvicorn
-workers, ASGI), the reply streamed from the scripted model over real HTTP: a new chat from a character, send (the
-memory reaches the model, the recall card shows), watch the stream, stop, regenerate, swipe back, continue, edit;
-and the page at a phone's width. Screenshots are kept in var/test-artifacts/ (chat-1100.png, chat-390.png)."""
+"""Writing a story on the chat page in a real headless Chromium against the production server (gunicorn with one
+uvicorn worker, ASGI), the reply streamed from the scripted model over real HTTP: a new chat from a character, send
+(the memory reaches the model, the recall card shows), watch the stream (the worker answers other requests
+meanwhile), stop, regenerate, swipe back, continue, edit; and the page at a phone's width. Screenshots are kept in
+var/test-artifacts/ (chat-1100.png, chat-390.png)."""
 
 from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connections
 
-from apps.accounts.services import settings_document_get
+from apps.accounts.services import api_token_create, settings_document_get
 from apps.chats.models import Chat, Message
 from apps.injection.services.settings import injection_settings_save
 from apps.llm.services import connection_create
@@ -95,6 +97,11 @@ def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_ed
         send(page, "Tell me about the sea.")
         streaming = page.locator("article.message.streaming .text")
         expect(streaming).to_contain_text("wave5")
+        # The server's only worker is streaming that reply: it answers another request meanwhile (ASGI).
+        token = api_token_create(user=user, name="meanwhile")[1]
+        meanwhile = httpx.get(f"{base}/api/v1/chats/", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        assert meanwhile.status_code == 200 and meanwhile.json()["results"][0]["id"] == chat.pk
+        expect(streaming).not_to_contain_text(LONG)  # still streaming when that answer came
         page.locator("#composer .stop").click()
         expect(page.locator("#m4 .reply-state")).to_have_text("stopped")
         stopped = Message.objects.get(chat=chat, index=4)

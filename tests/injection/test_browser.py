@@ -5,10 +5,6 @@ in var/test-artifacts/recall-card.png."""
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
 from django.conf import settings
 from django.db import connections
@@ -18,50 +14,26 @@ from apps.chats.models import Chat, Message
 from apps.injection.services.context import context_build
 from apps.injection.services.recall import recall_stored
 from apps.injection.services.settings import injection_settings_save
+from tests.browsers import ARTIFACTS, chromium
 from tests.injection.helpers import ASK, DOG, say
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
 
 @pytest.fixture
-def browser(monkeypatch):
+def page(monkeypatch, live_server, client, user):
     # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are still synchronous.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not CHROMIUM:
-        message = "Debian's chromium is not installed (apt install chromium)"
-        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser, live_server, client, user):
     client.force_login(user)
-    context = browser.new_context(viewport={"width": 1100, "height": 1400})
-    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
-    page = context.new_page()
-    yield page
-    context.close()
-    # The test's ORM calls ran under Playwright's greenlet, whose context holds a connection of its own (Django's
-    # connections are per context): closed here, or the test database could not be dropped at the end.
-    connections.close_all()
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1100, "height": 1400})
+        cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
+        yield context.new_page()
+        context.close()
+        # The test's ORM calls ran under Playwright's greenlet, whose context holds a connection of its own (Django's
+        # connections are per context): closed here, or the test database could not be dropped at the end.
+        connections.close_all()
 
 
 def stored(chat) -> dict | None:
