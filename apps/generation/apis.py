@@ -17,6 +17,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
+from apps.chats.apis.common import valid
 from apps.common.exceptions import ApplicationError
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH, request_integrity
 from apps.common.serializers import StorableInputSerializer
@@ -122,9 +123,7 @@ class ChatGenerateApi(APIView):
     )  # fmt: skip
     def post(self, request, chat_id: int):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
-        serializer = GenerateInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = valid(GenerateInputSerializer, request.data)
         key = request.headers.get("Idempotency-Key", "").strip()
         if len(key) > 200:
             raise ApplicationError("An Idempotency-Key holds at most 200 characters.", {"field": "Idempotency-Key"})

@@ -7,7 +7,7 @@ import uuid
 from django.contrib.auth.models import AbstractUser
 from django.http import Http404
 
-from apps.chats.models import Character, Chat, Message
+from apps.chats.models import Chat, Message
 from apps.generation.models import Generation
 
 
@@ -42,8 +42,3 @@ def generation_get(*, user: AbstractUser, uid) -> Generation:
     if generation is None:
         raise Http404("No such generation.")
     return generation
-
-
-def chat_characters(*, chat: Chat) -> list[Character]:
-    """Who may reply in the chat, in the chat's order."""
-    return list(chat.characters.order_by("id"))

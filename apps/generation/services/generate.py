@@ -25,8 +25,9 @@ from django.db import connection as db_connection
 from django.utils import timezone
 
 from apps.chats.models import Character, Chat, Message
+from apps.chats.selectors import chat_characters_in_order
 from apps.chats.services.chats import chat_lock
-from apps.chats.services.start import next_speaker
+from apps.chats.services.start import next_speaker, send_date
 from apps.chats.services.writes import chat_append, chat_delta
 from apps.common.exceptions import ApplicationError
 from apps.generation.models import Generation
@@ -78,8 +79,7 @@ def _check(chat: Chat, mode: str, message: str | None) -> None:
             )
 
 
-def _responder(chat: Chat, character: str | int | None, message: str) -> Character | None:
-    characters = list(chat.characters.order_by("id"))
+def _responder(chat: Chat, characters: list[Character], character: str | int | None, message: str):
     if character in (None, ""):
         chosen = next_speaker(chat=chat, text=message)
         if chosen is None and len(characters) > 1:
@@ -139,8 +139,9 @@ def generation_prepare(
     _check(chat, mode, message)
     connection = _connection(user, connection_id)
     chat = chat_lock(chat=chat, integrity=integrity)
-    responder = _responder(chat, character, message or "")
-    speakers = _speakers(chat, responder)
+    characters = chat_characters_in_order(chat=chat)
+    responder = _responder(chat, characters, character, message or "")
+    speakers = _speakers(chat, responder, group=len(characters) > 1)
     if mode == Generation.Mode.NEW and message:
         line = _user_line(speakers.user, message)
         chat = chat_append(chat=chat, messages=[line], integrity=chat.integrity).chat
@@ -176,18 +177,17 @@ def _record(user, chat, connection, mode, speakers, idempotency_key, asked, prom
 
 def _user_line(name: str, message: str) -> dict[str, Any]:
     """The person's message as SillyTavern writes one."""
-    now = timezone.now().isoformat().replace("+00:00", "Z")
-    return {"name": name, "is_user": True, "is_system": False, "send_date": now, "mes": message, "extra": {}}
+    return {"name": name, "is_user": True, "is_system": False, "send_date": send_date(), "mes": message, "extra": {}}
 
 
-def _speakers(chat: Chat, responder: Character | None) -> Speakers:
+def _speakers(chat: Chat, responder: Character | None, *, group: bool) -> Speakers:
     persona = chat.persona
     user = (persona.name if persona else "") or chat.user_name or "You"
     return Speakers(
         char=responder.name if responder else (chat.character_name or "Assistant"),
         user=user,
         persona=persona.description if persona else "",
-        group=chat.characters.count() > 1,
+        group=group,
     )
 
 

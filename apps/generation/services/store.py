@@ -18,6 +18,7 @@ from django.utils import timezone
 from apps.chats.models import Chat, Message
 from apps.chats.services.chats import MESSAGE_COLUMNS, chat_lock, message_line
 from apps.chats.services.patch import chat_patch
+from apps.chats.services.start import send_date
 from apps.chats.services.writes import chat_append
 from apps.generation.models import Generation
 
@@ -32,7 +33,7 @@ class Stored:
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
+    return send_date(moment) if moment else None
 
 
 def _marks(generation: Generation) -> dict[str, Any]:

@@ -21,7 +21,7 @@ def composer(request, chat_id: int):
         "chat": chat,
         "connections": connections,
         "default_connection": next((c for c in connections if c.is_default), None),
-        "characters": selectors.chat_characters(chat=chat),
+        "characters": chat_selectors.chat_characters_in_order(chat=chat),
     }
     return render(request, "generation/partials/composer.html", context)
 
