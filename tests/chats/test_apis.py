@@ -280,3 +280,16 @@ def test_openapi_schema_validates_without_warnings():
 def test_schema_and_docs_pages_are_served(api):
     assert api.get("/api/v1/schema/").status_code == 200
     assert api.get("/api/v1/docs/").status_code == 200
+
+
+def test_changing_a_chats_characters_keeps_the_order_given(api, user, mira_chat):
+    from apps.chats.selectors import chat_characters_in_order
+
+    first, second, third = (CharacterFactory(user=user, name=name) for name in ("Cato", "Bram", "Aqua"))
+    mira = mira_chat.characters.get()
+    order = [third.pk, second.pk, mira.pk, first.pk]
+    response = api.patch(
+        f"/api/v1/chats/{mira_chat.pk}/", {"character_ids": order}, format="json", **if_match(mira_chat)
+    )
+    assert response.status_code == 200, response.json()
+    assert [c.pk for c in chat_characters_in_order(chat=mira_chat)] == order

@@ -122,3 +122,9 @@ def test_the_character_page_has_the_download_buttons(web, user):
     assert f"/api/v1/characters/{character.pk}/card.png" in page
     assert f"/api/v1/characters/{character.pk}/card.json" in page
     assert web.get(f"/api/v1/characters/{character.pk}/card.json").status_code == 200  # signed in on the site
+
+
+def test_a_flat_card_whose_extensions_are_not_an_object_still_exports(user):
+    character = CharacterFactory(user=user, name="Odd", card_data={"name": "Odd", "extensions": 1, "fav": True})
+    card = card_v2(character=character)
+    assert card["data"]["name"] == "Odd" and card["data"]["extensions"]["fav"] is True

@@ -62,6 +62,9 @@ def character_avatar_set(*, character: Character, data: bytes) -> Character:
     """Make `data` (a PNG, JPEG or WebP image, checked by its content) the character's avatar, in place of the one it
     had."""
     suffix = FORMATS[avatar_format(data)][0]
+    # The row locked and its file read again: of two uploads at once, the second forgets the first's file, so none
+    # is left behind on disk.
+    character.avatar.name = Character.objects.select_for_update().values_list("avatar", flat=True).get(pk=character.pk)
     _forget(character)
     character.avatar.save(f"avatar.{suffix}", ContentFile(data), save=False)
     character.save(update_fields=["avatar", "updated_at"])

@@ -43,7 +43,8 @@ PLACEHOLDER_SIZE = (400, 600)
 
 def _v1_body(card: dict[str, Any]) -> dict[str, Any]:
     body = {key: card[key] for key in (*CARD_DEFAULTS, "character_book") if key in card}
-    extensions = dict(body.get("extensions") or {})
+    given = body.get("extensions")
+    extensions = dict(given) if isinstance(given, dict) else {}
     extensions.update({key: card[key] for key in V1_EXTENSIONS if key in card and key not in extensions})
     if extensions:
         body["extensions"] = extensions

@@ -11,8 +11,8 @@ from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 
 from apps.chats.models import Character
-from apps.chats.services.avatars import avatar_format, character_avatar_set
-from apps.chats.services.characters import character_create
+from apps.chats.services.avatars import MAX_AVATAR_BYTES, character_avatar_set
+from apps.chats.services.characters import card_body, character_create
 from apps.chats.services.png import PNG_SIGNATURE, png_text_chunks, png_without_card
 from apps.common.exceptions import ApplicationError
 from apps.common.jsonsafe import loads_strict, unstorable_reason
@@ -60,8 +60,7 @@ def card_parse(data: bytes) -> dict[str, Any]:
 
 def card_fields(card: dict[str, Any]) -> dict[str, Any]:
     """Our Character fields from a V1, V2 or V3 card; the whole card is kept verbatim in `card_data`."""
-    body = card.get("data") if isinstance(card.get("data"), dict) else card
-    body = {TAVERNAI_FIELDS.get(key, key): value for key, value in body.items()}
+    body = {TAVERNAI_FIELDS.get(key, key): value for key, value in card_body(card).items()}
     name = body.get("name")
     if not isinstance(name, str) or not name.strip():
         raise _card_error("it has no name")
@@ -82,15 +81,19 @@ def character_import_card(*, user: AbstractUser, stream: BinaryIO) -> Character:
         raise ApplicationError("The card is larger than 20 MB.", {"field": "file"}, status=413)
     character = character_create(user=user, **card_fields(card_parse(data)))
     if data.startswith(PNG_SIGNATURE):
-        _keep_card_image(character, png_without_card(data))
+        character = _keep_card_image(character, png_without_card(data))
     return character
 
 
-def _keep_card_image(character: Character, image: bytes) -> None:
+def _keep_card_image(character: Character, image: bytes) -> Character:
     """A PNG card's picture becomes the character's avatar (without the character data, which the character
-    holds). A picture that does not decode is left out: the card's data is what was asked for."""
+    holds), under the limits an uploaded avatar has. One that does not pass them is left out: the card's data is
+    what was asked for."""
+    if len(image) > MAX_AVATAR_BYTES:
+        return character
     try:
-        avatar_format(image)
+        with transaction.atomic():  # a refused picture undoes only itself
+            character_avatar_set(character=character, data=image)
     except ApplicationError:
-        return
-    character_avatar_set(character=character, data=image)
+        pass
+    return character

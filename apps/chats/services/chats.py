@@ -79,10 +79,11 @@ def owned_characters(*, user: AbstractUser, character_ids: Iterable[int]) -> lis
 
 
 def chat_characters_set(*, chat: Chat, characters: list[Character]) -> None:
-    """Link a new chat's characters in the order given: the chat's character order (a group's greetings, its
-    turns) is the order of the links (apps/chats/selectors.py chat_characters_in_order). `set()` would link them
-    in no particular order."""
+    """Link the chat's characters in the order given, replacing any it had: the chat's character order (a group's
+    greetings, its turns) is the order of the links (apps/chats/selectors.py chat_characters_in_order). `set()`
+    would keep the old links and add new ones in no particular order."""
     through = Chat.characters.through
+    through.objects.filter(chat=chat).delete()
     through.objects.bulk_create([through(chat=chat, character=character) for character in characters])
 
 
@@ -151,7 +152,9 @@ def chat_update(*, chat: Chat, data: dict[str, Any], integrity: uuid.UUID | None
                 if key in chat.header_absent_fields:
                     chat.header_absent_fields.remove(key)
     if "character_ids" in data:
-        chat.characters.set(owned_characters(user=chat.user, character_ids=data["character_ids"]))
+        chat_characters_set(
+            chat=chat, characters=owned_characters(user=chat.user, character_ids=data["character_ids"])
+        )
     return chat_touch(
         chat=chat, fields=[*changed, "has_header", "header_other_fields", "header_absent_fields"], mirror=mirror
     )
@@ -213,7 +216,7 @@ def chat_import(
     if not characters:
         names = [chat.character_name] if chat.character_name not in PLACEHOLDER_NAMES else speakers
         characters = characters_for_names(user=user, names=names)
-    chat.characters.set(characters)
+    chat_characters_set(chat=chat, characters=list(characters))
     if not title:
         chat.title = (Path(filename).stem if filename else "") or chat.character_name or "Imported chat"
     chat.title = chat.title[:300]

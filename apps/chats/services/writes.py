@@ -22,6 +22,7 @@ from apps.chats.selectors import chat_get, revision_get, revision_stream
 from apps.chats.services.chats import (
     MESSAGE_COLUMNS,
     IntegrityConflict,
+    chat_characters_set,
     chat_export_lines,
     chat_import,
     chat_load_jsonl,
@@ -223,7 +224,7 @@ def chat_import_or_update(
         )
         return new, True
     if character_ids:
-        chat.characters.set(owned_characters(user=user, character_ids=character_ids))
+        chat_characters_set(chat=chat, characters=owned_characters(user=user, character_ids=character_ids))
     return chat_reimport(chat=chat, jsonl=stream, integrity=integrity, title=title, client_key=client_key), False
 
 

@@ -62,7 +62,7 @@ def group_chat_start(request):
     """The characters list's "Start a group chat": the ticked characters (in the list's order), the persona and the
     reply order chosen."""
     personas = list(selectors.persona_list(user=request.user))
-    ticked = [value for value in request.POST.getlist("characters") if value.isdigit()]
+    ticked = [value for value in request.POST.getlist("characters") if value.isascii() and value.isdigit()]
     choices = selectors.characters_get(user=request.user, character_ids=[int(value) for value in ticked])
     form = ChatStartForm(request.POST, personas=personas, character_choices=choices)
     if form.is_valid() and not form.cleaned_data["characters"]:
