@@ -43,7 +43,9 @@ class CallAdmin(admin.ModelAdmin):
 class SamplerPresetAdmin(admin.ModelAdmin):
     list_display = ["name", "user", "created_at"]
     search_fields = ["name", "user__username"]
-    readonly_fields = ["user", "created_at"]
+    list_select_related = ["user"]
+    # Read-only: values are checked by sampler_clean, which the admin's JSON field would bypass.
+    readonly_fields = ["user", "values", "created_at"]
 
     def has_add_permission(self, request) -> bool:
         return False

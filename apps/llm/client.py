@@ -22,6 +22,7 @@ from apps.common.exceptions import ApplicationError
 from apps.common.netguard import guarded_http_client, provider_url_check
 from apps.common.secrets import secret_decrypt
 from apps.llm.models import Call, Connection
+from apps.llm.profiles import connection_context_size
 from apps.llm.prompts import Prompt
 from apps.llm.thinking import split_message
 from apps.llm.tokens import count_message_tokens, count_tokens
@@ -124,8 +125,9 @@ def _call_ollama(connection: Connection, messages: list[dict], options: dict, ti
     ollama_options = {"temperature": options.get("temperature", 0.2)}
     if options.get("max_tokens"):
         ollama_options["num_predict"] = options["max_tokens"]
-    if connection.context_window:
-        ollama_options["num_ctx"] = connection.context_window
+    # Always the context size the callers size their prompts to: Ollama's own default is smaller, and it would cut
+    # the start of a longer prompt without a word.
+    ollama_options["num_ctx"] = connection_context_size(connection)
     body["options"] = ollama_options
     url = connection.base_url.rstrip("/") + "/api/chat"
     headers = {}

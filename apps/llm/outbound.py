@@ -10,7 +10,6 @@ certificates, about 25 ms) is made once.
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterable
@@ -65,7 +64,6 @@ class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
 
 
 @cache
-@functools.cache
 def _ssl_context():
     """One per process: building one reads the CA bundle (tens of milliseconds on the event loop), and a context
     serves any number of connections."""

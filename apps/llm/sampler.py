@@ -59,7 +59,7 @@ def _number(key: str, value: Any) -> int | float:
         if isinstance(value, float) and not value.is_integer():
             raise ApplicationError(f"{key} must be a whole number.", {"field": key})
         value = int(value)
-    elif not math.isfinite(value):
+    elif isinstance(value, float) and not math.isfinite(value):  # a whole number of any size compares fine
         raise ApplicationError(f"{key} must be a finite number.", {"field": key})
     if not low <= value <= high:
         if key == "seed":

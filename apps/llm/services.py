@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.common.exceptions import ApplicationError
+from apps.common.jsonsafe import unstorable_reason
 from apps.common.netguard import provider_url_check
 from apps.common.secrets import secret_encrypt
 from apps.common.services import model_update
@@ -146,6 +147,8 @@ def sampler_preset_save(*, user: AbstractUser, name: str, values: dict) -> Sampl
         raise ApplicationError("A preset needs a name.", {"field": "name"})
     if len(name) > 100:
         raise ApplicationError("A preset's name is at most 100 characters.", {"field": "name"})
+    if unstorable_reason(name):
+        raise ApplicationError(f"A preset's name {unstorable_reason(name)}.", {"field": "name"})
     values = sampler_clean(values)
     preset = SamplerPreset.objects.select_for_update().filter(user=user, name__iexact=name).first()
     if preset is None:

@@ -86,7 +86,8 @@ class ThinkFilter:
                 self._state, self._held = "pass", ""
                 return head
         if self._state == "inside":
-            closed = self._close.search(self._held)
+            # Only the new text, and a tag's length before it, can hold the closing tag: not all that is held again.
+            closed = self._close.search(self._held, max(0, len(self._held) - len(piece) - 64))
             if not closed:
                 return ""
             self.reasoning += self._held[: closed.start()].strip()

@@ -111,7 +111,7 @@ def preset_save_view(request, connection_id: int):
 def preset_apply_view(request, connection_id: int):
     connection = selectors.connection_get(user=request.user, connection_id=connection_id)
     preset_id = request.POST.get("preset", "")
-    if not preset_id.isdigit():
+    if not (preset_id.isascii() and preset_id.isdigit()):
         raise Http404("No such preset.")
     preset = selectors.sampler_preset_get(user=request.user, preset_id=int(preset_id))
     try:

@@ -86,6 +86,14 @@ def test_ollama_request_is_not_streamed_and_carries_options_and_context_window(u
     assert body["options"] == {"temperature": 0.2, "num_predict": 32, "num_ctx": 4096}
 
 
+def test_without_a_context_window_ollama_is_told_the_size_prompts_are_built_for(user, llm_server):
+    from apps.llm.profiles import connection_context_size
+
+    connection = _connection(user, llm_server, "ollama")
+    complete(connection, HELLO, purpose="test", max_tokens=32)
+    assert llm_server.requests[0]["body"]["options"]["num_ctx"] == connection_context_size(connection)
+
+
 @BOTH_APIS
 def test_missing_usage_is_estimated_and_flagged(user, llm_server, api):
     llm_server.on("Say hello", Reply("Hello there, Mira, my old friend.", usage=False))

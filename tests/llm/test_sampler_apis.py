@@ -140,3 +140,10 @@ def test_a_preset_post_with_an_idempotency_key_applies_once(api):
     second = api.post(PRESETS, {"name": "A", "values": {"seed": 1}}, format="json", **headers)
     assert (first.status_code, second.status_code) == (201, 201) and first.json() == second.json()
     assert SamplerPreset.objects.count() == 1
+
+
+def test_a_huge_whole_number_or_a_nul_in_a_name_is_refused_naming_the_field(api):
+    huge = api.post("/api/v1/llm/presets/", {"name": "Big", "values": {"temperature": 10**400}}, format="json")
+    assert huge.status_code == 400 and huge.json()["extra"]["field"] == "temperature"
+    nul = api.post("/api/v1/llm/presets/", {"name": "a\x00b", "values": {"temperature": 1}}, format="json")
+    assert nul.status_code == 400
