@@ -11,10 +11,14 @@ and the stream clients (httpx.AsyncClient, one event loop, one task per stream) 
 
 1. Streams against everyone else: `--people` people (each an account, a character with 300 memories and a chat of
    120 messages) append a message (If-Match), search the memories and build a context, over and over (mean think
-   time `--think` s), for `--seconds` with no stream open, then again while `--streams` replies stream from the
-   scripted model at `--tps` tokens per second (each 10 to 20 s long; a stream that ends asks again). Prints p50/p95
-   per endpoint in both runs and the ratio of the p95s (goal: within 1.5x), and how many streams were receiving
-   deltas when the second run started and ended.
+   time `--think` s), for `--seconds` with no stream open; then again twice while `--streams` replies stream from the
+   scripted model at `--tps` tokens per second:
+   a. streams open all through the run (replies that outlast it): what open streams cost everyone else;
+   b. replies of `--reply-seconds` (10 to 20 s), each stream asking again as soon as its reply ended: open streams
+      and the context builds of the generations that keep starting (part 2 times one).
+   Prints p50/p95 per endpoint and the ratio of the p95s to the quiet run's (goal: within 1.5x), how many streams
+   were receiving deltas when each run started and ended, and the CPU each process group used. The scripted model
+   and the stream clients run at a lower priority than the server (they share its cores).
 2. Time before the first token on a chat of 5,000 messages with memories: sequential generations whose scripted
    reply starts at once; time to the `context` event (the person's message written, the context built, the prompt
    assembled) and to the first delta, client side, p50/p95 (goal: p95 <= 150 ms); and the server's own split from
@@ -61,7 +65,7 @@ from chat_figures import (  # noqa: E402  # noqa: E402
     percentile,
     workers_rss,
 )
-from chat_streams import DELTAS, DONE, FAILED, FLOWING, QUICK, SENT  # noqa: E402
+from chat_streams import DELTAS, DONE, FAILED, FLOWING, HELD, LONG, QUICK, SENT  # noqa: E402
 from context import PLACES, THINGS, message_text, sentence  # noqa: E402
 
 CLUSTER = ROOT / "var" / "bench_chat"  # LOREKEEPER_VAR_DIR of every process here: its pgdata, media
@@ -141,9 +145,9 @@ def start_server(port: int, workers: int, extra: list[str]) -> subprocess.Popen:
     raise SystemExit("gunicorn did not start")
 
 
-def start_model(tps: float, seconds: tuple[float, float]):
+def start_model(tps: float, seconds: tuple[float, float], held: float):
     port, stop = SPAWN.Value("i", 0), SPAWN.Event()
-    process = SPAWN.Process(target=chat_streams.serve_model, args=(port, stop, tps, seconds), daemon=True)
+    process = SPAWN.Process(target=chat_streams.serve_model, args=(port, stop, tps, seconds, held), daemon=True)
     process.start()
     while not port.value:
         if not process.is_alive():
@@ -253,13 +257,55 @@ def warm_up(base_url: str, persons: list[dict], accounts: list[dict], server: su
             return
 
 
-def streams_open(base_url: str, accounts: list[dict], ramp: float):
+def streams_open(base_url: str, accounts: list[dict], marker: str, ramp: float):
     stop, counters, results = SPAWN.Event(), SPAWN.Array("q", 5, lock=False), SPAWN.Queue()
     process = SPAWN.Process(
-        target=chat_streams.run_streams, args=(base_url, accounts, ramp, stop, counters, results), daemon=True
+        target=chat_streams.run_streams,
+        args=(base_url, accounts, marker, ramp, stop, counters, results),
+        daemon=True,
     )
     process.start()
     return process, stop, counters, results
+
+
+def streams_run(args, base_url: str, persons: list[dict], accounts: list[dict], groups: dict, marker: str) -> dict:
+    """The people's run while every account streams replies (`marker` says how long each is); what it measured."""
+    process, stop, counters, results = streams_open(base_url, accounts, marker, ramp=args.ramp)
+    try:
+        deadline = time.monotonic() + args.ramp + 60
+        while counters[FLOWING] < 0.95 * len(accounts) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        run = {"rss": workers_rss(groups["web workers"][0]), "connections": database_connections()}
+        run["at_start"] = counters[FLOWING]
+        print(f"   ... {args.seconds:.0f} s with {run['at_start']} of {len(accounts)} streams receiving deltas ...")
+        deltas, done, sent, started = counters[DELTAS], counters[DONE], counters[SENT], time.monotonic()
+        groups["stream clients"] = (process.pid, False)
+        run["timings"] = people_run(base_url, persons, args.seconds, args.think, groups)
+        run["at_end"], elapsed = counters[FLOWING], time.monotonic() - started
+        run["deltas"] = (counters[DELTAS] - deltas) / elapsed
+        run["done"], run["started"] = counters[DONE] - done, (counters[SENT] - sent) / elapsed
+        run["failed"], run["end_connections"] = counters[FAILED], database_connections()
+    finally:
+        stop.set()
+        del groups["stream clients"]
+    run["summary"] = results.get(timeout=60)
+    process.join(timeout=30)
+    time.sleep(3)  # the closed streams stored as stopped
+    return run
+
+
+def streams_report(args, run: dict, quiet: dict, accounts: list[dict]) -> None:
+    latency_table(quiet, run["timings"], len(accounts))
+    print(f"  streams receiving deltas when the run started: {run['at_start']}, when it ended: {run['at_end']} "
+          f"(of {len(accounts)}); generations started during the run: {run['started']:.1f}/s")  # fmt: skip
+    print(f"  deltas delivered: {run['deltas']:,.0f}/s (the model sends {len(accounts) * args.tps:,.0f} tokens/s, "
+          f"coalesced into events of up to 100 ms), {run['done']} replies completed; ended otherwise "
+          f"{run['failed']}")  # fmt: skip
+    to_context = run["summary"]["to_context"]
+    print(f"  streams' time to the context event: p50 {percentile(to_context, 50) * 1000:.0f} ms, "
+          f"p95 {percentile(to_context, 95) * 1000:.0f} ms over {len(to_context)}")  # fmt: skip
+    for kind, (count, text) in run["summary"]["errors"].items():
+        print(f"  stream failures {kind} x{count}: {text}")
 
 
 def streams_vs_people(args, base_url: str, server, persons: list[dict], accounts: list[dict], model_pid: int) -> None:
@@ -269,37 +315,23 @@ def streams_vs_people(args, base_url: str, server, persons: list[dict], accounts
     groups["people (the bench)"] = (os.getpid(), False)
     quiet = people_run(base_url, persons, args.seconds, args.think, groups)
     time.sleep(2)
-    idle_rss, idle_connections = workers_rss(server), database_connections()
-    process, stop, counters, results = streams_open(base_url, accounts, ramp=args.ramp)
-    try:
-        deadline = time.monotonic() + args.ramp + 60
-        while counters[FLOWING] < 0.95 * len(accounts) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        open_rss, open_connections, at_start = workers_rss(server), database_connections(), counters[FLOWING]
-        print(f"   ... and {args.seconds:.0f} s with {at_start} of {len(accounts)} streams receiving deltas ...")
-        deltas, done, started = counters[DELTAS], counters[DONE], time.monotonic()
-        groups["stream clients"] = (process.pid, False)
-        busy = people_run(base_url, persons, args.seconds, args.think, groups)
-        at_end, elapsed = counters[FLOWING], time.monotonic() - started
-        deltas, done = counters[DELTAS] - deltas, counters[DONE] - done
-        peak_connections = database_connections()
-    finally:
-        stop.set()
-    summary = results.get(timeout=60)
-    process.join(timeout=30)
-    latency_table(quiet, busy, len(accounts))
-    print(f"  streams receiving deltas when the run started: {at_start}, when it ended: {at_end} (of {len(accounts)})")
-    print(f"  deltas delivered: {deltas / elapsed:,.0f}/s (the model sends {len(accounts) * args.tps:,.0f}/s), "
-          f"{done} replies completed; requests {counters[SENT]}, ended otherwise {counters[FAILED]}")  # fmt: skip
-    to_context = summary["to_context"]
-    print(f"  streams' time to the context event: p50 {percentile(to_context, 50) * 1000:.0f} ms, "
-          f"p95 {percentile(to_context, 95) * 1000:.0f} ms over {len(to_context)}")  # fmt: skip
-    for kind, (count, text) in summary["errors"].items():
-        print(f"  stream failures {kind} x{count}: {text}")
-    print(f"  PostgreSQL connections of the web server: idle {idle_connections}, streams open {open_connections}, "
-          f"at the end of the run {peak_connections}")  # fmt: skip
-    print(f"\n3. Memory: gunicorn workers {idle_rss / 2**20:,.0f} MB idle, {open_rss / 2**20:,.0f} MB with "
-          f"{at_start} streams open: {(open_rss - idle_rss) / max(at_start, 1) / 1024:,.0f} KB a stream")  # fmt: skip
+    idle_rss, idle_connections = workers_rss(server.pid), database_connections()
+    print(f"\n1a. {len(accounts)} streams open all through the run (replies that outlast it) ...", flush=True)
+    held = streams_run(args, base_url, persons, accounts, groups, HELD)
+    low, high = args.reply_seconds
+    print(f"\n1b. {len(accounts)} streams of {low:g}-{high:g} s replies, each asking again as soon as its reply "
+          "ended (generations start all through the run) ...", flush=True)  # fmt: skip
+    turnover = streams_run(args, base_url, persons, accounts, groups, LONG)
+    print("\n1a. Streams open all through the run:")
+    streams_report(args, held, quiet, accounts)
+    print("\n1b. Streams ending and starting again all through the run:")
+    streams_report(args, turnover, quiet, accounts)
+    print(f"\n  PostgreSQL connections of the web server: idle {idle_connections}, streams open "
+          f"{held['connections']} / {turnover['connections']} (1a / 1b), at the end of the runs "
+          f"{held['end_connections']} / {turnover['end_connections']}")  # fmt: skip
+    print(f"\n3. Memory: gunicorn workers {idle_rss / 2**20:,.0f} MB idle, {held['rss'] / 2**20:,.0f} MB with "
+          f"{held['at_start']} streams open: {(held['rss'] - idle_rss) / max(held['at_start'], 1) / 1024:,.0f} KB "
+          f"a stream")  # fmt: skip
 
 
 def main() -> None:
@@ -311,6 +343,7 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=1.0, help="mean pause between a person's requests (s)")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--tps", type=float, default=20, help="the scripted model's tokens per second")
+    parser.add_argument("--reply-seconds", type=float, nargs=2, default=[10.0, 20.0], metavar=("MIN", "MAX"))
     parser.add_argument("--ramp", type=float, default=20, help="seconds over which the streams open")
     parser.add_argument("--long-chat", type=int, default=5000, help="messages in the chat of part 2")
     parser.add_argument("--generations", type=int, default=30, help="timed generations in part 2")
@@ -328,7 +361,7 @@ def main() -> None:
     try:
         valkey = load_bench.start_services(folder)
         start_database()
-        model = start_model(args.tps, (10.0, 20.0))
+        model = start_model(args.tps, tuple(args.reply_seconds), held=args.ramp + args.seconds + 90)
         persons, accounts, long = seed(args.people, args.streams, args.long_chat, model[2])
         port = sync_bench.free_port()
         base_url = f"http://127.0.0.1:{port}"

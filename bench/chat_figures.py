@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import statistics
-import subprocess
 import time
 import uuid
 
@@ -23,8 +22,9 @@ def percentile(values: list[float], p: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
 
 
-def workers_rss(server: subprocess.Popen) -> int:
-    return sum(child.memory_info().rss for child in psutil.Process(server.pid).children(recursive=True))
+def workers_rss(pid: int) -> int:
+    """The resident memory of the children of process `pid` (gunicorn's workers)."""
+    return sum(child.memory_info().rss for child in psutil.Process(pid).children(recursive=True))
 
 
 def cpu_seconds(groups: dict[str, tuple[int, bool]]) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """The parts of bench/chat.py that run in processes of their own, so that neither weighs on the timing of the
 people's requests in the bench's own process: the scripted model (tests/llm_server.py), and the stream clients
-(one asyncio event loop, one task per stream, each asking for a reply again as soon as the last one ended).
+(one asyncio event loop, one task per stream, each asking for a reply again as soon as the last one ended). Both
+run at a lower priority (`NICE`) than the server they load.
 
 Both are started with multiprocessing's "spawn" and talk to the bench through shared counters and a queue.
 """
@@ -8,15 +9,21 @@ Both are started with multiprocessing's "spawn" and talk to the bench through sh
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
 import sys
 import time
 from pathlib import Path
-
-import httpx
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-LONG, QUICK = "[a long reply, please]", "[a quick reply, please]"
+# What a prompt's last marker asks the scripted model for: a reply of 10-20 s (--reply-seconds), one that outlasts
+# the measured run, or a short one that starts at once.
+LONG, HELD, QUICK = "[a long reply, please]", "[a reply that outlasts the run, please]", "[a quick reply, please]"
+# The scripted model and the stream clients give way to the server they load: they share its cores (bench/load.py
+# runs its Celery workers the same way). A model starved of CPU would show as fewer deltas than it should send.
+NICE = 10
 # Shared counters (multiprocessing.Array("q")): streams that received a delta and have not ended, deltas received,
 # replies ended with `done`, ended otherwise (error/conflict event, refused, broken), requests sent.
 FLOWING, DELTAS, DONE, FAILED, SENT = range(5)
@@ -24,17 +31,20 @@ WORDS = "the tide turned grey over the harbour while Mira counted the ledgers an
 
 
 # ---------------------------------------------------------------------------------------------- the scripted model
-def serve_model(port, stop, tokens_per_second: float, seconds: tuple[float, float]) -> None:
+def serve_model(port, stop, tokens_per_second: float, seconds: tuple[float, float], held: float) -> None:
     """Answer a prompt whose last marker asks for a long reply with `seconds` (a range) of words at
-    `tokens_per_second`; any other with a short reply that starts at once."""
+    `tokens_per_second`, one that asks for a held reply with `held` seconds of them; any other with a short reply
+    that starts at once."""
+    os.nice(NICE)
     sys.path.insert(0, str(ROOT))
     from tests.llm_server import Reply, start_llm_server
 
     rng = random.Random(7)
 
     def reply(prompt: str) -> Reply:
-        if prompt.rfind(LONG) > prompt.rfind(QUICK):
-            count = int(rng.uniform(*seconds) * tokens_per_second)
+        marker = max((prompt.rfind(marker), marker) for marker in (LONG, HELD, QUICK))[1]
+        if marker != QUICK:
+            count = int((rng.uniform(*seconds) if marker == LONG else held) * tokens_per_second)
             return Reply(" ".join(WORDS[i % len(WORDS)] for i in range(count)), tokens_per_second=tokens_per_second)
         return Reply("Mira looks up from the ledger and nods.")
 
@@ -52,65 +62,81 @@ def serve_model(port, stop, tokens_per_second: float, seconds: tuple[float, floa
 
 
 # ---------------------------------------------------------------------------------------------- the stream clients
-def run_streams(base_url: str, accounts: list[dict], ramp: float, stop, counters, results) -> None:
+def run_streams(base_url: str, accounts: list[dict], marker: str, ramp: float, stop, counters, results) -> None:
     """One event loop, one task per account, until `stop` is set; then every open stream is closed (the server
     stores what arrived as stopped) and a summary goes on `results`."""
+    os.nice(NICE)
     try:
-        results.put(asyncio.run(_streams(base_url, accounts, ramp, stop, counters)))
+        results.put(asyncio.run(_streams(base_url, accounts, marker, ramp, stop, counters)))
     except KeyboardInterrupt:
         pass
 
 
-async def _streams(base_url: str, accounts: list[dict], ramp: float, stop, counters) -> dict:
+async def _streams(base_url: str, accounts: list[dict], marker: str, ramp: float, stop, counters) -> dict:
     summary: dict = {"to_context": [], "errors": {}}
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    timeout = httpx.Timeout(180, connect=60)
-    async with httpx.AsyncClient(base_url=f"{base_url}/api/v1", limits=limits, timeout=timeout) as client:
-        tasks = [
-            asyncio.create_task(_one(client, account, n * ramp / len(accounts), counters, summary))
-            for n, account in enumerate(accounts)
-        ]
-        while not stop.is_set():
-            await asyncio.sleep(0.2)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    address = urlsplit(base_url)
+    tasks = [
+        asyncio.create_task(_one(address, account, marker, n * ramp / len(accounts), counters, summary))
+        for n, account in enumerate(accounts)
+    ]
+    while not stop.is_set():
+        await asyncio.sleep(0.2)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
     return summary
 
 
-async def _one(client: httpx.AsyncClient, account: dict, delay: float, counters, summary: dict) -> None:
+def _request(address, account: dict, marker: str, turn: int) -> bytes:
+    """HTTP/1.1 by hand: an HTTP client library would cost this process more CPU than the server's own work for a
+    delta, on the machine the server shares with it."""
+    body = json.dumps({"message": f"Tell me about the harbour, turn {turn}. {marker}", "mode": "new", "stream": True})
+    return (
+        f"POST /api/v1/chats/{account['chat']}/generate HTTP/1.1\r\nHost: {address.netloc}\r\n"
+        f"Authorization: Bearer {account['token']}\r\nContent-Type: application/json\r\n"
+        f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}"
+    ).encode()
+
+
+async def _one(address, account: dict, marker: str, delay: float, counters, summary: dict) -> None:
     await asyncio.sleep(delay)
-    headers = {"Authorization": f"Bearer {account['token']}"}
     turn = 0
     while True:
         turn += 1
-        body = {"message": f"Tell me about the harbour, turn {turn}. {LONG}", "mode": "new", "stream": True}
         counters[SENT] += 1
-        flowing, outcome = False, "broken"
+        flowing, outcome, writer = False, "broken", None
         started = time.perf_counter()
         try:
-            async with client.stream("POST", f"/chats/{account['chat']}/generate", json=body, headers=headers) as r:
-                if r.status_code != 200:
-                    outcome = f"HTTP {r.status_code}: {(await r.aread())[:200]!r}"
-                else:
-                    event = ""
-                    async for line in r.aiter_lines():
-                        if line.startswith("event:"):
-                            event = line[6:].strip()
-                            if event == "context":
-                                summary["to_context"].append(time.perf_counter() - started)
-                            elif event == "delta":
-                                counters[DELTAS] += 1
-                                if not flowing:
-                                    flowing = True
-                                    counters[FLOWING] += 1
-                            elif event in ("done", "error", "conflict"):
-                                outcome = event
-        except httpx.HTTPError as exc:
+            reader, writer = await asyncio.open_connection(address.hostname, address.port)
+            writer.write(_request(address, account, marker, turn))
+            status = await reader.readline()
+            if b" 200 " not in status:
+                outcome = f"HTTP {status.decode(errors='replace').strip()}: {(await reader.read(2000))[-200:]!r}"
+            else:
+                partial = b""
+                while chunk := await reader.read(65536):
+                    # uvicorn writes each event in a chunk of its own: its lines arrive whole
+                    *lines, partial = (partial + chunk).split(b"\n")
+                    for line in lines:
+                        if not line.startswith(b"event: "):
+                            continue
+                        event = line[7:].strip()
+                        if event == b"context":
+                            summary["to_context"].append(time.perf_counter() - started)
+                        elif event == b"delta":
+                            counters[DELTAS] += 1
+                            if not flowing:
+                                flowing = True
+                                counters[FLOWING] += 1
+                        elif event in (b"done", b"error", b"conflict"):
+                            outcome = event.decode()
+        except OSError as exc:
             outcome = f"{type(exc).__name__}: {str(exc)[:200]}"
         finally:
             if flowing:
                 counters[FLOWING] -= 1
+            if writer is not None:
+                writer.close()  # cancelled (the run ended): the server stores what arrived as stopped
         if outcome == "done":
             counters[DONE] += 1
             continue

@@ -99,7 +99,8 @@ def _handler(server: LlmServer):
             data = body.encode()
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                if "Content-Type" not in headers:  # a raw stream sets its own
+                    self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in headers.items():
                     self.send_header(key, value)

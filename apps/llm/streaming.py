@@ -20,27 +20,22 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import httpx
-import openai
+import aiohttp
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from apps.common.exceptions import ApplicationError
-from apps.common.netguard import provider_url_check
+from apps.common.netguard import BLOCKED_MESSAGE, provider_url_check
 from apps.common.secrets import secret_decrypt
 from apps.llm.client import RECORD_LIMIT, LlmError, _backoff, _refused, _retry_after, _Retryable
 from apps.llm.models import Call, Connection
-from apps.llm.outbound import guarded_async_client
+from apps.llm.outbound import Blocked, guarded_session
 from apps.llm.profiles import connection_context_size
 from apps.llm.sampler import sampler_request
 from apps.llm.thinking import REASONING_FIELDS, ThinkFilter, split_message
 from apps.llm.tokens import tokenizer_for
 
 log = logging.getLogger(__name__)
-
-
-class _BrokenOff(Exception):
-    """The connection failed after the stream had opened."""
 
 
 @dataclass
@@ -81,49 +76,103 @@ def _status_error(status: int, headers) -> Exception:
     return _refused(status)
 
 
-async def _openai_chunks(
-    http: httpx.AsyncClient, connection: Connection, messages: list[dict], options: dict
-) -> AsyncIterator[_Chunk]:
-    client = openai.AsyncOpenAI(
-        base_url=connection.base_url,
-        api_key=secret_decrypt(connection.api_key_encrypted) or "unused",
-        timeout=http.timeout,
-        max_retries=0,  # ours, and only while the stream would not open
-        http_client=http,
+def _count(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _openai_chunk(payload: str, *, field: str = "delta") -> _Chunk:
+    """One chat.completion.chunk (or, `field` "message", a whole chat.completion). Raises ValueError when it is not
+    one, LlmError when it is the server's error."""
+    data = json.loads(payload)
+    if not isinstance(data, dict):
+        raise ValueError("not an object")
+    if data.get("error"):  # the server's own words could be anything: not shown
+        raise LlmError("the model reported an error in the middle of its answer")
+    choices = data.get("choices") or [{}]
+    delta = choices[0].get(field) if isinstance(choices, list) and isinstance(choices[0], dict) else None
+    usage = data.get("usage")
+    if not isinstance(delta or {}, dict) or not isinstance(usage or {}, dict):
+        raise ValueError("not a chat completion chunk")
+    delta, usage = delta or {}, usage or {}
+    return _Chunk(
+        content=str(delta.get("content") or ""),
+        reasoning="".join(str(delta.get(name) or "") for name in REASONING_FIELDS),
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
     )
+
+
+async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[list[str]]:
+    """The body's lines, as many at a time as each read brought: a stream read after a pause (the caller's
+    coalescing window) comes in one read and costs one wake-up, not one a token."""
+    partial = b""
+    while data := await response.content.readany():
+        *lines, partial = (partial + data).split(b"\n")
+        if lines:
+            yield [line.rstrip(b"\r").decode() for line in lines]  # UnicodeDecodeError is a ValueError
+    if partial:
+        yield [partial.rstrip(b"\r").decode()]
+
+
+async def _openai_chunks(
+    session: aiohttp.ClientSession, connection: Connection, messages: list[dict], options: dict
+) -> AsyncIterator[list[_Chunk]]:
+    """The server-sent events, read here rather than through the openai SDK, whose objects cost the web worker about
+    90 µs of CPU a token (bench/chat.py). A server that ignores `stream` and answers JSON is read whole."""
+    extra = options.get("extra_body") or {}  # what the SDK would have merged into the body
+    body = {"model": connection.model, "messages": messages, "stream": True, **options, **extra}
+    body.pop("extra_body", None)
+    headers = {"Authorization": f"Bearer {secret_decrypt(connection.api_key_encrypted) or 'unused'}"}
+    url = connection.base_url.rstrip("/") + "/chat/completions"
+    async with _post(session, connection, url, body, headers) as response:
+        if response.content_type == "application/json":
+            yield [_openai_chunk((await response.read()).decode(), field="message")]
+            return
+        data: list[str] = []  # the data lines of the event being read
+        async for lines in _lines(response):
+            chunks = []
+            for line in lines:
+                if line.startswith("data:"):
+                    data.append(line[6:] if line.startswith("data: ") else line[5:])
+                elif not line and data:  # a blank line ends an event; comments, `event:` and `id:` are not read
+                    payload, data = "\n".join(data), []
+                    if payload.strip() == "[DONE]":
+                        if chunks:
+                            yield chunks
+                        return
+                    try:
+                        chunks.append(_openai_chunk(payload))
+                    except (LlmError, ValueError):
+                        if chunks:  # what came before the error is shown first
+                            yield chunks
+                        raise
+            if chunks:
+                yield chunks
+        if data and "\n".join(data).strip() != "[DONE]":
+            yield [_openai_chunk("\n".join(data))]
+
+
+def _ollama_chunk(line: str) -> _Chunk:
     try:
-        stream = await client.chat.completions.create(
-            model=connection.model, messages=messages, stream=True, **options
+        data = json.loads(line)
+        if data.get("error"):  # the server's own words could be anything: not shown
+            raise LlmError("the model reported an error in the middle of its answer")
+        message = data.get("message") or {}
+        done = bool(data.get("done"))
+        return _Chunk(
+            content=str(message.get("content") or ""),
+            reasoning=str(message.get("thinking") or ""),
+            prompt_tokens=_count(data.get("prompt_eval_count")) if done else None,
+            completion_tokens=_count(data.get("eval_count")) if done else None,
+            done=done,
         )
-    except openai.APIStatusError as exc:
-        raise _status_error(exc.status_code, exc.response.headers) from exc
-    except openai.APITimeoutError as exc:
-        raise TimeoutError from exc
-    except openai.APIConnectionError as exc:
-        raise _Retryable(f"cannot connect to {connection.base_url}") from exc
-    try:
-        async for chunk in stream:
-            delta = chunk.choices[0].delta.model_dump() if chunk.choices else {}
-            usage = chunk.usage
-            yield _Chunk(
-                content=delta.get("content") or "",
-                reasoning="".join(str(delta.get(name) or "") for name in REASONING_FIELDS),
-                prompt_tokens=usage.prompt_tokens if usage else None,
-                completion_tokens=usage.completion_tokens if usage else None,
-            )
-    except openai.APITimeoutError as exc:  # recent versions of the SDK wrap httpx's errors mid-stream too
-        raise TimeoutError from exc
-    except openai.APIConnectionError as exc:
-        raise _BrokenOff from exc
-    except openai.APIError as exc:  # an error event in the stream
-        raise LlmError("the model reported an error in the middle of its answer") from exc
-    finally:
-        await stream.close()
+    except (ValueError, AttributeError) as exc:
+        raise LlmError("unreadable answer: not an Ollama chat stream") from exc
 
 
 async def _ollama_chunks(
-    http: httpx.AsyncClient, connection: Connection, messages: list[dict], options: dict
-) -> AsyncIterator[_Chunk]:
+    session: aiohttp.ClientSession, connection: Connection, messages: list[dict], options: dict
+) -> AsyncIterator[list[_Chunk]]:
     body = {"model": connection.model, "messages": messages, "stream": True, **options}
     # Always the context size the prompt was built for: Ollama's own default is small, and it would silently cut
     # the start of a prompt that is longer.
@@ -131,69 +180,73 @@ async def _ollama_chunks(
     key = secret_decrypt(connection.api_key_encrypted)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     url = connection.base_url.rstrip("/") + "/api/chat"
-    try:
-        async with http.stream("POST", url, json=body, headers=headers) as response:
-            if response.status_code >= 400:
-                raise _status_error(response.status_code, response.headers)
-            done = False
-            async for line in response.aiter_lines():
-                if not line.strip():
-                    continue
+    async with _post(session, connection, url, body, headers) as response:
+        done = False
+        async for lines in _lines(response):
+            chunks = []
+            for line in filter(str.strip, lines):
                 try:
-                    data = json.loads(line)
-                    message = data.get("message") or {}
-                except (ValueError, AttributeError) as exc:
-                    raise LlmError("unreadable answer: not an Ollama chat stream") from exc
-                if data.get("error"):  # the server's own words could be anything: not shown
-                    raise LlmError("the model reported an error in the middle of its answer")
-                done = bool(data.get("done"))
-                yield _Chunk(
-                    content=str(message.get("content") or ""),
-                    reasoning=str(message.get("thinking") or ""),
-                    prompt_tokens=data.get("prompt_eval_count") if done else None,
-                    completion_tokens=data.get("eval_count") if done else None,
-                    done=done,
-                )
-            if not done:
-                raise LlmError("the connection to the model broke off in the middle of its answer")
-    except httpx.ConnectError as exc:
+                    chunks.append(_ollama_chunk(line))
+                except LlmError:
+                    if chunks:  # what came before the error is shown first
+                        yield chunks
+                    raise
+            done = done or any(chunk.done for chunk in chunks)
+            if chunks:
+                yield chunks
+        if not done:
+            raise LlmError("the connection to the model broke off in the middle of its answer")
+
+
+@contextlib.asynccontextmanager
+async def _post(session: aiohttp.ClientSession, connection: Connection, url: str, body: dict, headers: dict):
+    """The response to a model request that was answered (not refused): connection failures, refusals, rate limits
+    and server errors become the errors `_open` retries or gives up on."""
+    try:
+        async with session.post(url, json=body, headers=headers, allow_redirects=False) as response:
+            if response.status >= 400:
+                raise _status_error(response.status, response.headers)
+            yield response
+    except aiohttp.ClientConnectorError as exc:
+        if isinstance(exc.os_error, Blocked):
+            raise LlmError(BLOCKED_MESSAGE) from exc
         raise _Retryable(f"cannot connect to {connection.base_url}") from exc
 
 
 _SOURCES = {Connection.Api.OPENAI: _openai_chunks, Connection.Api.OLLAMA: _ollama_chunks}
 
 
-async def _next(source: AsyncIterator[_Chunk], *, connection: Connection, timeout: float, shown: bool) -> _Chunk:
-    """The next chunk, or an LlmError a person can read when it does not come within `timeout`."""
+async def _next(source: AsyncIterator[list[_Chunk]], *, connection: Connection, timeout: float, shown: bool):
+    """The chunks of the next read, or an LlmError a person can read when none come within `timeout`."""
     try:
         async with asyncio.timeout(timeout):
             return await anext(source)
-    except (TimeoutError, httpx.TimeoutException) as exc:
+    except TimeoutError as exc:  # aiohttp's own time-outs are TimeoutErrors too
         if shown:
             raise LlmError(f"the model sent nothing for {timeout:g} s in the middle of its answer") from exc
         raise LlmError(f"timed out after {timeout:g} s before the first token") from exc
-    except (httpx.HTTPError, _BrokenOff) as exc:
+    except aiohttp.ClientError as exc:
         if shown:
             raise LlmError("the connection to the model broke off in the middle of its answer") from exc
         raise LlmError(f"the connection to {connection.base_url} broke off before the answer began") from exc
-    except (openai.OpenAIError, ValueError) as exc:  # ValueError: an event that is not JSON
+    except ValueError as exc:  # an event that is not JSON, or not a chunk
         raise LlmError("unreadable answer: not a chat completion stream") from exc
 
 
 async def _open(
-    http: httpx.AsyncClient,
+    session: aiohttp.ClientSession,
     connection: Connection,
     messages: list[dict],
     options: dict,
     *,
     timeout: float,
     record: _Record,
-) -> tuple[AsyncIterator[_Chunk], _Chunk | None]:
-    """The stream and its first chunk (None: it ended at once), after retries while it would not open."""
+) -> tuple[AsyncIterator[list[_Chunk]], list[_Chunk] | None]:
+    """The stream and its first read's chunks (None: it ended at once), after retries while it would not open."""
     attempts = 1 + max(0, int(settings.LOREKEEPER_LLM["retries"]))
     for attempt in range(attempts):
         record.attempts = attempt + 1
-        source = _SOURCES[connection.api](http, connection, messages, options)
+        source = _SOURCES[connection.api](session, connection, messages, options)
         try:
             return source, await _next(source, connection=connection, timeout=timeout, shown=False)
         except StopAsyncIteration:
@@ -246,10 +299,11 @@ async def stream_chat(
     max_tokens: int | None = None,
     sampler: dict | None = None,
 ) -> AsyncIterator[str]:
-    """The model's reply to `messages`, as text deltas while they arrive: a think block at its start and the
-    reasoning fields are never yielded. `max_tokens` and `sampler` default to the connection's own
-    (`reply_tokens`, `sampler`). Raises LlmError (its `call` is the record) when the model cannot be reached,
-    refuses, is silent for the connection's timeout, or breaks off; text already yielded stays yielded."""
+    """The model's reply to `messages`, as text deltas while they arrive (each what one read from the network
+    brought): a think block at its start and the reasoning fields are never yielded. `max_tokens` and `sampler`
+    default to the connection's own (`reply_tokens`, `sampler`). Raises LlmError (its `call` is the record) when
+    the model cannot be reached, refuses, is silent for the connection's timeout, or breaks off; text already
+    yielded stays yielded."""
     started = time.monotonic()
     record = _Record()
     status = Call.Status.ERROR
@@ -262,20 +316,22 @@ async def stream_chat(
             sampler=connection.sampler if sampler is None else sampler,
         )
         await sync_to_async(provider_url_check, thread_sensitive=False)(connection.base_url)
-        async with guarded_async_client(timeout=timeout) as http:
-            source, chunk = await _open(http, connection, messages, options, timeout=timeout, record=record)
+        async with guarded_session(timeout=timeout) as session:
+            source, chunks = await _open(session, connection, messages, options, timeout=timeout, record=record)
             async with contextlib.aclosing(source):
                 filter_ = ThinkFilter()
-                while chunk is not None:
-                    record.take(chunk)
-                    shown = filter_.feed(chunk.content)
+                while chunks is not None:
+                    shown = ""
+                    for chunk in chunks:
+                        record.take(chunk)
+                        shown += filter_.feed(chunk.content)
                     if shown:
                         record.shown = True
                         yield shown
                     try:
-                        chunk = await _next(source, connection=connection, timeout=timeout, shown=record.shown)
+                        chunks = await _next(source, connection=connection, timeout=timeout, shown=record.shown)
                     except StopAsyncIteration:
-                        chunk = None
+                        chunks = None
                 tail = filter_.finish()
                 if tail:
                     yield tail

@@ -10,7 +10,15 @@ from asgiref.sync import async_to_sync
 from apps.chats.models import Chat, Message
 from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
-from apps.generation.services.generate import generation_events, generation_prepare
+from apps.generation.services.generate import (
+    BUSY_STREAMS,
+    DELTA_WINDOW,
+    MAX_WINDOW,
+    delta_window,
+    generation_events,
+    generation_prepare,
+    open_streams,
+)
 from apps.memories.services.memories import memory_create
 from tests.llm_server import Reply
 
@@ -79,6 +87,27 @@ def test_the_stream_sends_the_context_then_deltas_then_the_stored_message(api, s
     assert "".join(data["text"] for name, data in found if name == "delta") == STORY
     assert found[-1][1]["message"]["mes"] == STORY
     assert found[-1][1]["integrity"] == str(Chat.objects.get(pk=story.pk).integrity)
+
+
+def test_a_fast_model_is_sent_on_in_events_a_window_apart_that_lose_nothing(api, story, llm):
+    words = " ".join(f"word{n}" for n in range(40))
+    llm.server.on("Any ships?", Reply(words, tokens_per_second=200))  # 0.2 s of words, 5 ms apart
+    response = api.post(f"/api/v1/chats/{story.pk}/generate", {"message": "Any ships?"}, format="json")
+
+    deltas = [data["text"] for name, data in events(response) if name == "delta"]
+
+    assert "".join(deltas) == words
+    assert 2 <= len(deltas) <= 0.2 / DELTA_WINDOW + 2  # not one event a word: one a window, the first at once
+
+
+def test_the_window_between_events_grows_with_the_streams_open_in_the_worker():
+    assert delta_window() == DELTA_WINDOW
+    for count, window in [(BUSY_STREAMS, DELTA_WINDOW), (2 * BUSY_STREAMS, 2 * DELTA_WINDOW), (10**4, MAX_WINDOW)]:
+        open_streams.update(range(-count, 0))  # stand-ins for the generations of a busy worker
+        try:
+            assert delta_window() == pytest.approx(window)
+        finally:
+            open_streams.clear()
 
 
 def test_a_memory_of_the_character_reaches_the_models_request(api, story, character, llm):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 
 import pytest
@@ -82,13 +83,13 @@ def _wait_for(condition, seconds: float = 5.0) -> bool:
 
 
 @BOTH_APIS
-def test_the_reply_arrives_as_word_sized_deltas_and_is_recorded(user, llm_server, api):
+def test_the_reply_arrives_as_the_model_sends_it_and_is_recorded(user, llm_server, api):
     connection = _connection(user, llm_server, api)
-    llm_server.on("Say hello", STORY)
+    llm_server.on("Say hello", Reply(STORY, tokens_per_second=50))  # a word every 20 ms: each read brings one
 
     deltas = _deltas(connection)
 
-    assert len(deltas) == len(STORY.split()) and "".join(deltas) == STORY
+    assert deltas == [word if n == 0 else f" {word}" for n, word in enumerate(STORY.split())]
     call = Call.objects.get()
     assert (call.user, call.connection, call.purpose, call.model) == (user, connection, "chat", "m")
     assert (call.status, call.error, call.attempts, call.response) == ("ok", "", 1, STORY)
@@ -264,6 +265,62 @@ def test_a_model_failing_mid_stream_raises_after_the_partial_reply(user, llm_ser
     assert error.call == Call.objects.get()
     assert (error.call.status, error.call.error, error.call.response) == ("error", error.message, "Mira lifts the")
     assert len(llm_server.requests) == 1  # text was shown: no retry
+
+
+def _events(*events: str) -> Reply:
+    """A raw OpenAI-compatible stream, as some servers write it."""
+    return Reply(raw="".join(events), headers={"Content-Type": "text/event-stream"})
+
+
+def _chunk(delta: dict, **fields) -> str:
+    return "data: " + json.dumps({"choices": [{"index": 0, "delta": delta}], **fields}) + "\n\n"
+
+
+def test_comments_other_fields_and_a_data_field_without_its_space_are_read_as_servers_send_them(user, llm_server):
+    llm_server.on("Say hello", _events(
+        ": keep-alive, as OpenRouter sends while it waits\n\n",
+        "event: message\nid: 1\n" + _chunk({"content": "Hello"}),
+        "data:" + json.dumps({"choices": [{"delta": {"content": ", Ada."}}]}) + "\n\n",
+        _chunk({}, usage={"prompt_tokens": 9, "completion_tokens": 3}),
+        "data: [DONE]\n\n",
+        _chunk({"content": " Never read after [DONE]."}),
+    ))  # fmt: skip
+
+    assert _deltas(_connection(user, llm_server, "openai")) == ["Hello, Ada."]  # what one read brought, joined
+    call = Call.objects.get()
+    assert (call.status, call.prompt_tokens, call.completion_tokens, call.tokens_estimated) == ("ok", 9, 3, False)
+
+
+def test_an_error_event_in_the_middle_fails_after_the_partial_reply_and_hides_the_servers_words(user, llm_server):
+    llm_server.on("Say hello", _events(
+        _chunk({"content": "Mira lifts"}),
+        "data: " + json.dumps({"error": {"message": "upstream secret-host-42 overloaded"}}) + "\n\n",
+    ))  # fmt: skip
+
+    seen, error = _fails_after(_connection(user, llm_server, "openai"))
+
+    assert seen == ["Mira lifts"]
+    assert error.message == "the model reported an error in the middle of its answer"
+    assert "secret-host" not in error.call.error
+
+
+@pytest.mark.parametrize(
+    "event", ["data: {not json\n\n", "data: [1, 2]\n\n", _chunk("a string"), _chunk({}, usage="many")]
+)
+def test_an_event_that_is_not_a_chunk_is_an_unreadable_answer(user, llm_server, event):
+    llm_server.on("Say hello", _events(event))
+    seen, error = _fails_after(_connection(user, llm_server, "openai"))
+    assert (seen, error.message) == ([], "unreadable answer: not a chat completion stream")
+
+
+def test_a_server_that_ignores_stream_and_answers_json_is_read_whole(user, llm_server):
+    answer = {"choices": [{"message": {"content": "Hello, Ada.", "reasoning_content": "Be brief."}}],
+              "usage": {"prompt_tokens": 9, "completion_tokens": 3}}  # fmt: skip
+    llm_server.on("Say hello", Reply(raw=json.dumps(answer)))
+
+    assert _deltas(_connection(user, llm_server, "openai")) == ["Hello, Ada."]
+    call = Call.objects.get()
+    assert (call.response, call.reasoning, call.completion_tokens) == ("Hello, Ada.", "Be brief.", 3)
 
 
 @BOTH_APIS

@@ -44,9 +44,20 @@ from apps.llm.tokens import tokenizer_for
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 100_000
 MODES = tuple(Generation.Mode.values)
-# Deltas that arrive closer together go out as one event: a person reads no faster, and each event costs the web
-# worker its share of a core (bench/chat.py).
+# A stream sends at most one event in DELTA_WINDOW seconds: a person reads no faster, and what arrives meanwhile
+# waits in the socket and is read at once after, so the web worker wakes once for a window's tokens, not for each.
+# An event costs the worker about 0.25 ms of CPU, whatever it holds (bench/chat.py): past BUSY_STREAMS streams open
+# in one worker, the window grows with their number (to MAX_WINDOW), so that many streams cost the people waiting on
+# the same cores less, and each reply comes in larger pieces.
 DELTA_WINDOW = 0.1
+BUSY_STREAMS = 25
+MAX_WINDOW = 0.4
+open_streams: set[int] = set()  # the generations streaming in this process (set.add and discard hold the GIL)
+
+
+def delta_window() -> float:
+    """The seconds between two events of a stream, now."""
+    return min(MAX_WINDOW, DELTA_WINDOW * max(1.0, len(open_streams) / BUSY_STREAMS))
 
 
 @dataclass
@@ -256,10 +267,10 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
         },
     )
     parts: list[str] = []
-    pending: list[str] = []  # arrived, not sent yet: deltas go out at most every DELTA_WINDOW seconds
     sent_at = 0.0
     loop = asyncio.get_running_loop()
     connection = await _released(lambda: generation.connection)()  # also gives back the one the preparation used
+    open_streams.add(generation.pk)
     try:
         deltas = stream_chat(connection, generation.prompt, purpose="chat", user_id=generation.user_id)
         async with aclosing(deltas):  # stopped early, the model's stream is closed at once, not when collected
@@ -267,13 +278,12 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
                 if not parts:
                     await _released(_first_token)(generation)
                 parts.append(delta)
-                pending.append(delta)
-                if loop.time() - sent_at >= DELTA_WINDOW:  # the first at once
-                    yield Event("delta", {"text": "".join(pending)})
-                    pending, sent_at = [], loop.time()
+                wait = sent_at + delta_window() - loop.time()  # the first goes at once
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                yield Event("delta", {"text": delta})
+                sent_at = loop.time()
     except LlmError as exc:
-        if pending:
-            yield Event("delta", {"text": "".join(pending)})
         stored = await _released(reply_store)(
             generation=generation, text="".join(parts), state=Generation.State.FAILED, error=exc.message
         )
@@ -284,8 +294,8 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
             _released(reply_store)(generation=generation, text="".join(parts), state=Generation.State.STOPPED)
         )
         raise
-    if pending:
-        yield Event("delta", {"text": "".join(pending)})
+    finally:
+        open_streams.discard(generation.pk)
     stored = await _released(reply_store)(generation=generation, text="".join(parts), state=Generation.State.DONE)
     yield stored_event(stored)
 
