@@ -6,8 +6,9 @@ Starts what a deployment runs for the web: gunicorn with uvicorn workers serving
 `-w 4` by default), on an embedded Valkey of its own and a PostgreSQL cluster of its own (in var/bench_chat, with
 room for a thousand connections, so that the bench never takes the connections of the shared embedded server and
 can count how many the web server holds), in the database `lorekeeper_bench_chat` (its people are made again each
-run). No Celery worker runs: what the writes queue waits in the broker. The scripted model (tests/llm_server.py)
-and the stream clients (httpx.AsyncClient, one event loop, one task per stream) run in processes of their own.
+run). No Celery worker runs: what the writes queue waits in the broker. The scripted model (an OpenAI-compatible
+server on one event loop) and the stream clients (plain sockets, one event loop, one task per stream) run in
+processes of their own (bench/chat_streams.py), niced.
 
 1. Streams against everyone else: `--people` people (each an account, a character with 300 memories and a chat of
    120 messages) append a message (If-Match), search the memories and build a context, over and over (mean think
@@ -299,7 +300,7 @@ def streams_report(args, run: dict, quiet: dict, accounts: list[dict]) -> None:
     print(f"  streams receiving deltas when the run started: {run['at_start']}, when it ended: {run['at_end']} "
           f"(of {len(accounts)}); generations started during the run: {run['started']:.1f}/s")  # fmt: skip
     print(f"  deltas delivered: {run['deltas']:,.0f}/s (the model sends {len(accounts) * args.tps:,.0f} tokens/s, "
-          f"coalesced into events of up to 100 ms), {run['done']} replies completed; ended otherwise "
+          f"one event a window a stream), {run['done']} replies completed; ended otherwise "
           f"{run['failed']}")  # fmt: skip
     to_context = run["summary"]["to_context"]
     print(f"  streams' time to the context event: p50 {percentile(to_context, 50) * 1000:.0f} ms, "

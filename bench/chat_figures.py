@@ -112,6 +112,11 @@ def first_tokens(base_url: str, long: dict, count: int) -> None:
           + ", ".join(f"{k} {v:.0f}" for k, v in steps.items()) + ")")  # fmt: skip
     print("  (server: Generation.created_at, the end of the context build, to first_token_at: the model's stream "
           "opened and its first delta read; the scripted reply starts at once)")  # fmt: skip
+    steps = [g.prompt_info.get("timings_ms", {}) for g in rows][3:]
+    split = {key: [t.get(key, 0) / 1000 for t in steps] for key in ("append", "context", "prompt", "total")}
+    print("  the server's own steps before the row, ms p50/p95: " + ", ".join(
+        f"{key} {percentile(v, 50) * 1000:.0f}/{percentile(v, 95) * 1000:.0f}" for key, v in split.items()
+    ))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------- the runs

@@ -1,5 +1,5 @@
 """The parts of bench/chat.py that run in processes of their own, so that neither weighs on the timing of the
-people's requests in the bench's own process: the scripted model (tests/llm_server.py), and the stream clients
+people's requests in the bench's own process: the scripted model (an OpenAI-compatible server), and the stream clients
 (one asyncio event loop, one task per stream, each asking for a reply again as soon as the last one ended). Both
 run at a lower priority (`NICE`) than the server they load.
 
@@ -12,12 +12,10 @@ import asyncio
 import json
 import os
 import random
-import sys
+import re
 import time
-from pathlib import Path
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent.parent
 # What a prompt's last marker asks the scripted model for: a reply of 10-20 s (--reply-seconds), one that outlasts
 # the measured run, or a short one that starts at once.
 LONG, HELD, QUICK = "[a long reply, please]", "[a reply that outlasts the run, please]", "[a quick reply, please]"
@@ -32,33 +30,63 @@ WORDS = "the tide turned grey over the harbour while Mira counted the ledgers an
 
 # ---------------------------------------------------------------------------------------------- the scripted model
 def serve_model(port, stop, tokens_per_second: float, seconds: tuple[float, float], held: float) -> None:
-    """Answer a prompt whose last marker asks for a long reply with `seconds` (a range) of words at
-    `tokens_per_second`, one that asks for a held reply with `held` seconds of them; any other with a short reply
-    that starts at once."""
+    """An OpenAI-compatible chat server on one event loop. It answers a prompt whose last marker asks for a long
+    reply with `seconds` (a range) of words at `tokens_per_second`, one that asks for a held reply with `held`
+    seconds of them, any other with a short reply that starts at once; streamed as a real server streams, a chunk a
+    word, from one event loop rather than tests/llm_server.py's thread a request. Its CPU (about 90 µs a word) is
+    mostly the kernel's: on loopback, a write delivers the bytes into the server's socket, counted here."""
     os.nice(NICE)
-    sys.path.insert(0, str(ROOT))
-    from tests.llm_server import Reply, start_llm_server
-
     rng = random.Random(7)
 
-    def reply(prompt: str) -> Reply:
+    def words(prompt: str) -> tuple[list[str], float]:
         marker = max((prompt.rfind(marker), marker) for marker in (LONG, HELD, QUICK))[1]
-        if marker != QUICK:
-            count = int((rng.uniform(*seconds) if marker == LONG else held) * tokens_per_second)
-            return Reply(" ".join(WORDS[i % len(WORDS)] for i in range(count)), tokens_per_second=tokens_per_second)
-        return Reply("Mira looks up from the ledger and nods.")
+        if marker == QUICK:
+            return "Mira looks up from the ledger and nods.".split(), 0.0
+        count = int((rng.uniform(*seconds) if marker == LONG else held) * tokens_per_second)
+        return [WORDS[i % len(WORDS)] for i in range(count)], 1 / tokens_per_second
 
-    server = start_llm_server()
-    server.on(lambda prompt: True, reply)
-    port.value = server.port
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
+            body = json.loads(await reader.readexactly(length))
+            pieces, pause = words("\n".join(str(m.get("content")) for m in body["messages"]))
+            pieces = [piece if n == 0 else " " + piece for n, piece in enumerate(pieces)]
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                         b"Connection: close\r\n\r\n")  # fmt: skip
+            loop = asyncio.get_running_loop()
+            begun = loop.time()
+            for n, piece in enumerate(pieces):
+                if pause:
+                    await asyncio.sleep(begun + n * pause - loop.time())  # on time, however long each write took
+                if writer.is_closing():  # the stream was stopped
+                    return
+                writer.write(_chunk({"choices": [{"index": 0, "delta": {"content": piece}}]}))
+            usage = {"prompt_tokens": length // 4, "completion_tokens": len(pieces)}
+            writer.write(_chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}))
+            writer.write(_chunk("[DONE]") + b"0\r\n\r\n")
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.CancelledError):
+            pass  # the stream was stopped, or the bench is ending
+        finally:
+            writer.close()
+
+    async def serve() -> None:
+        server = await asyncio.start_server(answer, "127.0.0.1", 0, backlog=1024)
+        port.value = server.sockets[0].getsockname()[1]
+        while not stop.is_set():
+            await asyncio.sleep(0.5)
+        server.close()
+
     try:
-        while not stop.wait(1):
-            with server._lock:
-                server.requests.clear()  # a long run would keep every prompt
+        asyncio.run(serve())
     except KeyboardInterrupt:
         pass
-    finally:
-        server.stop()
+
+
+def _chunk(event) -> bytes:
+    data = b"data: " + (event.encode() if isinstance(event, str) else json.dumps(event).encode()) + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 # ---------------------------------------------------------------------------------------------- the stream clients

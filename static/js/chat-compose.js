@@ -80,14 +80,47 @@
       if (!text) return null;
       last.classList.add("streaming");
       if (mode === "swipe") text.textContent = "";
-      return { article: last, text, base: mode === "continue" ? text.textContent : "" };
+      return { article: last, text, base: mode === "continue" ? text.textContent : "", writer: smoothWriter(text) };
     }
     const article = document.createElement("article");
     article.className = "message " + (mode === "impersonate" ? "user" : "char") + " streaming";
     article.innerHTML = '<header><span class="name"></span><span class="meta">writing…</span></header><div class="text"></div>';
     article.querySelector(".name").textContent = mode === "impersonate" ? "Draft" : "…";
     list.append(article);
-    return { article, text: article.querySelector(".text"), base: "" };
+    const text = article.querySelector(".text");
+    return { article, text, base: "", writer: smoothWriter(text) };
+  }
+
+  // Shows a stream's text a few characters a frame, so that it reads as written rather than in the pieces the server
+  // sends (one every 100 ms, up to 400 ms on a busy server): what arrived is shown within the gap between pieces.
+  function smoothWriter(node) {
+    let pending = "";
+    let gap = 100; // ms between the last two pieces
+    let lastPiece = 0;
+    let lastFrame = 0;
+    function frame(now) {
+      const elapsed = lastFrame ? now - lastFrame : 16;
+      lastFrame = now;
+      const count = Math.max(1, Math.ceil(pending.length * Math.min(1, elapsed / gap)));
+      node.textContent += pending.slice(0, count);
+      pending = pending.slice(count);
+      if (window.innerHeight + window.scrollY >= document.body.scrollHeight - 200) window.scrollTo(0, document.body.scrollHeight);
+      if (pending) requestAnimationFrame(frame);
+      else lastFrame = 0;
+    }
+    return {
+      push(text) {
+        const now = performance.now();
+        if (lastPiece) gap = Math.min(500, Math.max(50, now - lastPiece));
+        lastPiece = now;
+        if (!pending) requestAnimationFrame(frame);
+        pending += text;
+      },
+      flush() {
+        node.textContent += pending;
+        pending = "";
+      },
+    };
   }
 
   // Server-Sent Events from a fetch body: calls onEvent(name, data) for each complete event.
@@ -199,10 +232,10 @@
           say("Writing…");
           shown = streamingArticle(mode);
         } else if (name === "delta" && shown) {
-          shown.text.textContent += data.text;
-          if (window.innerHeight + window.scrollY >= document.body.scrollHeight - 200) window.scrollTo(0, document.body.scrollHeight);
+          shown.writer.push(data.text);
         } else if (name === "done" || name === "error" || name === "conflict") {
           finished = true;
+          shown?.writer.flush();
           await settle(mode, name, data, shown, before);
         }
       });

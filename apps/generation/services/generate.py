@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -147,6 +148,7 @@ def generation_prepare(
                     "This Idempotency-Key was used for another request.", status=422, code="idempotency_key_reused"
                 )
             return Prepared(earlier, fresh=False)
+    started = time.perf_counter()
     _check(chat, mode, message)
     connection = _connection(user, connection_id)
     chat = chat_lock(chat=chat, integrity=integrity)
@@ -156,16 +158,21 @@ def generation_prepare(
     if mode == Generation.Mode.NEW and message:
         line = _user_line(speakers.user, message)
         chat = chat_append(chat=chat, messages=[line], integrity=chat.integrity).chat
+    timings = {"append": _ms(started)}  # where the time before the first token goes (bench/chat.py reads them)
     context = context_build(
         user=user, chat=chat, message=message if mode == Generation.Mode.NEW else None, character=responder
     )
     chat = context.chat
+    timings["context"] = context.timings_ms.get("total", 0.0)
+    mark = time.perf_counter()
     tokenizer = tokenizer_for(connection)
     prompt = prompt_build(
         chat=chat, slots=context.slots, macros=context.macros, character=responder, speakers=speakers,
         tokenizer=tokenizer, context_size=connection_context_size(connection),
         reply_tokens=connection.reply_tokens, mode=mode,
     )  # fmt: skip
+    timings["prompt"] = _ms(mark)
+    prompt.info["timings_ms"] = timings | {"total": _ms(started)}
     try:
         with transaction.atomic():
             generation = _record(user, chat, connection, mode, speakers, idempotency_key, asked, prompt, context)
@@ -184,6 +191,10 @@ def _record(user, chat, connection, mode, speakers, idempotency_key, asked, prom
         prompt_info=prompt.info | {"exact": prompt.exact, "recall": _recall_summary(context.recall)},
         api=connection.api, model=connection.model,
     )  # fmt: skip
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 2)
 
 
 def _user_line(name: str, message: str) -> dict[str, Any]:
