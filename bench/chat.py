@@ -349,6 +349,7 @@ def main() -> None:
     parser.add_argument("--long-chat", type=int, default=5000, help="messages in the chat of part 2")
     parser.add_argument("--generations", type=int, default=30, help="timed generations in part 2")
     parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE", help="e.g. CONN_MAX_AGE=0")
+    parser.add_argument("--first-tokens-only", action="store_true", help="part 2 alone (with --generations 100)")
     parser.add_argument("--quick", action="store_true", help="40 streams, 5 people, 12 s runs, a 1,000-message chat")
     args = parser.parse_args()
     if args.quick:
@@ -375,7 +376,8 @@ def main() -> None:
         )
         warm_up(base_url, persons, accounts, children[0])
         first_tokens(base_url, long, args.generations)
-        streams_vs_people(args, base_url, children[0], persons, accounts, model[0].pid)
+        if not args.first_tokens_only:
+            streams_vs_people(args, base_url, children[0], persons, accounts, model[0].pid)
     finally:
         for child in children:
             child.terminate()

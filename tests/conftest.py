@@ -79,7 +79,12 @@ def llm(user, llm_server):
     from apps.llm.services import connection_create
 
     connection = connection_create(
-        user=user, name="scripted", base_url=llm_server.url, model="scripted-model", api_key="sk-test-1234567890abcd"
+        user=user,
+        name="scripted",
+        base_url=llm_server.url,
+        model="scripted-model",
+        api_key="sk-test-1234567890abcd",
+        is_default=True,  # ticked for background work
     )
     connection.server = llm_server
     return connection
@@ -91,7 +96,12 @@ def theirs(other_user, llm_server):
     from apps.llm.services import connection_create
 
     return connection_create(
-        user=other_user, name="bob's", base_url=llm_server.url, model="bob-model", api_key="sk-bob-0000000000zzzz"
+        user=other_user,
+        name="bob's",
+        base_url=llm_server.url,
+        model="bob-model",
+        api_key="sk-bob-0000000000zzzz",
+        is_default=True,
     )
 
 

@@ -6,6 +6,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from apps.extraction.models import ExtractionSettings
 from apps.extraction.services.pipeline import BY_HAND
 from apps.extraction.services.settings import RANGES
+from apps.llm.selectors import daily_limit
 
 
 class ExtractionSettingsForm(forms.ModelForm):
@@ -13,6 +14,7 @@ class ExtractionSettingsForm(forms.ModelForm):
         model = ExtractionSettings
         fields = [
             "enabled",
+            "auto_extract",
             "batch_every",
             "batch_max",
             "context_tokens",
@@ -31,8 +33,17 @@ class ExtractionSettingsForm(forms.ModelForm):
             "recap_after_hours": forms.NumberInput(attrs={"step": "0.5"}),
         }
 
+    daily_token_limit = forms.IntegerField(
+        required=False,
+        min_value=1000,
+        label="Daily token limit for background work",
+        help_text="Prompt and reply tokens a day; past it, background work pauses until midnight. Empty: no limit.",
+    )
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        if self.instance is not None:
+            self.fields["daily_token_limit"].initial = daily_limit(user_id=self.instance.user_id)
         # The service's ranges, on the fields: a value out of range is explained where it was typed (before the
         # model's own constraints would be checked and reported at the top of the form).
         for name, (low, high) in RANGES.items():

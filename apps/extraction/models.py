@@ -22,6 +22,12 @@ class ExtractionSettings(models.Model):
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="extraction_settings")
     enabled = models.BooleanField(default=True, help_text="Extract memories from chats in the background.")
+    auto_extract = models.BooleanField(
+        default=False,
+        help_text="Extract a chat's whole history without asking first (an import, or extraction switched on). "
+        "Off: such a chat waits for Run, with an estimate of what it will cost.",
+    )
+
     batch_every = models.PositiveSmallIntegerField(
         default=10, help_text="Run batch extraction every this many new messages (complete rounds in group chats)."
     )
@@ -87,6 +93,12 @@ class ChatPipeline(models.Model):
     chat = models.OneToOneField("chats.Chat", on_delete=models.CASCADE, related_name="pipeline")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     paused = models.BooleanField(default=False)
+    auto_extract = models.BooleanField(
+        default=False, help_text="Extract this chat's history without asking, however much arrives at once."
+    )
+    approved_through = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The person ran extraction of the messages before this index (Run)."
+    )
     through = models.JSONField(default=dict, blank=True)
     needs_plan = models.BooleanField(default=True)
     profiles_built_at = models.DateTimeField(null=True, blank=True)

@@ -10,14 +10,16 @@ from django.http import Http404
 
 from apps.chats.models import Chat
 from apps.extraction.models import ChatPipeline, ContinuityCheck, ModelTest, PipelineJob, Recap, Scene
+from apps.extraction.services.consent import Estimate, awaits_consent
+from apps.extraction.services.consent import estimate as consent_estimate
 from apps.extraction.services.jobs import ORDER, PENDING
 from apps.extraction.services.settings import extraction_settings_get
 from apps.llm.models import Connection
-from apps.llm.selectors import connection_default
+from apps.llm.selectors import background_tokens_since, connection_default, daily_limit, day_start
 from apps.memories.models import Kind, Memory, Status
 
 TIER_LABELS = dict(PipelineJob.Tier.choices)
-PIPELINE_STATES = ["running", "queued", "paused", "idle", "off", "no_model"]
+PIPELINE_STATES = ["running", "queued", "paused", "idle", "off", "no_model", "awaiting_consent", "limit_reached"]
 COVERAGE_TIERS = ("compaction", "session", "longterm", "arcs", "ledger", "scenes", "profiles", "continuity")
 
 
@@ -25,7 +27,7 @@ COVERAGE_TIERS = ("compaction", "session", "longterm", "arcs", "ledger", "scenes
 class PipelineStatus:
     chat: Chat
     pipeline: ChatPipeline
-    state: str  # running / queued / paused / idle / off / no_model
+    state: str  # one of PIPELINE_STATES
     message_count: int
     coverage: list[dict]
     pending: int
@@ -33,6 +35,9 @@ class PipelineStatus:
     jobs: list[PipelineJob] = field(default_factory=list)
     continuity: ContinuityCheck | None = None
     active: bool = False  # a job runs, or one waits that can run (on a paused chat: one asked for by hand)
+    estimate: Estimate | None = None  # what extracting the backlog will take, while it waits for the person
+    tokens_today: int = 0  # background tokens the account spent today
+    daily_limit: int | None = None
 
     @property
     def summary_end(self) -> int:
@@ -58,12 +63,21 @@ def pipeline_status(*, user: AbstractUser, chat: Chat, jobs: int = 10) -> Pipeli
     failed_ids = [pk for pk, state in latest if state == PipelineJob.State.FAILED]
     failed = sorted(PipelineJob.objects.filter(pk__in=failed_ids), key=lambda j: ORDER.index(j.tier))
     settings = extraction_settings_get(user=user)
+    connection = connection_default(user_id=user.pk)
+    tokens_today = background_tokens_since(user_id=user.pk, since=day_start())
+    limit = daily_limit(user_id=user.pk)
+    estimate = None
     if not settings.enabled:
         state = "off"
-    elif connection_default(user_id=user.pk) is None:
+    elif connection is None:
         state = "no_model"
     elif PipelineJob.State.RUNNING in states:
         state = "running"
+    elif limit is not None and tokens_today >= limit:
+        state = "limit_reached"
+    elif awaits_consent(pipeline, settings, chat.message_count):
+        state = "awaiting_consent"
+        estimate = consent_estimate(chat=chat, pipeline=pipeline, settings=settings, connection=connection)
     elif pipeline.paused:
         state = "paused"
     elif PipelineJob.State.QUEUED in states:
@@ -88,7 +102,10 @@ def pipeline_status(*, user: AbstractUser, chat: Chat, jobs: int = 10) -> Pipeli
         failed=failed,
         jobs=recent,
         continuity=ContinuityCheck.objects.filter(chat=chat).order_by("-created_at", "-id").first(),
-        active=active and state not in ("off", "no_model"),
+        active=active and state not in ("off", "no_model", "awaiting_consent", "limit_reached"),
+        estimate=estimate,
+        tokens_today=tokens_today,
+        daily_limit=limit,
     )
 
 

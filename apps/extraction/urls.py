@@ -10,6 +10,7 @@ urlpatterns = [
     path("chats/<int:chat_id>/pipeline/resume/", pipeline.pipeline_resume_view, name="resume"),
     path("chats/<int:chat_id>/pipeline/rebuild/", pipeline.pipeline_rebuild_view, name="rebuild"),
     path("chats/<int:chat_id>/pipeline/run/", pipeline.pipeline_run_view, name="run"),
+    path("chats/<int:chat_id>/pipeline/consent/", pipeline.pipeline_consent_view, name="consent"),
     path("chats/<int:chat_id>/pipeline/jobs/<int:job_id>/retry/", pipeline.job_retry_view, name="retry"),
     path("chats/<int:chat_id>/recap/", story.recap_panel, name="recap"),
     path("chats/<int:chat_id>/recap/<int:recap_id>/dismiss/", story.recap_dismiss_view, name="recap-dismiss"),

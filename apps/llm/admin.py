@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from apps.llm.models import Call, Connection, SamplerPreset
+from apps.llm.models import Budget, Call, Connection, SamplerPreset
+from apps.llm.selectors import background_usage
 
 
 @admin.register(Connection)
@@ -49,3 +50,21 @@ class SamplerPresetAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    """Each user's daily limit for background work, and above the list what every user's background work spent
+    today and over 30 days (who spends, before a bill says so)."""
+
+    list_display = ["user", "daily_tokens"]
+    search_fields = ["user__username"]
+    list_select_related = ["user"]
+    readonly_fields = ["user"]
+    change_list_template = "admin/llm/budget/change_list.html"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {**(extra_context or {}), "usage": background_usage(days=30)[:50]})

@@ -67,6 +67,8 @@ class ConnectionOutputSerializer(serializers.ModelSerializer):
             "reply_tokens",
             "sampler",
             "is_default",
+            "price_prompt",
+            "price_reply",
             "last_tested_at",
             "last_test_ok",
             "last_test_message",
@@ -95,7 +97,17 @@ class ConnectionInputSerializer(StorableInputSerializer):
     timeout = serializers.FloatField(required=False, allow_null=True, min_value=1, max_value=600)
     reply_tokens = serializers.IntegerField(required=False, min_value=1, max_value=REPLY_TOKENS_MAX)
     sampler = SamplerField(required=False, help_text="Replaces the stored samplers whole; {} clears them.")
-    is_default = serializers.BooleanField(required=False)
+    is_default = serializers.BooleanField(
+        required=False, help_text="Use this connection for background memory work (never without this)."
+    )
+    price_prompt = serializers.DecimalField(
+        max_digits=10, decimal_places=4, min_value=0, max_value=100_000, required=False, allow_null=True,
+        help_text="Price per million prompt tokens, for the estimates before background work.",
+    )  # fmt: skip
+    price_reply = serializers.DecimalField(
+        max_digits=10, decimal_places=4, min_value=0, max_value=100_000, required=False, allow_null=True,
+        help_text="Price per million reply tokens.",
+    )  # fmt: skip
 
     class Meta:
         ref_name = "LlmConnectionInput"

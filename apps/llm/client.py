@@ -24,6 +24,7 @@ from apps.common.secrets import secret_decrypt
 from apps.llm.models import Call, Connection
 from apps.llm.profiles import connection_context_size
 from apps.llm.prompts import Prompt
+from apps.llm.selectors import LIMIT_MESSAGE, is_background, limit_reached
 from apps.llm.thinking import split_message
 from apps.llm.tokens import count_message_tokens, count_tokens
 
@@ -183,7 +184,10 @@ def complete(
     retries: int | None = None,
 ) -> Completion:
     """The model's answer (think blocks and reasoning fields removed) to `messages`, recorded as a Call.
-    `timeout`/`retries` override the connection's and the settings' (a person waiting gets one short try)."""
+    `timeout`/`retries` override the connection's and the settings' (a person waiting gets one short try).
+    Background work past the person's daily token limit is refused before any request."""
+    if is_background(purpose) and limit_reached(user_id=connection.user_id):
+        raise LlmError(LIMIT_MESSAGE)
     started = time.monotonic()
     call = Call(
         user_id=connection.user_id,

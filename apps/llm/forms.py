@@ -98,11 +98,23 @@ class ConnectionForm(SamplerForm):
     reply_tokens = forms.IntegerField(
         required=False, min_value=1, max_value=REPLY_TOKENS_MAX, label="Reply length", help_text="Tokens."
     )
-    is_default = forms.BooleanField(required=False, label="Use for background memory work")
+    is_default = forms.BooleanField(
+        required=False,
+        label="Use for background memory work",
+        help_text="Extraction and summaries call this model on their own; a chat's history waits for your Run.",
+    )
+    price_prompt = forms.DecimalField(
+        required=False, min_value=0, max_value=100_000, decimal_places=4, label="Price per million prompt tokens",
+        help_text="Optional: the estimates before background work then show what it costs.",
+    )  # fmt: skip
+    price_reply = forms.DecimalField(
+        required=False, min_value=0, max_value=100_000, decimal_places=4, label="Price per million reply tokens"
+    )
 
     @classmethod
     def for_connection(cls, connection: Connection) -> "ConnectionForm":
         fields = ("name", "api", "base_url", "model", "profile", "context_window", "timeout", "reply_tokens")
+        fields += ("price_prompt", "price_reply")
         initial = {f: getattr(connection, f) for f in (*fields, "is_default")}
         return cls(initial=initial | cls.initial_for(connection.sampler or {}))
 

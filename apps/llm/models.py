@@ -41,6 +41,13 @@ class Connection(models.Model):
     # The person's samplers for a chat reply (apps/llm/sampler.py `sampler_clean` says which keys and ranges).
     sampler = models.JSONField(default=dict, blank=True)
     is_default = models.BooleanField(default=False, help_text="Used for background memory work.")
+    # What the provider charges, for the estimates shown before background work spends anything.
+    price_prompt = models.DecimalField(
+        max_digits=10, decimal_places=4, null=True, blank=True, help_text="Price per million prompt tokens."
+    )
+    price_reply = models.DecimalField(
+        max_digits=10, decimal_places=4, null=True, blank=True, help_text="Price per million reply tokens."
+    )
     last_tested_at = models.DateTimeField(null=True, blank=True)
     last_test_ok = models.BooleanField(null=True, blank=True)
     last_test_message = models.TextField(blank=True, default="")
@@ -125,3 +132,18 @@ class SamplerPreset(models.Model):
             if (value := self.values.get(key)) is not None
         ]
         return " · ".join(parts) or "the model's own defaults"
+
+
+class Budget(models.Model):
+    """What background memory work may spend of a person's model budget (apps/llm/client.py refuses a background
+    call past it; the extraction planner queues nothing)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="llm_budget")
+    daily_tokens = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="At most this many model tokens (prompt and reply) a day for background work; empty: no limit.",
+    )
+
+    def __str__(self) -> str:
+        return f"budget of user {self.user_id}"

@@ -15,7 +15,7 @@ from apps.common.netguard import provider_url_check
 from apps.common.secrets import secret_encrypt
 from apps.common.services import model_update
 from apps.llm.client import LlmError, complete_prompt
-from apps.llm.models import Connection, SamplerPreset
+from apps.llm.models import Budget, Connection, SamplerPreset
 from apps.llm.profiles import connection_context_size
 from apps.llm.prompts import prompt_get
 from apps.llm.sampler import REPLY_TOKENS_MAX, sampler_clean
@@ -32,6 +32,8 @@ FIELDS = (
     "is_default",
     "reply_tokens",
     "sampler",
+    "price_prompt",
+    "price_reply",
 )
 
 
@@ -63,6 +65,10 @@ def _validate(*, user: AbstractUser, connection: Connection) -> None:
             "The reply length leaves no room for the chat in the context size.", {"field": "reply_tokens"}
         )
     connection.sampler = sampler_clean(connection.sampler or {})
+    for field in ("price_prompt", "price_reply"):
+        price = getattr(connection, field)
+        if price is not None and not 0 <= price <= 100_000:
+            raise ApplicationError("A price per million tokens is between 0 and 100,000.", {"field": field})
 
 
 def _make_only_default(connection: Connection) -> None:
@@ -73,11 +79,10 @@ def _make_only_default(connection: Connection) -> None:
 
 @transaction.atomic
 def connection_create(*, user: AbstractUser, api_key: str = "", **fields: Any) -> Connection:
-    """The user's first connection becomes their default."""
+    """Background memory work uses a connection only when the person says so (`is_default`): a first connection is
+    not made the default, for background work spends the person's money or hours."""
     connection = Connection(user=user, **{k: v for k, v in fields.items() if k in FIELDS})
     _validate(user=user, connection=connection)
-    if not Connection.objects.filter(user=user).exists():
-        connection.is_default = True
     if connection.is_default:
         _make_only_default(connection)
     _set_key(connection, api_key)
@@ -104,13 +109,22 @@ def connection_update(*, connection: Connection, data: dict[str, Any], api_key: 
 
 @transaction.atomic
 def connection_delete(*, connection: Connection) -> None:
-    was_default = connection.is_default
-    user_id = connection.user_id
+    """No other connection takes over background work: the person chooses one again."""
     connection.delete()
-    if was_default:
-        successor = Connection.objects.filter(user_id=user_id).order_by("created_at").first()
-        if successor is not None:
-            Connection.objects.filter(pk=successor.pk).update(is_default=True)
+
+
+DAILY_TOKENS_MIN, DAILY_TOKENS_MAX = 1000, 10**12
+
+
+def budget_set(*, user: AbstractUser, daily_tokens: int | None) -> Budget:
+    """The person's daily token limit for background work (None: no limit)."""
+    if daily_tokens is not None and not DAILY_TOKENS_MIN <= daily_tokens <= DAILY_TOKENS_MAX:
+        raise ApplicationError(
+            f"A daily limit is at least {DAILY_TOKENS_MIN:,} tokens (leave it empty for none).",
+            {"field": "daily_token_limit"},
+        )
+    budget, _ = Budget.objects.update_or_create(user=user, defaults={"daily_tokens": daily_tokens})
+    return budget
 
 
 def connection_test(*, connection: Connection) -> Connection:

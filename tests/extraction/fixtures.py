@@ -17,7 +17,13 @@ from tests.extraction.helpers import script
 def model(user, llm_server, scripted):
     """The user's default connection (hosted, profile B) to the scripted model, answering the story script."""
     connection = connection_create(
-        user=user, name="scripted", base_url=llm_server.url, model="scripted-model", profile="B", api_key="sk-x"
+        user=user,
+        name="scripted",
+        base_url=llm_server.url,
+        model="scripted-model",
+        profile="B",
+        api_key="sk-x",
+        is_default=True,
     )
     script(llm_server)
     connection.server = llm_server
@@ -37,5 +43,7 @@ def worker_model(user, llm_server, embedder):
     user's own provider (the worker does not see this process's settings)."""
     embedding_settings_set(user=user, provider="openai", model="scripted", base_url=f"{embedder.url}/v1")
     script(llm_server)
-    connection_create(user=user, name="scripted", base_url=llm_server.url, model="m", profile="B", api_key="sk-x")
+    connection_create(
+        user=user, name="scripted", base_url=llm_server.url, model="m", profile="B", api_key="sk-x", is_default=True
+    )
     return llm_server

@@ -15,6 +15,8 @@ pytestmark = pytest.mark.django_db
 
 DEFAULTS = {
     "enabled": True,
+    "auto_extract": False,
+    "daily_token_limit": None,
     "batch_every": 10,
     "batch_max": 40,
     "context_tokens": 8192,
@@ -44,6 +46,10 @@ def test_status_of_a_new_chat_has_every_tier_at_zero_and_nothing_pending(api, mo
     assert set(body) == {
         "chat",
         "state",
+        "estimate",
+        "automatic",
+        "tokens_today",
+        "daily_limit",
         "paused",
         "message_count",
         "summary_end",

@@ -89,7 +89,9 @@ def test_rolling_back_a_ledger_update_restores_the_state_it_replaced(model, stor
 
 
 def test_an_edit_far_back_waits_for_a_person_to_rebuild(model, story, user):
-    extraction_settings_set(user=user, data={"auto_rebuild_max": 5, "batch_every": 10, "batch_max": 10})
+    extraction_settings_set(
+        user=user, data={"auto_rebuild_max": 5, "batch_every": 10, "batch_max": 10, "auto_extract": True}
+    )
     model.server.on(TASKS["session"], per_batch)
     grow(story, 3)
     message_update(chat=story, index=3, data={"mes": "A different beginning."})
@@ -219,9 +221,11 @@ def test_without_a_model_nothing_runs_and_the_sweep_comes_back_once_there_is_one
     assert not PipelineJob.objects.exists()
     assert ChatPipeline.objects.get(chat=story).needs_plan
     assert chats_to_run() == []  # nothing to run for a user without a model
-    from apps.llm.services import connection_create
+    from apps.llm.services import connection_create, connection_update
 
-    connection_create(user=user, name="m", base_url=llm_server.url, model="m", profile="B")
+    connection = connection_create(user=user, name="m", base_url=llm_server.url, model="m", profile="B")
+    assert chats_to_run() == []  # not ticked for background work: never used for it
+    connection_update(connection=connection, data={"is_default": True})
     assert chats_to_run() == [story.pk]
 
 
@@ -265,11 +269,11 @@ def test_finished_jobs_are_forgotten_after_the_keeping_time_but_failed_and_newes
 
 
 def test_a_long_backlog_is_run_in_turns_so_other_chats_get_theirs(model, story, user):
-    from apps.extraction.services.jobs import pipeline_wake
+    from apps.extraction.services.consent import pipeline_run
 
     extraction_settings_set(user=user, data={"batch_every": 10, "batch_max": 10})
     add_turns(story, 60)
-    pipeline_wake(chat_id=story.pk)
+    pipeline_run(chat=story)  # the person runs the backlog
     first = chat_run(chat_id=story.pk, max_jobs=5)
     assert len(first["ran"]) == 5 and first["more"]
     rest = chat_run(chat_id=story.pk)

@@ -28,7 +28,13 @@ def hosted_llm(user, llm_server):
     from apps.llm.services import connection_create
 
     connection = connection_create(
-        user=user, name="scripted", base_url=llm_server.url, model="scripted-model", profile="B", api_key="sk-x"
+        user=user,
+        name="scripted",
+        base_url=llm_server.url,
+        model="scripted-model",
+        profile="B",
+        api_key="sk-x",
+        is_default=True,
     )
     connection.server = llm_server
     return connection

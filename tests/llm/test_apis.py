@@ -67,7 +67,7 @@ def test_create_stores_the_key_encrypted_and_never_answers_it(api, user):
     assert response.status_code == 201, response.content
     body = response.json()
     assert (body["name"], body["api"], body["profile"], body["effective_profile"]) == ("OpenAI", "openai", "auto", "B")
-    assert (body["has_api_key"], body["api_key_hint"], body["is_default"]) == (True, "mnop", True)
+    assert (body["has_api_key"], body["api_key_hint"], body["is_default"]) == (True, "mnop", False)  # not ticked
     assert (body["context_window"], body["timeout"]) == (None, None)
     _no_key_in(response)
     connection = Connection.objects.get(pk=body["id"], user=user)
@@ -202,12 +202,12 @@ def test_patch_making_another_connection_default_moves_the_default(api, llm):
     assert api.get(_detail(llm)).json()["is_default"] is False
 
 
-def test_delete_removes_the_connection_and_promotes_another_default(api, llm):
+def test_delete_removes_the_connection_and_promotes_no_other(api, llm):
     other = api.post(CONNECTIONS, {"name": "other", "base_url": llm.server.url, "model": "m"}, format="json").json()
     response = api.delete(_detail(llm))
     assert response.status_code == 204
     assert not Connection.objects.filter(pk=llm.pk).exists()
-    assert api.get(f"{CONNECTIONS}{other['id']}/").json()["is_default"] is True
+    assert api.get(f"{CONNECTIONS}{other['id']}/").json()["is_default"] is False
     assert api.get(_detail(llm)).status_code == 404
 
 

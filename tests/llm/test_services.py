@@ -81,11 +81,15 @@ def test_update_without_a_key_keeps_it_and_an_empty_key_clears_it(user):
 # ------------------------------------------------------------------------------------------------ defaults
 
 
-def test_the_first_connection_becomes_the_default(user):
+def test_no_connection_does_background_work_unless_ticked_not_even_the_first(user):
     first = _create(user, "first")
     second = _create(user, "second")
-    assert (first.is_default, second.is_default) == (True, False)
-    assert selectors.connection_default(user_id=user.pk) == first
+    assert (first.is_default, second.is_default) == (False, False)
+    assert selectors.connection_default(user_id=user.pk) is None
+    # A reply the person asks for needs no tick: the first connection answers it.
+    assert selectors.connection_for_replies(user_id=user.pk) == first
+    connection_update(connection=second, data={"is_default": True})
+    assert selectors.connection_default(user_id=user.pk) == selectors.connection_for_replies(user_id=user.pk) == second
 
 
 def test_a_new_default_unsets_the_old_one(user):
@@ -97,31 +101,29 @@ def test_a_new_default_unsets_the_old_one(user):
 
 
 def test_defaults_are_per_user(user, other_user):
-    _create(user, "mine")
-    _create(other_user, "theirs")
+    _create(user, "mine", is_default=True)
+    _create(other_user, "theirs", is_default=True)
     assert (_defaults(user), _defaults(other_user)) == (["mine"], ["theirs"])
 
 
 def test_the_database_refuses_a_second_default(user):
-    _create(user, "first")
+    _create(user, "first", is_default=True)
     second = _create(user, "second")
     with pytest.raises(IntegrityError), transaction.atomic():
         Connection.objects.filter(pk=second.pk).update(is_default=True)
 
 
-def test_deleting_the_default_promotes_the_oldest_remaining(user):
+def test_deleting_the_default_leaves_background_work_to_the_persons_next_choice(user):
     _create(user, "zeta")
-    _create(user, "alpha")
     middle = _create(user, "middle", is_default=True)
 
     connection_delete(connection=middle)
 
-    # The oldest, not the first by name.
-    assert _defaults(user) == ["zeta"]
+    assert _defaults(user) == []  # no other connection starts spending on its own
 
 
 def test_deleting_another_connection_keeps_the_default(user):
-    _create(user, "first")
+    _create(user, "first", is_default=True)
     connection_delete(connection=_create(user, "second"))
     assert _defaults(user) == ["first"]
 

@@ -67,7 +67,8 @@ def test_posting_the_form_creates_a_connection_and_redirects(web, user):
     response = web.post("/llm/", _form())
     assert response.status_code == 302 and response["Location"] == "/llm/"
     connection = Connection.objects.get(user=user)
-    assert (connection.name, connection.model, connection.is_default) == ("OpenAI", "gpt-4o-mini", True)
+    # "Use for background memory work" was left unticked: it is not used for it.
+    assert (connection.name, connection.model, connection.is_default) == ("OpenAI", "gpt-4o-mini", False)
     assert secret_decrypt(connection.api_key_encrypted) == KEY
     page = web.get("/llm/")
     assert "Connection “OpenAI” saved." in _body(page) and "…mnop" in _body(page)

@@ -15,6 +15,7 @@ from apps.common.idempotency import idempotent
 from apps.common.serializers import paginated
 from apps.extraction import selectors
 from apps.extraction.models import ContinuityCheck, PipelineJob
+from apps.extraction.services.consent import pipeline_run
 from apps.extraction.services.jobs import RETRYABLE, job_retry
 from apps.extraction.services.pipeline import (
     BY_HAND,
@@ -82,12 +83,37 @@ class CoverageSerializer(serializers.Serializer):
         ref_name = "PipelineCoverage"
 
 
+class EstimateSerializer(serializers.Serializer):
+    messages = serializers.IntegerField(help_text="Messages memories are not yet extracted from.")
+    calls = serializers.IntegerField(help_text="Model calls, about.")
+    prompt_tokens = serializers.IntegerField()
+    reply_tokens = serializers.IntegerField()
+    seconds = serializers.FloatField(
+        allow_null=True, help_text="At the connection's measured speed; null until it answered background work."
+    )
+    cost = serializers.DecimalField(
+        max_digits=14, decimal_places=4, allow_null=True, help_text="From the connection's prices; null without."
+    )
+
+    class Meta:
+        ref_name = "PipelineEstimate"
+
+
 class PipelineOutputSerializer(serializers.Serializer):
     chat = serializers.IntegerField(source="chat.pk")
     state = serializers.ChoiceField(
         choices=selectors.PIPELINE_STATES,
-        help_text="off: extraction is switched off in your settings; no_model: you have no default model.",
+        help_text="off: extraction is switched off in your settings; no_model: no connection is ticked for "
+        "background work; awaiting_consent: the chat's history waits for Run (see `estimate`); limit_reached: the "
+        "account's daily token limit paused background work until midnight.",
     )
+    estimate = EstimateSerializer(allow_null=True, help_text="What Run will spend, while the state is "
+                                  "awaiting_consent.")  # fmt: skip
+    automatic = serializers.BooleanField(
+        source="pipeline.auto_extract", help_text="Extract this chat's history without asking."
+    )
+    tokens_today = serializers.IntegerField(help_text="Background tokens the account spent today.")
+    daily_limit = serializers.IntegerField(allow_null=True, help_text="The account's daily token limit.")
     paused = serializers.BooleanField(source="pipeline.paused")
     message_count = serializers.IntegerField()
     summary_end = serializers.IntegerField(help_text="The rolling summary covers messages before this index.")
@@ -168,8 +194,18 @@ class PipelineRebuildApi(APIView):
 
 
 class RunInputSerializer(serializers.Serializer):
-    tier = serializers.ChoiceField(choices=list(BY_HAND))
+    tier = serializers.ChoiceField(
+        choices=list(BY_HAND), required=False, help_text="A tier to run now; without it, extract the chat's history."
+    )
     index = serializers.IntegerField(min_value=0, required=False, help_text="continuity: the reply to check.")
+    automatic = serializers.BooleanField(
+        required=False, help_text="Without `tier`: also extract what arrives later without asking (or stop)."
+    )
+
+    def validate(self, data):
+        if "tier" in data and "automatic" in data:
+            raise serializers.ValidationError({"automatic": "Goes without `tier`."})
+        return data
 
     class Meta:
         ref_name = "PipelineRunInput"
@@ -179,16 +215,22 @@ class PipelineRunApi(APIView):
     @extend_schema(
         operation_id="pipeline_run",
         request=RunInputSerializer,
-        responses={202: JobOutputSerializer},
-        description="Run a tier now: canon (rewrite it from resolved arcs and important memories), continuity "
-        "(check the latest reply, or `index`), profiles, or compaction.",
+        responses={202: JobOutputSerializer, 200: PipelineOutputSerializer},
+        description="Without `tier`: extract the chat's history (what `estimate` in the pipeline's status said), "
+        "and with `automatic` say whether later backlogs wait for you; answers the pipeline's status. With "
+        "`tier`: run it now: canon (rewrite it from resolved arcs and important memories), continuity (check the "
+        "latest reply, or `index`), profiles, or compaction; answers the job.",
     )
     @idempotent
     def post(self, request, chat_id: int):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
         serializer = RunInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        job = pipeline_request(chat=chat, **serializer.validated_data)
+        data = serializer.validated_data
+        if "tier" not in data:
+            pipeline_run(chat=chat, automatic=data.get("automatic"))
+            return _status(request, chat)
+        job = pipeline_request(chat=chat, **data)
         job = selectors.job_get(user=request.user, job_id=job.pk)
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 

@@ -15,9 +15,17 @@ from apps.extraction.models import AutoChoice, ExtractionSettings, ModelTest
 from apps.extraction.services.model_test import model_test_start
 from apps.extraction.services.settings import extraction_settings_get, extraction_settings_set
 from apps.llm import selectors as llm_selectors
+from apps.llm.selectors import daily_limit
 
 
 class ExtractionSettingsSerializer(serializers.ModelSerializer):
+    daily_token_limit = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1000,
+        max_value=10**12,
+        help_text="Prompt and reply tokens a day for background work; past it, it pauses until midnight. null: none.",
+    )
     canon_auto = serializers.ChoiceField(choices=AutoChoice.choices, required=False)
     continuity_auto = serializers.ChoiceField(choices=AutoChoice.choices, required=False)
 
@@ -26,6 +34,8 @@ class ExtractionSettingsSerializer(serializers.ModelSerializer):
         ref_name = "ExtractionSettings"
         fields = [
             "enabled",
+            "auto_extract",
+            "daily_token_limit",
             "batch_every",
             "batch_max",
             "context_tokens",
@@ -40,6 +50,9 @@ class ExtractionSettingsSerializer(serializers.ModelSerializer):
             "auto_rebuild_max",
         ]
         extra_kwargs = {name: {"required": False} for name in fields}
+
+    def to_representation(self, instance: ExtractionSettings) -> dict:
+        return super().to_representation(instance) | {"daily_token_limit": daily_limit(user_id=instance.user_id)}
 
 
 class ExtractionSettingsApi(APIView):

@@ -61,6 +61,12 @@ def pipeline_wake(*, chat_id: int) -> None:
     wake(chat_id=chat_id)
 
 
+def pipelines_wake(*, user_id: int) -> int:
+    """Plan every chat of the user again (the sweep does, within a minute): a setting that lets work go on
+    changed."""
+    return ChatPipeline.objects.filter(user_id=user_id).update(needs_plan=True)
+
+
 def pipeline_ensure(*, chat: Chat) -> ChatPipeline:
     pipeline, _ = ChatPipeline.objects.get_or_create(chat=chat, defaults={"user_id": chat.user_id})
     return pipeline

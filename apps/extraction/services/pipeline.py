@@ -8,21 +8,22 @@ from datetime import timedelta
 
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.chats.models import Chat
 from apps.common.exceptions import ApplicationError
 from apps.extraction.models import ChatPipeline, ContinuityCheck, ExtractionSettings, PipelineJob, Recap
 from apps.extraction.services import transcript
+from apps.extraction.services.consent import T3, awaits_consent
 from apps.extraction.services.jobs import PENDING, job_queue, jobs_cancel_pending, wake
 from apps.extraction.services.settings import automatic, extraction_settings_get
 from apps.extraction.services.tiers.compaction import due as compaction_due
 from apps.extraction.services.tiers.derived import latest_reply
-from apps.llm.selectors import connection_default
+from apps.llm.selectors import connection_default, limit_reached
 from apps.memories.models import MemoryScope
 
 Tier = PipelineJob.Tier
-T3 = (Tier.SESSION, Tier.LONGTERM, Tier.ARCS, Tier.LEDGER)
 # Tiers whose coverage means "memories were made from these messages": an edit below it takes them back.
 EXTRACTED = ("compaction", "session", "longterm", "arcs", "ledger", "scenes")
 BY_HAND = {
@@ -65,11 +66,19 @@ def pipeline_plan(*, chat_id: int) -> ChatPipeline | None:
             )
             pipeline.blocked = True
             return pipeline
+        if limit_reached(user_id=chat.user_id):
+            # Paused until midnight: what is queued stays queued, and the sweep comes back for the wake-up.
+            ChatPipeline.objects.filter(pk=pipeline.pk).update(needs_plan=True)
+            pipeline.blocked = True
+            return pipeline
         pipeline.blocked = False
         changed = _take_changed_from(chat_id)
         if changed is not None:
             _on_change(pipeline, chat, changed, settings)
-        if not pipeline.paused:
+        if awaits_consent(pipeline, settings, chat.message_count):
+            # The history waits for Run; only what a person asked for by hand goes on.
+            jobs_cancel_pending(chat_id=chat_id, reason="waiting for you to run extraction", keep=Q(manual=True))
+        elif not pipeline.paused:
             _queue_due(pipeline, chat, settings, profile=connection.effective_profile)
         pipeline.needs_plan = False
         pipeline.planned_at = timezone.now()

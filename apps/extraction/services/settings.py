@@ -10,6 +10,8 @@ from django.db import transaction
 from apps.common.exceptions import ApplicationError
 from apps.common.services import model_update
 from apps.extraction.models import AutoChoice, ExtractionSettings
+from apps.extraction.services.jobs import pipelines_wake
+from apps.llm.services import budget_set
 
 # Field: (lowest, highest) accepted.
 RANGES: dict[str, tuple[float, float]] = {
@@ -23,7 +25,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "recap_after_hours": (0.25, 24 * 365),
     "auto_rebuild_max": (0, 5000),
 }
-FLAGS = ("enabled", "scene_model_check")
+FLAGS = ("enabled", "scene_model_check", "auto_extract")
 CHOICES = ("canon_auto", "continuity_auto")
 FIELDS = (*RANGES, *FLAGS, *CHOICES)
 
@@ -47,7 +49,12 @@ def extraction_settings_set(*, user: AbstractUser, data: dict[str, Any]) -> Extr
             raise ApplicationError(f"{key} is one of {', '.join(AutoChoice.values)}.", {"field": key})
     if values.get("batch_max", own.batch_max) < values.get("batch_every", own.batch_every):
         raise ApplicationError("batch_max must be at least batch_every.", {"field": "batch_max"})
+    if "daily_token_limit" in data:  # kept with the models' budget (apps/llm), asked for here
+        budget_set(user=user, daily_tokens=data["daily_token_limit"])
     own, _ = model_update(instance=own, fields=list(FIELDS), data=values)
+    if values.get("auto_extract") or "daily_token_limit" in data:
+        # Histories that waited for the person, and work the limit paused, may go on now.
+        pipelines_wake(user_id=own.user_id)
     return own
 
 

@@ -11,7 +11,22 @@ STATE_LABELS = {
     "idle": "up to date",
     "off": "off",
     "no_model": "no model",
+    "awaiting_consent": "waiting for you",
+    "limit_reached": "paused: daily limit reached",
 }
+
+
+@register.filter
+def duration(seconds) -> str:
+    """4300 → "about 1 h 12 min"; None → "unknown until the model has answered background work"."""
+    if seconds is None:
+        return "unknown until this model has done some background work"
+    minutes = round(seconds / 60)
+    if minutes < 1:
+        return "under a minute"
+    if minutes < 60:
+        return f"about {minutes} min"
+    return f"about {minutes // 60} h {minutes % 60} min"
 
 
 @register.filter

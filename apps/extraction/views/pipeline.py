@@ -1,5 +1,6 @@
 """The extraction panel of the chat page: where each tier stands, the jobs (live while work is pending), and the
-controls: pause, resume, rebuild from a message, run a tier now, retry what failed."""
+controls: run the history's extraction (it waits for the person, with an estimate), pause, resume, rebuild from a
+message, run a tier now, retry what failed."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
 from apps.extraction import selectors
 from apps.extraction.forms import RebuildForm, RunForm
+from apps.extraction.services.consent import pipeline_run
 from apps.extraction.services.jobs import job_retry
 from apps.extraction.services.pipeline import pipeline_pause, pipeline_rebuild, pipeline_request, pipeline_resume
 
@@ -88,6 +90,18 @@ def pipeline_run_view(request, chat_id: int):
     except ApplicationError as exc:
         return _answer(request, chat, error=exc.message)
     return _answer(request, chat, done=f"Queued: {job.get_tier_display()}.")
+
+
+@login_required
+@require_POST
+def pipeline_consent_view(request, chat_id: int):
+    """Run: extract the chat's history, as the estimate beside the button said; the box says whether later
+    backlogs of this chat wait for the person too."""
+    chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+    automatic = request.POST.get("automatic") == "on"
+    pipeline_run(chat=chat, automatic=automatic)
+    done = "Extracting this chat" + (", and what arrives later, automatically." if automatic else ".")
+    return _answer(request, chat, done=done)
 
 
 @login_required

@@ -38,7 +38,7 @@ from apps.injection.services.context import context_build
 from apps.llm.client import LlmError
 from apps.llm.models import Connection
 from apps.llm.profiles import connection_context_size
-from apps.llm.selectors import connection_default, connection_get
+from apps.llm.selectors import connection_for_replies, connection_get
 from apps.llm.streaming import stream_chat
 from apps.llm.tokens import tokenizer_for
 
@@ -104,13 +104,13 @@ def _responder(chat: Chat, characters: list[Character], character: str | int | N
 
 
 def _connection(user: AbstractUser, connection_id: int | None) -> Connection:
-    """The connection asked for (another user's is a 404), else the person's default one."""
+    """The connection asked for (another user's is a 404), else the person's default one, else their first."""
     if connection_id:
         return connection_get(user=user, connection_id=connection_id)
-    found = connection_default(user_id=user.pk)
+    found = connection_for_replies(user_id=user.pk)
     if found is None:
         raise ApplicationError(
-            "Add a model connection first (Models), and make it the default, to generate replies.",
+            "Add a model connection first (Models) to generate replies.",
             {"field": "connection"},
             status=409,
             code="no_model",
