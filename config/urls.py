@@ -32,4 +32,7 @@ urlpatterns = [
     path("", include("apps.chats.urls")),
 ]
 
+handler400 = "apps.common.views_errors.bad_request"
+handler403 = "apps.common.views_errors.permission_denied"
+handler404 = "apps.common.views_errors.page_not_found"
 handler500 = "apps.common.views.server_error"

@@ -10,6 +10,7 @@ import sys
 import psycopg
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
+from django.templatetags.static import static
 
 RETRY_AFTER_SECONDS = 5
 UNAVAILABLE = (
@@ -49,13 +50,27 @@ def server_error(request, *args, **kwargs) -> HttpResponse:
     message = "Something went wrong on our side; it has been logged."
     if api:
         return JsonResponse({"message": message, "extra": {}}, status=500)
+    message += " Nothing you wrote was lost: what was saved before stays saved. Try again in a moment."
     return HttpResponse(plain_page("Server error", message), status=500)
 
 
+def _static(path: str) -> str:
+    try:
+        return static(path)
+    except ValueError:  # a manifest storage without its manifest (collectstatic not run): the plain look
+        return ""
+
+
 def plain_page(title: str, text: str) -> str:
-    """A page of one heading and one paragraph, for answers given where templates may not be at hand."""
-    # No template engine and no database: this page must render when either is the problem.
+    """A page of one heading and one paragraph in the site's look, for answers given where templates may not be
+    at hand (no template engine and no database: this page must render when either is the problem)."""
+    css, icon = _static("css/app.css"), _static("img/favicon.svg")
+    head = f'<link rel="stylesheet" href="{css}">' if css else ""
+    head += f'<link rel="icon" href="{icon}" type="image/svg+xml">' if icon else ""
     return (
-        f"<!doctype html><html lang=en><meta charset=utf-8><title>{title} · Lorekeeper</title>"
-        f'<body style="font-family:sans-serif;max-width:40rem;margin:4rem auto"><h1>{title}</h1><p>{text}</p>'
+        f'<!doctype html><html lang=en><meta charset=utf-8><meta name="viewport" content="width=device-width, '
+        f'initial-scale=1"><title>{title} · Lorekeeper</title>{head}'
+        f'<body><header class="topbar"><a class="brand" href="/">Lorekeeper</a></header>'
+        f'<main><section class="card error-page"><h1>{title}</h1><p>{text}</p><p><a href="/">Back to your chats</a>'
+        f"</p></section></main></body></html>"
     )

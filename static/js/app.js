@@ -1,6 +1,15 @@
 // Small behaviours the pages need; everything else is htmx.
 (function () {
   "use strict";
+  document.documentElement.classList.add("js");
+
+  // On a phone the site's links fold into a menu (static/css/app.css): the button opens and closes it.
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest && event.target.closest(".menu-toggle");
+    if (!button) return;
+    const open = button.closest(".topbar").classList.toggle("open");
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+  });
 
   // Older messages are inserted above what the reader is looking at: keep it in place. This runs on afterSwap,
   // synchronously, so the new "older" sentinel is already off screen when its IntersectionObserver first looks.

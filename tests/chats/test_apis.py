@@ -170,6 +170,17 @@ def test_raw_body_import_takes_title_from_the_query(api):
     assert response.json()["title"] == "Old one" and response.json()["total_messages"] == 2
 
 
+def test_multipart_import_takes_title_from_the_query_or_from_its_form_field_first(api):
+    data = fixture_bytes("current_swipes.jsonl")
+    upload = _upload("Seraphina.jsonl", data)
+    response = api.post("/api/v1/chats/import?title=From%20the%20query", {"file": upload}, format="multipart")
+    assert response.status_code == 201 and response.json()["title"] == "From the query"
+    upload = _upload("Seraphina.jsonl", data)
+    body = {"file": upload, "title": "From the form"}
+    response = api.post("/api/v1/chats/import?title=From%20the%20query", body, format="multipart")
+    assert response.status_code == 201 and response.json()["title"] == "From the form"
+
+
 def test_malformed_import_answers_400_naming_the_line_and_stores_nothing(api):
     data = b'{"user_name":"a","character_name":"b"}\n{"mes":"ok"}\n{"mes": broken}\n'
     response = api.generic("POST", "/api/v1/chats/import", data, content_type="application/jsonl")

@@ -187,8 +187,8 @@ class ChatImportOutputSerializer(serializers.Serializer):
 
 
 class ChatImportApi(APIView):
-    """Import a SillyTavern JSONL chat: multipart field `file`, or the raw body as `application/jsonl` (then
-    `title`, `character_ids`, `client_key` and `chat` come as query parameters). All or nothing; a bad line answers
+    """Import a SillyTavern JSONL chat: multipart field `file`, or the raw body as `application/jsonl`. `title`,
+    `character_ids`, `client_key` and `chat` come as query parameters, or with multipart as form fields. All or nothing; a bad line answers
     400 naming it. With `chat`, or a `client_key` one of your chats holds, the file updates that chat."""
 
     parser_classes = [MultiPartParser, JsonlPassthroughParser]
@@ -198,7 +198,7 @@ class ChatImportApi(APIView):
         operation_id="chats_import",
         request={"multipart/form-data": ChatImportInputSerializer, "application/jsonl": OpenApiTypes.BINARY},
         parameters=[
-            OpenApiParameter("title", str, description="Raw-body imports: the chat's title."),
+            OpenApiParameter("title", str, description="The chat's title (multipart: or a form field)."),
             OpenApiParameter("character_ids", str, description="Raw-body imports: comma-separated character ids."),
             OpenApiParameter("client_key", str, description="Raw-body imports: the chat's client key."),
             OpenApiParameter("chat", int, description="Raw-body imports: the chat to update."),
@@ -214,7 +214,10 @@ class ChatImportApi(APIView):
             upload = request.FILES.get("file")
             if upload is None:
                 raise ApplicationError("Send the chat file in the multipart field `file`.", {"field": "file"})
-            params, stream, filename = request.data, upload, upload.name
+            params, stream, filename = request.query_params.copy(), upload, upload.name
+            for key in ("title", "character_ids", "client_key", "chat"):  # a form field wins over the query's
+                if key in request.data:
+                    params.setlist(key, request.data.getlist(key))
         elif content_type in JSONL_CONTENT_TYPES:
             # Spooled already when an Idempotency-Key asked for the body's hash; streamed straight otherwise.
             spooled = getattr(request._request, "_lorekeeper_spool", None)

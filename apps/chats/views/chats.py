@@ -23,9 +23,11 @@ CHATS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 30
 
 
-@login_required
 @require_GET
 def home(request):
+    """Someone signed out: what Lorekeeper is and how to start. Signed in: their chats, or the first steps."""
+    if not request.user.is_authenticated:
+        return render(request, "chats/landing.html")
     if not selectors.chat_exists(user=request.user):
         return redirect("chats:welcome")
     return redirect("chats:list")

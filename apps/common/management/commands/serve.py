@@ -59,7 +59,11 @@ class Command(BaseCommand):
             host, _, port = addrport.rpartition(":")
             # ASGI (uvicorn), as in production: a reply streaming from a slow model holds no thread.
             web = [python, "-m", "uvicorn", "config.asgi:application", "--host", host or "127.0.0.1", "--port", port]
-            children.append(subprocess.Popen([*web, "--timeout-graceful-shutdown", "5"], start_new_session=True))
+            # People see the site's own error pages, not Django's debug pages (DEBUG=true make run shows those).
+            env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "false")}
+            children.append(
+                subprocess.Popen([*web, "--timeout-graceful-shutdown", "5"], start_new_session=True, env=env)
+            )
             if not no_worker:
                 celery = [python, "-m", "celery", "-A", "config"]
                 children.append(subprocess.Popen([*celery, "worker", "--loglevel=INFO"], start_new_session=True))

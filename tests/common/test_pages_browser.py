@@ -1,0 +1,91 @@
+"""The landing page, the site's 404 page, the phone menu, a chat whose history waits for the person's Run, and the
+model connection form, in a real headless Chromium (Debian's package, through Playwright) at a desktop's and a
+phone's width: nothing wider than the screen, no error in the console. Screenshots in var/test-artifacts/
+(pages-<name>-<width>.png)."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.db import connections
+
+from apps.extraction.models import ChatPipeline
+from tests.browsers import chromium, screenshot
+from tests.extraction.helpers import add_turns, process
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+
+WIDTHS = (1100, 390)
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with chromium() as launched:
+        yield launched
+        connections.close_all()  # the ORM calls made under Playwright's greenlet hold a connection of their own
+
+
+def _page(browser, width: int, live_server, cookie: str | None = None):
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    if cookie:
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
+    page = context.new_page()
+    page.errors = []
+    page.on("console", lambda message: message.type == "error" and page.errors.append(message.text))
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    return page
+
+
+def _fits(page, name: str, width: int, *, errors_allowed: int = 0) -> None:
+    screenshot(page, f"pages-{name}-{width}")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{name} is wider than {width} px"
+    assert len(page.errors) <= errors_allowed, page.errors
+
+
+def test_the_pages_a_newcomer_meets_fit_and_say_what_to_do(browser, live_server):
+    for width in WIDTHS:
+        page = _page(browser, width, live_server)
+        page.goto(f"{live_server.url}/")
+        assert page.get_by_role("heading", name="Lorekeeper remembers your story for the model").is_visible()
+        _fits(page, "landing", width)
+        page.goto(f"{live_server.url}/no/such/page/")
+        assert page.get_by_role("heading", name="There is nothing here").is_visible()
+        _fits(page, "404", width, errors_allowed=1)  # the browser reports the 404 itself in the console
+        page.context.close()
+
+
+def test_a_history_waiting_for_run_and_the_phone_menu(browser, live_server, client, user, model, story):
+    add_turns(story, 100)
+    process(story)
+    client.force_login(user)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    for width in WIDTHS:
+        page = _page(browser, width, live_server, cookie)
+        page.goto(f"{live_server.url}/chats/{story.pk}/")
+        panel = page.locator("#pipeline")
+        panel.get_by_text("100 messages are waiting").wait_for()
+        assert panel.get_by_role("button", name="Run").is_visible()
+        menu = page.get_by_role("button", name="Menu")
+        if width < 600:  # the links fold into a menu
+            assert not page.locator("#site-nav").get_by_role("link", name="Memories").is_visible()
+            menu.click()
+            assert page.locator("#site-nav").get_by_role("link", name="Memories").is_visible()
+            assert menu.get_attribute("aria-expanded") == "true"
+        else:
+            assert (
+                not menu.is_visible() and page.locator("#site-nav").get_by_role("link", name="Memories").is_visible()
+            )
+        _fits(page, "consent", width)
+        page.goto(f"{live_server.url}/llm/{model.pk}/")
+        assert page.get_by_label("Use for background memory work").is_checked()
+        assert page.get_by_label("Price per million prompt tokens").is_visible()
+        _fits(page, "connection", width)
+        page.context.close()
+
+    page = _page(browser, 390, live_server, cookie)
+    page.goto(f"{live_server.url}/chats/{story.pk}/")
+    page.locator("#pipeline").get_by_role("button", name="Run").click()
+    page.locator("#pipeline").get_by_text("Extracting this chat").wait_for()
+    assert ChatPipeline.objects.get(chat=story).approved_through == 100
+    page.context.close()
