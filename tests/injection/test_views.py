@@ -145,7 +145,7 @@ def test_re_running_a_message_that_is_not_the_users_is_refused_on_the_card(web, 
 )
 def test_a_plain_post_redirects_to_the_message_on_the_chat_page(web, recalled, action, data):
     response = web.post(recall_url(recalled, action), {**data, "integrity": str(recalled.integrity)})
-    assert response.status_code == 302 and response["Location"] == f"/chats/{recalled.pk}/#m1"
+    assert response.status_code == 302 and response["Location"] == f"/chats/{recalled.pk}/?at=1"
     assert fresh(recalled).integrity != recalled.integrity
 
 
@@ -309,8 +309,8 @@ def test_the_context_page_previews_a_message_without_writing_anything(web, story
     response = web.get(f"/chats/{story.pk}/context/", {"message": ASK})
     assert response.status_code == 200
     page = html(response)
-    assert '<table class="table context-slots">' in page
-    assert all(f"<td><code>smart_memory_{s.name}</code></td>" in page for s in SLOTS)
+    assert '<table class="table context-slots cards">' in page
+    assert all(f'<td data-label="Slot"><code>smart_memory_{s.name}</code></td>' in page for s in SLOTS)
     assert "recall: new" in page and escape(DOG) in page and '<figure class="trim-chart">' in page
     assert stored(story) is None and fresh(story).integrity == story.integrity
     assert not InjectionState.objects.filter(chat=story).exists()

@@ -146,6 +146,10 @@ def test_a_visitor_who_is_not_signed_in_gets_401_or_the_sign_in_page(owned):
             status = api.get(path).status_code
             if status not in (401, 405):
                 wrong.append(f"GET {path} → {status}")
+        elif path == "/":  # the landing page: what Lorekeeper is, for someone signed out, and nothing of anyone's
+            page = web.get(path).content.decode()
+            if "How to start" not in page or "Private" in page:  # the owned chat's title
+                wrong.append("GET / is not the landing page")
         else:
             response = web.get(path)
             if response.status_code != 405 and not (
