@@ -108,6 +108,14 @@ def message_page_before(*, chat: Chat, before: int | None, limit: int = 30) -> l
     return list(reversed(qs.order_by("-index")[: max(1, min(limit, MAX_PAGE))]))
 
 
+def message_page_around(*, chat: Chat, index: int, limit: int = 30) -> list[Message]:
+    """`limit` messages with `index` near the middle, oldest first: a chat opened at one message (a memory's source,
+    a search hit). Near either end the window slides so that it still holds `limit` messages."""
+    limit = max(1, min(limit, MAX_PAGE))
+    start = max(0, min(index - limit // 2, chat.message_count - limit))
+    return message_page(chat=chat, from_index=start, limit=limit)
+
+
 def message_get(*, chat: Chat, index: int) -> Message:
     try:
         return Message.objects.get(chat=chat, index=index)

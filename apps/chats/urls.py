@@ -12,6 +12,7 @@ urlpatterns = [
     path("chats/sample/", chats.chat_sample, name="sample"),
     path("chats/<int:chat_id>/", chats.chat_detail, name="detail"),
     path("chats/<int:chat_id>/older/", chats.message_older, name="older"),
+    path("chats/<int:chat_id>/newer/", chats.message_newer, name="newer"),
     path("chats/<int:chat_id>/messages/<int:index>/", chats.message_fragment, name="message"),
     path("chats/<int:chat_id>/messages/<int:index>/swipes/", chats.message_swipes, name="swipes"),
     path("chats/<int:chat_id>/export/", chats.chat_export_view, name="export"),

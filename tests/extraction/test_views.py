@@ -75,7 +75,7 @@ def test_the_panel_shows_coverage_and_jobs_and_stops_polling_once_idle(web, mode
     assert '<span class="badge pipeline-idle">up to date</span>' in panel
     assert '<th scope="row">T3 session memories</th>' in panel and "10 of 10 messages" in panel
     assert '<tr class="job-done">' in panel and "T3 long-term memories" in panel
-    assert "Continuity of reply #8:" in panel and "consistent." in panel
+    assert f'Continuity of reply <a href="/chats/{story.pk}/?at=8">#8</a>:' in panel and "consistent." in panel
     assert POLL not in panel
 
 
@@ -257,7 +257,9 @@ def test_the_story_page_shows_scenes_ledger_arcs_knowledge_and_profiles(web, mod
     assert response.status_code == 200
     page = html(response)
     assert f'<article class="scene" id="scene-{scene.pk}">' in page
-    assert "messages #0–#11 · break: time:" in page and "Mira and Rowan examined the harbour ledger" in page
+    at = f"/chats/{story.pk}/?at="
+    assert f'messages <a href="{at}0">#0</a>–<a href="{at}11">#11</a> · break: time:' in page
+    assert "Mira and Rowan examined the harbour ledger" in page
     assert "<dt>location</dt><dd>harbour office</dd>" in page and "<dt>owner</dt><dd>Rowan</dd>" in page
     assert "Find out who forged the harbour seal." in page
     assert '<span class="badge stance-knows">knows</span>' in page

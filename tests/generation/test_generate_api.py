@@ -3,6 +3,7 @@ stores one (new, swipe, continue), impersonate drafting only, a failing model ke
 retries, a conflict while the reply was written, and the prompt shown after the fact."""
 
 import json
+import time
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -94,10 +95,12 @@ def test_a_fast_model_is_sent_on_in_events_a_window_apart_that_lose_nothing(api,
     llm.server.on("Any ships?", Reply(words, tokens_per_second=200))  # 0.2 s of words, 5 ms apart
     response = api.post(f"/api/v1/chats/{story.pk}/generate", {"message": "Any ships?"}, format="json")
 
+    started = time.monotonic()
     deltas = [data["text"] for name, data in events(response) if name == "delta"]
+    took = time.monotonic() - started  # 0.2 s and more on a busy machine
 
     assert "".join(deltas) == words
-    assert 2 <= len(deltas) <= 0.2 / DELTA_WINDOW + 2  # not one event a word: one a window, the first at once
+    assert 2 <= len(deltas) <= took / DELTA_WINDOW + 2  # not one event a word: one a window, the first at once
 
 
 def test_the_window_between_events_grows_with_the_streams_open_in_the_worker():

@@ -68,7 +68,7 @@ def test_character_browser_full_page_and_fragment(web, user, character, mira_cha
     assert "Mira &lt;b&gt;keeps&lt;/b&gt; the lantern.<br>Every night." in html
     assert "importance 3 · confidence 0.90 · v1" in html
     # A memory of one of the character's chats, with its source messages linked to the chat.
-    assert "The tower scene." in html and f'href="/chats/{mira_chat.pk}/#m2">#2</a>' in html
+    assert "The tower scene." in html and f'href="/chats/{mira_chat.pk}/?at=2">#2–#3</a>' in html
     fragment = _body(web.get(f"/characters/{character.pk}/memories/", **HX))
     assert "<html" not in fragment and 'id="memory-results"' in fragment and "The tower scene." in fragment
 
@@ -87,7 +87,7 @@ def test_chat_browser_hides_message_memories_unless_asked(web, user, character, 
 
     shown = _body(web.get(f"/chats/{mira_chat.pk}/memories/?messages=on", **HX))
     assert "message 1" in shown and "6 memories" in shown
-    assert f'<a href="/chats/{mira_chat.pk}/#m1">message #1</a>' in shown
+    assert f'<a href="/chats/{mira_chat.pk}/?at=1">message #1</a>' in shown
     only_messages = _body(web.get(f"/chats/{mira_chat.pk}/memories/?kind=message", **HX))
     assert "message 1" in only_messages and "So far" not in only_messages
 
@@ -221,7 +221,7 @@ def test_detail_page_and_card_fragment(web, user, character, mira_chat):
     )
     html = _body(web.get(f"/memories/{memory.pk}/"))
     assert "<html" in html and "&lt;script&gt;" in html and "<script>alert" not in html
-    assert "from message #3" in html and f"/chats/{mira_chat.pk}/#m3" in html and "not embedded yet" in html
+    assert "from message #3" in html and f"/chats/{mira_chat.pk}/?at=3" in html and "not embedded yet" in html
     assert ">Mira</a>" in html and "&quot;mood&quot;: &quot;afraid&quot;" in html
     assert 'id="memory-history"' in html and "Retire" in html
     card = _body(web.get(f"/memories/{memory.pk}/", **HX))
@@ -331,7 +331,7 @@ def test_message_memories_are_read_only(web, user, mira_chat):
     _indexed_messages(mira_chat, 2)
     memory = Memory.objects.get(chat=mira_chat, message_index=1)
     html = _body(web.get(f"/memories/{memory.pk}/"))
-    assert "It follows its message" in html and f'href="/chats/{mira_chat.pk}/#m1"' in html
+    assert "It follows its message" in html and f'href="/chats/{mira_chat.pk}/?at=1"' in html
     assert f"/memories/{memory.pk}/edit/" not in html and f"/memories/{memory.pk}/retire/" not in html
     edit = web.post(
         f"/memories/{memory.pk}/edit/",
@@ -500,3 +500,11 @@ def test_progress_counts_vectors_of_the_current_model(
     memories_embed_pending(user_id=user.pk)
     done = _body(web.get(url, **HX))
     assert "complete (3 messages)" in done and "every 2s" not in done
+
+
+def test_a_memory_made_from_a_stretch_of_the_chat_shows_it_as_a_range(web, user, character, mira_chat):
+    indices = [*range(2640, 2680), 2700]
+    memory_create(user=user, chat=mira_chat, kind="summary", content="The long siege.", source_message_indices=indices)
+    page = web.get(f"/chats/{mira_chat.pk}/memories/").content.decode()
+    assert "#2640–#2679</a>, " in page and "#2700</a>" in page
+    assert "?at=2640" in page and "#2650" not in page and "in all" not in page

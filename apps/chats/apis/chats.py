@@ -188,8 +188,9 @@ class ChatImportOutputSerializer(serializers.Serializer):
 
 class ChatImportApi(APIView):
     """Import a SillyTavern JSONL chat: multipart field `file`, or the raw body as `application/jsonl`. `title`,
-    `character_ids`, `client_key` and `chat` come as query parameters, or with multipart as form fields. All or nothing; a bad line answers
-    400 naming it. With `chat`, or a `client_key` one of your chats holds, the file updates that chat."""
+    `character_ids`, `client_key` and `chat` come as query parameters, or with multipart as form fields. All or
+    nothing; a bad line answers 400 naming it. With `chat`, or a `client_key` one of your chats holds, the file
+    updates that chat."""
 
     parser_classes = [MultiPartParser, JsonlPassthroughParser]
     streamed_body = True

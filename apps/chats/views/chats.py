@@ -54,12 +54,52 @@ def chat_list(request):
 @login_required
 @require_GET
 def chat_detail(request, chat_id: int):
+    """The chat on its newest messages, or, with `?at=N`, on the messages around #N with #N highlighted (where a
+    memory's source or a search hit links): older ones load above as the person scrolls up, newer ones below."""
     chat = selectors.chat_get(user=request.user, chat_id=chat_id)
-    page = selectors.message_page_before(chat=chat, before=None, limit=MESSAGES_PER_PAGE)
+    at, place_notice = _place(chat, request.GET.get("at"))
+    if at is None:
+        page = selectors.message_page_before(chat=chat, before=None, limit=MESSAGES_PER_PAGE)
+    else:
+        page = selectors.message_page_around(chat=chat, index=at, limit=MESSAGES_PER_PAGE)
     revisions = revision_list(chat=chat)[:20]
     replace_form = ChatImportForm(initial={"replace": chat.pk, "title": chat.title})
-    context = {"chat": chat, "page": page, "revisions": revisions, "replace_form": replace_form}
+    context = {
+        **_message_run(chat, page),
+        "at": at,
+        "place_notice": place_notice,
+        "revisions": revisions,
+        "replace_form": replace_form,
+    }
     return render(request, "chats/chat_detail.html", context)
+
+
+def _place(chat, value: str | None) -> tuple[int | None, str]:
+    """The message `?at=` names, or None and, when something was asked for, why the newest are shown instead."""
+    if value is None or not value.strip():
+        return None, ""
+    asked = value.strip()[:20]
+    try:
+        at = int(value)
+    except ValueError:
+        return None, f"“{asked}” is not a message number. Showing the newest messages."
+    if 0 <= at < chat.message_count:
+        return at, ""
+    if not chat.message_count:
+        return None, f"This chat has no message #{asked}: it has no messages yet."
+    last = chat.message_count - 1
+    return None, f"This chat has no message #{asked} (its messages are #0 to #{last}). Showing the newest messages."
+
+
+def _message_run(chat, page: list, *, older: bool = True, newer: bool = True) -> dict:
+    """A run of messages with the sentinels that load the next run above (`older`) or below (`newer`) when the
+    person scrolls to them."""
+    return {
+        "chat": chat,
+        "page": page,
+        "older": older and bool(page) and page[0].index > 0,
+        "newer": newer and bool(page) and page[-1].index < chat.message_count - 1,
+    }
 
 
 @login_required
@@ -72,7 +112,21 @@ def message_older(request, chat_id: int):
     except ValueError:
         before = chat.message_count
     page = selectors.message_page_before(chat=chat, before=before, limit=MESSAGES_PER_PAGE)
-    return render(request, "chats/chat_detail.html#message-page", {"chat": chat, "page": page})
+    return render(request, "chats/chat_detail.html#message-page", _message_run(chat, page, newer=False))
+
+
+@login_required
+@require_GET
+def message_newer(request, chat_id: int):
+    """The page of messages after `?after=`; htmx swaps it in place of the "newer" sentinel at the bottom of a chat
+    opened at an older message."""
+    chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+    try:
+        after = min(max(-1, int(request.GET.get("after", ""))), chat.message_count)
+    except ValueError:
+        after = chat.message_count
+    page = selectors.message_page(chat=chat, from_index=after + 1, limit=MESSAGES_PER_PAGE)
+    return render(request, "chats/chat_detail.html#message-page", _message_run(chat, page, older=False))
 
 
 @login_required

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
 from apps.chats import selectors as chat_selectors
+from apps.chats.templatetags.chat_links import message_url
 from apps.common.exceptions import ApplicationError
 from apps.injection.services.recall import recall_edit, recall_rerun, recall_store, recall_stored
 from apps.memories import selectors as memory_selectors
@@ -55,7 +56,7 @@ def _write(request, chat, index: int, action):
         error = exc.message if exc.status != 409 else "The chat changed elsewhere meanwhile: reload to see it."
         return _card(request, chat, index, error=error, status=exc.status)
     if not request.htmx:
-        return redirect(f"/chats/{chat.pk}/#m{index}")
+        return redirect(message_url(chat.pk, index))
     return _card(request, chat, index)
 
 
