@@ -11,7 +11,9 @@ among them, recall_all@k when all are. The data's default place is shared/benchm
 Runs in its own database (`lorekeeper_bench`) with the deployment's embedding settings (local all-MiniLM-L6-v2 unless
 LOREKEEPER_EMBEDDINGS_* say otherwise).
 
-Target (issue 4): recall_any@10 over categories 1–4 above the published turn-retrieval 67.5.
+Target (issue 4): recall_any@10 over categories 1–4 above the published turn-retrieval 67.5. Also asks each
+conversation ten strings of no language, which must answer no result (issue 21: a score means something); the
+floor of a match by meaning (LOREKEEPER_SEARCH_MIN_SIMILARITY_MINILM) decides that.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_DATA = ROOT.parent / "shared" / "benchmarks" / "locomo" / "locomo-dev6.json"
 KS = (5, 10, 25)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+# Queries no turn of any conversation matches, in words or in meaning: a search must answer nothing to them.
+NONSENSE = ["zzzzqqq", "xqvbnm plkj", "qwpoeiru", "asdfgh jklz", "mnbvcxz", "qazwsx edcrfv", "plmokn ijbuhv",
+            "zxcvbnm", "wqxjz kvvq", "grblfnk"]  # fmt: skip
 
 
 def _setup_django() -> None:
@@ -125,6 +130,7 @@ def main() -> None:
     latencies: list[float] = []
     index_seconds = 0.0
     turns_total = 0
+    nonsense: list[float | None] = []  # the best relevance each query matching nothing got (None: no result)
     for sample in samples:
         body, index_of = conversation_jsonl(sample)
         started = time.perf_counter()
@@ -151,6 +157,9 @@ def main() -> None:
             by_category[qa["category"]].append(bool(set(turns_at(outcome.results, 10)) & evidence))
             if args.verbose and not by_category[qa["category"]][-1]:
                 print("MISS", qa["category"], qa["question"], sorted(evidence))
+        for query in NONSENSE:
+            found = memory_search(user=user, query=query, chat_id=chat.pk, limit=10).results
+            nonsense.append(max((hit.relevance for hit in found), default=None))
 
     def pct(values: list[bool]) -> str:
         return f"{100 * sum(values) / len(values):.1f}"
@@ -168,6 +177,10 @@ def main() -> None:
         f"p95 {statistics.quantiles(latencies, n=20)[18]:.1f}"
     )
     print("published turn retrieval (DRAGON): recall@5 58.8, @10 67.5, @25 79.9")
+    answered = [value for value in nonsense if value is not None]
+    print(f"queries matching nothing (strings of no language, {len(NONSENSE)} a conversation): "
+          f"{len(answered)} of {len(nonsense)} answered results (goal 0)"
+          + (f", best relevance {max(answered):.2f}" if answered else ""))  # fmt: skip
     user.delete()
 
 

@@ -304,6 +304,15 @@ LOREKEEPER_SEARCH = {
     },
     "recency_per_day": env.float("LOREKEEPER_SEARCH_RECENCY_PER_DAY", default=0.007),
     "min_score": env.float("LOREKEEPER_SEARCH_MIN_SCORE", default=0.0),
+    # A memory is a match by meaning only from this cosine similarity to a query sentence up: every query has
+    # nearest neighbours, and under the floor they are noise. Each model has its own scale: the local model's floor
+    # is measured (bench/locomo_recall.py: at 0.3, 1 of 60 strings of no language finds anything, at 0.35 none, but
+    # a paraphrase with no word in common, "her sibling" for "my brother", scores 0.31); another model gets
+    # `min_similarity`, which only drops what is nearly unrelated.
+    "min_similarity": env.float("LOREKEEPER_SEARCH_MIN_SIMILARITY", default=0.2),
+    "min_similarity_by_model": {
+        "local:all-MiniLM-L6-v2": env.float("LOREKEEPER_SEARCH_MIN_SIMILARITY_MINILM", default=0.3),
+    },
     "max_sentences": 5,
     "candidates": env.int("LOREKEEPER_SEARCH_CANDIDATES", default=100),
     # HNSW candidate list: 100 gave recall@10 0.92 against exact search at 100,000 memories, 400 gives 0.96.

@@ -42,11 +42,14 @@ def test_the_nearest_vector_ranks_first(user, character, scripted):
     outcome = memory_search(user=user, query="qzx")
 
     assert outcome.method == "vector"  # no memory shares a word with the query
-    assert ids(outcome) == [boats.pk, clouds.pk, apples.pk]
+    # Apples (similarity 0.196) is under the floor of a match by meaning: noise, not a result.
+    assert ids(outcome) == [boats.pk, clouds.pk] and apples.pk not in ids(outcome)
     similarities = [hit.signals["vector"] for hit in outcome.results]
     assert similarities == sorted(similarities, reverse=True) and similarities[0] == pytest.approx(0.98058, abs=1e-4)
     assert all(hit.signals["text"] is None for hit in outcome.results)
-    assert outcome.results[0].score > outcome.results[1].score > outcome.results[2].score
+    assert outcome.results[0].score > outcome.results[1].score
+    # First by meaning alone, with no word in common: relevance is the meaning ranking's share of the best possible.
+    assert outcome.results[0].relevance == pytest.approx(0.4 / 1.4, abs=1e-6)
 
 
 def _name_and_decoy(scripted, user, character):
@@ -168,7 +171,7 @@ def test_controlled_vectors_of_an_indexed_dimension_rank_through_the_hnsw_index(
     settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "exact_max": 0, "hnsw_min_share": 0}
     server = start_embedder(dim=384)
     embedding_settings_set(user=user, provider="openai", model="wide", base_url=f"{server.url}/v1")
-    far = remember(server, user, "Far away.", unit(1, 0, dim=384), character=character)
+    far = remember(server, user, "Far away.", unit(1, 0.3, dim=384), character=character)  # similarity 0.29
     near = remember(server, user, "Close by.", unit(0.1, 1, dim=384), character=character)
     memories_embed_pending(user_id=user.pk)
     assert Memory.objects.get(pk=near.pk).embedding_dim == 384
@@ -366,7 +369,7 @@ def test_kinds_filter_keeps_only_those_kinds(user, character, scripted, django_c
 
 
 def test_min_score_drops_the_weaker_results(user, character, scripted):
-    remember(scripted, user, "Apples grow in the orchard.", unit(1, 0), character=character)
+    remember(scripted, user, "Apples grow in the orchard.", unit(1, 0.3), character=character)
     boats = remember(scripted, user, "Boats rest in the harbour.", unit(0, 1), character=character)
     memories_embed_pending(user_id=user.pk)
     scripted.vectors["qzx"] = unit(0, 1)
@@ -462,8 +465,10 @@ def test_another_users_memories_never_appear_even_with_identical_text_and_vector
 
 
 def test_a_chat_scoped_search_never_returns_another_chats_memories_but_shares_the_characters(
-    user, character, scripted, django_capture_on_commit_callbacks
+    user, character, scripted, django_capture_on_commit_callbacks, settings
 ):
+    # Every memory in scope a match by meaning, however far: then only the scope keeps other chats' memories out.
+    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "min_similarity": -1.0}
     stranger = CharacterFactory(user=user, name="Stranger")
     with django_capture_on_commit_callbacks(execute=True):
         chat_a = chat_import(
@@ -502,3 +507,20 @@ def test_a_query_holding_a_url_with_an_apostrophe_is_searched(user, character, s
     memories_embed_pending(user_id=user.pk)
     outcome = memory_search(user=user, query="http://example.org/it's-here")
     assert ids(outcome) == [memory.pk]
+
+
+def test_a_query_nothing_matches_answers_nothing_with_the_local_model(user, character):
+    """The deployment's own embeddings (all-MiniLM-L6-v2): a string of no language comes close to no memory, and
+    shares no word with any, so it answers no result; a real question finds its memory, relevance near the top."""
+    for content in (
+        "Mira relit the lantern at the harbour before dawn.",
+        "Rowan owes the guild eleven crowns.",
+        "The Gull came in with torn sails after the storm.",
+    ):
+        memory_create(user=user, character=character, kind="fact", content=content)
+    memories_embed_pending(user_id=user.pk)
+
+    assert memory_search(user=user, query="zzzzqqq").results == []
+    assert memory_search(user=user, query="qwpoeiru mnbvcxz").results == []
+    found = memory_search(user=user, query="Who relit the lantern?").results
+    assert "lantern" in found[0].memory.content and found[0].relevance > 0.9

@@ -7,8 +7,10 @@
    embedding similarity alone is weak on names, dates and rare words.
 3. The rankings are fused by reciprocal rank fusion (the best rank of a memory over the sentences counts once
    for the vector side); a chat turn also gains a share of its best neighbouring turn's score (an answer follows
-   its question). Scaled so that the best possible memory scores 1, this is the `relevance` signal, taking the
-   place of entity-core's vector score.
+   its question). Scaled so that a memory first in both rankings scores 1, this is the `relevance` signal, taking
+   the place of entity-core's vector score. A vector match counts only from `min_similarity` up, and the scale does
+   not depend on what the query found: a query nothing matches (no shared word, no close meaning) answers nothing,
+   and relevance means the same from one query to the next (docs/SEARCH.md).
 4. score = w_relevance·relevance + w_recency·1/(1 + age_days·0.007) + w_graph·graph + w_instance·instance, with
    graph = 1 for memories linked to an entity named in the query and instance = 1 for memories from the asking
    instance (weights in settings.LOREKEEPER_SEARCH). Results under `min_score` are dropped.
@@ -220,6 +222,8 @@ def memory_search(
     vector_scores = (
         vector_candidates(scope, vectors=vectors, model_key=embedding.key, k=k, size=size) if vectors else {}
     )
+    floor = config["min_similarity_by_model"].get(embedding.key, config["min_similarity"])
+    vector_scores = {pk: similarity for pk, similarity in vector_scores.items() if similarity >= floor}
     text_scores = text_candidates(scope, query=query, k=k, size=size)
     method = "hybrid" if vectors and text_scores else ("vector" if vectors else "text")
     fused, best_possible = _fused(config, vector_scores if vectors else None, text_scores)
@@ -227,8 +231,7 @@ def memory_search(
     rows = {row.id: row for row in candidates.values_list(*_ROW_FIELDS, named=True)}
     spread = config.get("neighbours", 0.0)
     if spread:
-        fused = _spread_to_neighbours(fused, rows, spread, user=user)
-        best_possible *= 1 + spread
+        fused = _spread_to_neighbours(fused, rows, spread, user=user)  # may pass the best possible: shown as 1
 
     entity_ids = _entities_named(user=user, query=query, character_ids=scope.character_ids)
     linked = _graph_linked(entity_ids=entity_ids, memory_ids=list(fused))
@@ -244,19 +247,20 @@ def memory_search(
 
 
 def _fused(config: dict, vector_scores: dict[int, float] | None, text_scores: dict[int, float]):
-    """Reciprocal rank fusion of the vector and the text rankings (each weighted), and the best score possible
-    (a memory first in every ranking), which makes relevance 1."""
-    rankings: list[tuple[float, dict[int, int]]] = []
+    """Reciprocal rank fusion of the vector and the text rankings (each weighted), and the best score possible: a
+    memory first in both rankings (first in the text ranking alone when no vector can be made), which makes
+    relevance 1. The best possible is the same whatever a query found, so that relevance compares across queries:
+    a memory only the vector ranking found scores at most its weight's share, however few others it beat."""
+    weights = config["fusion"]
+    rankings = [(weights["text"], _ranks(text_scores))]
     if vector_scores is not None:
-        rankings.append((config["fusion"]["vector"], _ranks(vector_scores)))
-    if text_scores:
-        rankings.append((config["fusion"]["text"], _ranks(text_scores)))
+        rankings.append((weights["vector"], _ranks(vector_scores)))
     rrf_k = config["rrf_k"]
     fused: dict[int, float] = {}
     for weight, ranking in rankings:
         for pk, rank in ranking.items():
             fused[pk] = fused.get(pk, 0.0) + weight / (rrf_k + rank)
-    best_possible = sum(weight for weight, _ in rankings) / (rrf_k + 1) if rankings else 1.0
+    best_possible = sum(weight for weight, _ in rankings) / (rrf_k + 1)
     return fused, best_possible
 
 
@@ -296,7 +300,7 @@ def _hits(user: AbstractUser, top: list[tuple[float, float, int, dict]], query: 
         SearchHit(
             memory=memories[pk],
             score=round(score, 6),
-            relevance=round(relevance, 6),
+            relevance=round(min(relevance, 1.0), 6),  # a turn whose neighbour matched too may score past 1
             excerpt=excerpt(memories[pk].content, query),
             signals={key: (round(value, 6) if value is not None else None) for key, value in signals.items()},
         )
