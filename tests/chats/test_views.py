@@ -122,3 +122,18 @@ def test_chat_list_pages_keep_the_search(web, user):
     assert "Page 1 of 2" in first and 'hx-get="?q=dragon&page=2"' in first
     second = web.get("/chats/?q=dragon&page=2", HTTP_HX_REQUEST="true").content.decode()
     assert "Page 2 of 2" in second and second.count("Dragon tale") == 5
+
+
+def test_a_very_long_message_folds_on_the_chat_page_and_unfolds_whole(web, user):
+    from apps.chats.services.chats import chat_create
+    from apps.chats.services.writes import chat_append
+
+    chat = chat_create(user=user, title="Epic")
+    text = "\n\n".join(f"Paragraph {n}: the fog rolled over the ledger desk." for n in range(6000))  # 300,000+
+    chat_append(chat=chat, messages=[{"name": "Mira", "is_user": False, "mes": text}], integrity=chat.integrity)
+
+    page = web.get(f"/chats/{chat.pk}/").content.decode()
+    assert "Paragraph 10:" in page and "Paragraph 5999:" not in page and len(page) < 100_000
+    assert "Show the whole message (" in page
+    whole = web.get(f"/chats/{chat.pk}/messages/0/?full=1").content.decode()
+    assert "Paragraph 5999:" in whole and "Show the whole message" not in whole

@@ -132,10 +132,12 @@ def message_newer(request, chat_id: int):
 @login_required
 @require_GET
 def message_fragment(request, chat_id: int, index: int):
-    """One message, rendered as in the chat view (the editor swaps it in after a write)."""
+    """One message, rendered as in the chat view (the editor swaps it in after a write); `?full=1` unfolds a long
+    one."""
     chat = selectors.chat_get(user=request.user, chat_id=chat_id)
     message = selectors.message_get(chat=chat, index=index)
-    return render(request, "chats/partials/message.html", {"chat": chat, "message": message})
+    context = {"chat": chat, "message": message, "full": request.GET.get("full") == "1"}
+    return render(request, "chats/partials/message.html", context)
 
 
 @login_required
