@@ -20,7 +20,8 @@ from apps.memories.models import Kind, Memory, Status
 
 TIER_LABELS = dict(PipelineJob.Tier.choices)
 PIPELINE_STATES = ["running", "queued", "paused", "idle", "off", "no_model", "awaiting_consent", "limit_reached"]
-COVERAGE_TIERS = ("compaction", "session", "longterm", "arcs", "ledger", "scenes", "profiles", "continuity")
+# In the tiers' order (T1, T2, T3, T4), the continuity check last: it reads one reply, not a range.
+COVERAGE_TIERS = ("compaction", "scenes", "session", "longterm", "arcs", "ledger", "profiles")
 
 
 @dataclass

@@ -3,6 +3,14 @@
   "use strict";
   document.documentElement.classList.add("js");
 
+  // A write on the chat page (an edit, a delete, a reply): the count of messages in its header follows. The
+  // extraction panel listens for the same event itself (hx-trigger), to show the work the write started.
+  document.addEventListener("lorekeeper:written", function (event) {
+    const count = document.getElementById("message-count");
+    const total = event.detail && event.detail.total;
+    if (count && typeof total === "number") count.textContent = total + (total === 1 ? " message" : " messages");
+  });
+
   // On a phone the site's links fold into a menu (static/css/app.css): the button opens and closes it.
   document.addEventListener("click", function (event) {
     const button = event.target.closest && event.target.closest(".menu-toggle");

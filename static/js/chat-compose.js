@@ -71,6 +71,12 @@
     for (let index = total; index < Number(list.dataset.total); index++) document.getElementById("m" + index)?.remove();
     list.dataset.total = total;
     await showMessages(Math.min(from, total), total);
+    written(total);
+  }
+
+  // Tells the page the chat changed: the message count and the extraction panel follow (static/js/app.js).
+  function written(total) {
+    document.body.dispatchEvent(new CustomEvent("lorekeeper:written", { bubbles: true, detail: { total } }));
   }
 
   function streamingArticle(mode) {
@@ -279,6 +285,7 @@
       list.dataset.total = Math.max(Number(list.dataset.total), data.index + 1);
       await showMessages(data.index, data.index + 1);
     }
+    written(Number(list.dataset.total));
     if (name === "error") {
       warn("The model failed: " + data.detail + (data.text ? " What arrived is kept, marked failed." : ""), null);
       say("");

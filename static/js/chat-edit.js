@@ -31,6 +31,9 @@
     if (response.ok && data.integrity) {
       list.dataset.integrity = data.integrity;
       if (data.total_messages !== undefined) list.dataset.total = data.total_messages;
+      // The message count and the extraction panel follow (static/js/app.js).
+      const detail = { total: data.total_messages };
+      document.body.dispatchEvent(new CustomEvent("lorekeeper:written", { bubbles: true, detail }));
     }
     return { status: response.status, data };
   }

@@ -65,15 +65,15 @@ def test_status_of_a_new_chat_has_every_tier_at_zero_and_nothing_pending(api, mo
     assert (body["chat"], body["state"], body["paused"], body["message_count"]) == (story.pk, "idle", False, 0)
     assert (body["summary_end"], body["pending"], body["failed"], body["jobs"]) == (0, 0, [], [])
     assert (body["continuity"], body["stale_from"], body["profiles_built_at"]) == (None, None, None)
+    # In the tiers' order; the continuity check reads one reply, not a range (the latest check is `continuity`).
     assert [row["tier"] for row in body["coverage"]] == [
         "compaction",
+        "scenes",
         "session",
         "longterm",
         "arcs",
         "ledger",
-        "scenes",
         "profiles",
-        "continuity",
     ]
     assert all(row["through"] == 0 and row["label"] for row in body["coverage"])
 

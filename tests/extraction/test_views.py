@@ -17,7 +17,9 @@ from tests.extraction.helpers import FIRST, SECOND, STORY, add_turns, away, fail
 pytestmark = pytest.mark.django_db
 
 HX = {"HTTP_HX_REQUEST": "true"}
-POLL = 'hx-trigger="every 2s"'
+POLL = 'hx-trigger="every 2s"'  # the recap panel's
+PANEL_POLL = 'hx-trigger="every 2s, lorekeeper:written'  # the pipeline panel's: also after a write on the page
+PANEL_LISTENS = 'hx-trigger="lorekeeper:written from:body delay:1s"'  # idle: only after a write
 SETTINGS = {
     "enabled": "on",
     "batch_every": "10",
@@ -76,17 +78,17 @@ def test_the_panel_shows_coverage_and_jobs_and_stops_polling_once_idle(web, mode
     assert '<th scope="row">T3 session memories</th>' in panel and "10 of 10 messages" in panel
     assert '<tr class="job-done">' in panel and "T3 long-term memories" in panel
     assert f'Continuity of reply <a href="/chats/{story.pk}/?at=8">#8</a>:' in panel and "consistent." in panel
-    assert POLL not in panel
+    assert PANEL_POLL not in panel and PANEL_LISTENS in panel
 
 
 def test_the_panel_polls_while_a_job_is_queued(web, model, story):
     add_turns(story, 4)
     response = web.post(f"/chats/{story.pk}/pipeline/run/", {"tier": "canon"}, **HX)
     assert response.status_code == 200 and is_panel(response)
-    assert f'hx-get="/chats/{story.pk}/pipeline/" {POLL}' in html(response)
+    assert PANEL_POLL in html(response)
     assert "Queued: T4 canon." in html(response) and "(1 pending)" in html(response)
     chat_run(chat_id=story.pk)
-    assert POLL not in html(web.get(f"/chats/{story.pk}/pipeline/"))
+    assert PANEL_POLL not in html(web.get(f"/chats/{story.pk}/pipeline/"))
 
 
 def test_the_panel_polls_while_a_job_asked_for_by_hand_waits_on_a_paused_pipeline(web, model, story):
@@ -94,7 +96,7 @@ def test_the_panel_polls_while_a_job_asked_for_by_hand_waits_on_a_paused_pipelin
     pipeline_pause(chat=story)
     response = web.post(f"/chats/{story.pk}/pipeline/run/", {"tier": "canon"}, **HX)
     assert response.status_code == 200 and "(1 pending)" in html(response)
-    polls = POLL in html(response)
+    polls = PANEL_POLL in html(response)
     assert chat_run(chat_id=story.pk)["ran"]  # the runner takes it, paused or not: the panel should follow it
     assert polls
 
@@ -103,7 +105,7 @@ def test_the_panel_says_there_is_no_model_without_a_connection(web, story):
     panel = html(web.get(f"/chats/{story.pk}/pipeline/"))
     assert '<span class="badge pipeline-no_model">no model</span>' in panel
     assert "No model connection:" in panel and 'href="/llm/"' in panel
-    assert "Nothing extracted yet" in panel and POLL not in panel
+    assert "Nothing extracted yet" in panel and PANEL_POLL not in panel and PANEL_LISTENS in panel
 
 
 def test_the_panel_says_extraction_is_off(web, model, story, user):
@@ -154,7 +156,7 @@ def test_rebuild_by_htmx_queues_it_and_answers_the_panel(web, model, story):
     add_turns(story, 10)
     response = web.post(f"/chats/{story.pk}/pipeline/rebuild/", {"from_index": "3"}, **HX)
     assert response.status_code == 200 and is_panel(response)
-    assert "Rebuilding from message #3." in html(response) and POLL in html(response)
+    assert "Rebuilding from message #3." in html(response) and PANEL_POLL in html(response)
     job = PipelineJob.objects.get(chat=story)
     assert (job.tier, job.state, job.params, job.manual) == ("rebuild", "queued", {"from_index": 3}, True)
 
@@ -219,7 +221,7 @@ def test_retrying_a_failed_job_by_htmx_queues_it_again(web, model, story):
     job = failed_job(story)
     response = web.post(f"/chats/{story.pk}/pipeline/jobs/{job.pk}/retry/", **HX)
     assert response.status_code == 200 and is_panel(response)
-    assert "Retrying: T3 session memories." in html(response) and POLL in html(response)
+    assert "Retrying: T3 session memories." in html(response) and PANEL_POLL in html(response)
     job.refresh_from_db()
     assert (job.state, job.attempts, job.error, job.manual) == ("queued", 0, "", True)
 
