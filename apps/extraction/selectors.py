@@ -10,7 +10,7 @@ from django.http import Http404
 
 from apps.chats.models import Chat
 from apps.extraction.models import ChatPipeline, ContinuityCheck, ModelTest, PipelineJob, Recap, Scene
-from apps.extraction.services.consent import Estimate, awaits_consent
+from apps.extraction.services.consent import Estimate, awaits_consent, backlog
 from apps.extraction.services.consent import estimate as consent_estimate
 from apps.extraction.services.jobs import ORDER, PENDING
 from apps.extraction.services.settings import extraction_settings_get
@@ -36,7 +36,8 @@ class PipelineStatus:
     jobs: list[PipelineJob] = field(default_factory=list)
     continuity: ContinuityCheck | None = None
     active: bool = False  # a job runs, or one waits that can run (on a paused chat: one asked for by hand)
-    estimate: Estimate | None = None  # what extracting the backlog will take, while it waits for the person
+    estimate: Estimate | None = None  # what extracting the backlog will take: while it waits for the person, and
+    # while it runs (then its `seconds` is the time left, at the connection's measured speed)
     tokens_today: int = 0  # background tokens the account spent today
     daily_limit: int | None = None
 
@@ -85,6 +86,8 @@ def pipeline_status(*, user: AbstractUser, chat: Chat, jobs: int = 10) -> Pipeli
         state = "queued"
     else:
         state = "idle"
+    if state in ("running", "queued") and backlog(pipeline, chat.message_count) > 0:
+        estimate = consent_estimate(chat=chat, pipeline=pipeline, settings=settings, connection=connection)
     coverage = [
         {
             "tier": tier,

@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 
 from apps.extraction.models import ChatPipeline, PipelineJob
+from apps.extraction.services.pipeline import pipeline_plan
 from apps.extraction.services.runner import chat_run
 from apps.extraction.services.settings import extraction_settings_set
 from apps.llm.models import Call
@@ -196,3 +197,17 @@ def test_the_admin_shows_each_users_background_spending(client, model, user, oth
     page = client.get("/admin/llm/budget/").content.decode()
 
     assert "alice" in page and ">750<" in page and str(10**6) not in page  # a chat reply is not background work
+
+
+def test_while_a_history_is_extracted_the_panel_says_the_time_left_at_the_models_speed(web, api, model, story, user):
+    add_turns(story, 100)
+    process(story)
+    Call.objects.create(user=user, connection=model, purpose="extraction:session", status="ok", latency_ms=3000)
+    run(api, story)
+    pipeline_plan(chat_id=story.pk)  # the work queued, none run yet
+
+    body = status(api, story)
+    assert body["state"] in ("queued", "running") and body["estimate"]["messages"] == 100
+    assert body["estimate"]["seconds"] == body["estimate"]["calls"] * 3.0
+    panel = web.get(f"/chats/{story.pk}/pipeline/").content.decode()
+    assert "100 messages to go: about" in panel and "left at this model" in panel
