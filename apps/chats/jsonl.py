@@ -97,6 +97,29 @@ class ImportLineError(ApplicationError):
 
 _BOM = b"\xef\xbb\xbf"
 CHUNK_SIZE = 256 * 1024
+# What a file that is not a chat is, by its first bytes: people pick the wrong file, and "Line 1: not valid UTF-8"
+# does not tell them which one they picked.
+_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image (a character card goes on the Characters page)"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"%PDF", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive (a Lorekeeper archive goes on the Backups page)"),
+    (b"\x1f\x8b", "a gzip-compressed file (unpack it first)"),
+)
+
+
+def not_a_chat(start: bytes) -> str | None:
+    """What the file beginning with `start` is, when it is plainly not JSON lines; None when it may be."""
+    for signature, kind in _SIGNATURES:
+        if start.startswith(signature):
+            return kind
+    if start[:4] == b"RIFF" and start[8:12] == b"WEBP":
+        return "a WebP image"
+    first = start.lstrip().split(b"\n", 1)[0].strip()
+    if first in (b"{", b"[") or first.startswith(b"["):
+        return "one JSON document (a card or a settings file?), not one JSON object per line"
+    return None
 
 
 def iter_raw_lines(stream: BinaryIO, *, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
@@ -119,6 +142,11 @@ def iter_raw_lines(stream: BinaryIO, *, max_bytes: int | None = None) -> Iterato
         if first:
             chunk = chunk.removeprefix(_BOM)
             first = False
+            kind = not_a_chat(chunk)
+            if kind:
+                raise ApplicationError(
+                    f"This file is {kind}, not a SillyTavern chat (.jsonl).", {"field": "file", "line": 1}
+                )
         parts = chunk.split(b"\n")
         for part in parts[:-1]:
             pending.append(part)

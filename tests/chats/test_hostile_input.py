@@ -114,3 +114,22 @@ def test_a_headerless_chat_given_header_fields_exports_them(user):
 
 def test_htmx_is_told_to_show_4xx_fragments(web):
     assert '"code": "4..", "swap": true' in web.get("/chats/").content.decode()
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, "This file is a PNG image (a character card goes on the Characters page)"),
+        (b"\xff\xd8\xff\xe0" + b"\x00" * 64, "This file is a JPEG image"),
+        (b"PK\x03\x04" + b"\x00" * 64, "This file is a ZIP archive"),
+        (b'{\n  "name": "Seraphina",\n  "description": "A guardian."\n}\n', "This file is one JSON document"),
+        (b'[{"mes": "a"}, {"mes": "b"}]', "This file is one JSON document"),
+    ],
+)
+def test_a_file_that_is_not_a_chat_is_named_for_what_it_is(api, data, said):
+    from apps.chats.models import Chat
+
+    response = api.generic("POST", "/api/v1/chats/import", data, content_type="application/jsonl")
+    assert response.status_code == 400 and response.json()["message"].startswith(said)
+    assert response.json()["message"].endswith("not a SillyTavern chat (.jsonl).")
+    assert not Chat.objects.exists()
