@@ -3,6 +3,27 @@
   "use strict";
   document.documentElement.classList.add("js");
 
+  // Moments written by the server in its own time zone (apps/common/templatetags/local_time.py), shown in the
+  // reader's zone and way of writing dates; again in whatever htmx loads later.
+  function localize(root) {
+    root.querySelectorAll("time[data-local]").forEach(function (node) {
+      const moment = new Date(node.getAttribute("datetime"));
+      if (isNaN(moment.getTime())) return;
+      const style = node.dataset.local;
+      const options =
+        style === "time"
+          ? { timeStyle: "medium" }
+          : { dateStyle: "medium", timeStyle: style === "seconds" ? "medium" : "short" };
+      node.textContent = new Intl.DateTimeFormat(undefined, options).format(moment);
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    localize(document);
+  });
+  document.addEventListener("htmx:load", function (event) {
+    localize(event.detail.elt);
+  });
+
   // A write on the chat page (an edit, a delete, a reply): the count of messages in its header follows. The
   // extraction panel listens for the same event itself (hx-trigger), to show the work the write started.
   document.addEventListener("lorekeeper:written", function (event) {

@@ -116,10 +116,13 @@ def test_htmx_is_told_to_show_4xx_fragments(web):
     assert '"code": "4..", "swap": true' in web.get("/chats/").content.decode()
 
 
+PNG_CARD = "This file is a PNG image (a character card goes on the Characters page)"
+
+
 @pytest.mark.parametrize(
     ("data", "said"),
     [
-        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, "This file is a PNG image (a character card goes on the Characters page)"),
+        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, PNG_CARD),
         (b"\xff\xd8\xff\xe0" + b"\x00" * 64, "This file is a JPEG image"),
         (b"PK\x03\x04" + b"\x00" * 64, "This file is a ZIP archive"),
         (b'{\n  "name": "Seraphina",\n  "description": "A guardian."\n}\n', "This file is one JSON document"),

@@ -57,3 +57,13 @@ def test_no_template_comment_spans_lines_where_django_would_print_it():
         if re.search(r"\{#(?:(?!#\}).)*\n", path.read_text())
     ]
     assert shown == []
+
+
+def test_a_moment_is_written_for_the_browser_to_show_in_the_readers_zone():
+    from datetime import UTC, datetime
+
+    from apps.common.templatetags.local_time import local_time
+
+    html = str(local_time(datetime(2026, 11, 23, 4, 5, 6, tzinfo=UTC), "seconds"))
+    assert html.startswith('<time datetime="2026-11-23T04:05:06+00:00" data-local="seconds"')
+    assert ">2026-11-23 04:05:06</time>" in html and local_time(None) == ""

@@ -97,3 +97,22 @@ def test_a_history_waiting_for_run_and_the_phone_menu(browser, live_server, clie
         page.locator("#message-count").get_by_text("99 messages").wait_for()
     assert "integrity" not in page.locator("main").inner_text().lower()  # no UUIDs on the page
     page.context.close()
+
+
+def test_moments_read_in_the_readers_own_time_zone(browser, live_server, client, user):
+    from zoneinfo import ZoneInfo
+
+    from apps.chats.services.chats import chat_create
+
+    chat = chat_create(user=user, title="Harbour")
+    client.force_login(user)
+    context = browser.new_context(timezone_id="Asia/Tokyo", locale="en-GB")
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
+    page = context.new_page()
+    page.goto(f"{live_server.url}/chats/")
+
+    tokyo = chat.updated_at.astimezone(ZoneInfo("Asia/Tokyo"))
+    shown = page.locator("time[data-local]").first.inner_text()
+    assert f"{tokyo:%H:%M}" in shown and str(tokyo.year) in shown, shown
+    context.close()
