@@ -56,3 +56,21 @@ def test_another_users_character_cannot_be_run(web, other_user):
 
     theirs = CharacterFactory(user=other_user)
     assert web.post(f"/memories/lifecycle/run/{theirs.pk}/", {}).status_code == 404
+
+
+def test_build_now_says_what_it_built_or_why_it_built_nothing(web, user, character):
+    def done(built, **params):
+        return LifecycleJob.objects.create(
+            user=user, character=character, type="hierarchy", state="done", params=params, result={"built": built}
+        )
+
+    done({"daily": ["2026-11-20", "2026-11-21"], "weekly": [], "monthly": [], "yearly": []})
+    done({"daily": [], "weekly": [], "monthly": [], "yearly": []})
+    done({"daily": [], "weekly": [], "monthly": [], "yearly": []}, granularity="weekly", period="2026-W40")
+
+    page = web.get("/memories/lifecycle/").content.decode()
+
+    assert "built daily 2026-11-20, 2026-11-21;" in page
+    assert "nothing built: no period was due" in page
+    assert "nothing built: weekly 2026-W40 holds no messages or summaries to summarise" in page
+    assert "merged entr" not in page
