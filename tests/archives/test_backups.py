@@ -136,6 +136,8 @@ def test_the_devices_page_lists_devices_and_loads_the_backups_card(
         web.post("/backups/now/", HTTP_HX_REQUEST="true")
     page = web.get("/devices/").content.decode()
     assert "laptop" in page and 'hx-get="/backups/card/"' in page
+    # The sync feed in words: what a number is, what "behind" counts.
+    assert "How it works: every change you make" in page and "“Behind” below counts them" in page
     card = web.get("/backups/card/", HTTP_HX_REQUEST="true").content.decode()
     assert 'id="backups-card"' in card and "<!doctype" not in card
     assert "Back up now" in card and "Download" in card
