@@ -74,7 +74,8 @@ class ChatAdmin(admin.ModelAdmin):
 class MessageAdmin(admin.ModelAdmin):
     list_display = ["chat", "index", "name", "is_user", "is_system"]
     list_filter = ["is_user", "is_system"]
-    search_fields = ["name", "chat__title", "chat__user__username"]
+    # "@mes": the words of the message text, by PostgreSQL full-text search (stemmed: "lanterns" finds "lantern").
+    search_fields = ["@mes", "name", "chat__title", "chat__user__username"]
     list_select_related = ["chat"]
     raw_id_fields = ["chat"]
     show_full_result_count = False

@@ -136,3 +136,19 @@ def test_a_file_that_is_not_a_chat_is_named_for_what_it_is(api, data, said):
     assert response.status_code == 400 and response.json()["message"].startswith(said)
     assert response.json()["message"].endswith("not a SillyTavern chat (.jsonl).")
     assert not Chat.objects.exists()
+
+
+def test_admin_message_search_finds_words_of_the_message_text(client, user):
+    from django.contrib.auth import get_user_model
+
+    from apps.chats.services.chats import chat_create
+    from apps.chats.services.writes import chat_append
+
+    chat = chat_create(user=user, title="Harbour")
+    lines = ["Mira lit the lanterns along the pier.", "Rowan counted the crowns."]
+    chat_append(chat=chat, messages=[{"name": "Mira", "mes": text} for text in lines], integrity=chat.integrity)
+    client.force_login(get_user_model().objects.create_superuser(username="root", password="root pass 12345"))
+
+    found = client.get("/admin/chats/message/", {"q": "lantern"}).context["cl"].result_list
+
+    assert [message.mes for message in found] == ["Mira lit the lanterns along the pier."]
