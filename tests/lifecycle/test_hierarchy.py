@@ -260,3 +260,30 @@ def test_a_job_lost_for_over_an_hour_is_marked_failed_and_work_is_queued_again(u
     assert fresh.pk != lost.pk
     lost.refresh_from_db()
     assert lost.state == "failed" and "abandoned" in lost.error
+
+
+def test_an_imported_story_is_summarised_by_its_own_dates_in_each_style_sillytavern_writes(
+    user, character, summariser, scripted, django_capture_on_commit_callbacks
+):
+    import io
+    import json
+
+    from apps.chats.services.chats import chat_import
+
+    lines = [
+        {"user_name": "Rowan", "character_name": "Mira"},
+        {"name": "Mira", "mes": "The siege began.", "send_date": "2024-03-04T10:00:00.000Z"},  # ISO
+        {"name": "Mira", "mes": "The walls held.", "send_date": "2024-03-05 @10h00m00s"},  # the old form
+        {"name": "Mira", "mes": "The gate fell.", "send_date": "March 6, 2024 10:00am"},  # 1.12's
+    ]
+    body = "\n".join(json.dumps(line) for line in lines).encode()
+    with django_capture_on_commit_callbacks(execute=True):
+        chat_import(user=user, stream=io.BytesIO(body), character_ids=[character.pk])
+
+    built = hierarchy_run(character=character, connection=summariser, now=datetime(2026, 11, 23, 6, tzinfo=UTC))
+
+    # The story's own days, not the day it was imported. Its calendar says when a day is over: the 6th, its latest,
+    # is not until the story moves past it, and nor is March.
+    assert built["daily"] == ["2024-03-04", "2024-03-05"] and built["monthly"] == []
+    [march_5] = summariser.server.prompts("daily summary for 2024-03-05")
+    assert "The walls held." in march_5 and "The siege began." not in march_5

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection as db
 from django.db import transaction
 from django.db.models import F
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.chats.models import Character
@@ -77,15 +78,36 @@ def _via(memory: Memory) -> str:
     return f" via {memory.source_instance}" if memory.source_instance else ""
 
 
+# When a message happened in the story: its send_date (SillyTavern writes three styles, all read into
+# `occurred_at` by apps/memories/services/indexing.py), else when it was indexed (a message with no date).
+STORY_TIME = "COALESCE(m.occurred_at, m.created_at)"
+
+
 def _message_days(character: Character, tz: ZoneInfo, since: datetime) -> list[date]:
+    """The story's days, from `since` on, on which the character's chats hold messages."""
     with db.cursor() as cursor:
         cursor.execute(
-            "SELECT DISTINCT (m.created_at AT TIME ZONE %s)::date FROM memories_memory m "
+            f"SELECT DISTINCT ({STORY_TIME} AT TIME ZONE %s)::date FROM memories_memory m "
             "JOIN chats_chat_characters cc ON cc.chat_id = m.chat_id "
-            "WHERE m.user_id = %s AND m.kind = %s AND cc.character_id = %s AND m.created_at >= %s",
+            f"WHERE m.user_id = %s AND m.kind = %s AND cc.character_id = %s AND {STORY_TIME} >= %s",
             [str(tz), character.user_id, Kind.MESSAGE, character.pk, since],
         )
         return sorted(row[0] for row in cursor.fetchall())
+
+
+def _latest_story_day(character: Character, tz: ZoneInfo) -> date | None:
+    """The story's latest day with a message of the character's chats, when the story keeps a calendar of its own
+    (an import, a story set in other years: its latest message is dated days before it was written down); None
+    for a story told as it happens, whose days end by the clock."""
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"SELECT max({STORY_TIME} AT TIME ZONE %s)::date, max(m.created_at AT TIME ZONE %s)::date "
+            "FROM memories_memory m JOIN chats_chat_characters cc ON cc.chat_id = m.chat_id "
+            "WHERE m.user_id = %s AND m.kind = %s AND cc.character_id = %s",
+            [str(tz), str(tz), character.user_id, Kind.MESSAGE, character.pk],
+        )
+        story, written = cursor.fetchone()
+    return story if story is not None and story < written - timedelta(days=1) else None
 
 
 def hierarchy_plan(*, character: Character, now: datetime) -> list[Period]:
@@ -93,11 +115,15 @@ def hierarchy_plan(*, character: Character, now: datetime) -> list[Period]:
     tz = user_time_zone(character.user_id)
     hour = lifecycle_config()["hierarchy"]["hour"]
     built = {level: _summaries(character, level) for level in LEVELS}
+    story_day = _latest_story_day(character, tz)
     if built["daily"]:
         latest = max(periods.parse_key("daily", key).start for key in built["daily"])
         since_day = latest - timedelta(days=1)
     else:
-        since_day = now.astimezone(tz).date() - timedelta(days=lifecycle_config()["hierarchy"]["first_run_days"])
+        # A first run covers the story's latest days (older ones are built when a person asks for them): a long
+        # import must not be summarised day by day on its own, at the person's expense.
+        last = min(story_day or now.astimezone(tz).date(), now.astimezone(tz).date())
+        since_day = last - timedelta(days=lifecycle_config()["hierarchy"]["first_run_days"])
     since = datetime.combine(since_day, time(0), tzinfo=tz)
     plan: list[Period] = []
     days = {periods.day(d) for d in _message_days(character, tz, since)}
@@ -108,23 +134,27 @@ def hierarchy_plan(*, character: Character, now: datetime) -> list[Period]:
         else:
             wanted = {periods.containing(level, d.start) for d in days}
         for period in sorted(wanted):
-            if period.key not in built[level] and period.due_at(tz, hour) <= now:
+            if period.key not in built[level] and _over(period, tz=tz, hour=hour, now=now, story_day=story_day):
                 plan.append(period)
     return plan
+
+
+def _over(period: Period, *, tz: ZoneInfo, hour: int, now: datetime, story_day: date | None) -> bool:
+    """Is the period over? For a story with a calendar of its own, once the story has moved past it; for one told
+    as it happens, by the clock (at `hour` the day after it ends)."""
+    if story_day is not None:
+        return period.end < story_day
+    return period.due_at(tz, hour) <= now
 
 
 def _messages(character: Character, period: Period, tz: ZoneInfo) -> list[str]:
     start = datetime.combine(period.start, time(0), tzinfo=tz)
     end = datetime.combine(period.end + timedelta(days=1), time(0), tzinfo=tz)
     rows = (
-        Memory.objects.filter(
-            user_id=character.user_id,
-            kind=Kind.MESSAGE,
-            chat__characters=character,
-            created_at__gte=start,
-            created_at__lt=end,
-        )
-        .order_by("created_at", "chat_id", "message_index")
+        Memory.objects.filter(user_id=character.user_id, kind=Kind.MESSAGE, chat__characters=character)
+        .annotate(story_time=Coalesce("occurred_at", "created_at"))
+        .filter(story_time__gte=start, story_time__lt=end)
+        .order_by("story_time", "chat_id", "message_index")
         .values_list("content", flat=True)
     )
     return list(rows)
