@@ -52,3 +52,4 @@ bench: install
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/sillytavern.py
 	$(BIN)/python bench/chat.py
+	$(BIN)/python bench/consent.py
