@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connections
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
@@ -47,3 +48,31 @@ def screenshot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    """A launched Chromium for a test's pages (tests/conftest.py lists this module as a plugin)."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with chromium() as launched:
+        yield launched
+        connections.close_all()  # the ORM calls made under Playwright's greenlet hold a connection of their own
+
+
+def session_cookie(client, user) -> str:
+    """The session of `user` signed in, for a browser context."""
+    client.force_login(user)
+    return client.cookies[settings.SESSION_COOKIE_NAME].value
+
+
+def watched_page(browser, width: int, live_server, cookie: str | None = None, **options):
+    """A page `width` px wide (signed in with `cookie`), whose console errors and uncaught exceptions are kept in
+    `page.errors`."""
+    context = browser.new_context(viewport={"width": width, "height": 900}, **options)
+    if cookie:
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
+    page = context.new_page()
+    page.errors = []
+    page.on("console", lambda message: message.type == "error" and page.errors.append(message.text))
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    return page

@@ -11,6 +11,7 @@ pytest_plugins = [
     "tests.memories.fixtures",
     "tests.extraction.fixtures",
     "tests.archives.fixtures",
+    "tests.browsers",
 ]
 
 

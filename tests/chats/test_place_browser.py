@@ -6,24 +6,14 @@ Screenshots in var/test-artifacts/ (place-<width>.png, and place-<width>-screen.
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
-from django.db import connections
 
 from apps.chats.models import Chat, Message
 from apps.chats.services.chats import chat_create
-from tests.browsers import ARTIFACTS, chromium, screenshot
+from tests.browsers import ARTIFACTS, screenshot, session_cookie, watched_page
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 WIDTHS = (1100, 390)
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with chromium() as launched:
-        yield launched
-        connections.close_all()  # the ORM calls made under Playwright's greenlet hold a connection of their own
 
 
 @pytest.fixture
@@ -46,18 +36,7 @@ def long_chat(user):
 
 @pytest.fixture
 def cookie(client, user) -> str:
-    client.force_login(user)
-    return client.cookies[settings.SESSION_COOKIE_NAME].value
-
-
-def _page(browser, width: int, live_server, cookie: str):
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
-    page = context.new_page()
-    page.errors = []
-    page.on("console", lambda message: message.type == "error" and page.errors.append(message.text))
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    return page
+    return session_cookie(client, user)
 
 
 def _in_view(page, index: int) -> bool:
@@ -94,7 +73,7 @@ def _shown(page) -> list[int]:
 
 def test_a_link_to_an_old_message_opens_the_chat_there_and_loads_both_ways(browser, live_server, cookie, long_chat):
     for width in WIDTHS:
-        page = _page(browser, width, live_server, cookie)
+        page = watched_page(browser, width, live_server, cookie)
         page.goto(f"{live_server.url}/chats/{long_chat.pk}/?at=160")
         target = page.locator("#m160")
         assert "place" in target.get_attribute("class").split() and target.get_attribute("aria-current") == "location"
@@ -125,7 +104,7 @@ def test_a_link_to_an_old_message_opens_the_chat_there_and_loads_both_ways(brows
 
 
 def test_the_go_to_box_and_an_old_style_link_open_the_chat_at_the_message(browser, live_server, cookie, long_chat):
-    page = _page(browser, 1100, live_server, cookie)
+    page = watched_page(browser, 1100, live_server, cookie)
     page.goto(f"{live_server.url}/chats/{long_chat.pk}/")
     assert page.locator("#m299").count() and not page.locator("#m42").count()
     page.get_by_label("Go to message #").fill("42")

@@ -6,35 +6,14 @@ phone's width: nothing wider than the screen, no error in the console. Screensho
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
-from django.db import connections
 
 from apps.extraction.models import ChatPipeline
-from tests.browsers import chromium, screenshot
+from tests.browsers import screenshot, session_cookie, watched_page
 from tests.extraction.helpers import add_turns, process
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 WIDTHS = (1100, 390)
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with chromium() as launched:
-        yield launched
-        connections.close_all()  # the ORM calls made under Playwright's greenlet hold a connection of their own
-
-
-def _page(browser, width: int, live_server, cookie: str | None = None):
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    if cookie:
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
-    page = context.new_page()
-    page.errors = []
-    page.on("console", lambda message: message.type == "error" and page.errors.append(message.text))
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    return page
 
 
 def _fits(page, name: str, width: int, *, errors_allowed: int = 0) -> None:
@@ -45,7 +24,7 @@ def _fits(page, name: str, width: int, *, errors_allowed: int = 0) -> None:
 
 def test_the_pages_a_newcomer_meets_fit_and_say_what_to_do(browser, live_server):
     for width in WIDTHS:
-        page = _page(browser, width, live_server)
+        page = watched_page(browser, width, live_server)
         page.goto(f"{live_server.url}/")
         assert page.get_by_role("heading", name="Lorekeeper remembers your story for the model").is_visible()
         _fits(page, "landing", width)
@@ -58,10 +37,9 @@ def test_the_pages_a_newcomer_meets_fit_and_say_what_to_do(browser, live_server)
 def test_a_history_waiting_for_run_and_the_phone_menu(browser, live_server, client, user, model, story):
     add_turns(story, 100)
     process(story)
-    client.force_login(user)
-    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    cookie = session_cookie(client, user)
     for width in WIDTHS:
-        page = _page(browser, width, live_server, cookie)
+        page = watched_page(browser, width, live_server, cookie)
         page.goto(f"{live_server.url}/chats/{story.pk}/")
         panel = page.locator("#pipeline")
         panel.get_by_text("100 messages are waiting").wait_for()
@@ -83,7 +61,7 @@ def test_a_history_waiting_for_run_and_the_phone_menu(browser, live_server, clie
         _fits(page, "connection", width)
         page.context.close()
 
-    page = _page(browser, 390, live_server, cookie)
+    page = watched_page(browser, 390, live_server, cookie)
     page.goto(f"{live_server.url}/chats/{story.pk}/")
     page.locator("#pipeline").get_by_role("button", name="Run").click()
     page.locator("#pipeline").get_by_text("Extracting this chat").wait_for()
@@ -105,14 +83,12 @@ def test_moments_read_in_the_readers_own_time_zone(browser, live_server, client,
     from apps.chats.services.chats import chat_create
 
     chat = chat_create(user=user, title="Harbour")
-    client.force_login(user)
-    context = browser.new_context(timezone_id="Asia/Tokyo", locale="en-GB")
-    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
-    page = context.new_page()
+    cookie = session_cookie(client, user)
+    page = watched_page(browser, 1100, live_server, cookie, timezone_id="Asia/Tokyo", locale="en-GB")
     page.goto(f"{live_server.url}/chats/")
 
     tokyo = chat.updated_at.astimezone(ZoneInfo("Asia/Tokyo"))
     shown = page.locator("time[data-local]").first.inner_text()
     assert f"{tokyo:%H:%M}" in shown and str(tokyo.year) in shown, shown
-    context.close()
+    assert page.errors == []
+    page.context.close()

@@ -6,8 +6,6 @@ name their column. Screenshots in var/test-artifacts/ (tables-<page>-<width>.png
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
-from django.db import connections
 
 from apps.archives.models import Backup
 from apps.chats.services.chats import chat_create
@@ -17,7 +15,7 @@ from apps.llm.services import connection_create
 from apps.memories.services.memories import memory_create
 from apps.memories.services.schema import chat_schema_ensure
 from apps.sync.services.instances import instance_register
-from tests.browsers import chromium, screenshot
+from tests.browsers import screenshot, session_cookie, watched_page
 from tests.injection.helpers import ASK, DOG, say
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
@@ -27,14 +25,6 @@ LONG_TITLE = "The long night at the harbour lighthouse, when the keeper's old do
 # SillyTavern names an imported chat after its file: one long word, nowhere to break it.
 FILE_TITLE = "Mira_-_2024-05-11@18h42m03s_harbour_lighthouse_continued_from_the_previous_branch"
 LONG_URL = "http://gpu-box-in-the-cupboard.local:11434/openai/compatible/api/v1/with/a/proxy/prefix/in/front"
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with chromium() as launched:
-        yield launched
-        connections.close_all()  # the ORM calls made under Playwright's greenlet hold a connection of their own
 
 
 @pytest.fixture
@@ -108,16 +98,6 @@ def _pages(story) -> dict[str, str]:
     }
 
 
-def _page(browser, width: int, live_server, cookie: str):
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
-    page = context.new_page()
-    page.errors = []
-    page.on("console", lambda message: message.type == "error" and page.errors.append(message.text))
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    return page
-
-
 def _over(page, width: int) -> int:
     return page.evaluate("document.documentElement.scrollWidth") - width
 
@@ -133,11 +113,10 @@ HEADS_SHOWN = "() => [...document.querySelectorAll('main table thead')].map(head
 
 
 def test_table_pages_fit_a_phone_as_cards_and_keep_their_desktop_table(browser, live_server, client, user, seeded):
-    client.force_login(user)
-    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    cookie = session_cookie(client, user)
     too_wide, problems = {}, []
     for width in (PHONE, DESKTOP):
-        page = _page(browser, width, live_server, cookie)
+        page = watched_page(browser, width, live_server, cookie)
         for name, path in _pages(seeded).items():
             page.goto(f"{live_server.url}{path}")
             if name == "devices":
