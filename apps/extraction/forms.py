@@ -28,6 +28,7 @@ class ExtractionSettingsForm(forms.ModelForm):
             "recap_after_hours",
             "auto_rebuild_max",
         ]
+        labels = {"auto_extract": "Extract every chat's history automatically"}
         widgets = {
             "compaction_share": forms.NumberInput(attrs={"step": "0.05"}),
             "recap_after_hours": forms.NumberInput(attrs={"step": "0.5"}),

@@ -39,6 +39,11 @@ class LlmError(Exception):
         self.call = call
 
 
+class LimitReached(LlmError):
+    """A background call refused before any request: the person's daily token limit is spent (not the model's
+    fault: the work waits for midnight rather than counting a failed attempt)."""
+
+
 class UnreadableAnswer(LlmError):
     """The model answered, but nothing of the answer could be used (its text stays on the Call record)."""
 
@@ -187,7 +192,7 @@ def complete(
     `timeout`/`retries` override the connection's and the settings' (a person waiting gets one short try).
     Background work past the person's daily token limit is refused before any request."""
     if is_background(purpose) and limit_reached(user_id=connection.user_id):
-        raise LlmError(LIMIT_MESSAGE)
+        raise LimitReached(LIMIT_MESSAGE)
     started = time.monotonic()
     call = Call(
         user_id=connection.user_id,

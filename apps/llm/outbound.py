@@ -28,7 +28,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from apps.common.netguard import BLOCKED_MESSAGE, Address, address_allowed
 
 Resolver = Callable[[str, int], Awaitable[Iterable[Address]]]
-READ_BUFFER = 2**20  # aiohttp reads a line of up to twice this: one event of a stream
+READ_BUFFER = 2**20  # the longest line of a stream (one event), and the longest whole answer, read
 
 
 class Blocked(OSError):
@@ -86,8 +86,9 @@ def _ssl_context() -> ssl.SSLContext:
 
 def guarded_session(*, timeout: float, resolve: Resolver = _resolve) -> aiohttp.ClientSession:
     """A new session for one call to a URL a user chose: address policy at each connection, no proxy from the
-    environment, no redirect (`allow_redirects=False` on each request: aiohttp has no session-wide switch), and
-    `timeout` for connecting and for each read."""
+    environment, and `timeout` for connecting and for each read. A caller passes `allow_redirects=False` on every
+    request (aiohttp has no session-wide switch): a redirect could name any address, and only the first is
+    checked before the request is sent."""
     connector = aiohttp.TCPConnector(
         resolver=_GuardedResolver(resolve),
         use_dns_cache=False,

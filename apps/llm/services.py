@@ -116,6 +116,7 @@ def connection_delete(*, connection: Connection) -> None:
 DAILY_TOKENS_MIN, DAILY_TOKENS_MAX = 1000, 10**12
 
 
+@transaction.atomic
 def budget_set(*, user: AbstractUser, daily_tokens: int | None) -> Budget:
     """The person's daily token limit for background work (None: no limit)."""
     if daily_tokens is not None and not DAILY_TOKENS_MIN <= daily_tokens <= DAILY_TOKENS_MAX:

@@ -29,7 +29,7 @@ from apps.common.netguard import BLOCKED_MESSAGE, provider_url_check
 from apps.common.secrets import secret_decrypt
 from apps.llm.client import RECORD_LIMIT, LlmError, _backoff, _refused, _retry_after, _Retryable
 from apps.llm.models import Call, Connection
-from apps.llm.outbound import Blocked, guarded_session
+from apps.llm.outbound import READ_BUFFER, Blocked, guarded_session
 from apps.llm.profiles import connection_context_size
 from apps.llm.sampler import sampler_request
 from apps.llm.thinking import REASONING_FIELDS, ThinkFilter, split_message
@@ -83,7 +83,10 @@ def _count(value) -> int | None:
 def _openai_chunk(payload: str, *, field: str = "delta") -> _Chunk:
     """One chat.completion.chunk (or, `field` "message", a whole chat.completion). Raises ValueError when it is not
     one, LlmError when it is the server's error."""
-    data = json.loads(payload)
+    try:
+        data = json.loads(payload)
+    except RecursionError as exc:  # "[[[[…": nested past what the parser follows
+        raise ValueError("nested too deeply") from exc
     if not isinstance(data, dict):
         raise ValueError("not an object")
     if data.get("error"):  # the server's own words could be anything: not shown
@@ -107,11 +110,23 @@ async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[list[str]]:
     coalescing window) comes in one read and costs one wake-up, not one a token."""
     partial = b""
     while data := await response.content.readany():
+        if b"\n" not in data:  # the line goes on: kept whole, up to a limit (a server that never ends one)
+            partial += data
+            if len(partial) > READ_BUFFER:
+                raise ValueError("a line longer than any event")
+            continue
         *lines, partial = (partial + data).split(b"\n")
-        if lines:
-            yield [line.rstrip(b"\r").decode() for line in lines]  # UnicodeDecodeError is a ValueError
+        yield [line.rstrip(b"\r").decode() for line in lines]  # UnicodeDecodeError is a ValueError
     if partial:
         yield [partial.rstrip(b"\r").decode()]
+
+
+async def _whole(response: aiohttp.ClientResponse) -> str:
+    """A body read whole (a server that ignored `stream`), up to READ_BUFFER bytes."""
+    body = await response.content.read(READ_BUFFER + 1)
+    if len(body) > READ_BUFFER:
+        raise ValueError("an answer longer than any reply")
+    return body.decode()
 
 
 async def _openai_chunks(
@@ -126,7 +141,7 @@ async def _openai_chunks(
     url = connection.base_url.rstrip("/") + "/chat/completions"
     async with _post(session, connection, url, body, headers) as response:
         if response.content_type == "application/json":
-            yield [_openai_chunk((await response.read()).decode(), field="message")]
+            yield [_openai_chunk(await _whole(response), field="message")]
             return
         data: list[str] = []  # the data lines of the event being read
         async for lines in _lines(response):
@@ -166,7 +181,7 @@ def _ollama_chunk(line: str) -> _Chunk:
             completion_tokens=_count(data.get("eval_count")) if done else None,
             done=done,
         )
-    except (ValueError, AttributeError) as exc:
+    except (ValueError, AttributeError, RecursionError) as exc:
         raise LlmError("unreadable answer: not an Ollama chat stream") from exc
 
 

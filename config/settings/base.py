@@ -293,47 +293,8 @@ LOREKEEPER_EMBEDDINGS_THREADS = env.int("LOREKEEPER_EMBEDDINGS_THREADS", default
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-# Memory search (apps/memories/search/): the multi-signal score of entity-core (docs/GLOSSARY.md), with text
-# ranking fused in.
-LOREKEEPER_SEARCH = {
-    "weights": {
-        "relevance": env.float("LOREKEEPER_SEARCH_W_RELEVANCE", default=0.8),
-        "recency": env.float("LOREKEEPER_SEARCH_W_RECENCY", default=0.05),
-        "graph": env.float("LOREKEEPER_SEARCH_W_GRAPH", default=0.05),
-        "instance": env.float("LOREKEEPER_SEARCH_W_INSTANCE", default=0.1),
-    },
-    "recency_per_day": env.float("LOREKEEPER_SEARCH_RECENCY_PER_DAY", default=0.007),
-    "min_score": env.float("LOREKEEPER_SEARCH_MIN_SCORE", default=0.0),
-    # A memory is a match by meaning only from this cosine similarity to a query sentence up: every query has
-    # nearest neighbours, and under the floor they are noise. Each model has its own scale: the local model's floor
-    # is measured (bench/locomo_recall.py: at 0.3, 1 of 60 strings of no language finds anything, at 0.35 none, but
-    # a paraphrase with no word in common, "her sibling" for "my brother", scores 0.31); another model gets
-    # `min_similarity`, which only drops what is nearly unrelated.
-    "min_similarity": env.float("LOREKEEPER_SEARCH_MIN_SIMILARITY", default=0.2),
-    "min_similarity_by_model": {
-        "local:all-MiniLM-L6-v2": env.float("LOREKEEPER_SEARCH_MIN_SIMILARITY_MINILM", default=0.3),
-    },
-    "max_sentences": 5,
-    "candidates": env.int("LOREKEEPER_SEARCH_CANDIDATES", default=100),
-    # HNSW candidate list: 100 gave recall@10 0.92 against exact search at 100,000 memories, 400 gives 0.96.
-    "ef_search": env.int("LOREKEEPER_SEARCH_EF", default=400),
-    # Up to this many vectors in scope KNN is an exact scan: faster there than a filtered HNSW walk, and exact.
-    "exact_max": env.int("LOREKEEPER_SEARCH_EXACT_MAX", default=20000),
-    # ... and so is a scope that is less than this share of the whole table (a filtered HNSW walk there is slower).
-    "hnsw_min_share": env.float("LOREKEEPER_SEARCH_HNSW_MIN_SHARE", default=0.1),
-    # Text search over a scope of this many rows or more estimates word frequencies from that many rows, and ranks
-    # only the rows holding the query's rarest words, estimated to fill about `text_budget` rows.
-    "text_sample": env.int("LOREKEEPER_SEARCH_TEXT_SAMPLE", default=1000),
-    "text_budget": env.int("LOREKEEPER_SEARCH_TEXT_BUDGET", default=2000),
-    "rrf_k": 60,
-    # Share of its best neighbour's score a chat turn gains (answers follow questions).
-    "neighbours": env.float("LOREKEEPER_SEARCH_NEIGHBOURS", default=0.2),
-    # Reciprocal rank fusion weights of the two rankings (bench/locomo_recall.py measures the choice).
-    "fusion": {
-        "vector": env.float("LOREKEEPER_SEARCH_FUSION_VECTOR", default=0.4),
-        "text": env.float("LOREKEEPER_SEARCH_FUSION_TEXT", default=1.0),
-    },
-}
+
+from config.settings.search import LOREKEEPER_SEARCH  # noqa: E402, F401  (its own module)
 
 # Whether user-chosen provider URLs (LLM connections, embedding providers) may point at private or local addresses:
 # yes for a self-hosted install beside its own Ollama, no for a public deployment (see apps/common/netguard.py).

@@ -211,3 +211,55 @@ def test_while_a_history_is_extracted_the_panel_says_the_time_left_at_the_models
     assert body["estimate"]["seconds"] == body["estimate"]["calls"] * 3.0
     panel = web.get(f"/chats/{story.pk}/pipeline/").content.decode()
     assert "100 messages to go: about" in panel and "left at this model" in panel
+
+
+def test_extracting_again_after_an_edit_far_back_never_waits_for_run(api, model, story, user):
+    from apps.chats.services.messages import message_update
+
+    for _ in range(10):  # a chat that grew as it was told: 100 messages, extracted as they came
+        add_turns(story, 10)
+        process(story)
+    message_update(chat=story, index=45, data={"mes": "A different middle."})
+    process(story)  # within auto_rebuild_max (60) of the end: taken back and extracted again at once
+
+    assert status(api, story)["state"] != "awaiting_consent"
+    assert ChatPipeline.objects.get(chat=story).through["session"] == 100
+
+
+def test_a_job_the_limit_refuses_waits_for_midnight_without_spending_an_attempt(model, story, user):
+    from django.utils import timezone
+
+    from apps.extraction.services.pipeline import pipeline_plan
+    from apps.llm.services import budget_set
+
+    add_turns(story, 20)
+    pipeline_plan(chat_id=story.pk)  # queued while there was room
+    budget_set(user=user, daily_tokens=1000)
+    Call.objects.create(user=user, connection=model, purpose="consolidation", prompt_tokens=1000)
+    job = PipelineJob.objects.filter(chat=story, state="queued").first()
+
+    from apps.extraction.services.runner import job_execute
+
+    job_execute(job_id=job.pk)
+
+    job.refresh_from_db()
+    assert (job.state, job.attempts, model.server.requests) == ("queued", 0, [])
+    assert timezone.localtime(job.next_attempt_at).hour == 0 and "limit" in job.error  # midnight
+
+
+def test_opening_a_chat_whose_history_waits_writes_no_recap(web, model, story, user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.chats.models import Chat
+    from apps.extraction.models import Recap
+
+    add_turns(story, 100)
+    process(story)
+    Chat.objects.filter(pk=story.pk).update(updated_at=timezone.now() - timedelta(days=2))
+    ChatPipeline.objects.filter(chat=story).update(last_active_at=timezone.now() - timedelta(days=2))
+
+    web.post(f"/chats/{story.pk}/recap/", HTTP_HX_REQUEST="true")
+
+    assert not Recap.objects.exists() and model.server.requests == []

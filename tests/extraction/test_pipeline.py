@@ -89,9 +89,7 @@ def test_rolling_back_a_ledger_update_restores_the_state_it_replaced(model, stor
 
 
 def test_an_edit_far_back_waits_for_a_person_to_rebuild(model, story, user):
-    extraction_settings_set(
-        user=user, data={"auto_rebuild_max": 5, "batch_every": 10, "batch_max": 10, "auto_extract": True}
-    )
+    extraction_settings_set(user=user, data={"auto_rebuild_max": 5, "batch_every": 10, "batch_max": 10})
     model.server.on(TASKS["session"], per_batch)
     grow(story, 3)
     message_update(chat=story, index=3, data={"mes": "A different beginning."})

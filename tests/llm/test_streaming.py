@@ -395,3 +395,16 @@ def test_stored_samplers_out_of_range_fail_before_any_request(user, llm_server):
     with pytest.raises(LlmError) as caught:
         _deltas(connection, sampler={"temperature": 7})
     assert caught.value.message == "temperature is between 0 and 2." and llm_server.requests == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "data: " + "[" * 200_000 + "\n\n",  # nested past what the parser follows
+        "data: " + "x" * (2**20 + 10),  # a line that never ends
+    ],
+)
+def test_an_answer_a_parser_cannot_follow_is_an_unreadable_answer_not_a_crash(user, llm_server, body):
+    llm_server.on("Say hello", _events(body))
+    seen, error = _fails_after(_connection(user, llm_server, "openai"))
+    assert (seen, error.message) == ([], "unreadable answer: not a chat completion stream")

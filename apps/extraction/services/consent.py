@@ -33,9 +33,14 @@ OVERHEAD, ANSWER, T3_SHARE = 1200, 450, 0.7
 SCENE_MESSAGES = 25  # a scene's usual length, in messages; each scene is recapped and read for who knows what
 
 
+def covered(pipeline: ChatPipeline) -> int:
+    """Where the least advanced T3 tier stopped: memories were extracted from every message before it."""
+    return min(int(pipeline.through.get(tier, 0)) for tier in T3)
+
+
 def backlog(pipeline: ChatPipeline, count: int) -> int:
-    """Messages memories were not yet extracted from: from where the least advanced T3 tier stopped."""
-    return count - min(int(pipeline.through.get(tier, 0)) for tier in T3)
+    """Messages memories were not yet extracted from."""
+    return count - covered(pipeline)
 
 
 def awaits_consent(pipeline: ChatPipeline, settings: ExtractionSettings, count: int) -> bool:

@@ -124,6 +124,13 @@ def job_discard(*, job: Job, reason: str, ctx=None, requeue: bool = True) -> Job
     return job_queue(chat=chat, tier=job.tier, params={**job.params, "discards": discards}, manual=job.manual)
 
 
+def job_wait(*, job: Job, until, reason: str) -> None:
+    """Back in the queue until `until`, the attempt it made not counted (the daily token limit refused it)."""
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.QUEUED, next_attempt_at=until, attempts=F("attempts") - 1, error=reason, progress="waiting"
+    )
+
+
 def backoff(attempt: int) -> float:
     base = config()["retry_backoff"] * 2 ** max(0, attempt - 1)
     return min(base, config()["retry_backoff_max"]) * random.uniform(0.75, 1.0)

@@ -15,7 +15,7 @@ from apps.chats.models import Chat
 from apps.common.exceptions import ApplicationError
 from apps.extraction.models import ChatPipeline, ContinuityCheck, ExtractionSettings, PipelineJob, Recap
 from apps.extraction.services import transcript
-from apps.extraction.services.consent import T3, awaits_consent
+from apps.extraction.services.consent import T3, awaits_consent, covered
 from apps.extraction.services.jobs import PENDING, job_queue, jobs_cancel_pending, wake
 from apps.extraction.services.settings import automatic, extraction_settings_get
 from apps.extraction.services.tiers.compaction import due as compaction_due
@@ -103,6 +103,12 @@ def _on_change(pipeline: ChatPipeline, chat: Chat, index: int, settings: Extract
 
 
 def _queue_rebuild(chat: Chat, index: int, *, manual: bool) -> PipelineJob:
+    # Extracting again what was extracted once is not new spending: it never waits for Run (consent.py).
+    pipeline = ChatPipeline.objects.filter(chat=chat).first()
+    if pipeline is not None:
+        done = covered(pipeline)
+        if done > (pipeline.approved_through or 0):
+            ChatPipeline.objects.filter(pk=pipeline.pk).update(approved_through=done)
     pending = PipelineJob.objects.filter(chat=chat, tier=Tier.REBUILD, state=PipelineJob.State.QUEUED).first()
     if pending is not None:
         start = min(int(pending.params.get("from_index", index)), index)
@@ -242,6 +248,9 @@ def chat_opened(*, user: AbstractUser, chat: Chat) -> tuple[Recap | None, bool]:
         and chat.message_count
         and connection_default(user_id=user.pk) is not None
         and (recap is None or recap.created_at < last)
+        # Opening a page is not asking: a history waiting for Run, or a spent daily limit, writes no recap.
+        and not awaits_consent(pipeline, settings, chat.message_count)
+        and not limit_reached(user_id=user.pk)
     ):
         recap = Recap.objects.create(user=user, chat=chat, away_since=last)
         job_queue(chat=chat, tier=Tier.RECAP, params={"recap": recap.pk}, manual=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import zlib
 from contextlib import ExitStack, contextmanager
+from datetime import timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import connection, transaction
@@ -28,8 +29,8 @@ from apps.extraction.services import jobs, transcript
 from apps.extraction.services.pipeline import pipeline_plan
 from apps.extraction.services.settings import extraction_settings_get
 from apps.extraction.services.tiers import PRODUCERS, JobContext, Work
-from apps.llm.client import LlmError
-from apps.llm.selectors import connection_default
+from apps.llm.client import LimitReached, LlmError
+from apps.llm.selectors import connection_default, day_start
 from apps.memories.services.lifecycle.scope import scope_locked
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,8 @@ def job_execute(*, job_id: int) -> PipelineJob | None:
             _write(ctx, work)
     except Stale as exc:
         jobs.job_discard(job=job, reason=str(exc), ctx=ctx, requeue=Chat.objects.filter(pk=job.chat_id).exists())
+    except LimitReached as exc:  # before any call of this attempt, or between two: nothing of it is kept
+        jobs.job_wait(job=job, until=day_start() + timedelta(days=1), reason=exc.message)
     except LlmError as exc:
         error = exc.message + (f" (call #{exc.call.pk})" if exc.call else "")
         jobs.job_failed(job=job, error=error, ctx=ctx)

@@ -11,6 +11,7 @@ from apps.common.exceptions import ApplicationError
 from apps.common.services import model_update
 from apps.extraction.models import AutoChoice, ExtractionSettings
 from apps.extraction.services.jobs import pipelines_wake
+from apps.llm.selectors import daily_limit
 from apps.llm.services import budget_set
 
 # Field: (lowest, highest) accepted.
@@ -49,10 +50,11 @@ def extraction_settings_set(*, user: AbstractUser, data: dict[str, Any]) -> Extr
             raise ApplicationError(f"{key} is one of {', '.join(AutoChoice.values)}.", {"field": key})
     if values.get("batch_max", own.batch_max) < values.get("batch_every", own.batch_every):
         raise ApplicationError("batch_max must be at least batch_every.", {"field": "batch_max"})
-    if "daily_token_limit" in data:  # kept with the models' budget (apps/llm), asked for here
+    limit_changed = "daily_token_limit" in data and data["daily_token_limit"] != daily_limit(user_id=user.pk)
+    if limit_changed:  # kept with the models' budget (apps/llm), asked for here
         budget_set(user=user, daily_tokens=data["daily_token_limit"])
     own, _ = model_update(instance=own, fields=list(FIELDS), data=values)
-    if values.get("auto_extract") or "daily_token_limit" in data:
+    if values.get("auto_extract") or limit_changed:
         # Histories that waited for the person, and work the limit paused, may go on now.
         pipelines_wake(user_id=own.user_id)
     return own

@@ -261,7 +261,7 @@ def _fused(config: dict, vector_scores: dict[int, float] | None, text_scores: di
         for pk, rank in ranking.items():
             fused[pk] = fused.get(pk, 0.0) + weight / (rrf_k + rank)
     best_possible = sum(weight for weight, _ in rankings) / (rrf_k + 1)
-    return fused, best_possible
+    return fused, best_possible or 1.0  # every weight set to 0: nothing fused, and nothing to divide by
 
 
 def _scored(config, rows, fused, best_possible, vector_scores, text_scores, *, linked, instance, min_score):

@@ -116,14 +116,13 @@ def hierarchy_plan(*, character: Character, now: datetime) -> list[Period]:
     hour = lifecycle_config()["hierarchy"]["hour"]
     built = {level: _summaries(character, level) for level in LEVELS}
     story_day = _latest_story_day(character, tz)
+    # Never further back than `first_run_days` before the story's latest day (older days are built when a person
+    # asks for them): a long import must not be summarised day by day on its own, at the person's expense.
+    last = min(story_day or now.astimezone(tz).date(), now.astimezone(tz).date())
+    since_day = last - timedelta(days=lifecycle_config()["hierarchy"]["first_run_days"])
     if built["daily"]:
         latest = max(periods.parse_key("daily", key).start for key in built["daily"])
-        since_day = latest - timedelta(days=1)
-    else:
-        # A first run covers the story's latest days (older ones are built when a person asks for them): a long
-        # import must not be summarised day by day on its own, at the person's expense.
-        last = min(story_day or now.astimezone(tz).date(), now.astimezone(tz).date())
-        since_day = last - timedelta(days=lifecycle_config()["hierarchy"]["first_run_days"])
+        since_day = max(since_day, latest - timedelta(days=1))
     since = datetime.combine(since_day, time(0), tzinfo=tz)
     plan: list[Period] = []
     days = {periods.day(d) for d in _message_days(character, tz, since)}
