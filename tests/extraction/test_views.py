@@ -258,7 +258,9 @@ def test_the_story_page_shows_scenes_ledger_arcs_knowledge_and_profiles(web, mod
     response = web.get(f"/chats/{story.pk}/story/")
     assert response.status_code == 200
     page = html(response)
-    assert f'<article class="scene" id="scene-{scene.pk}">' in page
+    # Folded to a line (a long story has hundreds of scenes), the start of its recap in it; renaming on demand.
+    assert f'<article class="scene" id="scene-{scene.pk}">\n  <details>\n  <summary class="memory-head">' in page
+    assert '<span class="scene-gist">' in page and '<details class="rename">' in page
     at = f"/chats/{story.pk}/?at="
     assert f'messages <a href="{at}0">#0</a>–<a href="{at}11">#11</a> · break: time:' in page
     assert "Mira and Rowan examined the harbour ledger" in page
@@ -289,7 +291,7 @@ def test_renaming_a_scene_by_htmx_answers_the_scene(web, scene, story):
     assert response.status_code == 200
     fragment = html(response)
     assert fragment.lstrip().startswith(f'<article class="scene" id="scene-{scene.pk}">') and "<html" not in fragment
-    assert "<strong>The ledger</strong>" in fragment
+    assert "<strong>The ledger</strong>" in fragment and "<details open>" in fragment  # open after the action
     assert Scene.objects.get(pk=scene.pk).name == "The ledger"
 
 

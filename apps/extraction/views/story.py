@@ -77,7 +77,8 @@ def scene_update_view(request, chat_id: int, scene_id: int):
         except ApplicationError as exc:
             error = exc.message
     if request.htmx:
-        return render(request, SCENE, {"chat": chat, "scene": scene, "error": error}, status=400 if error else 200)
+        context = {"chat": chat, "scene": scene, "error": error, "opened": True}  # stays open after the action
+        return render(request, SCENE, context, status=400 if error else 200)
     (messages.error if error else messages.success)(request, error or "Scene saved.")
     return redirect("extraction:story", chat.pk)
 
@@ -94,7 +95,7 @@ def scene_recap_view(request, chat_id: int, scene_id: int):
     except ApplicationError as exc:
         error = exc.message
     if request.htmx:
-        context = {"chat": chat, "scene": scene, "error": error, "notice": notice}
+        context = {"chat": chat, "scene": scene, "error": error, "notice": notice, "opened": True}
         return render(request, SCENE, context, status=400 if error else 200)
     (messages.error if error else messages.success)(request, error or notice)
     return redirect("extraction:story", chat.pk)
