@@ -13,21 +13,11 @@ from PIL import Image
 
 from apps.chats.models import Character
 from apps.chats.services.avatars import avatar_bytes
-from apps.chats.services.characters import card_body
+from apps.chats.services.characters import CHARACTER_FIELDS, card_body
 from apps.chats.services.png import PNG_SIGNATURE, png_with_card
 
 # What the character's own columns hold (edited on the character page): they win over the card as imported.
-COLUMN_FIELDS = (
-    "name",
-    "description",
-    "personality",
-    "scenario",
-    "first_mes",
-    "mes_example",
-    "creator_notes",
-    "system_prompt",
-    "tags",
-)
+COLUMN_FIELDS = tuple(field for field in CHARACTER_FIELDS if field != "card_data")
 # The rest of a V2 card's fields, with the value a card without them gets.
 CARD_DEFAULTS: dict[str, Any] = {
     "post_history_instructions": "",
