@@ -10,7 +10,7 @@ from django.http import Http404
 
 from apps.chats.models import Chat
 from apps.extraction.models import ChatPipeline, ContinuityCheck, ModelTest, PipelineJob, Recap, Scene
-from apps.extraction.services.consent import Estimate, awaits_consent, backlog
+from apps.extraction.services.consent import T3, Estimate, awaits_consent, backlog
 from apps.extraction.services.consent import estimate as consent_estimate
 from apps.extraction.services.jobs import ORDER, PENDING
 from apps.extraction.services.settings import extraction_settings_get
@@ -19,7 +19,17 @@ from apps.llm.selectors import background_tokens_since, connection_default, dail
 from apps.memories.models import Kind, Memory, Status
 
 TIER_LABELS = dict(PipelineJob.Tier.choices)
-PIPELINE_STATES = ["running", "queued", "paused", "idle", "off", "no_model", "awaiting_consent", "limit_reached"]
+PIPELINE_STATES = [
+    "running",
+    "queued",
+    "paused",
+    "gathering",
+    "idle",
+    "off",
+    "no_model",
+    "awaiting_consent",
+    "limit_reached",
+]
 # In the tiers' order (T1, T2, T3, T4), the continuity check last: it reads one reply, not a range.
 COVERAGE_TIERS = ("compaction", "scenes", "session", "longterm", "arcs", "ledger", "profiles")
 
@@ -88,14 +98,9 @@ def pipeline_status(*, user: AbstractUser, chat: Chat, jobs: int = 10) -> Pipeli
         state = "idle"
     if state in ("running", "queued") and backlog(pipeline, chat.message_count) > 0:
         estimate = consent_estimate(chat=chat, pipeline=pipeline, settings=settings, connection=connection)
-    coverage = [
-        {
-            "tier": tier,
-            "label": TIER_LABELS.get(tier, "rolling summary" if tier == "compaction" else tier),
-            "through": int(pipeline.through.get(tier, 0)),
-        }
-        for tier in COVERAGE_TIERS
-    ]
+    coverage = [_coverage_row(tier, pipeline, settings, chat.message_count) for tier in COVERAGE_TIERS]
+    if state == "idle" and any(row["next_at"] is not None for row in coverage):
+        state = "gathering"
     return PipelineStatus(
         chat=chat,
         pipeline=pipeline,
@@ -111,6 +116,36 @@ def pipeline_status(*, user: AbstractUser, chat: Chat, jobs: int = 10) -> Pipeli
         tokens_today=tokens_today,
         daily_limit=limit,
     )
+
+
+def _coverage_row(tier: str, pipeline: ChatPipeline, settings, count: int) -> dict:
+    """How far `tier` has read, and, when it is behind with nothing due, why it waits (`note`) and the message
+    count it reads on at (`next_at`, None when it is not behind or does not wait for a count): so "10 of 21"
+    beside an idle pipeline says what it is waiting for."""
+    through = int(pipeline.through.get(tier, 0))
+    row = {"tier": tier, "label": TIER_LABELS.get(tier, tier), "through": through, "next_at": None, "note": ""}
+    if tier == "compaction":
+        # The rolling summary holds the older messages only: the newest ones are in the prompt as they are.
+        row["label"] = "rolling summary"
+        row["note"] = (
+            f"Summarises older messages once the chat outgrows {settings.compaction_share:.0%} of a "
+            f"{settings.context_tokens:,}-token context; the newest stay as written."
+        )
+        return row
+    if through >= count:
+        return row
+    if tier in T3:
+        row["next_at"] = through + settings.batch_every
+        row["note"] = f"Reads the next {settings.batch_every} messages together, at {row['next_at']:,} messages."
+    elif tier == "scenes":
+        row["note"] = "Scene breaks are looked for in what the memory tiers have read."
+    elif tier == "profiles":
+        row["next_at"] = through + settings.profile_every
+        row["note"] = (
+            f"Rebuilt every {settings.profile_every} messages (next at {row['next_at']:,}), or "
+            f"{settings.profile_stale_minutes} minutes after the last build."
+        )
+    return row
 
 
 def job_list(*, user: AbstractUser, chat: Chat | None = None, state: str | None = None) -> QuerySet[PipelineJob]:

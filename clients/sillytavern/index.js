@@ -153,9 +153,22 @@ async function refreshStory() {
 
 /** @param {any} pipeline */
 function pipelineText(pipeline) {
-    const states = { running: 'running', queued: 'queued', paused: 'paused', idle: 'up to date', off: 'off in your settings', no_model: 'no model set up' };
+    const states = {
+        running: 'running',
+        queued: 'queued',
+        paused: 'paused',
+        gathering: 'waiting for more messages',
+        idle: 'up to date',
+        off: 'off in your settings',
+        no_model: 'no model set up',
+        awaiting_consent: 'waiting for you to run it in Lorekeeper',
+        limit_reached: 'paused: daily limit reached',
+    };
     const state = states[pipeline.state] ?? pipeline.state;
-    const covered = (pipeline.coverage ?? []).map((/** @type {any} */ c) => c.through);
+    // The rolling summary holds only the older messages by design: it is not a measure of progress.
+    const covered = (pipeline.coverage ?? [])
+        .filter((/** @type {any} */ c) => c.tier !== 'compaction')
+        .map((/** @type {any} */ c) => c.through);
     const through = covered.length ? Math.min(...covered) : null;
     const progress = through !== null && pipeline.message_count ? `${through} of ${pipeline.message_count} messages` : '';
     const failed = pipeline.failed?.length ? ` · ${pipeline.failed.length} failed (retry in Lorekeeper)` : '';

@@ -82,9 +82,14 @@ def test_status_after_processing_shows_coverage_jobs_and_the_latest_continuity_c
     add_turns(story, 10)
     process(story)
     body = api.get(pipeline_url(story)).json()
-    assert (body["state"], body["message_count"], body["pending"], body["failed"]) == ("idle", 10, 0, [])
+    # The memory tiers read all 10; the profiles wait for more messages, and the state and the row say so.
+    assert (body["state"], body["message_count"], body["pending"], body["failed"]) == ("gathering", 10, 0, [])
     through = {row["tier"]: row["through"] for row in body["coverage"]}
     assert all(through[tier] == 10 for tier in ("session", "longterm", "arcs", "ledger"))
+    rows = {row["tier"]: row for row in body["coverage"]}
+    assert all(rows[tier]["next_at"] is None and not rows[tier]["note"] for tier in ("session", "ledger"))
+    assert through["profiles"] < 10 and rows["profiles"]["next_at"] > 10
+    assert f"next at {rows['profiles']['next_at']}" in rows["profiles"]["note"]
     assert body["summary_end"] == through["compaction"]
     tiers = {job["tier"] for job in body["jobs"]}
     assert {"session", "longterm", "arcs", "ledger", "continuity"} <= tiers

@@ -78,6 +78,10 @@ class CoverageSerializer(serializers.Serializer):
     tier = serializers.CharField()
     label = serializers.CharField()
     through = serializers.IntegerField(help_text="The first message index this tier has not covered.")
+    next_at = serializers.IntegerField(
+        allow_null=True, help_text="The message count this tier reads on at, while it waits for more messages."
+    )
+    note = serializers.CharField(help_text="Why the tier is behind with nothing queued, in words; empty when not.")
 
     class Meta:
         ref_name = "PipelineCoverage"
@@ -103,7 +107,9 @@ class PipelineOutputSerializer(serializers.Serializer):
     chat = serializers.IntegerField(source="chat.pk")
     state = serializers.ChoiceField(
         choices=selectors.PIPELINE_STATES,
-        help_text="off: extraction is switched off in your settings; no_model: no connection is ticked for "
+        help_text="gathering: nothing to do until more messages come (each coverage row's `next_at` and `note` "
+        "say when); idle: every tier has read every message; off: extraction is switched off in your settings; "
+        "no_model: no connection is ticked for "
         "background work; awaiting_consent: the chat's history waits for Run (see `estimate`); limit_reached: the "
         "account's daily token limit paused background work until midnight.",
     )

@@ -8,6 +8,7 @@ STATE_LABELS = {
     "running": "working",
     "queued": "waiting",
     "paused": "paused",
+    "gathering": "waiting for more messages",
     "idle": "up to date",
     "off": "off",
     "no_model": "no model",
