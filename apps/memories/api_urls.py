@@ -17,5 +17,6 @@ urlpatterns = [
     path("memories/<int:memory_id>/decisions", lifecycle.MemoryDecisionsApi.as_view(), name="memory-decisions"),
     path("entities/", entities.EntityListApi.as_view(), name="entity-list"),
     path("entities/<int:entity_id>/", entities.EntityDetailApi.as_view(), name="entity-detail"),
+    path("entities/<int:entity_id>/merge/", entities.EntityMergeApi.as_view(), name="entity-merge"),
     path("embeddings/settings", entities.EmbeddingSettingsApi.as_view(), name="embedding-settings"),
 ]

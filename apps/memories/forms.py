@@ -91,6 +91,54 @@ class EntityForm(forms.Form):
         return aliases
 
 
+class EntityRenameForm(forms.Form):
+    name = forms.CharField(max_length=200, label="New name")
+
+
+MAX_MERGED = 100
+
+
+class EntityIdsField(forms.Field):
+    """Entities chosen by checkbox or hidden input (their ids, each given once)."""
+
+    widget = forms.MultipleHiddenInput
+    default_error_messages = {"invalid": "Choose entities from the list."}
+
+    def to_python(self, value) -> list[int]:
+        values = value or []
+        if not isinstance(values, list | tuple):
+            values = [values]
+        try:
+            ids = list(dict.fromkeys(int(item) for item in values))
+        except (TypeError, ValueError) as exc:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from exc
+        if any(not 0 < item < 2**63 for item in ids):
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        if len(ids) > MAX_MERGED:
+            raise forms.ValidationError(f"At most {MAX_MERGED} entities at a time.", code="max")
+        return ids
+
+
+class EntityMergeForm(forms.Form):
+    """Which entities become one (`merge`), and the one kept (`into`, which may be among them or not)."""
+
+    merge = EntityIdsField(required=False)
+    into = forms.IntegerField(min_value=1, max_value=2**63 - 1, required=False, label="Keep")
+
+    def __init__(self, *args, keep_required: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.keep_required = keep_required
+
+    def clean(self):
+        data = super().clean()
+        into = data.get("into")
+        if "merge" in data and len({*data["merge"], into} - {None}) < 2:
+            self.add_error("merge", "Choose at least two entities to merge.")
+        elif self.keep_required and into is None and "into" not in self.errors:
+            self.add_error("into", "Choose the entity to keep.")
+        return data
+
+
 class EmbeddingSettingsForm(forms.Form):
     provider = forms.ChoiceField(choices=PROVIDERS)
     model = forms.CharField(

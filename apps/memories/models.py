@@ -70,11 +70,13 @@ class Entity(models.Model):
         verbose_name_plural = "entities"
         ordering = ["name", "id"]
         constraints = [
+            # One entity per name in a registry (a character's, or the user-wide one: NULL is a registry too),
+            # names compared trimmed and in any case; apps/memories/services/entities.py resolves names the same way.
             models.UniqueConstraint(
                 "user",
                 "character",
-                models.functions.Lower("name"),
-                name="entity_unique_name_per_character",
+                models.functions.Lower(models.functions.Trim("name")),
+                name="entity_unique_name_per_registry",
                 nulls_distinct=False,
             )
         ]

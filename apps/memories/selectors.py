@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractUser
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import BooleanField, Count, Prefetch, Q, QuerySet, Value
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Lower, Trim
 from django.db.models.query import prefetch_related_objects
 from django.http import Http404
 
@@ -166,6 +168,53 @@ def entity_get(*, user: AbstractUser, entity_id: int) -> Entity:
         return Entity.objects.select_related("character").get(user=user, pk=entity_id)
     except Entity.DoesNotExist as exc:
         raise Http404("No such entity.") from exc
+
+
+# Whether one of the row's aliases is the name given, as the registry's unique name compares names (trimmed, any case).
+ALIAS_MATCH = (
+    'EXISTS (SELECT 1 FROM unnest("memories_entity"."aliases") AS alias WHERE lower(btrim(alias)) = lower(%s))'
+)
+
+
+def entity_by_name(
+    *, user: AbstractUser, character_id: int | None, name: str, exclude_id: int | None = None
+) -> Entity | None:
+    """The entity of one registry (a character's, or the user-wide one for None) that `name` means: the one of that
+    name (trimmed, any case, as the database's unique name compares), or else the oldest that has it as an alias."""
+    name = name.strip()
+    registry = Entity.objects.filter(user=user, character_id=character_id)
+    if exclude_id is not None:
+        registry = registry.exclude(pk=exclude_id)
+    named = registry.alias(key=Lower(Trim("name"))).filter(key=Lower(Value(name))).first()
+    if named is not None:
+        return named
+    return registry.filter(RawSQL(ALIAS_MATCH, [name], output_field=BooleanField())).order_by("id").first()
+
+
+def entity_registry(*, user: AbstractUser, entity: Entity) -> QuerySet[Entity]:
+    """The other entities of `entity`'s registry, by name, with their active memories counted: what it may merge
+    into."""
+    return (
+        Entity.objects.filter(user=user, character_id=entity.character_id)
+        .exclude(pk=entity.pk)
+        .annotate(memory_count=Count("memories", filter=Q(memories__status="active")))
+        .order_by("name", "id")
+    )
+
+
+def entity_find(*, user: AbstractUser, entity_id: int) -> Entity | None:
+    """entity_get for an entity a request names in its body: None where entity_get answers 404."""
+    return Entity.objects.select_related("character").filter(user=user, pk=entity_id).first()
+
+
+def entities_get(*, user: AbstractUser, entity_ids: list[int]) -> list[Entity]:
+    """These entities of the user, by name, their active memories counted; 404 when one is not theirs."""
+    entities = list(
+        entity_list(user=user).filter(pk__in=entity_ids).select_related("character").order_by("name", "id")
+    )
+    if len(entities) != len(set(entity_ids)):
+        raise Http404("No such entity.")
+    return entities
 
 
 def entity_list_by_name(*, user: AbstractUser, character_id: int | None = None, search: str = "") -> QuerySet[Entity]:

@@ -40,6 +40,14 @@
     button.setAttribute("aria-expanded", open ? "true" : "false");
   });
 
+  // A "Close" in a dropdown of answers (the chat page's search) empties it.
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest && event.target.closest("[data-empties]");
+    if (!button) return;
+    const target = document.querySelector(button.dataset.empties);
+    if (target) target.replaceChildren();
+  });
+
   // Older messages are inserted above what the reader is looking at: keep it in place. This runs on afterSwap,
   // synchronously, so the new "older" sentinel is already off screen when its IntersectionObserver first looks.
   let heightBefore = null;

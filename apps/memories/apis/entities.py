@@ -7,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
 from apps.common.serializers import StorableInputSerializer, paginated
 from apps.memories import selectors
@@ -17,7 +18,7 @@ from apps.memories.apis.memories import (
     int_param,
 )
 from apps.memories.models import Entity
-from apps.memories.services.memories import entity_update
+from apps.memories.services.entities import entity_merge, entity_update
 from apps.memories.services.settings import embedding_settings_get, embedding_settings_set
 
 
@@ -71,6 +72,13 @@ class EntityUpdateInputSerializer(EntityInputSerializer):
         ref_name = "EntityUpdateInput"
 
 
+class EntityMergeInputSerializer(serializers.Serializer):
+    into = serializers.IntegerField(min_value=1, help_text="The entity of the same registry that is kept.")
+
+    class Meta:
+        ref_name = "EntityMergeInput"
+
+
 class EntityDetailApi(APIView):
     @extend_schema(operation_id="entities_retrieve", responses=EntityDetailOutputSerializer)
     def get(self, request, entity_id: int):
@@ -78,15 +86,40 @@ class EntityDetailApi(APIView):
         return Response(EntityDetailOutputSerializer(entity).data)
 
     @extend_schema(
-        operation_id="entities_update", request=EntityUpdateInputSerializer, responses=EntityDetailOutputSerializer
+        operation_id="entities_update",
+        request=EntityUpdateInputSerializer,
+        responses=EntityDetailOutputSerializer,
+        description="Change the name, type or aliases. A new name keeps the old one as an alias (unless `aliases` "
+        "is given too: then that list is the whole list); a name another entity of the registry has, as its name or "
+        "an alias, is refused (400, `extra.field` `name`, `extra.entity` that entity): merge the two instead.",
     )
     @idempotent
     def patch(self, request, entity_id: int):
         entity = selectors.entity_get(user=request.user, entity_id=entity_id)
         serializer = EntityUpdateInputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        entity = entity_update(entity=entity, data=serializer.validated_data)
+        entity = entity_update(user=request.user, entity=entity, data=serializer.validated_data)
         return Response(EntityDetailOutputSerializer(entity).data)
+
+
+class EntityMergeApi(APIView):
+    @extend_schema(
+        operation_id="entities_merge",
+        request=EntityMergeInputSerializer,
+        responses=EntityDetailOutputSerializer,
+        description="Merge this entity into `into`, another entity of the same registry: its memories are linked "
+        "to `into`, its name and aliases become aliases of `into`, and it is deleted. Answers the entity kept.",
+    )
+    @idempotent
+    def post(self, request, entity_id: int):
+        entity = selectors.entity_get(user=request.user, entity_id=entity_id)
+        serializer = EntityMergeInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        into = selectors.entity_find(user=request.user, entity_id=serializer.validated_data["into"])
+        if into is None:
+            raise ApplicationError("No such entity.", {"field": "into"})
+        kept = entity_merge(user=request.user, keep=into, merge=entity)
+        return Response(EntityDetailOutputSerializer(kept).data)
 
 
 class EmbeddingSettingsSerializer(StorableInputSerializer):

@@ -1,6 +1,6 @@
-"""Writing memories and entities: by hand (the API, the memory browser), from extraction (apps/extraction), and as
-the lifecycle decides (apps/memories/services/lifecycle/): a memory seen again is reconfirmed, one replaced is
-superseded.
+"""Writing memories: by hand (the API, the memory browser), from extraction (apps/extraction), and as the lifecycle
+decides (apps/memories/services/lifecycle/): a memory seen again is reconfirmed, one replaced is superseded. The
+entities they name are registered by apps/memories/services/entities.py.
 
 Edits bump `version` and clear the vector when the content changes; the vector is made again in the background
 (apps.memories.tasks.embed_pending), never inside the request.
@@ -18,10 +18,10 @@ from django.db.models.functions import Least
 
 from apps.chats.models import Character, Chat
 from apps.common.exceptions import ApplicationError
-from apps.common.services import model_update
 from apps.memories.embeddings import text_hash
-from apps.memories.models import Entity, Kind, Memory, Status
+from apps.memories.models import Kind, Memory, Status
 from apps.memories.services import queue
+from apps.memories.services.entities import entities_ensure
 from apps.memories.services.lifecycle.scope import lifecycle_config
 from apps.memories.signals import memory_restored
 
@@ -205,41 +205,3 @@ def memory_supersede(*, old: Memory, new: Memory) -> None:
         valid_to=valid_to,
         version=F("version") + 1,
     )
-
-
-def entities_ensure(
-    *, user: AbstractUser, character: Character | None, entities: Iterable[dict[str, Any]]
-) -> list[Entity]:
-    """The registry entries for these `{name, type?, aliases?}`, made where missing (matched by name, any case)."""
-    result: list[Entity] = []
-    for item in entities:
-        name = str(item.get("name", "")).strip()[:200]
-        if not name:
-            raise ApplicationError("An entity needs a name.", {"field": "entities"})
-        entity = Entity.objects.filter(user=user, character=character, name__iexact=name).first()
-        if entity is None:
-            entity = Entity.objects.create(
-                user=user,
-                character=character,
-                name=name,
-                type=str(item.get("type", ""))[:50],
-                aliases=[str(a)[:200] for a in item.get("aliases", [])],
-            )
-        else:
-            new_aliases = [str(a)[:200] for a in item.get("aliases", []) if str(a) not in entity.aliases]
-            if new_aliases or (item.get("type") and not entity.type):
-                entity.aliases = [*entity.aliases, *new_aliases]
-                entity.type = entity.type or str(item["type"])[:50]
-                entity.save(update_fields=["aliases", "type", "updated_at"])
-        result.append(entity)
-    return result
-
-
-@transaction.atomic
-def entity_update(*, entity: Entity, data: dict[str, Any]) -> Entity:
-    if "name" in data:
-        clash = Entity.objects.filter(user=entity.user, character=entity.character, name__iexact=data["name"])
-        if clash.exclude(pk=entity.pk).exists():
-            raise ApplicationError("Another entity already has that name.", {"field": "name"})
-    entity, _ = model_update(instance=entity, fields=["name", "type", "aliases"], data=data)
-    return entity

@@ -13,17 +13,17 @@ from collections.abc import Callable
 from django.db import transaction
 
 from apps.chats.models import Character, Chat
-from apps.memories.models import Entity, MemoryScope
+from apps.memories.models import MemoryScope
+from apps.memories.services.entities import entities_ensure, entity_name_clean
 
 
 def _character_v1_register_self(character: Character) -> None:
-    """The character is the first entity of its own registry (so the graph boost knows its name)."""
-    Entity.objects.get_or_create(
-        user_id=character.user_id,
-        character=character,
-        name__iexact=character.name,
-        defaults={"name": character.name[:200], "type": "character"},
-    )
+    """The character is the first entity of its own registry (so the graph boost knows its name), unless the registry
+    already has it under that name or as an alias."""
+    if entity_name_clean(character.name):
+        entities_ensure(
+            user=character.user, character=character, entities=[{"name": character.name, "type": "character"}]
+        )
 
 
 def _chat_v1_index_messages(chat: Chat) -> None:

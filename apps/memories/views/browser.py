@@ -1,5 +1,5 @@
-"""The memory browser: memories of a character, a chat or all of them, their search, history (with the lifecycle's
-decisions) and entities."""
+"""The memory browser: memories of a character, a chat or all of them, their search and history (with the lifecycle's
+decisions). The entity pages are apps/memories/views/entities.py."""
 
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ from django.views.decorators.vary import vary_on_headers
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
 from apps.memories import selectors
-from apps.memories.forms import STATUS_ALL, EntityForm, MemoryEditForm, MemoryFilterForm
+from apps.memories.forms import STATUS_ALL, MemoryEditForm, MemoryFilterForm
 from apps.memories.models import Kind, Memory, Status
 from apps.memories.search import memory_search
 from apps.memories.services.memories import (
     VersionConflict,
-    entity_update,
     memory_restore,
     memory_retire,
     memory_update,
@@ -26,7 +25,6 @@ from apps.memories.services.memories import (
 
 MEMORIES_PER_PAGE = 25
 DECISIONS_SHOWN = 50
-ENTITIES_PER_PAGE = 50
 SEARCH_LIMIT = 20
 NON_MESSAGE_KINDS = [kind for kind in Kind.values if kind != Kind.MESSAGE]
 METHOD_NOTES = {
@@ -219,64 +217,3 @@ def memory_retire_view(request, memory_id: int):
 @require_POST
 def memory_restore_view(request, memory_id: int):
     return _status_change(request, memory_id, lambda memory: memory_restore(memory=memory), "Restored the memory.")
-
-
-# ---------------------------------------------------------------------------------------------------- entities
-
-
-@login_required
-@require_GET
-@vary_on_headers("HX-Request")
-def entity_list(request):
-    """The user-wide registry and every character's, or with `?character=` that character's and the user-wide."""
-    character = None
-    raw = request.GET.get("character", "")
-    if raw:
-        if not raw.isdigit():
-            return render(request, "memories/entity_list.html", {"error": "Unknown character."}, status=400)
-        character = chat_selectors.character_get(user=request.user, character_id=int(raw))
-    search = request.GET.get("q", "").strip()
-    entities = selectors.entity_list_by_name(
-        user=request.user, character_id=character.pk if character else None, search=search
-    )
-    page = Paginator(entities, ENTITIES_PER_PAGE).get_page(request.GET.get("page"))
-    context = {"character": character, "page": page, "search": search}
-    template = "memories/entity_list.html#entity-results" if request.htmx else "memories/entity_list.html"
-    return render(request, template, context)
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-@vary_on_headers("HX-Request")
-def entity_detail(request, entity_id: int):
-    """An entity, its edit form, and the memories linked to it (paged)."""
-    entity = selectors.entity_get(user=request.user, entity_id=entity_id)
-    initial = {"name": entity.name, "type": entity.type, "aliases": ", ".join(entity.aliases)}
-    form = EntityForm(request.POST or None, initial=initial)
-    saved = False
-    status = 200
-    if request.method == "POST":
-        if form.is_valid():
-            try:
-                entity = entity_update(entity=entity, data=form.cleaned_data)
-            except ApplicationError as exc:
-                form.add_error(error_field(exc, form, "name"), exc.message)
-            else:
-                if not request.htmx:
-                    messages.success(request, f"Saved {entity.name}.")
-                    return redirect("memories:entity", entity.pk)
-                saved = True
-                form = EntityForm(
-                    initial={"name": entity.name, "type": entity.type, "aliases": ", ".join(entity.aliases)}
-                )
-        if form.errors:
-            status = 400
-        if request.htmx:
-            context = {"entity": entity, "form": form, "saved": saved}
-            return render(request, "memories/entity_detail.html#entity-head", context, status=status)
-    memories = selectors.with_display(selectors.memory_list(user=request.user, entity_id=entity.pk))
-    page = Paginator(memories, MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
-    context = {"entity": entity, "form": form, "page": page, "saved": saved}
-    if request.htmx:
-        return render(request, "memories/entity_detail.html#entity-memories", context)
-    return render(request, "memories/entity_detail.html", context, status=status)
