@@ -1,10 +1,12 @@
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 
 from django.contrib.auth.models import AbstractUser
-from django.db.models import Count, F, Q, QuerySet, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import Count, DecimalField, ExpressionWrapper, F, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce, TruncDate
 from django.http import Http404
 from django.utils import timezone
 
@@ -100,6 +102,68 @@ def background_usage(*, days: int = 30, now: datetime | None = None) -> list[dic
             tokens_today=Coalesce(Sum(tokens, filter=Q(created_at__gte=today)), 0),
         )
         .order_by("-tokens")
+    )
+
+
+@dataclass(frozen=True)
+class DailyTokens:
+    days: list[date]
+    background: list[int]  # prompt and reply tokens per day
+    foreground: list[int]
+    cost: Decimal | None  # at the prices of the calls' connections, None when none has a price
+    unpriced_tokens: int  # of calls whose connection has no price (or is gone): not in the cost
+
+    @property
+    def background_total(self) -> int:
+        return sum(self.background)
+
+    @property
+    def foreground_total(self) -> int:
+        return sum(self.foreground)
+
+    @property
+    def total(self) -> int:
+        return self.background_total + self.foreground_total
+
+
+PRICED = Q(connection__price_prompt__isnull=False) | Q(connection__price_reply__isnull=False)
+CALL_COST = ExpressionWrapper(
+    (
+        F("prompt_tokens") * Coalesce(F("connection__price_prompt"), Value(Decimal(0)))
+        + F("completion_tokens") * Coalesce(F("connection__price_reply"), Value(Decimal(0)))
+    )
+    / Value(Decimal(1_000_000)),
+    output_field=DecimalField(max_digits=24, decimal_places=8),
+)
+
+
+def call_tokens_by_day(*, user: AbstractUser, days: int = 30, now: datetime | None = None) -> DailyTokens:
+    """The person's tokens per day over `days` days, today included: background memory work and what they asked
+    for apart, and what they cost at the prices set on the connections (today's prices, for every day)."""
+    start = day_start(now) - timedelta(days=days - 1)
+    tokens = F("prompt_tokens") + F("completion_tokens")
+    calls = Call.objects.filter(user=user, created_at__gte=start).order_by()
+    rows = {
+        row["day"]: row
+        for row in calls.annotate(day=TruncDate("created_at"))
+        .values("day")
+        .annotate(
+            background=Coalesce(Sum(tokens, filter=~FOREGROUND), 0),
+            foreground=Coalesce(Sum(tokens, filter=FOREGROUND), 0),
+        )
+    }
+    money = calls.aggregate(
+        cost=Sum(CALL_COST, filter=PRICED),
+        priced=Count("id", filter=PRICED),
+        unpriced=Coalesce(Sum(tokens, filter=~PRICED), 0),
+    )
+    span = [start.date() + timedelta(days=i) for i in range(days)]
+    return DailyTokens(
+        days=span,
+        background=[rows[day]["background"] if day in rows else 0 for day in span],
+        foreground=[rows[day]["foreground"] if day in rows else 0 for day in span],
+        cost=(money["cost"] or Decimal(0)) if money["priced"] else None,
+        unpriced_tokens=money["unpriced"],
     )
 
 

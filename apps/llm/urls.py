@@ -6,6 +6,7 @@ app_name = "llm"
 urlpatterns = [
     path("llm/", views.connection_list, name="connections"),
     path("llm/calls/", views.call_list, name="calls"),
+    path("llm/usage/", views.usage_chart, name="usage"),
     path("llm/<int:connection_id>/", views.connection_edit, name="edit"),
     path("llm/<int:connection_id>/test/", views.connection_test_view, name="test"),
     path("llm/<int:connection_id>/delete/", views.connection_delete_view, name="delete"),

@@ -9,6 +9,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from apps.common.charts import day_chart
 from apps.common.exceptions import ApplicationError
 from apps.llm import selectors
 from apps.llm.forms import ConnectionForm, SamplerForm
@@ -25,6 +26,7 @@ from apps.llm.services import (
 )
 
 RECENT_CALLS = 10
+USAGE_DAYS = 30
 
 
 def _add_error(form: ConnectionForm, exc: ApplicationError) -> None:
@@ -162,3 +164,14 @@ def call_list(request):
     status = request.GET.get("status") if request.GET.get("status") in Call.Status.values else None
     page = Paginator(selectors.call_list(user=request.user, status=status), 25).get_page(request.GET.get("page"))
     return render(request, "llm/call_list.html", {"page": page, "status": status})
+
+
+@login_required
+@require_GET
+def usage_chart(request):
+    """Tokens per day over the last 30 days, background work and the person's own calls stacked: loaded into the
+    connections page by htmx."""
+    usage = selectors.call_tokens_by_day(user=request.user, days=USAGE_DAYS)
+    series = {"background": usage.background, "foreground": usage.foreground}
+    context = {"usage": usage, "days": USAGE_DAYS, "chart": day_chart(usage.days, series) if usage.total else None}
+    return render(request, "llm/partials/usage_chart.html", context)

@@ -5,7 +5,6 @@ writes do."""
 
 from __future__ import annotations
 
-import math
 import uuid
 
 from django.contrib.auth.decorators import login_required
@@ -17,12 +16,11 @@ from django_htmx.http import trigger_client_event
 from apps.chats import selectors as chat_selectors
 from apps.chats.templatetags.chat_links import message_url
 from apps.common.exceptions import ApplicationError
+from apps.injection.services.graph_layout import graph_layout
 from apps.injection.services.recall import recall_edit, recall_rerun, recall_store, recall_stored
 from apps.memories import selectors as memory_selectors
 
 CARD = "injection/partials/recall_card.html"
-WIDTH, HEIGHT = 560, 420
-MEMORY_RADIUS, ENTITY_RADIUS = 110, 185
 
 
 def _message(request, chat_id: int, index: int):
@@ -96,32 +94,6 @@ def recall_rerun_view(request, chat_id: int, index: int):
         index,
         lambda integrity: recall_rerun(user=request.user, chat=chat, index=index, integrity=integrity)[1],
     )
-
-
-def graph_layout(subgraph: dict) -> dict:
-    """Positions for the recall's subgraph: its memories on an inner circle, the entities they name on an outer
-    one; each edge with its ends' positions."""
-    cx, cy = WIDTH / 2, HEIGHT / 2
-    memories = [n for n in subgraph.get("nodes", []) if n.get("type") == "memory"]
-    entities = [n for n in subgraph.get("nodes", []) if n.get("type") == "entity"]
-    placed: dict[str, dict] = {}
-    for ring, radius, offset in ((memories, MEMORY_RADIUS, -math.pi / 2), (entities, ENTITY_RADIUS, -math.pi / 3)):
-        for i, node in enumerate(ring):
-            angle = offset + 2 * math.pi * i / max(len(ring), 1)
-            r = radius if len(ring) > 1 or ring is entities else 0
-            label = node.get("label", "")
-            placed[node["id"]] = {
-                **node,
-                "x": round(cx + r * math.cos(angle), 1),
-                "y": round(cy + r * math.sin(angle), 1),
-                "short": label if len(label) <= 22 else label[:21] + "…",
-            }
-    edges = [
-        {**edge, "x1": a["x"], "y1": a["y"], "x2": b["x"], "y2": b["y"]}
-        for edge in subgraph.get("edges", [])
-        if (a := placed.get(edge.get("source"))) and (b := placed.get(edge.get("target")))
-    ]
-    return {"nodes": list(placed.values()), "edges": edges, "width": WIDTH, "height": HEIGHT}
 
 
 @login_required
