@@ -139,3 +139,40 @@ def settings_document_patch(*, user: AbstractUser, patch: Any, kind: str, integr
     document.integrity = uuid.uuid4()
     document.save(update_fields=["data", "integrity", "updated_at"])
     return document
+
+
+def _pointer(path: tuple[str, ...]) -> str:
+    return "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in path)
+
+
+@transaction.atomic
+def settings_document_set(
+    *, user: AbstractUser, values: dict[tuple[str, ...], Any], integrity: uuid.UUID
+) -> SettingsDocument:
+    """Set each given leaf (a path of object keys, the first a namespace) and nothing else, as one JSON Patch
+    applied only if the document is still at `integrity` (otherwise 409, as for any client). A missing object on
+    the way is added, one that is not an object is replaced by one; every other key and namespace is untouched."""
+    settings_document_get(user=user)
+    document = SettingsDocument.objects.select_for_update().get(user=user)
+    if document.integrity != integrity:
+        raise SettingsConflict(document)
+    patch: list[dict[str, Any]] = []
+    made: set[tuple[str, ...]] = set()  # objects this patch adds
+    for path, value in values.items():
+        node: Any = document.data
+        for depth, key in enumerate(path):
+            here = path[: depth + 1]
+            exists = here in made or (isinstance(node, dict) and key in node)
+            if depth == len(path) - 1:
+                patch.append({"op": "replace" if exists else "add", "path": _pointer(here), "value": value})
+            elif here in made:
+                node = None
+            elif isinstance(node, dict) and isinstance(node.get(key), dict):
+                node = node[key]
+            else:
+                patch.append({"op": "replace" if exists else "add", "path": _pointer(here), "value": {}})
+                made.add(here)
+                node = None
+    if not patch:
+        return document
+    return settings_document_patch(user=user, patch=patch, kind="json", integrity=integrity)
