@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
@@ -15,9 +16,11 @@ from apps.extraction.forms import SceneForm, SceneVersionForm
 from apps.extraction.models import Recap
 from apps.extraction.services.pipeline import chat_opened, recap_dismiss
 from apps.extraction.services.scenes import scene_recap_again, scene_update
+from apps.extraction.services.story_pictures import relationship_graph, story_timeline, window_parse
 
 RECAP = "extraction/partials/recap_panel.html"
 SCENE = "extraction/story.html#scene"
+TIMELINE = "extraction/partials/story_timeline.html"
 
 
 @login_required
@@ -43,17 +46,36 @@ def recap_dismiss_view(request, chat_id: int, recap_id: int):
     return redirect("chats:detail", chat.pk)
 
 
+def _timeline(request, chat) -> dict:
+    """The timeline of the window in the address (?from=&to=); of the whole chat, with the error, when the window
+    asked for is not one."""
+    error = ""
+    try:
+        start, end = window_parse(count=chat.message_count, start=request.GET.get("from"), end=request.GET.get("to"))
+    except ApplicationError as exc:
+        error, start, end = exc.message, 0, chat.message_count
+    return {"timeline": story_timeline(user=request.user, chat=chat, start=start, end=end), "timeline_error": error}
+
+
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def story_page(request, chat_id: int):
+    """The story so far; to htmx zooming or paging the timeline (its target), the timeline alone."""
     chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+    timeline = _timeline(request, chat)
+    status = 400 if timeline["timeline_error"] else 200
+    if request.htmx and request.htmx.target == "story-timeline" and not request.htmx.history_restore_request:
+        return render(request, TIMELINE, {"chat": chat, **timeline}, status=status)
     context = {
         "chat": chat,
         "scenes": selectors.scene_list(user=request.user, chat=chat),
         "checks": selectors.continuity_list(user=request.user, chat=chat)[:10],
         "state": selectors.story_state(user=request.user, chat=chat),
+        "relationships": relationship_graph(user=request.user, chat=chat),
+        **timeline,
     }
-    return render(request, "extraction/story.html", context)
+    return render(request, "extraction/story.html", context, status=status)
 
 
 @login_required
