@@ -10,6 +10,7 @@ import logging
 
 from celery import shared_task
 from celery.signals import worker_ready
+from django.conf import settings
 from django.db.models import F, Q
 
 from apps.chats.models import Chat
@@ -17,7 +18,7 @@ from apps.common.tasks import task_send
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, deployment_config
 from apps.memories.models import EmbeddingSettings, Memory, MemoryScope
 from apps.memories.services import queue
-from apps.memories.services.indexing import chat_index_refresh, memories_embed_run
+from apps.memories.services.indexing import EMBED_BATCH, chat_index_refresh, embedding_backlog, memories_embed_run
 from apps.memories.signals import chat_text_changed
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,10 @@ def index_chat(chat_id: int) -> dict:
         # The chat's text changed: the apps above react (the extraction pipeline plans its tiers, before the
         # embedding below, which it does not wait for). A hint: its sweep finds chats whose plan is behind.
         chat_text_changed.send(sender=Chat, chat_id=chat_id)
+    # A long backlog is shared with the worker's other processes: each claims batches of its own (indexing.py).
+    batches = -(-embedding_backlog(user_id=chat.user_id, chat_id=chat_id) // EMBED_BATCH)
+    for _ in range(min(settings.LOREKEEPER_EMBEDDING_RUNS, batches) - 1):
+        queue.enqueue_embed_pending(chat.user_id)
     counts["embedded"] = _embed(user_id=chat.user_id, chat_id=chat_id)
     return counts
 

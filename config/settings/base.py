@@ -289,6 +289,9 @@ LOREKEEPER_EMBEDDINGS_BATCH = env.int("LOREKEEPER_EMBEDDINGS_BATCH", default=128
 LOREKEEPER_EMBEDDINGS_TIMEOUT = env.float("LOREKEEPER_EMBEDDINGS_TIMEOUT", default=30.0)
 # Threads per process for the local model: 1, as every web and worker process embeds on its own.
 LOREKEEPER_EMBEDDINGS_THREADS = env.int("LOREKEEPER_EMBEDDINGS_THREADS", default=1)
+# Worker processes that embed one chat's long backlog together, batch by batch: the worker's concurrency (Celery's
+# default, one process per core).
+LOREKEEPER_EMBEDDING_RUNS = env.int("LOREKEEPER_EMBEDDING_RUNS", default=os.cpu_count() or 1)
 # The local model is loaded from the installed package, never fetched from a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -15,6 +15,7 @@ import math
 import re
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -47,6 +48,9 @@ class EmbeddingServer:
     requests: list[Request] = field(default_factory=list)
     fail_status: int | None = None
     drop_last: bool = False
+    delay: float = 0.0  # seconds each answer waits: a slow model, for runs that overlap
+    in_flight: int = 0
+    most_in_flight: int = 0  # the most requests answered at once
     port: int = 0
     httpd: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -97,6 +101,12 @@ def handler_for(server: EmbeddingServer):
                 server.requests.append(
                     Request(self.path, body.get("model", ""), texts, self.headers.get("Authorization", ""), body)
                 )
+            with server._lock:
+                server.in_flight += 1
+                server.most_in_flight = max(server.most_in_flight, server.in_flight)
+            time.sleep(server.delay)
+            with server._lock:
+                server.in_flight -= 1
             if server.fail_status:
                 # retry-after-ms keeps the OpenAI SDK's retries of a failing server quick.
                 self._answer(server.fail_status, {"error": {"message": "scripted failure"}}, {"retry-after-ms": "1"})

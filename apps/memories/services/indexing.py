@@ -27,7 +27,7 @@ import logging
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, Value
 from django.db.models.functions import Coalesce, Least
 from django.utils.dateparse import parse_datetime
@@ -40,12 +40,11 @@ from apps.memories.services.schema import chat_schema_ensure
 
 log = logging.getLogger(__name__)
 
-EMBED_BATCH = 256
+EMBED_BATCH = 128  # rows a run claims at a time (memories_embed_pending)
 # SQL twin of message_content(): the hash of exactly that text, computed without fetching the texts.
 CONTENT_SQL = "CASE WHEN m.name <> '' THEN m.name || ': ' || m.mes ELSE m.mes END"
 HASH_SQL = f"encode(sha256(convert_to({CONTENT_SQL}, 'UTF8')), 'hex')"
 LOCK_NAMESPACE = 0x4C4B  # "LK": pg_advisory_xact_lock(namespace, chat id)
-EMBED_LOCK_NAMESPACE = 0x4C45  # "LE": pg_try_advisory_lock(namespace, user id), held by an embedding run
 
 
 def message_content(*, name: str, mes: str) -> str:
@@ -230,8 +229,10 @@ def _needs_vector(config: EmbeddingConfig) -> Q:
 
 
 def memories_embed_pending(*, user_id: int, chat_id: int | None = None, max_batches: int | None = None) -> int:
-    """Embed the user's memories lacking a vector under their current model (first those of `chat_id`, if given).
-    Each batch commits on its own. Answers how many memories got a vector."""
+    """Embed the user's memories lacking a vector under their current model (first those of `chat_id`, if given),
+    a batch at a time. Each batch is claimed: its rows stay locked (FOR NO KEY UPDATE SKIP LOCKED) until their
+    vectors are written and the batch commits, so runs in several worker processes share one user's backlog and
+    never embed a row twice. Answers how many memories got a vector."""
     from django.contrib.auth import get_user_model
 
     user = get_user_model().objects.filter(pk=user_id).first()
@@ -244,61 +245,42 @@ def memories_embed_pending(*, user_id: int, chat_id: int | None = None, max_batc
     scopes = [Q(chat_id=chat_id), Q()] if chat_id else [Q()]
     for scope in scopes:
         while max_batches is None or batches < max_batches:
-            pending = list(
-                Memory.objects.filter(_needs_vector(config), scope, user_id=user_id)
-                .order_by("id")
-                .values_list("id", "content", "content_hash")[:EMBED_BATCH]
-            )
-            if not pending:
-                break
-            vectors = embed_texts(config, [content for _, content, _ in pending])
             with transaction.atomic():
-                for (pk, _content, content_hash), vector in zip(pending, vectors, strict=True):
-                    # Only if the content is still what was embedded: an edit meanwhile waits for the next pass.
-                    Memory.objects.filter(pk=pk, content_hash=content_hash).update(
-                        embedding=vector, embedding_model=config.key, embedding_dim=len(vector)
-                    )
-            done += len(pending)
+                claimed = list(
+                    Memory.objects.select_for_update(skip_locked=True, no_key=True)
+                    .filter(_needs_vector(config), scope, user_id=user_id)
+                    .order_by("id")
+                    .only("id", "content")[:EMBED_BATCH]
+                )
+                if claimed:
+                    # Locked rows cannot change meanwhile: the vectors are of the text they hold.
+                    vectors = embed_texts(config, [memory.content for memory in claimed])
+                    for memory, vector in zip(claimed, vectors, strict=True):
+                        memory.embedding, memory.embedding_dim = vector, len(vector)
+                        memory.embedding_model = config.key
+                    Memory.objects.bulk_update(claimed, ["embedding", "embedding_model", "embedding_dim"])
+            if not claimed:
+                break
+            done += len(claimed)
             batches += 1
     return done
 
 
 def memories_embed_run(*, user_id: int, chat_id: int | None = None) -> int:
-    """memories_embed_pending, one run per user at a time (a session advisory lock held by the run). A run that finds
-    the user's embedding in hand leaves at once: the holder embeds until nothing is pending, and once it has let go
-    looks again, so rows committed while it finished (whose own run found it busy) are not left for the sweep.
-    Answers how many memories got a vector in this call."""
-    done = 0
-    while True:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [EMBED_LOCK_NAMESPACE, _lock_key(user_id)])
-            if not cursor.fetchone()[0]:
-                return done
-        try:
-            done += memories_embed_pending(user_id=user_id, chat_id=chat_id)
-        finally:
-            _unlock(EMBED_LOCK_NAMESPACE, user_id)
-        if not _embedding_pending(user_id=user_id):
-            return done
+    """memories_embed_pending until nothing unclaimed is left. Runs of one user in several worker processes share
+    the backlog batch by batch (see there); rows another run holds are its own to finish."""
+    return memories_embed_pending(user_id=user_id, chat_id=chat_id)
 
 
-def _unlock(namespace: int, pk: int) -> None:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [namespace, _lock_key(pk)])
-    except DatabaseError:
-        # The connection broke (the error on its way up says why) and the lock went with its session.
-        log.debug("advisory lock %s/%s released with its session", namespace, pk)
-
-
-def _embedding_pending(*, user_id: int) -> bool:
+def embedding_backlog(*, user_id: int, chat_id: int) -> int:
+    """How many of the chat's memories wait for a vector: how many runs are worth starting for it."""
     from django.contrib.auth import get_user_model
 
     user = get_user_model().objects.filter(pk=user_id).first()
-    if user is None:
-        return False
-    config = config_for(user)
-    return config.enabled and Memory.objects.filter(_needs_vector(config), user_id=user_id).exists()
+    config = config_for(user) if user is not None else None
+    if config is None or not config.enabled:
+        return 0
+    return Memory.objects.filter(_needs_vector(config), user_id=user_id, chat_id=chat_id).count()
 
 
 def chat_index_progress(*, chat: Chat) -> dict[str, int]:

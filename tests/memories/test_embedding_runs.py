@@ -1,0 +1,82 @@
+"""One user's embedding backlog shared by runs in several worker processes: each claims batches of rows of its own,
+so no row is embedded twice and a long chat is embedded on every core."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+
+import pytest
+from django.db import connection
+
+from apps.chats.models import Character, Chat
+from apps.memories.models import Kind, Memory
+from apps.memories.services.indexing import EMBED_BATCH, chat_index_progress, memories_embed_pending
+from apps.memories.services.settings import embedding_settings_set
+from tests.memories.helpers import jsonl_bytes
+from tests.worker import ROOT, worker_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def backlog(user, count: int) -> None:
+    character = Character.objects.create(user=user, name="Mira")
+    Memory.objects.bulk_create(
+        Memory(user=user, character=character, kind=Kind.FACT, content=f"fact number {n}", content_hash=f"{n:064x}")
+        for n in range(count)
+    )
+
+
+def test_two_runs_at_once_share_the_backlog_and_never_embed_a_row_twice(user, embedder):
+    embedding_settings_set(user=user, provider="openai", model="scripted", base_url=f"{embedder.url}/v1")
+    backlog(user, EMBED_BATCH * 4)
+    embedder.delay = 0.3  # each batch's answer takes a while: the runs overlap
+    done: list[int] = []
+
+    def run() -> None:
+        try:
+            done.append(memories_embed_pending(user_id=user.pk))
+        finally:
+            connection.close()
+
+    runs = [threading.Thread(target=run) for _ in range(2)]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join(timeout=60)
+
+    texts = Counter(embedder.embedded_texts())
+    assert len(texts) == EMBED_BATCH * 4 and max(texts.values()) == 1
+    assert sorted(done) != [0, EMBED_BATCH * 4] and sum(done) == EMBED_BATCH * 4  # both worked
+    assert embedder.most_in_flight == 2
+    assert not Memory.objects.filter(user=user, embedding__isnull=True).exists()
+
+
+def test_a_real_worker_embeds_one_long_chat_in_two_processes_at_once(api, user, broker, embedder):
+    embedding_settings_set(user=user, provider="openai", model="scripted", base_url=f"{embedder.url}/v1")
+    lines = [("Mira" if n % 2 else "You", f"Line {n} of the long night.") for n in range(EMBED_BATCH * 8)]
+    response = api.post("/api/v1/chats/import?title=Long", data=jsonl_bytes(*lines), content_type="application/jsonl")
+    assert response.status_code == 201, response.content
+    chat = Chat.objects.get(pk=response.json()["id"])
+    embedder.delay = 0.5  # 8 batches: 4 s in one process, time enough for the second to join
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency=2", "--loglevel=WARNING"],
+        cwd=ROOT,
+        env=worker_env(broker, LOREKEEPER_CELERY_EAGER="0", LOREKEEPER_EMBEDDING_RUNS="2"),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while chat_index_progress(chat=chat)["pending"]:
+            assert worker.poll() is None, "the worker died"
+            assert time.monotonic() < deadline, "the worker did not index the chat within 120 s"
+            time.sleep(0.25)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+
+    texts = Counter(embedder.embedded_texts())
+    assert len(texts) == len(lines) and max(texts.values()) == 1
+    assert embedder.most_in_flight == 2  # the second process helped
