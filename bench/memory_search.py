@@ -38,6 +38,7 @@ import random
 import re
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -171,6 +172,12 @@ COLUMNS = {
     "created_at": "timestamptz",
     "updated_at": "timestamptz",
     "version": "int4",
+    # Sync's columns that may not be empty (apps/common/models.py Synced): the feed trigger reads them.
+    "uid": "uuid",
+    "clock": "jsonb",
+    "changed_by": "varchar",
+    "edited_by": "varchar",
+    "origin": "varchar",
 }
 
 
@@ -204,6 +211,7 @@ def _copy_world(cursor, *, size: int, seed: int, ratio: float, corpus: Corpus, c
                 copy.write_row(
                     (user_id, character_id, kind, content, digest, empty, header + vectors[i].tobytes(), key, DIM)
                     + (importance, confidence, 0, "", "active", "", [], "", [], moment, moment, 1)
+                    + (uuid.UUID(bytes=rng.randbytes(16), version=4), empty, "", "", "api")
                 )
     return len(owners)
 

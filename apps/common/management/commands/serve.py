@@ -1,9 +1,9 @@
 """`make run`: the whole platform in one terminal, on embedded services unless the environment names real ones.
 
 Starts Valkey (unless CELERY_BROKER_URL is set; PostgreSQL is already up: loading the settings started or joined
-it unless DATABASE_URL is set), migrates, makes sure an admin exists, then runs the web server (uvicorn, ASGI), a
-Celery worker and Celery beat. Ctrl-C stops every process this command started; the data stays in var/ for the next
-run.
+it unless DATABASE_URL is set), migrates, makes sure an admin exists, then runs the web server (gunicorn with uvicorn
+workers, ASGI, as production runs it), a Celery worker and Celery beat. Ctrl-C stops every process this command
+started; the data stays in var/ for the next run.
 """
 
 from __future__ import annotations
@@ -23,6 +23,17 @@ from apps.common import embedded
 
 # Not 8000: that is SillyTavern's own port, and a person using the extension runs both on one machine.
 DEFAULT_ADDRPORT = "127.0.0.1:8720"
+
+
+def web_command(host: str, port: int | str, workers: int | None = None) -> list[str]:
+    """The web server as production runs it (README, "Running in production"): gunicorn managing uvicorn workers
+    under ASGI, so a reply streaming from a slow model holds no thread, a worker that dies is replaced, and the
+    workers share the cores. One worker per core unless LOREKEEPER_WEB_WORKERS says otherwise."""
+    workers = workers or int(os.environ.get("LOREKEEPER_WEB_WORKERS") or os.cpu_count() or 2)
+    return [
+        sys.executable, "-m", "gunicorn", "config.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
+        "-w", str(workers), "-b", f"{host}:{port}", "--keep-alive", "10", "--graceful-timeout", "5",
+    ]  # fmt: skip
 
 
 def _port_open(port: int) -> bool:
@@ -57,13 +68,9 @@ class Command(BaseCommand):
             call_command("ensure_admin")
             python = sys.executable
             host, _, port = addrport.rpartition(":")
-            # ASGI (uvicorn), as in production: a reply streaming from a slow model holds no thread.
-            web = [python, "-m", "uvicorn", "config.asgi:application", "--host", host or "127.0.0.1", "--port", port]
             # People see the site's own error pages, not Django's debug pages (DEBUG=true make run shows those).
             env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "false")}
-            children.append(
-                subprocess.Popen([*web, "--timeout-graceful-shutdown", "5"], start_new_session=True, env=env)
-            )
+            children.append(subprocess.Popen(web_command(host or "127.0.0.1", port), start_new_session=True, env=env))
             if not no_worker:
                 celery = [python, "-m", "celery", "-A", "config"]
                 children.append(subprocess.Popen([*celery, "worker", "--loglevel=INFO"], start_new_session=True))
