@@ -53,3 +53,4 @@ bench: install
 	$(BIN)/python bench/sillytavern.py
 	$(BIN)/python bench/chat.py
 	$(BIN)/python bench/consent.py
+	$(BIN)/python bench/pages.py

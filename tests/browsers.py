@@ -43,9 +43,11 @@ def chromium() -> Iterator:
             browser.close()
 
 
-def screenshot(page, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
+def screenshot(page, name: str, folder: str = "") -> Path:
+    """The whole page, as var/test-artifacts/[folder/]name.png."""
+    directory = ARTIFACTS / folder if folder else ARTIFACTS
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
 

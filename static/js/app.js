@@ -40,6 +40,18 @@
     button.setAttribute("aria-expanded", open ? "true" : "false");
   });
 
+  // What stays pinned under the site's bar (the chat page's place bar, the sync notice) is placed from the bar's
+  // height as drawn: its links wrap to a second line on a narrow window or with a long name.
+  function topbarHeight() {
+    const bar = document.querySelector(".topbar");
+    if (bar) document.documentElement.style.setProperty("--topbar-height", bar.offsetHeight + "px");
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    topbarHeight();
+    const bar = document.querySelector(".topbar");
+    if (bar && window.ResizeObserver) new ResizeObserver(topbarHeight).observe(bar);
+  });
+
   // A "Close" in a dropdown of answers (the chat page's search) empties it.
   document.addEventListener("click", function (event) {
     const button = event.target.closest && event.target.closest("[data-empties]");

@@ -121,3 +121,18 @@ def test_the_go_to_box_and_an_old_style_link_open_the_chat_at_the_message(browse
     assert page.locator("#m299").count() and not page.locator("[aria-current]").count()
     assert page.errors == [], page.errors
     page.context.close()
+
+
+def test_the_place_bar_stays_below_the_sites_bar_when_its_links_wrap(browser, live_server, client, long_chat, user):
+    user.username = "a-reader-with-a-long-name"
+    user.save(update_fields=["username"])
+    for width in (1100, 900):  # at 900 px the site's links take two lines
+        page = watched_page(browser, width, live_server, session_cookie(client, user))
+        page.goto(f"{live_server.url}/chats/{long_chat.pk}/?at=150")
+        page.locator("#m150.place").wait_for()
+        page.mouse.wheel(0, 400)  # scrolled: both bars pinned
+        bar = page.locator(".topbar").bounding_box()
+        place = page.locator(".chat-place").bounding_box()
+        assert place["y"] >= bar["y"] + bar["height"] - 1, (width, bar, place)
+        assert page.errors == []
+        page.context.close()
