@@ -2,6 +2,11 @@
 
     .venv/bin/python bench/memory_search.py [--sizes 10000 100000 [1000000]] [--seed 7] [--rebuild] [--explain]
     .venv/bin/python bench/memory_search.py --drop 1000000      # take a size's rows out of the table again
+    .venv/bin/python bench/memory_search.py --isolation [--isolation-size 10000] [--isolation-others 200000 2000000]
+
+--isolation (issue 22): the same user in two databases of its own, among 0.2 M and among 2 M rows of other users,
+each world built and measured as below in a child process; prints the user's search p50/p95 in each and, as its
+last line, `isolation: p95 X ms among 0.2M, Y ms among 2M, ratio R`.
 
 Data (generated, kept in its own database `lorekeeper_bench_search` and reused while size, seed and ratio match):
 for each size a "world" of one target user holding SIZE memories and 24 other users holding SIZE x --others-ratio
@@ -596,7 +601,19 @@ def main() -> None:
     parser.add_argument("--explain", action="store_true", help="Also list the ORM's statements of the search.")
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--extra-ef", type=int, nargs="*", default=[1000], help="Also HNSW recall at these ef_search.")
+    parser.add_argument(
+        "--isolation",
+        action="store_true",
+        help="The same user (--isolation-size memories) in two databases of its own, among --isolation-others rows "
+        "of other users: its search p95 in each and their ratio.",
+    )
+    parser.add_argument("--isolation-size", type=int, default=10_000)
+    parser.add_argument("--isolation-others", type=int, nargs=2, default=[200_000, 2_000_000])
+    parser.add_argument("--json-out", type=Path, help="Also write each size's latency and recall figures here.")
     args = parser.parse_args()
+    if args.isolation:
+        isolation(args)
+        return
     _setup_django()
     from django.conf import settings
     from django.contrib.auth import get_user_model
@@ -652,6 +669,40 @@ def main() -> None:
                 print(f"    {label:14s}{plan}")
     print_figures(rows)
     print(f"load average {os.getloadavg()[0]:.2f} (2 cores, shared with other work)")
+    if args.json_out:
+        figures = {size: {"latency": latency, "recall": recall} for size, _, latency, recall, _ in rows}
+        args.json_out.write_text(json.dumps(figures, default=float))
+
+
+def isolation(args) -> None:
+    """One user's search among few other users' rows and among many: each world in a database of its own (the
+    table holds only it), built and measured by this script in a child process; the last line is the ratio of the
+    user's search p95 in the larger world to the smaller."""
+    import subprocess
+    import tempfile
+
+    size, results = args.isolation_size, {}
+    for others in args.isolation_others:
+        database = f"lorekeeper_bench_search_iso_{others}"
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            command = [sys.executable, __file__, "--sizes", str(size), "--others-ratio", str(others / size)]
+            command += ["--seed", str(args.seed), "--data", str(args.data), "--json-out", out.name, "--extra-ef"]
+            command += ["--rebuild"] if args.rebuild else []
+            print(f"\n### the user's {size:,} memories among {others:,} of others (database {database})", flush=True)
+            subprocess.run(command, check=True, env={**os.environ, "LOREKEEPER_DATABASE_NAME": database})
+            results[others] = json.loads(Path(out.name).read_text())[str(size)]
+    print("\n  others rows | search ms p50/p95 | vector ms p50/p95 | text ms p50/p95 | embed ms p50 | HNSW recall@10")
+    for others, figures in results.items():
+        latency, recall = figures["latency"], figures["recall"]
+        print(
+            f"{others:>13,} | {latency['search'][0]:7.1f} / {latency['search'][1]:<7.1f} "
+            f"| {latency['vector'][0]:7.1f} / {latency['vector'][1]:<7.1f} "
+            f"| {latency['text'][0]:6.1f} / {latency['text'][1]:<6.1f} | {latency['embed'][0]:12.1f} "
+            f"| {recall['hnsw_r10']:.3f}"
+        )
+    few, many = (results[others]["latency"]["search"][1] for others in args.isolation_others)
+    names = [f"{others / 1e6:g}M" for others in args.isolation_others]
+    print(f"isolation: p95 {few:.1f} ms among {names[0]}, {many:.1f} ms among {names[1]}, ratio {many / few:.2f}")
 
 
 def print_figures(rows: list) -> None:
