@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: run test test-all install lint bench
+.PHONY: run test test-all install lint bench bench-small
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Lorekeeper needs Python 3.11"'
@@ -44,6 +44,7 @@ bench: install
 	$(BIN)/python bench/sync.py
 	$(BIN)/python bench/embeddings.py
 	$(BIN)/python bench/locomo_recall.py
+	$(BIN)/python bench/locomo_speed.py
 	$(BIN)/python bench/memory_search.py
 	$(BIN)/python bench/lifecycle.py
 	$(BIN)/python bench/extraction.py
@@ -54,3 +55,30 @@ bench: install
 	$(BIN)/python bench/chat.py
 	$(BIN)/python bench/consent.py
 	$(BIN)/python bench/pages.py
+
+# Every bench of `make bench` at a small size, each followed by its wall time; CI runs it after `make test`, so that
+# no bench rots unseen. A bench that crashes or finds a broken result (a lost write, a failed job) fails it; a figure
+# missing its goal does not (on a shared machine figures are noise). For bench/locomo_recall.py, LoCoMo's first
+# conversation with a third of its questions, in var/.
+bench-small: install
+	mkdir -p var
+	$(BIN)/python -c 'import json, sys; [s] = json.load(open(sys.argv[1]))[:1]; s["qa"] = s["qa"][::3]; \
+		json.dump([s], open(sys.argv[2], "w"))' ../shared/benchmarks/locomo/locomo-dev6.json var/locomo-one.json
+	$(call timed,bench/import_export.py --sizes 100 300)
+	$(call timed,bench/sync.py --quick)
+	$(call timed,bench/embeddings.py --count 200)
+	$(call timed,bench/locomo_recall.py --data var/locomo-one.json)
+	$(call timed,bench/locomo_speed.py --conversations 1 --questions 30)
+	$(call timed,bench/memory_search.py --sizes 2000)
+	$(call timed,bench/lifecycle.py --sizes 300 --batch 40 --facts 15)
+	$(call timed,bench/extraction.py --passes 3 --rounds 2 --chats 5)
+	$(call timed,bench/context.py --small --builds 10)
+	$(call timed,bench/sync_instances.py --memories 2000 --changes 200)
+	$(call timed,bench/load.py --users 3 --seconds 10 --workers 2)
+	$(call timed,bench/sillytavern.py --messages 500 --turns 20)
+	$(call timed,bench/chat.py --streams 10 --people 3 --seconds 8 --ramp 2 --long-chat 500 --generations 5 --workers 2)
+	$(call timed,bench/consent.py --messages 200)
+	$(call timed,bench/pages.py --runs 1)
+
+# One bench script with its arguments, then how long it took.
+timed = @echo "== $(1)" && started=$$(date +%s) && $(BIN)/python $(1) && echo "== $(1): $$(($$(date +%s) - started)) s"

@@ -75,6 +75,8 @@ def run(args) -> None:
         )
         if estimate is None:
             raise SystemExit("no estimate: the chat did not wait for the person")
+        if before:
+            raise SystemExit(f"{before} model calls before Run: the chat did not wait for the person")
         print(f"  estimate: {estimate.calls:,} calls, {estimate.prompt_tokens:,} prompt tokens, "
               f"{estimate.reply_tokens:,} reply tokens")  # fmt: skip
 

@@ -2,7 +2,7 @@
 embedding included and excluded), and token efficiency (injected tokens against the whole chat's) at 500 and 2,000
 messages.
 
-    .venv/bin/python bench/context.py [--builds 100] [--rebuild]
+    .venv/bin/python bench/context.py [--builds 100] [--rebuild] [--small]
 
 Data lives in its own database, `lorekeeper_bench_context`, and is reused while complete (`--rebuild` redoes it).
 Embeddings are the deployment's real local model (all-MiniLM-L6-v2): 1,500 distinct generated story sentences are
@@ -56,7 +56,7 @@ KINDS = [  # (kind, how many, scope: character or chat)
     ("canon", 1, "character"),
 ]
 SEEDS = 1500
-MEMORIES = sum(n for _, n, _ in KINDS)
+SMALL = 10  # --small: a world a tenth the size (its own user, so the full world is kept), for a quick run
 
 
 def _setup_django() -> None:
@@ -99,7 +99,7 @@ def _queued_elsewhere():
         yield
 
 
-def build_world(rebuild: bool):
+def build_world(rebuild: bool, scale: int = 1):
     from django.contrib.auth import get_user_model
 
     from apps.chats.models import Character, Chat, Message
@@ -108,25 +108,28 @@ def build_world(rebuild: bool):
     from apps.memories.models import Memory
     from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
 
-    user, _ = get_user_model().objects.get_or_create(username="bench_context")
+    username = "bench_context" if scale == 1 else "bench_context_small"
+    small, large = 500 // scale, 2000 // scale
+    kinds = [(kind, max(1, count // scale), where) for kind, count, where in KINDS]
+    user, _ = get_user_model().objects.get_or_create(username=username)
     character = Character.objects.filter(user=user).first()
     chats = {c.message_count: c for c in Chat.objects.filter(user=user)}
     complete = (
         character is not None
-        and set(chats) >= {500, 2000}
-        and Memory.objects.filter(user=user).exclude(kind="message").count() == MEMORIES
-        and Memory.objects.filter(user=user, kind="message", embedding__isnull=False).count() >= 2400
+        and set(chats) >= {small, large}
+        and Memory.objects.filter(user=user).exclude(kind="message").count() == sum(n for _, n, _ in kinds)
+        and Memory.objects.filter(user=user, kind="message", embedding__isnull=False).count() >= 2400 // scale
     )
     if complete and not rebuild:
-        return user, chats[500], chats[2000]
+        return user, chats[small], chats[large]
     started = time.perf_counter()
-    get_user_model().objects.filter(username="bench_context").delete()
-    user = get_user_model().objects.create_user(username="bench_context")
+    get_user_model().objects.filter(username=username).delete()
+    user = get_user_model().objects.create_user(username=username)
     character = Character.objects.create(user=user, name="Mira", description="A harbour clerk with a sharp eye.")
     rng = random.Random(7)
     chats = {}
     with _queued_elsewhere():
-        for size in (500, 2000):
+        for size in (small, large):
             chat = chat_create(user=user, title=f"{size} messages", character_ids=[character.pk], user_name="Rowan")
             Message.objects.bulk_create(
                 Message(
@@ -143,12 +146,12 @@ def build_world(rebuild: bool):
             chat_index_messages(chat_id=chat.pk)
             chats[size] = chat
     config = config_for(user)
-    seeds = list(dict.fromkeys(sentence(rng) for _ in range(SEEDS * 2)))[:SEEDS]
+    seeds = list(dict.fromkeys(sentence(rng) for _ in range(SEEDS * 2)))[: SEEDS // scale]
     base = np.array(embed_texts(config, seeds), dtype=np.float32)
     embedded = time.perf_counter() - started
     noise = np.random.default_rng(7)
     rows = []
-    for kind, count, scope in KINDS:
+    for kind, count, scope in kinds:
         for _ in range(count):
             seed = rng.randrange(len(seeds))
             vector = base[seed] + noise.normal(0, 0.35 / np.sqrt(base.shape[1]), base.shape[1]).astype(np.float32)
@@ -169,8 +172,8 @@ def build_world(rebuild: bool):
                 Memory(
                     user=user,
                     character=character if scope == "character" else None,
-                    chat=chats[2000] if scope == "chat" else None,
-                    source_chat=chats[2000],
+                    chat=chats[large] if scope == "chat" else None,
+                    source_chat=chats[large],
                     kind=kind,
                     content=content,
                     content_hash=text_hash(content),
@@ -185,12 +188,13 @@ def build_world(rebuild: bool):
     Memory.objects.bulk_create(rows, batch_size=2000)
     memories_embed_pending(user_id=user.pk)  # the 2,500 messages, for real
     print(f"(world built in {time.perf_counter() - started:.0f} s; {embedded:.0f} s of it embedding the seeds)")
-    return user, chats[500], chats[2000]
+    return user, chats[small], chats[large]
 
 
 def latency(user, chat, builds: int) -> None:
     from apps.chats.models import Message
     from apps.injection.services.context import context_build
+    from apps.memories.models import Memory
 
     rng = random.Random(11)
     last_user = Message.objects.filter(chat=chat, is_user=True).order_by("-index").first()
@@ -209,7 +213,8 @@ def latency(user, chat, builds: int) -> None:
             injected.append(context.injected_tokens)
             sources.append(context.recall["source"])
     q = lambda values, p: sorted(values)[min(len(values) - 1, int(round(p * (len(values) - 1))))]  # noqa: E731
-    print(f"\n1. Context build latency, {builds} builds (10,000 memories of the character, 2,000-message chat)")
+    memories = Memory.objects.filter(user=user).exclude(kind="message").count()
+    print(f"\n1. Context build latency, {builds} builds ({memories:,} memories, {chat.message_count:,}-message chat)")
     print(f"   query embedding included: p50 {statistics.median(totals):6.1f} ms   p95 {q(totals, 0.95):6.1f} ms")
     print(
         f"   query embedding excluded: p50 {statistics.median(without):6.1f} ms   p95 {q(without, 0.95):6.1f} ms  "
@@ -246,9 +251,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--builds", type=int, default=100)
     parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--small", action="store_true", help="a tenth of the world (its own user)")
     args = parser.parse_args()
     _setup_django()
-    user, small, large = build_world(args.rebuild)
+    user, small, large = build_world(args.rebuild, SMALL if args.small else 1)
     latency(user, large, args.builds)
     efficiency(user, [small, large])
 

@@ -68,7 +68,9 @@ def _fresh_user(name: str, server):
 
     get_user_model().objects.filter(username=name).delete()
     user = get_user_model().objects.create_user(username=name, password="bench-password-1")
-    connection_create(user=user, name="scripted", base_url=server.url, model="bench", profile="B", api_key="sk-x")
+    connection_create(  # ticked for background work, which uses no connection otherwise
+        user=user, name="scripted", base_url=server.url, model="bench", profile="B", api_key="sk-x", is_default=True
+    )
     return user
 
 
@@ -279,6 +281,9 @@ def overhead(passes: int) -> dict[str, tuple[float, float]]:
         f"   planner: {len(plans)} plans, p50 {p50:.1f} ms, p95 {p95:.1f} ms; "
         f"recall index of a pass: p50 {statistics.median(indexing) * 1000:.1f} ms"
     )
+    failed = PipelineJob.objects.filter(chat=chat, state="failed").count()
+    if failed or not figures:  # a broken run, not a figure
+        raise SystemExit(f"overhead: {len(figures)} tiers ran, {failed} jobs failed")
     return figures
 
 
@@ -455,6 +460,8 @@ def lag(rounds: int, chats: int) -> None:
         )
         failed = PipelineJob.objects.filter(user=user, state="failed").count()
         print(f"   jobs run: {PipelineJob.objects.filter(user=user, state='done').count()}, failed: {failed}")
+        if failed:  # a broken run, not a figure
+            raise SystemExit(f"lag: {failed} jobs failed")
     finally:
         for process in processes:
             process.terminate()

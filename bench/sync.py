@@ -237,6 +237,8 @@ def throughput(base_url: str, token: str, user, clients: int, per_client: int) -
             f"{label}: {clients * per_client / seconds:7.1f} appends/s ({total} stored, {lost} lost, "
             f"{doubled} doubled, {sum(conflicts)} conflicts resolved)"
         )
+        if lost or doubled or failures:  # a broken run, not a figure
+            raise SystemExit(f"{label.strip()}: {lost} lost, {doubled} doubled, clients failed: {failures}")
 
 
 def main() -> None:
