@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -270,3 +271,23 @@ def embed_query(config: EmbeddingConfig, sentences: Sequence[str]) -> list[list[
     except EmbeddingUnavailable as exc:
         log.warning("search without vectors: %s", exc)
         return None
+
+
+# A word for reads_words: a run of three letters or more.
+_WORD = re.compile(r"[^\W\d_]{3,}")
+
+
+def reads_words(config: EmbeddingConfig, text: str) -> bool:
+    """Whether the local model reads a word of the text whole: its vocabulary holds at least one word of three
+    letters or more as it stands, not split into pieces. A text of none (a string of no language, "zzzzqqq") gets a
+    vector made of word pieces that is a little near everything, so search matches it by its words alone
+    (docs/SEARCH.md). A remote provider's vocabulary is not known here: True."""
+    if config.provider != "local":
+        return True
+    try:
+        tokenizer = _local_model(config.model).tokenizer
+    except EmbeddingUnavailable:
+        return True  # embedding the query will fail and say why
+    words = dict.fromkeys(word.lower() for word in _WORD.findall(text))
+    with _encode_lock:  # the tokenizer is the model's, shared with encode()
+        return any(len(tokenizer.tokenize(word)) == 1 for word in words)

@@ -130,11 +130,21 @@ def _idf(total: float, df: float) -> float:
     return math.log(1 + (total - df + 0.5) / (df + 0.5))
 
 
-def text_candidates(scope: Scope, *, query: str, k: int, size: int) -> dict[int, float]:
+class TextScores(dict):
+    """Memory id → text score, and `total`: the query's whole word weight, what a memory holding every word of the
+    query scores (0 when the scope holds none)."""
+
+    def __init__(self, scores=(), *, total: float = 0.0) -> None:
+        super().__init__(scores)
+        self.total = total
+
+
+def text_candidates(scope: Scope, *, query: str, k: int, size: int) -> TextScores:
     """Memories sharing words with the query, ranked by the summed IDF of the words they share (BM25 without its
-    length normalisation, which on chat turns cost recall). PostgreSQL's ts_rank has no IDF, so a speaker's name
-    in half the turns would outweigh the one rare word that matters; document frequencies are taken within the
-    scope (`size` rows).
+    length normalisation, which on chat turns cost recall), and the query's whole word weight (the summed IDF of
+    its words the scope holds: what a memory holding all of them scores). PostgreSQL's ts_rank has no IDF, so a
+    speaker's name in half the turns would outweigh the one rare word that matters; document frequencies are taken
+    within the scope (`size` rows).
 
     A scope of fewer than `text_sample` rows is counted exactly and every row sharing a word is ranked. On a larger
     one the words are counted over the first `text_sample` rows the scan finds, and only rows holding one of the
@@ -152,7 +162,7 @@ def text_candidates(scope: Scope, *, query: str, k: int, size: int) -> dict[int,
         )
         terms = [_tsquery_term(row[0]) for row in cursor.fetchall()]
         if not terms:
-            return {}
+            return TextScores()
         filters = ", ".join("count(*) FILTER (WHERE s.v @@ %s::tsquery)" for _ in terms)
         cursor.execute(
             f"SELECT count(*), {filters} FROM (SELECT m.search_vector v FROM memories_memory m "
@@ -163,8 +173,9 @@ def text_candidates(scope: Scope, *, query: str, k: int, size: int) -> dict[int,
         if seen < sample:  # the whole scope was read: exact frequencies
             weights = {term: f"{_idf(seen, df)!r}::float8" for term, df in zip(terms, counts, strict=True) if df}
             if not weights:
-                return {}
-            return _rank_text(cursor, scope, weights=weights, match=list(weights), k=k, limit=None)
+                return TextScores()
+            whole = " + ".join(weights.values())
+            return _rank_text(cursor, scope, weights=weights, total=whole, match=list(weights), k=k, limit=None)
         total = max(size, seen)
         estimates = {term: max(count, 0.5) * total / seen for term, count in zip(terms, counts, strict=True)}
         match: list[str] = []
@@ -174,24 +185,29 @@ def text_candidates(scope: Scope, *, query: str, k: int, size: int) -> dict[int,
                 break
             match.append(term)
             spent += estimates[term]
-        weights = {}
+        weights, held = {}, []
         for term in terms:
             if term in match:  # counted over the candidates, below
                 i = match.index(term) + 1
-                weights[term] = f"(SELECT ln(1 + ({total} - d.d[{i}] + 0.5) / (d.d[{i}] + 0.5)) FROM d)"
+                idf = f"ln(1 + ({total} - d.d[{i}] + 0.5) / (d.d[{i}] + 0.5))"
+                weights[term] = f"(SELECT {idf} FROM d)"
+                # A word no candidate holds is not part of the query's weight, as in an exact count.
+                held.append(f"(SELECT CASE WHEN d.d[{i}] > 0 THEN {idf} ELSE 0 END FROM d)")
             else:
                 weights[term] = f"{_idf(total, estimates[term])!r}::float8"
-        return _rank_text(cursor, scope, weights=weights, match=match, k=k, limit=2 * budget)
+                held.append(weights[term])
+        return _rank_text(cursor, scope, weights=weights, total=" + ".join(held), match=match, k=k, limit=2 * budget)
 
 
 def _rank_text(
-    cursor, scope: Scope, *, weights: dict[str, str], match: list[str], k: int, limit: int | None
-) -> dict[int, float]:
+    cursor, scope: Scope, *, weights: dict[str, str], total: str, match: list[str], k: int, limit: int | None
+) -> TextScores:
     """Rows of the scope holding one of `match`, scored by the summed weight (an SQL expression) of the words they
-    hold. With a `limit` (a sampled scope) at most that many rows are read, and the frequencies of `match` are
-    counted over them first, into CTE `d` that the weights may read as d.d[i] (i: the word's place in `match`, from
-    1). Each row's words are tested once, into a bit mask that the counts and the sums read. ts_rank_cd, which
-    rewards the words standing close together, breaks ties among the best rows only."""
+    hold, with `total` (an SQL expression: the query's whole word weight). With a `limit` (a sampled scope) at most
+    that many rows are read, and the frequencies of `match` are counted over them first, into CTE `d` that the
+    weights may read as d.d[i] (i: the word's place in `match`, from 1). Each row's words are tested once, into a
+    bit mask that the counts and the sums read. ts_rank_cd, which rewards the words standing close together, breaks
+    ties among the best rows only."""
     bit = {term: 1 << i for i, term in enumerate(weights)}
     mask = " + ".join(f"(CASE WHEN m.search_vector @@ %s::tsquery THEN {bit[term]} ELSE 0 END)" for term in weights)
     sums = " + ".join(
@@ -205,9 +221,10 @@ def _rank_text(
     cursor.execute(
         f"WITH cand AS MATERIALIZED (SELECT m.id, m.search_vector v, ({mask})::bigint AS b FROM memories_memory m "
         f"WHERE {scope.where} AND m.search_vector @@ %s::tsquery {cap}){frequencies} "
-        f"SELECT t.id, t.s + 0.001 * ts_rank_cd(t.v, %s::tsquery, 32) AS score FROM ("
-        f"SELECT c.id, c.v, {sums} AS s FROM cand c ORDER BY s DESC, c.id LIMIT {2 * int(k)}) t "
+        f"SELECT t.id, t.s + 0.001 * ts_rank_cd(t.v, %s::tsquery, 32) AS score, {total} "
+        f"FROM (SELECT c.id, c.v, {sums} AS s FROM cand c ORDER BY s DESC, c.id LIMIT {2 * int(k)}) t "
         f"ORDER BY score DESC, t.id LIMIT {int(k)}",
         [*weights, *scope.params, " | ".join(match), " | ".join(weights)],
     )
-    return {pk: float(score) for pk, score in cursor.fetchall()}
+    rows = cursor.fetchall()
+    return TextScores({pk: float(score) for pk, score, _ in rows}, total=float(rows[0][2]) if rows else 0.0)

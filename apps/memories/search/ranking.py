@@ -5,17 +5,22 @@
    within the user's scope and the user's current embedding model only.
 2. Beside it PostgreSQL full-text ranks the memories sharing the query's words (any of them, stemmed), because
    embedding similarity alone is weak on names, dates and rare words.
-3. The rankings are fused by reciprocal rank fusion (the best rank of a memory over the sentences counts once
-   for the vector side); a chat turn also gains a share of its best neighbouring turn's score (an answer follows
-   its question). Scaled so that a memory first in both rankings scores 1, this is the `relevance` signal, taking
-   the place of entity-core's vector score. A vector match counts only from `min_similarity` up, and the scale does
-   not depend on what the query found: a query nothing matches (no shared word, no close meaning) answers nothing,
-   and relevance means the same from one query to the next (docs/SEARCH.md).
-4. score = w_relevance·relevance + w_recency·1/(1 + age_days·0.007) + w_graph·graph + w_instance·instance, with
-   graph = 1 for memories linked to an entity named in the query and instance = 1 for memories from the asking
-   instance (weights in settings.LOREKEEPER_SEARCH). Results under `min_score` are dropped.
+3. The two are fused by their values, not their ranks: relevance is the weighted mean of the memory's words (the
+   share of the query's word weight, IDF in the scope, that it holds) and its meaning (its best similarity over the
+   sentences, from `min_similarity` = 0 to identical = 1). A chat turn also gains a share of its best neighbouring
+   turn's relevance (an answer follows its question). This is the `relevance` signal, taking the place of
+   entity-core's vector score; it depends on the memory and the query only, never on what else the query found,
+   so a query nothing matches (no shared word, no close meaning) answers nothing, and relevance means the same from
+   one query to the next (docs/SEARCH.md). (`fusion.method = "rank"` fuses by reciprocal rank instead, as search
+   did before: bench/locomo_recall.py compares the two.)
+4. score = w_relevance·relevance + w_recency·1/(1 + age_days·0.007) + w_graph·graph + w_instance·instance
+   + w_speaker·speaker + w_time·time, with graph = 1 for memories linked to an entity named in the query,
+   instance = 1 for memories from the asking instance, speaker = 1 for chat turns spoken by someone the query names
+   and time = 1 for memories whose story time falls in a date the query names (apps/memories/search/dates.py;
+   weights in settings.LOREKEEPER_SEARCH). Results under `min_score` are dropped.
 
-With no vector possible (embeddings off, provider down) the text ranking alone answers, and `method` says so.
+With no vector possible (embeddings off, provider down, or a query the local model reads no word of: a string of no
+language) the text ranking alone answers, and `method` says so.
 """
 
 from __future__ import annotations
@@ -31,9 +36,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.common.exceptions import ApplicationError
-from apps.memories.embeddings import config_for, embed_query
-from apps.memories.models import Entity, Kind, Memory
-from apps.memories.search.candidates import Scope, scope_size, text_candidates, vector_candidates
+from apps.memories.embeddings import config_for, embed_query, reads_words
+from apps.memories.models import Kind, Memory
+from apps.memories.search.candidates import Scope, TextScores, scope_size, text_candidates, vector_candidates
+from apps.memories.search.dates import within
+from apps.memories.search.named import Named, graph_linked, query_named
 
 MAX_LIMIT = 100
 EXCERPT_CHARS = 2000
@@ -113,38 +120,6 @@ def _spread_to_neighbours(
     return spread
 
 
-def _entities_named(*, user: AbstractUser, query: str, character_ids: list[int]) -> list[int]:
-    lowered = query.lower()
-    words = set(_WORD.findall(lowered))
-    # A one-word name matches a word of the query; any other ("Jean-Luc", "O'Brien", "the Old Mill") the same text
-    # not inside a longer word.
-    candidates = Entity.objects.filter(user=user)
-    if character_ids:
-        candidates = candidates.filter(character_id__in=character_ids) | Entity.objects.filter(
-            user=user, character__isnull=True
-        )
-    found = []
-    for pk, name, aliases in candidates.values_list("id", "name", "aliases"):
-        for label in (name, *aliases):
-            label = label.lower().strip()
-            if not label:
-                continue
-            single_word = _WORD.fullmatch(label) is not None
-            if (label in words) if single_word else re.search(rf"(?<!\w){re.escape(label)}(?!\w)", lowered):
-                found.append(pk)
-                break
-    return found
-
-
-def _graph_linked(*, entity_ids: list[int], memory_ids: list[int]) -> set[int]:
-    if not entity_ids or not memory_ids:
-        return set()
-    through = Memory.entities.through
-    return set(
-        through.objects.filter(entity_id__in=entity_ids, memory_id__in=memory_ids).values_list("memory_id", flat=True)
-    )
-
-
 def _kept(
     scored: list[tuple[float, float, int, dict]], rows: dict[int, tuple], *, status: str | None, entity_id: int | None
 ) -> list[tuple[float, float, int, dict]]:
@@ -153,7 +128,7 @@ def _kept(
     if status is not None:
         scored = [item for item in scored if rows[item[2]].status == status]
     if entity_id is not None:
-        linked = _graph_linked(entity_ids=[entity_id], memory_ids=[pk for _, _, pk, _ in scored])
+        linked = graph_linked(entity_ids=[entity_id], memory_ids=[pk for _, _, pk, _ in scored])
         scored = [item for item in scored if item[2] in linked]
     return scored
 
@@ -214,7 +189,8 @@ def memory_search(
     started = time.perf_counter()
     embedding = config_for(user)
     sentences = split_sentences(query, limit=config["max_sentences"]) or [query]
-    vectors = embed_query(embedding, sentences)
+    readable = not config["meaning_needs_a_known_word"] or reads_words(embedding, query)
+    vectors = embed_query(embedding, sentences) if readable else None
     timings["embed"] = (time.perf_counter() - started) * 1000
 
     started = time.perf_counter()
@@ -226,31 +202,58 @@ def memory_search(
     vector_scores = {pk: similarity for pk, similarity in vector_scores.items() if similarity >= floor}
     text_scores = text_candidates(scope, query=query, k=k, size=size)
     method = "hybrid" if vectors and text_scores else ("vector" if vectors else "text")
-    fused, best_possible = _fused(config, vector_scores if vectors else None, text_scores)
+    fused, best_possible = _fused(config, vector_scores if vectors else None, text_scores, floor=floor)
     candidates = Memory.objects.filter(user=user, pk__in=list(fused))
     rows = {row.id: row for row in candidates.values_list(*_ROW_FIELDS, named=True)}
     spread = config.get("neighbours", 0.0)
     if spread:
         fused = _spread_to_neighbours(fused, rows, spread, user=user)  # may pass the best possible: shown as 1
 
-    entity_ids = _entities_named(user=user, query=query, character_ids=scope.character_ids)
-    linked = _graph_linked(entity_ids=entity_ids, memory_ids=list(fused))
+    named = query_named(user=user, query=query, character_ids=scope.character_ids, rows=rows, config=config)
     scored = _scored(
-        config, rows, fused, best_possible, vector_scores, text_scores, linked=linked, instance=instance,
+        config, rows, fused, best_possible, vector_scores, text_scores, named=named, instance=instance,
         min_score=min_score,
     )  # fmt: skip
     scored = _kept(scored, rows, status=status, entity_id=entity_id)
-    scored.sort(key=lambda item: (-item[0], item[2]))
+    # In the order of the score as shown (rounded): equal memories keep their age order, older first, rather than
+    # the microseconds between their recency.
+    scored.sort(key=lambda item: (-round(item[0], 6), item[2]))
     results = _hits(user, scored[:limit], query)
     timings["search"] = (time.perf_counter() - started) * 1000
     return SearchOutcome(method=method, results=results, timings_ms=timings)
 
 
-def _fused(config: dict, vector_scores: dict[int, float] | None, text_scores: dict[int, float]):
+def _fused(
+    config: dict,
+    vector_scores: dict[int, float] | None,
+    text_scores: TextScores,
+    *,
+    floor: float,
+):
+    """Each candidate's relevance before the neighbour spread, and the divisor that scales it: the weighted sum of
+    its words (its text score over the query's whole word weight, `text_scores.total`) and its meaning (similarity
+    from the floor, 0, to identical, 1), over the sum of the weights of the rankings that ran (text alone when no
+    vector can be made). A memory holding every word of the query and identical in meaning has relevance 1."""
+    weights = config["fusion"]
+    if weights.get("method", "score") == "rank":
+        return _rank_fused(config, vector_scores, text_scores)
+    total = text_scores.total
+    words = {pk: min(value / total, 1.0) for pk, value in text_scores.items()} if total > 0 else {}
+    parts = [(weights["text"], words)]
+    if vector_scores is not None:
+        span = max(1.0 - floor, 1e-9)
+        parts.append((weights["vector"], {pk: (value - floor) / span for pk, value in vector_scores.items()}))
+    fused: dict[int, float] = {}
+    for weight, values in parts:
+        for pk, value in values.items():
+            fused[pk] = fused.get(pk, 0.0) + weight * value
+    return fused, sum(weight for weight, _ in parts) or 1.0  # every weight set to 0: nothing to divide by
+
+
+def _rank_fused(config: dict, vector_scores: dict[int, float] | None, text_scores: dict[int, float]):
     """Reciprocal rank fusion of the vector and the text rankings (each weighted), and the best score possible: a
     memory first in both rankings (first in the text ranking alone when no vector can be made), which makes
-    relevance 1. The best possible is the same whatever a query found, so that relevance compares across queries:
-    a memory only the vector ranking found scores at most its weight's share, however few others it beat."""
+    relevance 1. How search fused before fusing by value; bench/locomo_recall.py measures the two."""
     weights = config["fusion"]
     rankings = [(weights["text"], _ranks(text_scores))]
     if vector_scores is not None:
@@ -264,18 +267,28 @@ def _fused(config: dict, vector_scores: dict[int, float] | None, text_scores: di
     return fused, best_possible or 1.0  # every weight set to 0: nothing fused, and nothing to divide by
 
 
-def _scored(config, rows, fused, best_possible, vector_scores, text_scores, *, linked, instance, min_score):
+def _scored(config, rows, fused, best_possible, vector_scores, text_scores, *, named: Named, instance, min_score):
     """(score, relevance, id, signals) of each candidate that scores at least `min_score`."""
     now = timezone.now()
+    slack = config["time_slack_days"]
     scored: list[tuple[float, float, int, dict]] = []
     for pk, row in rows.items():
+        if pk not in fused:  # a neighbour of a turn that matched with nothing to share (relevance 0)
+            continue
         from_instance = instance and (row.source_instance == instance or instance in row.participating_instances)
+        in_time = (
+            bool(named.periods)
+            and row.occurred_at is not None
+            and within(row.occurred_at, named.periods, slack_days=slack)
+        )
         signals = {
             "vector": vector_scores.get(pk),
             "text": text_scores.get(pk),
             "recency": _recency(row.occurred_at or row.updated_at, now, config["recency_per_day"]),
-            "graph": 1.0 if pk in linked else 0.0,
+            "graph": 1.0 if pk in named.linked else 0.0,
             "instance": 1.0 if from_instance else 0.0,
+            "speaker": 1.0 if pk in named.spoken else 0.0,
+            "time": 1.0 if in_time else 0.0,
         }
         relevance = fused[pk] / best_possible
         score = _score(config["weights"], relevance, signals)
@@ -291,6 +304,8 @@ def _score(weights: dict[str, float], relevance: float, signals: dict[str, float
         + weights["recency"] * signals["recency"]
         + weights["graph"] * signals["graph"]
         + weights["instance"] * signals["instance"]
+        + weights["speaker"] * signals["speaker"]
+        + weights["time"] * signals["time"]
     )
 
 

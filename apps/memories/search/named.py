@@ -1,0 +1,100 @@
+"""What a search query names, for memory_search's signals (docs/SEARCH.md): the entities (graph), the speakers of
+chat turns (speaker) and the dates (time, apps/memories/search/dates.py)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractUser
+from django.db import connection
+
+from apps.memories.models import Entity, Kind, Memory
+from apps.memories.search.dates import Period, query_periods
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Speaker names that are words of every other question ("What did you say?"): never taken as naming the speaker.
+_PRONOUNS = frozenset({"i", "me", "you", "we", "us", "he", "him", "she", "her", "they", "them", "it"})
+
+
+@dataclass
+class Named:
+    """What the query names: memories linked to an entity it names, chat turns spoken by someone it names, and the
+    periods of story time it names."""
+
+    linked: set[int]
+    spoken: set[int]
+    periods: list[Period]
+
+
+def query_named(
+    *, user: AbstractUser, query: str, character_ids: list[int], rows: dict[int, tuple], config: dict
+) -> Named:
+    """What the query names among the candidate `rows` (the speaker's names are read only when the speaker signal
+    weighs something)."""
+    entity_ids = _entities_named(user=user, query=query, character_ids=character_ids)
+    return Named(
+        linked=graph_linked(entity_ids=entity_ids, memory_ids=list(rows)),
+        spoken=_spoken_by_named(user=user, query=query, rows=rows) if config["weights"]["speaker"] else set(),
+        periods=query_periods(query, slack_days=config["time_slack_days"]),
+    )
+
+
+def graph_linked(*, entity_ids: list[int], memory_ids: list[int]) -> set[int]:
+    if not entity_ids or not memory_ids:
+        return set()
+    through = Memory.entities.through
+    return set(
+        through.objects.filter(entity_id__in=entity_ids, memory_id__in=memory_ids).values_list("memory_id", flat=True)
+    )
+
+
+def _names(label: str, lowered: str, words: set[str]) -> bool:
+    """Whether the query (`lowered`, its `words`) names `label`: a one-word name matches a word of the query; any
+    other ("Jean-Luc", "O'Brien", "the Old Mill") the same text not inside a longer word."""
+    label = label.lower().strip()
+    if not label:
+        return False
+    if _WORD.fullmatch(label) is not None:
+        return label in words
+    return re.search(rf"(?<!\w){re.escape(label)}(?!\w)", lowered) is not None
+
+
+def _entities_named(*, user: AbstractUser, query: str, character_ids: list[int]) -> list[int]:
+    lowered = query.lower()
+    words = set(_WORD.findall(lowered))
+    candidates = Entity.objects.filter(user=user)
+    if character_ids:
+        candidates = candidates.filter(character_id__in=character_ids) | Entity.objects.filter(
+            user=user, character__isnull=True
+        )
+    return [
+        pk
+        for pk, name, aliases in candidates.values_list("id", "name", "aliases")
+        if any(_names(label, lowered, words) for label in (name, *aliases))
+    ]
+
+
+def _spoken_by_named(*, user: AbstractUser, query: str, rows: dict[int, tuple]) -> set[int]:
+    """The chat turns among `rows` whose speaker (the message's name) the query names: who a question is about is
+    most often who told it ("What did Mira find?")."""
+    turns = [pk for pk, row in rows.items() if row.kind == Kind.MESSAGE]
+    if not turns:
+        return set()
+    with connection.cursor() as cursor:
+        # One row per speaker: the names are few, the turns many.
+        cursor.execute(
+            "SELECT msg.name, array_agg(m.id) FROM memories_memory m JOIN chats_message msg "
+            "ON msg.chat_id = m.chat_id AND msg.index = m.message_index "
+            "WHERE m.user_id = %s AND m.id = ANY(%s) AND msg.name <> '' GROUP BY msg.name",
+            [user.pk, turns],
+        )
+        speakers = cursor.fetchall()
+    lowered = query.lower()
+    words = set(_WORD.findall(lowered))
+    return {
+        pk
+        for name, pks in speakers
+        if name.lower().strip() not in _PRONOUNS and _names(name, lowered, words)
+        for pk in pks
+    }
