@@ -67,7 +67,7 @@ bench-small: install
 	$(call timed,bench/import_export.py --sizes 100 300)
 	$(call timed,bench/sync.py --quick)
 	$(call timed,bench/embeddings.py --count 200)
-	$(call timed,bench/locomo_recall.py --data var/locomo-one.json)
+	$(call timed,bench/locomo_recall.py --quick --data var/locomo-one.json)
 	$(call timed,bench/locomo_speed.py --conversations 1 --questions 30)
 	$(call timed,bench/memory_search.py --sizes 2000)
 	$(call timed,bench/lifecycle.py --sizes 300 --batch 40 --facts 15)

@@ -252,7 +252,7 @@ def build_world(size: int, rebuild: bool):
         return user, character, None
     Memory.objects.filter(user=user).delete()
     started = time.perf_counter()
-    seeds = world_seeds()[:size]  # a world smaller than the seeds holds only its first `size`: no more embedded
+    seeds = world_seeds()[:size]  # a small world embeds only the sentences it holds (its first `size`)
     texts = [_text(kind, index, slots) for kind, index, slots in seeds]
     base = np.array(embed_texts(config, texts), dtype=np.float32)
     embed_s = time.perf_counter() - started

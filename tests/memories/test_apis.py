@@ -321,7 +321,7 @@ def test_search_answers_method_results_and_signals(api, user, character, scripte
         [2, 4],
         "active",
     )
-    assert set(hit["signals"]) == {"vector", "text", "recency", "graph", "instance"}
+    assert set(hit["signals"]) == {"vector", "text", "recency", "graph", "instance", "speaker", "time"}
     assert hit["signals"]["vector"] is None and hit["signals"]["text"] > 0
     assert 0 < hit["score"] and 0 < hit["relevance"] <= 1
     assert set(body["timings_ms"]) == {"embed", "search"}

@@ -29,10 +29,12 @@ class MemorySearchInputSerializer(StorableInputSerializer):
 
 class SearchSignalsSerializer(serializers.Serializer):
     vector = serializers.FloatField(allow_null=True, help_text="Best cosine similarity over the query sentences.")
-    text = serializers.FloatField(allow_null=True, help_text="IDF-weighted full-text score.")
+    text = serializers.FloatField(allow_null=True, help_text="The share of the query's word weight it holds.")
     recency = serializers.FloatField()
     graph = serializers.FloatField()
     instance = serializers.FloatField()
+    speaker = serializers.FloatField(help_text="1 for a chat turn spoken by someone the query names.")
+    time = serializers.FloatField(help_text="1 for a memory whose time in the story falls in a date the query names.")
 
 
 class SearchResultSerializer(serializers.Serializer):
