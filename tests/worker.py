@@ -28,11 +28,13 @@ def worker_env(broker: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_worker(broker: str, *, eager: bool = False, **extra: str) -> subprocess.Popen:
-    """`eager=False`: the tasks the worker sends go through the broker too, as in production."""
+def start_worker(broker: str, *, eager: bool = False, processes: int = 0, **extra: str) -> subprocess.Popen:
+    """`eager=False`: the tasks the worker sends go through the broker too, as in production. `processes`: a
+    prefork pool of that many processes, as production runs (0: one task at a time in the worker itself)."""
     env = worker_env(broker, LOREKEEPER_CELERY_EAGER="1" if eager else "0", **extra)
+    pool = f"--concurrency={processes}" if processes else "--pool=solo"
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"],
+        [sys.executable, "-m", "celery", "-A", "config", "worker", pool, "--loglevel=WARNING"],
         cwd=ROOT,
         env=env,
         start_new_session=True,

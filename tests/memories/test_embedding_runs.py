@@ -3,10 +3,7 @@ so no row is embedded twice and a long chat is embedded on every core."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
-import time
 from collections import Counter
 
 import pytest
@@ -17,7 +14,7 @@ from apps.memories.models import Kind, Memory
 from apps.memories.services.indexing import EMBED_BATCH, chat_index_progress, memories_embed_pending
 from apps.memories.services.settings import embedding_settings_set
 from tests.memories.helpers import jsonl_bytes
-from tests.worker import ROOT, worker_env
+from tests.worker import celery_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,20 +59,8 @@ def test_a_real_worker_embeds_one_long_chat_in_two_processes_at_once(api, user, 
     assert response.status_code == 201, response.content
     chat = Chat.objects.get(pk=response.json()["id"])
     embedder.delay = 0.5  # 8 batches: 4 s in one process, time enough for the second to join
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency=2", "--loglevel=WARNING"],
-        cwd=ROOT,
-        env=worker_env(broker, LOREKEEPER_CELERY_EAGER="0", LOREKEEPER_EMBEDDING_RUNS="2"),
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while chat_index_progress(chat=chat)["pending"]:
-            assert worker.poll() is None, "the worker died"
-            assert time.monotonic() < deadline, "the worker did not index the chat within 120 s"
-            time.sleep(0.25)
-    finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+    with celery_worker(broker, processes=2, LOREKEEPER_EMBEDDING_RUNS="2") as worker:
+        wait_for(lambda: not chat_index_progress(chat=chat)["pending"], timeout=120, what="indexing", worker=worker)
 
     texts = Counter(embedder.embedded_texts())
     assert len(texts) == len(lines) and max(texts.values()) == 1
