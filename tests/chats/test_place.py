@@ -127,3 +127,21 @@ def test_the_window_selector_keeps_its_size_near_the_ends(user):
     assert [m.index for m in selectors.message_page_around(chat=chat, index=0, limit=4)] == [0, 1, 2, 3]
     assert [m.index for m in selectors.message_page_around(chat=chat, index=9, limit=4)] == [6, 7, 8, 9]
     assert [m.index for m in selectors.message_page_around(chat=chat, index=5, limit=30)] == list(range(10))
+
+
+@pytest.mark.parametrize(
+    ("stored", "shown_as"),
+    [
+        ("2026-01-01T00:00:00.000Z", '<time datetime="2026-01-01T00:00:00+00:00" data-local="datetime"'),
+        ("May 1, 2024 12:00pm", '<time datetime="2024-05-01T12:00:00+00:00" data-local="datetime"'),
+        (1714564800000, '<time datetime="2024-05-01T12:00:00+00:00" data-local="datetime"'),
+        ("the third night", "#0 · the third night</span>"),
+    ],
+)
+def test_a_messages_date_reads_in_the_readers_time_whichever_way_sillytavern_wrote_it(web, user, stored, shown_as):
+    chat = ChatFactory(user=user)
+    add_messages(chat, 1)
+    chat.messages.filter(index=0).update(send_date=stored)
+    page = web.get(f"/chats/{chat.pk}/").content.decode()
+    assert shown_as in page
+    assert "T00:00:00.000Z</span>" not in page

@@ -7,6 +7,9 @@ from django import template
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
+from apps.chats.send_dates import parse_send_date
+from apps.common.templatetags.local_time import local_time
+
 register = template.Library()
 
 # Raw HTML is allowed through the markdown renderer (roleplay text uses <br>, <font>, <details>) and then cleaned
@@ -45,3 +48,11 @@ def render_markdown_head(text: str) -> SafeString:
 def pretty_json(value) -> str:
     """JSON for a textarea (autoescaped by the template like any other text)."""
     return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+@register.filter
+def sent_at(value):
+    """A message's send_date in the reader's time zone (the `local_time` filter), whichever of SillyTavern's forms
+    it is stored in; a text no form reads is shown as it is."""
+    moment = parse_send_date(value)
+    return local_time(moment) if moment else value

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from datetime import UTC, datetime
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, Value
 from django.db.models.functions import Coalesce, Least
-from django.utils.dateparse import parse_datetime
 
 from apps.chats.models import Chat, Message
+from apps.chats.send_dates import parse_send_date
 from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash
 from apps.memories.models import Kind, Memory, MemoryScope
 from apps.memories.services import queue
@@ -59,40 +58,6 @@ def chat_index_schedule(*, chat_id: int) -> None:
     """Bring the chat's message memories in step once the current transaction commits (on every chat write:
     apps/memories/receivers.py)."""
     transaction.on_commit(lambda: queue.enqueue_index_chat(chat_id))
-
-
-def parse_send_date(value) -> datetime | None:
-    """SillyTavern's send_date: ISO string, epoch (ms or s), or the old "2026-09-25 @23h59m28s" form."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        if isinstance(value, int | float):
-            seconds = value / 1000 if value > 10**11 else value
-            return datetime.fromtimestamp(seconds, tz=UTC)
-        if isinstance(value, str):
-            text = value.strip()
-            if "@" in text:
-                text = text.replace(" @", "T").replace("h", ":").replace("m", ":").rstrip("s")
-            parsed = parse_datetime(text) or _parse_human_date(text)
-            if parsed is not None and parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=UTC)
-            return parsed
-    except (ValueError, OverflowError, OSError):
-        return None
-    return None
-
-
-# SillyTavern 1.12 wrote "May 1, 2024 12:00pm"; some exports "May 1, 2024 12:00 PM" or a bare date.
-_HUMAN_DATE_FORMATS = ("%B %d, %Y %I:%M%p", "%B %d, %Y %I:%M %p", "%b %d, %Y %I:%M%p", "%B %d, %Y", "%Y-%m-%d")
-
-
-def _parse_human_date(text: str) -> datetime | None:
-    for pattern in _HUMAN_DATE_FORMATS:
-        try:
-            return datetime.strptime(text, pattern)
-        except ValueError:
-            continue
-    return None
 
 
 @transaction.atomic
