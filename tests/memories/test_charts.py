@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from apps.chats.services.characters import character_create
 from apps.chats.services.chats import chat_create
-from apps.memories.growth import memory_growth
 from apps.memories.models import Memory
+from apps.memories.selectors import memory_growth
 from apps.memories.services.indexing import chat_index_messages
 from apps.memories.services.memories import memory_create, memory_retire
 from tests.chats.factories import add_messages

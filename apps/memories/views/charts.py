@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from apps.common.charts import day_chart
-from apps.memories.growth import memory_growth
+from apps.memories.selectors import memory_growth
 
 TEMPLATE = "memories/partials/growth_chart.html"
 # ?span=: the days drawn (None: since the first memory), and how the choice is named on the page.

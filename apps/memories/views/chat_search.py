@@ -35,8 +35,8 @@ def chat_search(request, chat_id: int):
         except ApplicationError as exc:
             form.add_error("q", exc.message)
         else:
-            # A chat's own messages only: `chat_id` scopes to the chat and the persistent memories of its characters,
-            # and the kind keeps the messages, which only the chat holds.
-            context["hits"] = [hit for hit in outcome.results if hit.memory.chat_id == chat.pk]
+            # The chat's scope holds its own messages and its characters' persistent memories: the kind keeps the
+            # messages, which only the chat holds.
+            context["hits"] = outcome.results
     template = "memories/chat_search.html#chat-search-results" if request.htmx else "memories/chat_search.html"
     return render(request, template, context, status=400 if form.errors else 200)
