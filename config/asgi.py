@@ -3,8 +3,11 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
-# Under ASGI each request runs its database work in a thread of its own: a connection kept for reuse would stay with
-# a thread no later request uses, so they would pile up. Closed after each request (a pooler in front may keep them).
+# Under ASGI each request runs its database work in a thread of its own: a connection Django kept for reuse would stay
+# with a thread no later request uses. So each request takes one from a pool and gives it back: a new connection per
+# request cost about 6 ms to open, and its server process starts with cold catalog caches, which made a search's
+# queries several times slower (bench/locomo_speed.py). DATABASE_POOL=0 opens and closes one per request instead.
+os.environ.setdefault("DATABASE_POOL", "10")
 os.environ.setdefault("CONN_MAX_AGE", "0")
 django_application = get_asgi_application()
 

@@ -101,6 +101,15 @@ else:
     DATABASES = {"default": embedded.postgres_settings()}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# DATABASE_POOL (config/asgi.py sets it): connections come from a psycopg pool of at most that many per process, and
+# go back to it after each request. Django keeps no connection of its own then (it refuses both).
+if env.int("DATABASE_POOL", default=0):
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 2,
+        "max_size": env.int("DATABASE_POOL"),
+        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
