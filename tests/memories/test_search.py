@@ -1,5 +1,8 @@
 """memory_search on controlled vectors (the scripted server answers the vectors each test gives) and texts."""
 
+import json
+import re
+
 import pytest
 
 from apps.chats.services.chats import chat_create, chat_import
@@ -73,6 +76,21 @@ def test_hybrid_search_beats_vector_only_on_a_name(user, character, scripted):
     found = hits(hybrid)
     assert found[decoy.pk].signals["vector"] > found[named.pk].signals["vector"]  # vectors alone got it wrong
     assert found[named.pk].signals["text"] > 0 and found[decoy.pk].signals["text"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_text_ranking_runs_beside_and_the_search_answers_the_same(user, character, scripted):
+    from django.db import transaction
+
+    named, decoy = _name_and_decoy(scripted, user, character)
+    scripted.vectors["Who is Corvin?"] = unit(1, 0.3)
+
+    beside = memory_search(user=user, query="Who is Corvin?")  # the text ranking on a connection of its own
+    with transaction.atomic():
+        here = memory_search(user=user, query="Who is Corvin?")  # in this thread, as a caller's transaction needs
+
+    assert beside.method == here.method == "hybrid" and ids(beside) == ids(here) == [named.pk, decoy.pk]
+    assert [hit.signals for hit in beside.results] == [hit.signals for hit in here.results]
 
 
 def test_hybrid_search_beats_vector_only_on_a_date_and_a_rare_word(user, character, scripted):
@@ -266,6 +284,31 @@ def test_a_query_of_more_words_than_are_ranked_is_searched_on_either_path(user, 
     # Only the first 32 words count: the last memories hold none of them.
     assert outcome.method == "text" and outcome.results
     assert memories[-1].pk not in ids(outcome) and all(hit.signals["text"] > 0 for hit in outcome.results)
+
+
+def test_the_word_index_answers_a_users_words_from_that_users_rows_only(user, other_user, character, scripted):
+    from django.db import connection
+
+    from apps.memories.search import candidates
+
+    mine = [remember(scripted, user, f"The lantern was lit on day {i}.", character=character) for i in range(3)]
+    theirs = CharacterFactory(user=other_user)
+    for i in range(60):
+        remember(scripted, other_user, f"Another lantern, number {i}.", character=theirs)
+    scope = candidates.Scope(user=user, character_id=None, chat_id=None, kinds=None, include_retired=False)
+
+    assert set(candidates.text_candidates(scope, query="Who lit the lantern?", k=10, size=3)) == {m.pk for m in mine}
+    # The text ranking's condition alone, as the index serves it: the owner is one more word of each row (migration
+    # 0009), so the 60 rows of the other user holding the word are never read. (Were OWN_WORDS and the index's
+    # expression to differ, the index could not serve it at all.)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) SELECT m.id FROM memories_memory m WHERE {candidates.OWN_WORDS} @@ %s",
+            [f"{candidates.owner_word(user.pk)} & 'lantern'"],
+        )
+        plan = json.dumps(cursor.fetchone()[0])
+    assert re.search(r'"Index Name": "memory_own_words_gin"[^}]*"Actual Rows": 3\.0', plan), plan
 
 
 def test_a_scope_that_is_a_small_share_of_the_table_is_scanned_exactly_past_exact_max(

@@ -8,7 +8,7 @@ import math
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
-from django.db import connection
+from django.db import connection, transaction
 
 from apps.chats import selectors as chat_selectors
 from apps.memories.models import INDEXED_DIMENSIONS, SEARCH_CONFIG, Status
@@ -16,6 +16,15 @@ from apps.memories.models import INDEXED_DIMENSIONS, SEARCH_CONFIG, Status
 MAX_QUERY_LEXEMES = 32
 # Scopes are counted up to this many rows; past it the planner estimates their size.
 SCOPE_CAP = 50000
+# A memory's words and its owner as one more word ('user 42': the parser never makes a word with a space), the
+# expression migration 0009 indexes. A text query ANDed with the owner's word reads only that user's rows from the
+# index, however many other users' rows hold the same words.
+OWN_WORDS = "(m.search_vector || array_to_tsvector(ARRAY['user ' || m.user_id::text]))"
+
+
+def owner_word(user_id: int) -> str:
+    """The tsquery operand matching OWN_WORDS's word for this user."""
+    return f"'user {int(user_id)}'"
 
 
 class Scope:
@@ -24,6 +33,7 @@ class Scope:
     def __init__(self, *, user: AbstractUser, character_id, chat_id, kinds, include_retired: bool) -> None:
         self.sql = ["m.user_id = %s"]
         self.params: list = [user.pk]
+        self.user_id = user.pk
         self.character_ids: list[int] = []
         if chat_id is not None:
             chat = chat_selectors.chat_get(user=user, chat_id=chat_id)
@@ -109,10 +119,12 @@ def vector_candidates(
                 f"ORDER BY {column} <=> {cast} LIMIT {int(k)})"
             )
             union_params += [literal, *params, literal]
-        # Filtered HNSW scans stop early without iterative scanning; relaxed order is re-sorted below.
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(config['ef_search'])}")
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute(" UNION ALL ".join(parts), union_params)
+        # Filtered HNSW scans stop early without iterative scanning; relaxed order is re-sorted below. (SET LOCAL
+        # lasts until the transaction ends: this one's.)
+        with transaction.atomic():
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {int(config['ef_search'])}")
+            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute(" UNION ALL ".join(parts), union_params)
         best: dict[int, float] = {}
         for pk, distance in cursor.fetchall():
             similarity = 1.0 - float(distance)
@@ -220,11 +232,11 @@ def _rank_text(
         frequencies = f", d AS MATERIALIZED (SELECT ARRAY[{counts}]::float8[] AS d FROM cand)"
     cursor.execute(
         f"WITH cand AS MATERIALIZED (SELECT m.id, m.search_vector v, ({mask})::bigint AS b FROM memories_memory m "
-        f"WHERE {scope.where} AND m.search_vector @@ %s::tsquery {cap}){frequencies} "
+        f"WHERE {scope.where} AND {OWN_WORDS} @@ %s::tsquery {cap}){frequencies} "
         f"SELECT t.id, t.s + 0.001 * ts_rank_cd(t.v, %s::tsquery, 32) AS score, {total} "
         f"FROM (SELECT c.id, c.v, {sums} AS s FROM cand c ORDER BY s DESC, c.id LIMIT {2 * int(k)}) t "
         f"ORDER BY score DESC, t.id LIMIT {int(k)}",
-        [*weights, *scope.params, " | ".join(match), " | ".join(weights)],
+        [*weights, *scope.params, f"{owner_word(scope.user_id)} & ({' | '.join(match)})", " | ".join(weights)],
     )
     rows = cursor.fetchall()
     return TextScores({pk: float(score) for pk, score, _ in rows}, total=float(rows[0][2]) if rows else 0.0)

@@ -32,9 +32,9 @@ from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
-from django.db import transaction
 from django.utils import timezone
 
+from apps.common.beside import beside
 from apps.common.exceptions import ApplicationError
 from apps.memories.embeddings import config_for, embed_query, reads_words
 from apps.memories.models import Kind, Memory
@@ -153,7 +153,6 @@ def _recency(moment: datetime, now: datetime, per_day: float) -> float:
     return 1.0 / (1.0 + age_days * per_day)
 
 
-@transaction.atomic
 def memory_search(
     *,
     user: AbstractUser,
@@ -187,20 +186,26 @@ def memory_search(
     timings: dict[str, float] = {}
 
     started = time.perf_counter()
+    size = scope_rows if scope_rows is not None else scope_size(scope)
+    # The text ranking needs no vector: it runs on a connection of its own while the query is embedded and the
+    # vectors are ranked (outside a transaction; apps/common/beside.py).
+    text_ranked = beside(text_candidates, scope, query=query, k=k, size=size)
+    counted = time.perf_counter() - started
+
+    started = time.perf_counter()
     embedding = config_for(user)
     sentences = split_sentences(query, limit=config["max_sentences"]) or [query]
     readable = not config["meaning_needs_a_known_word"] or reads_words(embedding, query)
     vectors = embed_query(embedding, sentences) if readable else None
     timings["embed"] = (time.perf_counter() - started) * 1000
 
-    started = time.perf_counter()
-    size = scope_rows if scope_rows is not None else scope_size(scope)
+    started = time.perf_counter() - counted
     vector_scores = (
         vector_candidates(scope, vectors=vectors, model_key=embedding.key, k=k, size=size) if vectors else {}
     )
     floor = config["min_similarity_by_model"].get(embedding.key, config["min_similarity"])
     vector_scores = {pk: similarity for pk, similarity in vector_scores.items() if similarity >= floor}
-    text_scores = text_candidates(scope, query=query, k=k, size=size)
+    text_scores = text_ranked.result()
     method = "hybrid" if vectors and text_scores else ("vector" if vectors else "text")
     fused, best_possible = _fused(config, vector_scores if vectors else None, text_scores, floor=floor)
     candidates = Memory.objects.filter(user=user, pk__in=list(fused))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from apps.memories.models import Memory, Status
-from apps.memories.search.candidates import scope_size, vector_candidates
+from apps.memories.search.candidates import OWN_WORDS, owner_word, scope_size, vector_candidates
 from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey, lifecycle_config
 from apps.memories.services.lifecycle.similarity import jaccard, words
 
@@ -97,8 +97,8 @@ class NeighbourFinder:
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT m.id, m.kind, m.content FROM memories_memory m WHERE {sql} "
-                f"AND m.search_vector @@ websearch_to_tsquery('english', %s) LIMIT {TEXT_PRESELECT}",
-                [*params, " or ".join(terms)],
+                f"AND {OWN_WORDS} @@ (%s::tsquery && websearch_to_tsquery('english', %s)) LIMIT {TEXT_PRESELECT}",
+                [*params, owner_word(self.scope.user_id), " or ".join(terms)],
             )
             rows = cursor.fetchall()
         scored = [(pk, jaccard(content, text), row_kind == kind) for pk, row_kind, text in rows]

@@ -1,0 +1,48 @@
+"""Database work run beside the caller's, on a connection of its own: two independent queries of one request at once.
+
+Outside a transaction only. Inside one (an atomic block of the caller's, or a test's) another connection would not
+see its writes, so the work runs in the caller's thread, at once, as if called directly. A thread's connection is
+closed after the work when the settings keep none (CONN_MAX_AGE 0: under `make run` that gives it back to the pool),
+else kept for the thread's next work, as a request would keep it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
+from django.db import close_old_connections, connection
+
+T = TypeVar("T")
+THREADS = 4
+_executor: ThreadPoolExecutor | None = None
+_executor_pid = 0
+
+
+def beside(function: Callable[..., T], /, *args, **kwargs) -> Future[T]:
+    """`function(*args, **kwargs)` in a thread of this process's few, its result (or error) from the answer's
+    `.result()`."""
+    if connection.in_atomic_block:
+        done: Future[T] = Future()
+        try:
+            done.set_result(function(*args, **kwargs))
+        except Exception as error:
+            done.set_exception(error)
+        return done
+    return _threads().submit(_on_own_connection, function, args, kwargs)
+
+
+def _on_own_connection(function: Callable[..., T], args: tuple, kwargs: dict) -> T:
+    close_old_connections()  # as a request starts: a connection past its age or broken is not reused
+    try:
+        return function(*args, **kwargs)
+    finally:
+        close_old_connections()
+
+
+def _threads() -> ThreadPoolExecutor:
+    global _executor, _executor_pid
+    if _executor is None or _executor_pid != os.getpid():  # a forked worker process starts threads of its own
+        _executor, _executor_pid = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="beside"), os.getpid()
+    return _executor

@@ -1,0 +1,45 @@
+"""apps/common/beside.py: work beside the caller's, on a connection of its own, only outside a transaction."""
+
+import threading
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection, transaction
+
+from apps.common.beside import beside
+
+
+def _where() -> tuple[int, int, bool]:
+    """The thread, the server process of its connection, and whether it sees the user `seen`."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    return threading.get_ident(), pid, User.objects.filter(username="seen").exists()
+
+
+def _fails() -> None:
+    raise ValueError("from the other thread")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_work_runs_on_another_connection_and_sees_what_is_committed():
+    User.objects.create_user(username="seen", password="x" * 12)
+    here = _where()
+
+    there = beside(_where).result(timeout=10)
+
+    assert there[0] != here[0] and there[1] != here[1]
+    assert there[2] is True
+    with pytest.raises(ValueError, match="from the other thread"):
+        beside(_fails).result(timeout=10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_transaction_the_work_runs_here_and_sees_its_uncommitted_writes():
+    with transaction.atomic():
+        User.objects.create_user(username="seen", password="x" * 12)
+        here = _where()
+
+        assert beside(_where).result(timeout=10) == here
+        with pytest.raises(ValueError, match="from the other thread"):
+            beside(_fails).result()
