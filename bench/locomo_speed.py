@@ -11,7 +11,8 @@ embedding cache of the conversations' turns and questions emptied, so every vect
    uploading their chats), timed from the first upload until every turn of every chat is indexed with a vector
    (`indexed_messages` of `GET /api/v1/chats/{id}/` equal to its turns). Prints turns per second, and how many
    vectors the worker computed (embedding cache rows made): one per distinct turn when nothing is embedded twice.
-2. Search: `POST /api/v1/memories/search` scoped to the question's chat, limit 10, for --questions questions of
+2. Search (after ANALYZE, as autovacuum would have run by then on a server in use):
+   `POST /api/v1/memories/search` scoped to the question's chat, limit 10, for --questions questions of
    categories 1–4 spread over the conversations, each asked once (its embedding cold), over one kept-open connection
    as a client library holds it. Prints p50/p95 at the client, and the server's own `embed`/`search` split.
 
@@ -211,6 +212,12 @@ def main() -> None:
                 f"{turns / seconds / MEM0['ingest'][0]:.1f}x mem0's {MEM0['ingest'][0]}-{MEM0['ingest'][1]}); "
                 f"{vectors:,} vectors computed for them"
             )
+            # The planner's statistics as autovacuum leaves them within a minute of a table growing by a tenth: this
+            # database's describe the previous run's account, deleted, so every plan would be made for no rows.
+            from django.db import connection
+
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE memories_memory, chats_message, chats_chat")
             latencies, embed, search = [], [], []
             for warm in range(3):  # the connection and each worker's first request
                 client.post("/api/v1/memories/search", json={"query": f"warm up {warm}", "chat": chats[0]})
