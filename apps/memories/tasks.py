@@ -19,6 +19,7 @@ from apps.memories.embeddings import EmbeddingUnavailable, config_for, deploymen
 from apps.memories.models import EmbeddingSettings, Memory, MemoryScope
 from apps.memories.services import queue
 from apps.memories.services.indexing import EMBED_BATCH, chat_index_refresh, embedding_backlog, memories_embed_run
+from apps.memories.services.own_indexes import own_index_due, own_index_users, own_indexes_refresh
 from apps.memories.signals import chat_text_changed
 
 log = logging.getLogger(__name__)
@@ -54,10 +55,18 @@ def embed_pending(user_id: int) -> int:
 def _embed(*, user_id: int, chat_id: int | None = None) -> int:
     # A provider that is down leaves the rest without vectors; text search covers them and the sweep tries again.
     try:
-        return memories_embed_run(user_id=user_id, chat_id=chat_id)
+        embedded = memories_embed_run(user_id=user_id, chat_id=chat_id)
     except EmbeddingUnavailable as exc:
         log.warning("embedding for user %s postponed: %s", user_id, exc)
         return 0
+    if embedded and own_index_due(user_id=user_id):  # grown into an HNSW index of their own
+        queue.enqueue_own_indexes(user_id)
+    return embedded
+
+
+@shared_task(name="memories.own_indexes", acks_late=True, soft_time_limit=3600, time_limit=3700)
+def own_indexes(user_id: int) -> dict[int, str]:
+    return own_indexes_refresh(user_id=user_id)
 
 
 def _users_lacking_vectors(limit: int = 1000) -> list[int]:
@@ -91,7 +100,11 @@ def sweep() -> dict:
     users = _users_lacking_vectors()
     for user_id in users:
         queue.enqueue_embed_pending(user_id)
-    return {"chats": len(stale_chats), "users": len(users)}
+    # Indexes of their own that users have shrunk out of (deleted chats, a deleted account).
+    shrunk = [user_id for user_id in own_index_users() if own_index_due(user_id=user_id)]
+    for user_id in shrunk:
+        queue.enqueue_own_indexes(user_id)
+    return {"chats": len(stale_chats), "users": len(users), "own_indexes": len(shrunk)}
 
 
 # --- lifecycle ----------------------------------------------------------------------------------------------------

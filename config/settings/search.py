@@ -43,6 +43,9 @@ LOREKEEPER_SEARCH = {
     "exact_max": env.int("LOREKEEPER_SEARCH_EXACT_MAX", default=20000),
     # ... and so is a scope that is less than this share of the whole table (a filtered HNSW walk there is slower).
     "hnsw_min_share": env.float("LOREKEEPER_SEARCH_HNSW_MIN_SHARE", default=0.1),
+    # A user with this many vectors of one dimension gets an HNSW index of their own (apps/memories/services/
+    # own_indexes.py), searched whatever their share of the table; dropped under half of it.
+    "own_index_min": env.int("LOREKEEPER_SEARCH_OWN_INDEX_MIN", default=50000),
     # Text search over a scope of this many rows or more estimates word frequencies from that many rows, and ranks
     # only the rows holding the query's rarest words, estimated to fill about `text_budget` rows.
     "text_sample": env.int("LOREKEEPER_SEARCH_TEXT_SAMPLE", default=1000),

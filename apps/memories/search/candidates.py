@@ -27,6 +27,19 @@ def owner_word(user_id: int) -> str:
     return f"'user {int(user_id)}'"
 
 
+def own_index_name(user_id: int, dim: int) -> str:
+    """The HNSW index of one user's vectors of one dimension (apps/memories/services/own_indexes.py)."""
+    return f"memory_own_{int(user_id)}_{int(dim)}_hnsw"
+
+
+def own_index_state(name: str) -> str | None:
+    """ "valid", "invalid" (being built, or a build that failed) or None (no such index)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [name])
+        row = cursor.fetchone()
+    return None if row is None else ("valid" if row[0] else "invalid")
+
+
 class Scope:
     """The WHERE clause every candidate query shares: the user's own memories, within character/chat/kinds."""
 
@@ -88,16 +101,20 @@ def vector_candidates(
     goes through the HNSW index of the dimension, one filtered KNN per sentence. (HNSW over a scope that is a small
     part of the table must walk far to find enough of its rows: slower than the exact scan there, and less
     accurate. bench/memory_search.py measured 100,000 memories in a 2.2 million-row table: 600 ms by HNSW, 145 ms
-    exact.) `exact_max` overrides the setting (the lifecycle, which asks once per candidate, trades exactness for
-    speed sooner)."""
+    exact.) A user with an HNSW index of their own (apps/memories/services/own_indexes.py) goes through it past
+    `exact_max` whatever their share: their rows are all of that index, and the planner picks it for their scope.
+    `exact_max` overrides the setting (the lifecycle, which asks once per candidate, trades exactness for speed
+    sooner)."""
     dim = len(vectors[0])
     literals = ["[" + ",".join(repr(float(x)) for x in vector) + "]" for vector in vectors]
     where = f"{scope.where} AND m.embedding_dim = {int(dim)} AND m.embedding_model = %s"
     params = [*scope.params, model_key]
     config = settings.LOREKEEPER_SEARCH
     with connection.cursor() as cursor:
-        exact = size <= int(config["exact_max"] if exact_max is None else exact_max)
-        if not exact and config["hnsw_min_share"] > 0:
+        exact, own = size <= int(config["exact_max"] if exact_max is None else exact_max), False
+        if not exact and dim in INDEXED_DIMENSIONS:
+            own = own_index_state(own_index_name(scope.user_id, dim)) == "valid"
+        if not exact and not own and config["hnsw_min_share"] > 0:
             cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'memories_memory'::regclass")
             table_rows = cursor.fetchone()[0]
             exact = table_rows > 0 and size < config["hnsw_min_share"] * table_rows

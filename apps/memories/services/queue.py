@@ -17,6 +17,10 @@ def enqueue_embed_pending(user_id: int) -> None:
     task_send("memories.embed_pending", user_id)
 
 
+def enqueue_own_indexes(user_id: int) -> None:
+    task_send("memories.own_indexes", user_id)
+
+
 def enqueue_lifecycle_job(job_id: int) -> None:
     from apps.memories.models import LifecycleJob
 

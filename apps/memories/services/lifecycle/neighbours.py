@@ -26,13 +26,13 @@ class Neighbour:
 class _Where:
     """The (where, params) pair search's candidate queries take."""
 
-    def __init__(self, where: str, params: list) -> None:
-        self.where, self.params = where, params
+    def __init__(self, where: str, params: list, user_id: int) -> None:
+        self.where, self.params, self.user_id = where, params, user_id
 
 
 def _where(scope: ScopeKey, kinds: list[str]) -> _Where:
     sql, params = scope.sql()
-    return _Where(f"{sql} AND m.status = %s AND m.kind = ANY(%s)", [*params, Status.ACTIVE, kinds])
+    return _Where(f"{sql} AND m.status = %s AND m.kind = ANY(%s)", [*params, Status.ACTIVE, kinds], scope.user_id)
 
 
 class NeighbourFinder:

@@ -1,0 +1,89 @@
+"""HNSW indexes of a user's own, for users with many memories.
+
+The table's HNSW index holds every user's vectors. A search filtered to one user who holds a small share of the
+table walks far through other users' vectors to find enough of its own (slow, and less exact), so search scans
+such a scope exactly instead; that grows with the user's memories (about 145 ms at 100,000). A user with at least
+`own_index_min` vectors of one dimension gets a partial HNSW index of their rows (WHERE user_id = N AND
+embedding_dim = D), where their rows are the whole index whatever else the table holds: search walks it whatever
+the user's share (apps/memories/search/candidates.py). Built without blocking writes (CREATE INDEX CONCURRENTLY,
+in a task: apps/memories/tasks.py `own_indexes`), dropped when the user falls under half the threshold.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count
+
+from apps.memories.models import INDEXED_DIMENSIONS, Memory
+from apps.memories.search.candidates import own_index_name, own_index_state
+
+_LOCK_CLASS = 22_009  # advisory lock class: one build or drop per user at a time, across workers
+_NAME = re.compile(r"^memory_own_(\d+)_(\d+)_hnsw$")
+
+
+def own_index_due(*, user_id: int) -> bool:
+    """Whether the user's vectors call for an index to be built or dropped (a cheap count: after each embedding
+    run)."""
+    minimum = int(settings.LOREKEEPER_SEARCH["own_index_min"])
+    counts = _vector_counts(user_id)
+    for dim in INDEXED_DIMENSIONS:
+        state = own_index_state(own_index_name(user_id, dim))
+        if counts.get(dim, 0) >= minimum and state != "valid":
+            return True
+        if counts.get(dim, 0) < minimum // 2 and state is not None:
+            return True
+    return False
+
+
+def own_indexes_refresh(*, user_id: int) -> dict[int, str]:
+    """Build the user's indexes they have grown into and drop those they have shrunk out of; answers what was done
+    per dimension ("built", "dropped"). Outside a transaction: concurrent index builds cannot run in one. Another
+    worker already at it for this user: nothing done here."""
+    minimum = int(settings.LOREKEEPER_SEARCH["own_index_min"])
+    done: dict[int, str] = {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_CLASS, int(user_id)])
+        if not cursor.fetchone()[0]:
+            return done
+        try:
+            counts = _vector_counts(user_id)
+            for dim in INDEXED_DIMENSIONS:
+                name, rows = own_index_name(user_id, dim), counts.get(dim, 0)
+                state = own_index_state(name)
+                if rows >= minimum and state != "valid":
+                    if state == "invalid":  # a build that was interrupted leaves an index the planner never uses
+                        cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                    cursor.execute(
+                        f"CREATE INDEX CONCURRENTLY {name} ON memories_memory "
+                        f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
+                        f"WHERE user_id = {int(user_id)} AND embedding_dim = {dim}"
+                    )
+                    done[dim] = "built"
+                elif rows < minimum // 2 and state is not None:
+                    cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                    done[dim] = "dropped"
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, int(user_id)])
+    return done
+
+
+def own_index_users() -> list[int]:
+    """Users who have an index of their own now (the sweep checks that each still should)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories_memory' AND indexname LIKE 'memory_own_%%'"
+        )
+        names = [_NAME.match(row[0]) for row in cursor.fetchall()]
+    return sorted({int(match.group(1)) for match in names if match})
+
+
+def _vector_counts(user_id: int) -> dict[int, int]:
+    rows = (
+        Memory.objects.filter(user_id=user_id, embedding_dim__in=INDEXED_DIMENSIONS)
+        .values_list("embedding_dim")
+        .annotate(n=Count("id"))
+    )
+    return dict(rows)
