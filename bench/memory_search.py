@@ -636,6 +636,13 @@ def main() -> None:
         drop_worlds(args.drop)
     sizes = sorted(set(args.sizes) - set(args.drop))
     worlds = ensure_worlds(sizes=sizes, seed=args.seed, ratio=args.others_ratio, rebuild=args.rebuild, corpus=corpus)
+    from apps.memories.services.own_indexes import own_indexes_refresh
+
+    for size in sizes:  # as the task an embedding run sends would: the target user's own HNSW index, when due
+        started = time.perf_counter()
+        done = own_indexes_refresh(user_id=get_user_model().objects.get(username=_username(size, 0)).pk)
+        if done:
+            print(f"size {size:,}: the user's own HNSW index {done} in {time.perf_counter() - started:.0f} s")
     recall_vectors = embed_texts(config, corpus.questions[:RECALL_QUERIES])
     pool = corpus.questions[RECALL_QUERIES:]
     k = max(settings.LOREKEEPER_SEARCH["candidates"], 20)
@@ -689,7 +696,7 @@ def isolation(args) -> None:
 
     size, results = args.isolation_size, {}
     for others in args.isolation_others:
-        database = f"lorekeeper_bench_search_iso_{others}"
+        database = f"lorekeeper_bench_search_iso_{size}_{others}"
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
             command = [sys.executable, __file__, "--sizes", str(size), "--others-ratio", str(others / size)]
             command += ["--seed", str(args.seed), "--data", str(args.data), "--json-out", out.name, "--extra-ef"]

@@ -20,6 +20,7 @@ from django.db.models import Count
 from apps.memories.models import INDEXED_DIMENSIONS, Memory
 from apps.memories.search.candidates import own_index_name, own_index_state
 
+MAX_BUILD_MB = 2048
 _LOCK_CLASS = 22_009  # advisory lock class: one build or drop per user at a time, across workers
 _NAME = re.compile(r"^memory_own_(\d+)_(\d+)_hnsw$")
 
@@ -56,11 +57,17 @@ def own_indexes_refresh(*, user_id: int) -> dict[int, str]:
                 if rows >= minimum and state != "valid":
                     if state == "invalid":  # a build that was interrupted leaves an index the planner never uses
                         cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-                    cursor.execute(
-                        f"CREATE INDEX CONCURRENTLY {name} ON memories_memory "
-                        f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
-                        f"WHERE user_id = {int(user_id)} AND embedding_dim = {dim}"
-                    )
+                    # The graph built in memory (on disk it takes several times as long): its vectors and links.
+                    memory_mb = min(MAX_BUILD_MB, 64 + rows * (4 * dim + 512) // 2**20)
+                    cursor.execute(f"SET maintenance_work_mem = '{int(memory_mb)}MB'")
+                    try:
+                        cursor.execute(
+                            f"CREATE INDEX CONCURRENTLY {name} ON memories_memory "
+                            f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
+                            f"WHERE user_id = {int(user_id)} AND embedding_dim = {dim}"
+                        )
+                    finally:
+                        cursor.execute("RESET maintenance_work_mem")
                     done[dim] = "built"
                 elif rows < minimum // 2 and state is not None:
                     cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
