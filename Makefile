@@ -69,7 +69,7 @@ bench-small: install
 	$(call timed,bench/embeddings.py --count 200)
 	$(call timed,bench/locomo_recall.py --quick --data var/locomo-one.json)
 	$(call timed,bench/locomo_speed.py --conversations 1 --questions 30)
-	$(call timed,bench/memory_search.py --sizes 2000)
+	$(call timed,bench/memory_search.py --isolation --isolation-size 1000 --isolation-others 2000 20000 --own-index-min 500)
 	$(call timed,bench/lifecycle.py --sizes 300 --batch 40 --facts 15)
 	$(call timed,bench/extraction.py --passes 3 --rounds 2 --chats 5)
 	$(call timed,bench/context.py --small --builds 10)

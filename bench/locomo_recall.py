@@ -20,7 +20,8 @@ Beside the search as configured it measures, on the same index (unless --quick):
   any query): recall and latency before/after;
 - an ablation: each idea of issue 22 switched off alone, and its share of the gain;
 - leave one conversation out: the tuned parameters chosen on five conversations (best recall_any@10 over a grid),
-  measured on the sixth; the mean of the six held-out figures beside the all-six one.
+  measured on the sixth; the mean of the six held-out figures beside the all-six one;
+- then the ingest rate and the API search p50/p95 of the same conversations, by bench/locomo_speed.py.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import itertools
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -308,6 +310,10 @@ def main() -> None:
     print(f"  mean of the six held-out recall_any@10: {statistics.mean(held_out):.1f}; as configured, all six: "
           f"{now.recall():.1f} (mean over conversations {statistics.mean(per_conversation):.1f})")  # fmt: skip
     user.delete()
+    # The same conversations' ingest rate and API search p50/p95, through the stack `make run` serves.
+    print("\nspeed (bench/locomo_speed.py):", flush=True)
+    speed = [sys.executable, str(Path(__file__).with_name("locomo_speed.py")), "--data", str(args.data)]
+    subprocess.run(speed, check=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     .venv/bin/python bench/memory_search.py [--sizes 10000 100000 [1000000]] [--seed 7] [--rebuild] [--explain]
     .venv/bin/python bench/memory_search.py --drop 1000000      # take a size's rows out of the table again
     .venv/bin/python bench/memory_search.py --isolation [--isolation-size 10000] [--isolation-others 200000 2000000]
+    [--own-index-min N]     # a user's own HNSW index from N vectors (LOREKEEPER_SEARCH_OWN_INDEX_MIN, 50,000)
 
 --isolation (issue 22): the same user in two databases of its own, among 0.2 M and among 2 M rows of other users,
 each world built and measured as below in a child process; prints the user's search p50/p95 in each and, as its
@@ -616,7 +617,12 @@ def main() -> None:
     parser.add_argument("--isolation-size", type=int, default=10_000)
     parser.add_argument("--isolation-others", type=int, nargs=2, default=[200_000, 2_000_000])
     parser.add_argument("--json-out", type=Path, help="Also write each size's latency and recall figures here.")
+    parser.add_argument(
+        "--own-index-min", type=int, help="A user's own HNSW index from this many vectors (the setting otherwise)."
+    )
     args = parser.parse_args()
+    if args.own_index_min is not None:  # before the settings load; the isolation's worlds inherit it
+        os.environ["LOREKEEPER_SEARCH_OWN_INDEX_MIN"] = str(args.own_index_min)
     if args.isolation:
         isolation(args)
         return
