@@ -32,6 +32,8 @@ from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps.common.beside import beside
@@ -91,6 +93,12 @@ _ROW_FIELDS = (
 )
 
 
+def _id_in(ids) -> RawSQL:
+    """The memories of these ids, as one array parameter: Django's `pk__in` makes a placeholder of each, and over a
+    search's hundreds of candidates resolving them cost more than the query."""
+    return RawSQL('"memories_memory"."id" = ANY(%s::bigint[])', (list(ids),), output_field=BooleanField())
+
+
 def _spread_to_neighbours(
     fused: dict[int, float], rows: dict[int, tuple], share: float, *, user: AbstractUser
 ) -> dict[int, float]:
@@ -100,18 +108,17 @@ def _spread_to_neighbours(
     at = {(row.chat_id, row.message_index): pk for pk, row in rows.items() if row.kind == Kind.MESSAGE}
     if not at:
         return fused
-    wanted = {(chat_id, index + step) for chat_id, index in at for step in (-1, 1)} - at.keys()
+    wanted = sorted({(chat_id, index + step) for chat_id, index in at for step in (-1, 1)} - at.keys())
     if wanted:
-        extra = Memory.objects.filter(
-            user=user,
-            kind=Kind.MESSAGE,
-            chat_id__in={chat_id for chat_id, _ in wanted},
-            message_index__in={index for _, index in wanted},
-        ).values_list(*_ROW_FIELDS, named=True)
-        for row in extra:
-            if (row.chat_id, row.message_index) in wanted:
-                at[(row.chat_id, row.message_index)] = row.id
-                rows[row.id] = row
+        pairs = RawSQL(
+            '("memories_memory"."chat_id", "memories_memory"."message_index") IN '
+            "(SELECT * FROM unnest(%s::bigint[], %s::bigint[]))",
+            ([chat_id for chat_id, _ in wanted], [index for _, index in wanted]),
+            output_field=BooleanField(),
+        )
+        for row in Memory.objects.filter(pairs, user=user, kind=Kind.MESSAGE).values_list(*_ROW_FIELDS, named=True):
+            at[(row.chat_id, row.message_index)] = row.id
+            rows[row.id] = row
     spread = dict(fused)
     for (chat_id, index), pk in at.items():
         best = max(fused.get(at.get((chat_id, index + step), -1), 0.0) for step in (-1, 1))
@@ -208,7 +215,7 @@ def memory_search(
     text_scores = text_ranked.result()
     method = "hybrid" if vectors and text_scores else ("vector" if vectors else "text")
     fused, best_possible = _fused(config, vector_scores if vectors else None, text_scores, floor=floor)
-    candidates = Memory.objects.filter(user=user, pk__in=list(fused))
+    candidates = Memory.objects.filter(_id_in(fused), user=user)
     rows = {row.id: row for row in candidates.values_list(*_ROW_FIELDS, named=True)}
     spread = config.get("neighbours", 0.0)
     if spread:
