@@ -27,7 +27,7 @@ Measured per size, for the target user, with the deployment's embedding model (t
   HNSW again at the --extra-ef values of ef_search, for comparison with the deployment's.
 - The text ranking's approximation on a scope past `text_sample` rows: how much of the exact ranking's top 10
   (every matching row scored) it keeps on 20 of the queries below, and both p50 times.
-- `memory_search` of 50 queries of 5 other questions each, after 5 warm-ups, query cache emptied first: p50/p95 of
+- `memory_search` of 150 queries of 5 other questions each, after 5 warm-ups, query cache emptied first: p50/p95 of
   its own `embed` and `search` timings, and of the time it spent in its scope count, vector and text candidates.
 - What the planner chose for each statement of one `memory_search` (EXPLAIN ANALYZE), with its time.
 
@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 DATA = ROOT.parent / "shared" / "benchmarks" / "locomo" / "locomo-dev6.json"
 DIM = 384
 OTHER_USERS = 24
-QUERIES, WARMUPS, SENTENCES, RECALL_QUERIES, TEXT_QUERIES = 50, 5, 5, 50, 20
+QUERIES, WARMUPS, SENTENCES, RECALL_QUERIES, TEXT_QUERIES = 150, 5, 5, 50, 20
 BATCH = 20_000
 REBUILT_INDEXES = ("memory_own_words_gin", f"memory_embedding_{DIM}_hnsw")
 KINDS = {"fact": 30, "event": 25, "relationship": 10, "preference": 10, "detail": 10, "scene": 5, "state": 5}
