@@ -206,7 +206,7 @@ def memory_search(
     vectors = embed_query(embedding, sentences) if readable else None
     timings["embed"] = (time.perf_counter() - started) * 1000
 
-    started = time.perf_counter() - counted
+    started = time.perf_counter() - counted  # the scope's count is part of the search's time, as before
     vector_scores = (
         vector_candidates(scope, vectors=vectors, model_key=embedding.key, k=k, size=size) if vectors else {}
     )

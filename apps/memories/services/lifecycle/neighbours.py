@@ -95,10 +95,12 @@ class NeighbourFinder:
             sql += " AND (m.embedding IS NULL OR m.embedding_model <> %s)"
             params.append(model_key)
         with connection.cursor() as cursor:
+            # A query of stop words only is empty: ANDed with the owner's word it would match all their rows.
             cursor.execute(
-                f"SELECT m.id, m.kind, m.content FROM memories_memory m WHERE {sql} "
-                f"AND {OWN_WORDS} @@ (%s::tsquery && websearch_to_tsquery('english', %s)) LIMIT {TEXT_PRESELECT}",
-                [*params, owner_word(self.scope.user_id), " or ".join(terms)],
+                f"SELECT m.id, m.kind, m.content FROM memories_memory m, "
+                f"(SELECT websearch_to_tsquery('english', %s) AS q) w WHERE {sql} "
+                f"AND numnode(w.q) > 0 AND {OWN_WORDS} @@ (%s::tsquery && w.q) LIMIT {TEXT_PRESELECT}",
+                [" or ".join(terms), *params, owner_word(self.scope.user_id)],
             )
             rows = cursor.fetchall()
         scored = [(pk, jaccard(content, text), row_kind == kind) for pk, row_kind, text in rows]
