@@ -28,33 +28,22 @@ _NAME = re.compile(r"^memory_own_(\d+)_(\d+)_hnsw$")
 def own_index_due(*, user_id: int) -> bool:
     """Whether the user's vectors call for an index to be built or dropped (a cheap count: after each embedding
     run)."""
-    minimum = int(settings.LOREKEEPER_SEARCH["own_index_min"])
-    counts = _vector_counts(user_id)
-    for dim in INDEXED_DIMENSIONS:
-        state = own_index_state(own_index_name(user_id, dim))
-        if counts.get(dim, 0) >= minimum and state != "valid":
-            return True
-        if counts.get(dim, 0) < minimum // 2 and state is not None:
-            return True
-    return False
+    return bool(_changes_due(user_id))
 
 
 def own_indexes_refresh(*, user_id: int) -> dict[int, str]:
     """Build the user's indexes they have grown into and drop those they have shrunk out of; answers what was done
     per dimension ("built", "dropped"). Outside a transaction: concurrent index builds cannot run in one. Another
     worker already at it for this user: nothing done here."""
-    minimum = int(settings.LOREKEEPER_SEARCH["own_index_min"])
     done: dict[int, str] = {}
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_CLASS, int(user_id)])
         if not cursor.fetchone()[0]:
             return done
         try:
-            counts = _vector_counts(user_id)
-            for dim in INDEXED_DIMENSIONS:
-                name, rows = own_index_name(user_id, dim), counts.get(dim, 0)
-                state = own_index_state(name)
-                if rows >= minimum and state != "valid":
+            for dim, (change, rows, state) in _changes_due(user_id).items():
+                name = own_index_name(user_id, dim)
+                if change == "build":
                     if state == "invalid":  # a build that was interrupted leaves an index the planner never uses
                         cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
                     # The graph built in memory (on disk it takes several times as long): its vectors and links.
@@ -69,12 +58,27 @@ def own_indexes_refresh(*, user_id: int) -> dict[int, str]:
                     finally:
                         cursor.execute("RESET maintenance_work_mem")
                     done[dim] = "built"
-                elif rows < minimum // 2 and state is not None:
+                else:
                     cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
                     done[dim] = "dropped"
         finally:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, int(user_id)])
     return done
+
+
+def _changes_due(user_id: int) -> dict[int, tuple[str, int, str | None]]:
+    """Per dimension whose index should change: "build" (at least `own_index_min` vectors, no valid index) or
+    "drop" (under half of it, an index there), with the user's vector count and the index's state."""
+    minimum = int(settings.LOREKEEPER_SEARCH["own_index_min"])
+    counts = _vector_counts(user_id)
+    due: dict[int, tuple[str, int, str | None]] = {}
+    for dim in INDEXED_DIMENSIONS:
+        rows, state = counts.get(dim, 0), own_index_state(own_index_name(user_id, dim))
+        if rows >= minimum and state != "valid":
+            due[dim] = ("build", rows, state)
+        elif rows < minimum // 2 and state is not None:
+            due[dim] = ("drop", rows, state)
+    return due
 
 
 def own_index_users() -> list[int]:
