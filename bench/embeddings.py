@@ -4,8 +4,10 @@
 
 Texts are the turns of the LoCoMo development conversations (realistic chat lengths), each made unique with a
 run nonce so the cache is cold. Prints sentences per second of the model alone (sentence-transformers,
-all-MiniLM-L6-v2 on the CPU), of `embed_texts` with a cold cache (model + cache writes), and of `embed_texts` when
-every text is already cached (no model call), plus the time to embed one 5-sentence search query cold and cached.
+all-MiniLM-L6-v2 on the CPU) in float32 and in bfloat16 (LOREKEEPER_EMBEDDINGS_PRECISION), with the cosine between
+the two precisions' vectors of the same texts; then of `embed_texts` with a cold cache (model + cache writes), and of
+`embed_texts` when every text is already cached (no model call), plus the time to embed one 5-sentence search query
+cold and cached.
 Runs in the `lorekeeper_bench` database.
 """
 
@@ -50,7 +52,9 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=2000)
     args = parser.parse_args()
     _setup_django()
-    from apps.memories.embeddings import _embed_local, deployment_config, embed_texts
+    from django.conf import settings
+
+    from apps.memories.embeddings import _embed_local, deployment_config, embed_texts, local_bfloat16
 
     config = deployment_config()
     if config.provider != "local":
@@ -60,9 +64,18 @@ def main() -> None:
     _embed_local(config, texts[:8])  # load the model outside the measurement
     mean_chars = sum(map(len, texts)) / len(texts)
 
-    started = time.perf_counter()
-    _embed_local(config, texts[: args.count // 2])
-    model_rate = (args.count // 2) / (time.perf_counter() - started)
+    half = texts[: args.count // 2]
+    rates, vectors = {}, {}
+    for precision in ("float32", "bfloat16"):
+        settings.LOREKEEPER_EMBEDDINGS_PRECISION = precision
+        started = time.perf_counter()
+        vectors[precision] = _embed_local(config, half)
+        rates[precision] = len(half) / (time.perf_counter() - started)
+    settings.LOREKEEPER_EMBEDDINGS_PRECISION = "auto"
+    cosines = sorted(
+        sum(x * y for x, y in zip(a, b, strict=True))
+        for a, b in zip(vectors["float32"], vectors["bfloat16"], strict=True)
+    )
 
     cold = texts[args.count // 2 :]
     started = time.perf_counter()
@@ -88,7 +101,12 @@ def main() -> None:
     query_cached_ms = (time.perf_counter() - started) * 1000
 
     print(f"model {config.key}, {args.count} chat turns of {mean_chars:.0f} characters on average, CPU")
-    print(f"model alone:             {model_rate:8.1f} sentences/s")
+    print(f"model alone, float32:    {rates['float32']:8.1f} sentences/s")
+    print(
+        f"model alone, bfloat16:   {rates['bfloat16']:8.1f} sentences/s ({rates['bfloat16'] / rates['float32']:.1f}x; "
+        f"cosine to float32's vectors: min {cosines[0]:.5f}, median {cosines[len(cosines) // 2]:.5f}); "
+        f"auto chooses {'bfloat16' if local_bfloat16() else 'float32'} on this CPU"
+    )
     print(f"embed_texts, cold cache: {cold_rate:8.1f} sentences/s (model + cache writes)")
     print(
         f"embed_texts, all cached: {len(cold) / cached_seconds:8.1f} sentences/s "

@@ -15,6 +15,6 @@ from apps.common.uploads import limit_asgi_body  # noqa: E402 — after the sett
 
 application = limit_asgi_body(django_application)
 
-from apps.memories.embeddings import warm_up_in_background  # noqa: E402 (needs the apps loaded)
+from apps.memories.embeddings import local_model_load  # noqa: E402 (needs the apps loaded)
 
-warm_up_in_background()  # as config/wsgi.py: a worker's first search does not wait for the model to load
+local_model_load(background=True)  # as config/wsgi.py: a worker's first search does not wait for the model to load

@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready
 from django.conf import settings
 from django.db.models import F, Q
 
 from apps.chats.models import Chat
 from apps.common.tasks import task_send
-from apps.memories.embeddings import EmbeddingUnavailable, config_for, deployment_config
+from apps.memories.embeddings import EmbeddingUnavailable, config_for, deployment_config, local_model_load
 from apps.memories.models import EmbeddingSettings, Memory, MemoryScope
 from apps.memories.services import queue
 from apps.memories.services.indexing import EMBED_BATCH, chat_index_refresh, embedding_backlog, memories_embed_run
@@ -129,3 +129,11 @@ def hierarchy_tick() -> int:
 def _catch_up_at_start(sender=None, **kwargs) -> None:
     """Periods missed while no worker ran are built now, not at the next quarter hour."""
     task_send(hierarchy_tick, countdown=5, catch_up="the next quarter-hour tick builds them")
+
+
+@worker_init.connect
+def _load_model_before_fork(sender=None, **kwargs) -> None:
+    """The worker's main process loads the local model before it forks its pool: every process starts with it,
+    sharing its weights, and the first chat of an import is embedded at once, not after each process's own several
+    seconds of imports and loading (a fifth of the worker's time while six LoCoMo conversations were indexed)."""
+    local_model_load(background=False)

@@ -294,10 +294,12 @@ LOREKEEPER_EMBEDDINGS_MODEL = env("LOREKEEPER_EMBEDDINGS_MODEL", default="")
 LOREKEEPER_EMBEDDINGS_URL = env("LOREKEEPER_EMBEDDINGS_URL", default="")
 LOREKEEPER_EMBEDDINGS_API_KEY = env("LOREKEEPER_EMBEDDINGS_API_KEY", default="")
 LOREKEEPER_EMBEDDINGS_DIMENSIONS = env.int("LOREKEEPER_EMBEDDINGS_DIMENSIONS", default=None)
-LOREKEEPER_EMBEDDINGS_BATCH = env.int("LOREKEEPER_EMBEDDINGS_BATCH", default=128)
+LOREKEEPER_EMBEDDINGS_BATCH = env.int("LOREKEEPER_EMBEDDINGS_BATCH", default=256)  # indexing's claims: EMBED_BATCH
 LOREKEEPER_EMBEDDINGS_TIMEOUT = env.float("LOREKEEPER_EMBEDDINGS_TIMEOUT", default=30.0)
 # Threads per process for the local model: 1, as every web and worker process embeds on its own.
 LOREKEEPER_EMBEDDINGS_THREADS = env.int("LOREKEEPER_EMBEDDINGS_THREADS", default=1)
+# The local model's arithmetic: auto (bfloat16 where the CPU multiplies it natively, else float32), float32, bfloat16.
+LOREKEEPER_EMBEDDINGS_PRECISION = env.str("LOREKEEPER_EMBEDDINGS_PRECISION", default="auto")
 # Worker processes that embed one chat's long backlog together, batch by batch: the worker's concurrency (Celery's
 # default, one process per core).
 LOREKEEPER_EMBEDDING_RUNS = env.int("LOREKEEPER_EMBEDDING_RUNS", default=os.cpu_count() or 1)

@@ -8,9 +8,11 @@ from apps.chats.services.chats import chat_import
 from apps.memories.embeddings import (
     EmbeddingConfig,
     EmbeddingUnavailable,
+    _embed_local,
     config_for,
     embed_query,
     embed_texts,
+    local_bfloat16,
     text_hash,
 )
 from apps.memories.models import EmbeddingCache, EmbeddingSettings, Memory
@@ -61,6 +63,25 @@ def test_local_provider_embeds_offline_with_the_packaged_minilm():
     cat, kitten, tax = embed_texts(config, ["A cat sleeps on the mat.", "A kitten naps on a rug.", "Taxes are due."])
     assert len(cat) == 384 and config.key == "local:all-MiniLM-L6-v2"
     assert _cosine(cat, kitten) > _cosine(cat, tax) + 0.2
+
+
+def test_the_local_model_in_bfloat16_gives_the_vectors_of_float32_to_a_cosine_of_four_nines(settings):
+    config = EmbeddingConfig(provider="local", model="all-MiniLM-L6-v2")
+    texts = ["Mira lit the lantern at the ford.", "The ferryman wanted two silver coins.", "Taxes are due."]
+    settings.LOREKEEPER_EMBEDDINGS_PRECISION = "float32"
+    full = _embed_local(config, texts)
+    settings.LOREKEEPER_EMBEDDINGS_PRECISION = "bfloat16"
+    assert local_bfloat16()
+    half = _embed_local(config, texts)
+    assert half != full  # the setting took effect: the products were computed in bfloat16
+    assert min(_cosine(a, b) for a, b in zip(full, half, strict=True)) > 0.9999
+
+
+def test_an_unknown_precision_is_refused_naming_the_setting(settings):
+    settings.LOREKEEPER_EMBEDDINGS_PRECISION = "float16"
+    with pytest.raises(EmbeddingUnavailable, match="LOREKEEPER_EMBEDDINGS_PRECISION must be one of auto, float32"):
+        embed_texts(EmbeddingConfig(provider="local", model="all-MiniLM-L6-v2"), ["A lantern."])
+    assert not EmbeddingCache.objects.exists()
 
 
 @pytest.mark.parametrize("provider", ["openai", "ollama"])

@@ -48,3 +48,22 @@ def test_a_real_worker_indexes_an_imported_chat_after_the_request_answered(api, 
         ["Mira: The lantern went out.", "You: Who relit it?", "Mira: Corvin did."]
     )
     assert {m.embedding_model for m in Memory.objects.filter(chat=chat)} == {"openai:scripted"}
+
+
+def test_a_worker_loads_the_local_model_before_it_forks_its_processes(settings):
+    """worker_init, in the worker's main process: its pool's processes start with the model, not load it in a task."""
+    from apps.memories import embeddings
+    from apps.memories.tasks import _load_model_before_fork
+
+    loaded = dict(embeddings._local_models)
+    embeddings._local_models.clear()
+    try:
+        settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "none"
+        _load_model_before_fork()
+        assert embeddings._local_models == {}  # nothing to load for a deployment without the local model
+        settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "local"
+        _load_model_before_fork()
+        assert list(embeddings._local_models) == ["all-MiniLM-L6-v2"]
+    finally:
+        embeddings._local_models.clear()
+        embeddings._local_models.update(loaded)

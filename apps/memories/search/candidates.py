@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db import connection, transaction
 
 from apps.chats import selectors as chat_selectors
+from apps.memories.embeddings import vector_literal
 from apps.memories.models import INDEXED_DIMENSIONS, SEARCH_CONFIG, Status
 
 MAX_QUERY_LEXEMES = 32
@@ -106,7 +107,7 @@ def vector_candidates(
     `exact_max` overrides the setting (the lifecycle, which asks once per candidate, trades exactness for speed
     sooner)."""
     dim = len(vectors[0])
-    literals = ["[" + ",".join(repr(float(x)) for x in vector) + "]" for vector in vectors]
+    literals = [vector_literal(vector) for vector in vectors]
     where = f"{scope.where} AND m.embedding_dim = {int(dim)} AND m.embedding_model = %s"
     params = [*scope.params, model_key]
     config = settings.LOREKEEPER_SEARCH

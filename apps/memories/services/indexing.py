@@ -32,14 +32,17 @@ from django.db.models.functions import Coalesce, Least
 
 from apps.chats.models import Chat, Message
 from apps.chats.send_dates import parse_send_date
-from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash
+from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash, vector_literal
 from apps.memories.models import Kind, Memory, MemoryScope
 from apps.memories.services import queue
 from apps.memories.services.schema import chat_schema_ensure
 
 log = logging.getLogger(__name__)
 
-EMBED_BATCH = 128  # rows a run claims at a time (memories_embed_pending)
+# Rows a run claims at a time (memories_embed_pending), and texts the local model is given at once: it sorts them by
+# length and pads each group of 32 to its longest, so more at once pads less (LoCoMo's turns in bfloat16: 235 texts/s
+# a core in calls of 128, 276 in calls of 256). More would leave one process the last long batch while the other idles.
+EMBED_BATCH = 256
 # SQL twin of message_content(): the hash of exactly that text, computed without fetching the texts.
 CONTENT_SQL = "CASE WHEN m.name <> '' THEN m.name || ': ' || m.mes ELSE m.mes END"
 HASH_SQL = f"encode(sha256(convert_to({CONTENT_SQL}, 'UTF8')), 'hex')"
@@ -220,15 +223,27 @@ def memories_embed_pending(*, user_id: int, chat_id: int | None = None, max_batc
                 if claimed:
                     # Locked rows cannot change meanwhile: the vectors are of the text they hold.
                     vectors = embed_texts(config, [memory.content for memory in claimed])
-                    for memory, vector in zip(claimed, vectors, strict=True):
-                        memory.embedding, memory.embedding_dim = vector, len(vector)
-                        memory.embedding_model = config.key
-                    Memory.objects.bulk_update(claimed, ["embedding", "embedding_model", "embedding_dim"])
+                    _vectors_store(claimed, vectors, model_key=config.key)
             if not claimed:
                 break
             done += len(claimed)
             batches += 1
     return done
+
+
+def _vectors_store(memories: list[Memory], vectors: list[list[float]], *, model_key: str) -> None:
+    """Write a batch's vectors in one statement, ids and vectors as two arrays (bulk_update's CASE over every id
+    cost more in Python and in PostgreSQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE memories_memory m
+            SET embedding = u.vector::vector, embedding_dim = vector_dims(u.vector::vector), embedding_model = %s
+            FROM unnest(%s::bigint[], %s::text[]) AS u(id, vector)
+            WHERE m.id = u.id
+            """,
+            [model_key, [memory.pk for memory in memories], [vector_literal(v) for v in vectors]],
+        )
 
 
 def memories_embed_run(*, user_id: int, chat_id: int | None = None) -> int:
