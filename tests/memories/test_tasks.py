@@ -63,7 +63,7 @@ def test_a_worker_loads_the_local_model_before_it_forks_its_processes(settings):
         assert embeddings._local_models == {}  # nothing to load for a deployment without the local model
         settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "local"
         _load_model_before_fork()
-        assert list(embeddings._local_models) == ["all-MiniLM-L6-v2"]
+        assert [name for name, _ in embeddings._local_models] == ["all-MiniLM-L6-v2"]
     finally:
         embeddings._local_models.clear()
         embeddings._local_models.update(loaded)
