@@ -94,6 +94,17 @@ def chat_get(*, user: AbstractUser, chat_id: int) -> Chat:
         raise Http404("No such chat.") from exc
 
 
+def chat_character_ids(*, user: AbstractUser, chat_id: int) -> list[int]:
+    """The ids of the chat's characters (a search's scope: one query where chat_get makes two and loads the chat);
+    another user's chat, or none, is a 404 as there."""
+    ids = list(
+        Chat.characters.through.objects.filter(chat_id=chat_id, chat__user=user).values_list("character_id", flat=True)
+    )
+    if not ids and not Chat.objects.filter(user=user, pk=chat_id).exists():
+        raise Http404("No such chat.")
+    return ids
+
+
 def message_page(*, chat: Chat, from_index: int = 0, limit: int = 100) -> list[Message]:
     """Messages from `from_index` on, in order, at most `limit` (capped at MAX_PAGE)."""
     limit = max(1, min(limit, MAX_PAGE))

@@ -223,7 +223,7 @@ CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or embedded.valkey_url(
 _CACHE_URL = env("CACHE_URL", default="") or embedded.cache_url_from_broker(CELERY_BROKER_URL)
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "apps.common.cache.SharedPoolRedisCache",  # one pool a process (apps/common/cache.py)
         "LOCATION": _CACHE_URL,
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
         "KEY_PREFIX": "lk",

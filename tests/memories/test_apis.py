@@ -344,6 +344,17 @@ def test_search_refuses_bad_input(api, body):
 # ---------------------------------------------------------------------------------------------------- tenancy
 
 
+def test_a_search_scoped_to_a_chat_without_characters_is_404_for_another_user_and_answers_its_owner(
+    api, user, other_user, scripted
+):
+    mine = chat_create(user=user, title="No one yet", character_ids=[])
+    theirs = chat_create(user=other_user, title="Theirs, no one yet", character_ids=[])
+    assert api.post(f"{MEMORIES}search", {"query": "lantern", "chat": theirs.pk}, format="json").status_code == 404
+    response = api.post(f"{MEMORIES}search", {"query": "lantern", "chat": mine.pk}, format="json")
+    assert response.status_code == 200 and response.json()["results"] == []
+    assert api.post(f"{MEMORIES}search", {"query": "lantern", "chat": 10**9}, format="json").status_code == 404
+
+
 def test_another_users_memories_entities_chats_and_characters_answer_404(api, other_user, scripted):
     theirs = CharacterFactory(user=other_user)
     their_chat = chat_create(user=other_user, title="Theirs", character_ids=[theirs.pk])

@@ -50,11 +50,10 @@ class Scope:
         self.user_id = user.pk
         self.character_ids: list[int] = []
         if chat_id is not None:
-            chat = chat_selectors.chat_get(user=user, chat_id=chat_id)
-            self.character_ids = [c.pk for c in chat.characters.all()]
+            self.character_ids = chat_selectors.chat_character_ids(user=user, chat_id=chat_id)
             # The chat's own memories and messages, plus its characters' persistent memories; never another chat's.
             self.sql.append("(m.chat_id = %s OR (m.chat_id IS NULL AND m.character_id = ANY(%s)))")
-            self.params += [chat.pk, self.character_ids]
+            self.params += [int(chat_id), self.character_ids]
         if character_id is not None:
             character = chat_selectors.character_get(user=user, character_id=character_id)
             self.character_ids = [character.pk]
