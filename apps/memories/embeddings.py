@@ -159,11 +159,11 @@ def _local_model(name: str, bfloat16: bool | None = None):
 
 
 def local_bfloat16() -> bool:
-    """Whether the local model computes in bfloat16 (LOREKEEPER_EMBEDDINGS_PRECISION). Under autocast the matrix
-    products run in bfloat16 and the normalisations and softmax stay in float32: on a CPU with AVX-512 BF16 or AMX
-    that is 3x the texts per second of float32, and the vectors are the same to a cosine of 0.9999 (bench/embeddings.py
-    prints both), so they are stored under the same model key and compared with float32 ones. A CPU without those
-    instructions emulates bfloat16, slower than float32: "auto" then keeps float32."""
+    """Whether the local model computes in bfloat16 (LOREKEEPER_EMBEDDINGS_PRECISION): its matrix products in
+    bfloat16 (weights held so, inputs cast by autocast), its normalisations, softmax and pooling in float32. On a CPU
+    with AVX-512 BF16 or AMX that is 3x the texts a second of float32, and the vectors are the same to a cosine of
+    0.9999 (bench/embeddings.py prints both), so they are stored under the same model key and compared with float32
+    ones. A CPU without those instructions emulates bfloat16, slower than float32: "auto" then keeps float32."""
     precision = settings.LOREKEEPER_EMBEDDINGS_PRECISION
     if precision not in PRECISIONS:
         raise EmbeddingUnavailable(f"LOREKEEPER_EMBEDDINGS_PRECISION must be one of {', '.join(PRECISIONS)}.")
