@@ -1,6 +1,7 @@
 """Moderators' view of the memory store. Edits go through the services (version bump, re-embedding); vectors and
 hashes are read-only here."""
 
+from django.conf import settings
 from django.contrib import admin, messages
 
 from apps.memories.models import (
@@ -14,6 +15,7 @@ from apps.memories.models import (
     MemoryScope,
 )
 from apps.memories.services.memories import memory_retire, memory_update
+from apps.memories.services.own_indexes import own_indexes_list
 
 EDITABLE = ["kind", "content", "importance", "confidence", "time_scope", "valid_from", "valid_to", "data"]
 
@@ -66,6 +68,12 @@ class MemoryAdmin(admin.ModelAdmin):
     ]
     fields = [*readonly_fields[:3], *EDITABLE, *readonly_fields[3:]]
     actions = [retire_memories]
+    change_list_template = "admin/memories/memory/change_list.html"
+
+    def changelist_view(self, request, extra_context=None):
+        # Above the list: which users' searches walk an HNSW index of their own, and its state.
+        own = {"own_indexes": own_indexes_list(), "own_index_min": settings.LOREKEEPER_SEARCH["own_index_min"]}
+        return super().changelist_view(request, {**(extra_context or {}), **own})
 
     @admin.display(description="content")
     def short_content(self, memory: Memory) -> str:

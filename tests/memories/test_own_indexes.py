@@ -1,7 +1,10 @@
 """HNSW indexes of a user's own (apps/memories/services/own_indexes.py): built when a user has many vectors of an
 indexed dimension, walked by search whatever the user's share of the table, dropped when the user shrinks."""
 
+from unittest.mock import ANY
+
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from apps.memories import tasks
@@ -10,7 +13,7 @@ from apps.memories.search import memory_search
 from apps.memories.search.candidates import own_index_name, own_index_state
 from apps.memories.services.indexing import memories_embed_pending
 from apps.memories.services.memories import memory_create
-from apps.memories.services.own_indexes import own_index_due, own_index_users, own_indexes_refresh
+from apps.memories.services.own_indexes import own_index_due, own_index_users, own_indexes_list, own_indexes_refresh
 from apps.memories.services.settings import embedding_settings_set
 from tests.chats.factories import CharacterFactory
 from tests.memories.helpers import unit
@@ -87,6 +90,10 @@ def test_a_user_past_the_threshold_gets_an_index_of_their_own_that_search_walks(
             assert _knn_indexes(user, "qzx") == {name}
         finally:
             cursor.execute("RESET enable_sort")
+    # Moderators see it above the memory list: whose, its dimension, in use, the user's vectors.
+    assert own_indexes_list() == [
+        {"user_id": user.pk, "username": user.username, "dim": 384, "state": "valid", "vectors": 8, "bytes": ANY}
+    ]
     walked = [hit.memory.pk for hit in memory_search(user=user, query="qzx").results]
     settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "exact_max": 1000}
     exact = [hit.memory.pk for hit in memory_search(user=user, query="qzx").results]
@@ -107,3 +114,18 @@ def test_an_index_of_their_own_is_dropped_when_the_user_falls_under_half_the_thr
     assert own_index_due(user_id=user.pk)
     assert tasks.sweep()["own_indexes"] == 1  # the sweep sends the drop (tasks run at once here)
     assert own_index_state(own_index_name(user.pk, 384)) is None and own_index_users() == []
+
+
+def test_the_admin_memory_list_shows_each_index_of_a_users_own(user, client, start_embedder, settings):
+    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "own_index_min": 3}
+    staff = get_user_model().objects.create_superuser(username="mod", password="moderator pass 1")
+    client.force_login(staff)
+    page = client.get("/admin/memories/memory/")
+    assert page.status_code == 200 and "No user has one" in page.content.decode()
+
+    server = start_embedder(dim=384)
+    embedding_settings_set(user=user, provider="openai", model="wide", base_url=f"{server.url}/v1")
+    _memories(server, user, CharacterFactory(user=user), 3, lean=0.2)
+    page = client.get("/admin/memories/memory/").content.decode()
+    row = page[page.index("<td>" + user.username) :].split("</tr>")[0]
+    assert "<td>384</td>" in row and "in use" in row and "<td>3</td>" in row

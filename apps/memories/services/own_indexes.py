@@ -91,6 +91,35 @@ def own_index_users() -> list[int]:
     return sorted({int(match.group(1)) for match in names if match})
 
 
+def own_indexes_list(limit: int = 50) -> list[dict]:
+    """The largest indexes of a user's own, for moderators (the memory list in the admin): user, dimension, state
+    ("valid", or "invalid": being built, or a build that failed), the user's vectors of that dimension, bytes."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, x.indisvalid, pg_relation_size(c.oid) FROM pg_index x "
+            "JOIN pg_class c ON c.oid = x.indexrelid "
+            "WHERE x.indrelid = 'memories_memory'::regclass AND c.relname LIKE 'memory_own_%%' "
+            "ORDER BY pg_relation_size(c.oid) DESC, c.relname LIMIT %s",
+            [int(limit)],
+        )
+        found = [(_NAME.match(name), valid, size) for name, valid, size in cursor.fetchall()]
+    from django.contrib.auth import get_user_model
+
+    indexes = [(int(m.group(1)), int(m.group(2)), valid, size) for m, valid, size in found if m]
+    names = dict(get_user_model().objects.filter(pk__in={user for user, *_ in indexes}).values_list("pk", "username"))
+    return [
+        {
+            "user_id": user,
+            "username": names.get(user, ""),
+            "dim": dim,
+            "state": "valid" if valid else "invalid",
+            "vectors": _vector_counts(user).get(dim, 0),
+            "bytes": size,
+        }
+        for user, dim, valid, size in indexes
+    ]
+
+
 def _vector_counts(user_id: int) -> dict[int, int]:
     rows = (
         Memory.objects.filter(user_id=user_id, embedding_dim__in=INDEXED_DIMENSIONS)
