@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from celery.signals import worker_init, worker_ready
+from celery.signals import worker_init, worker_process_init, worker_ready
 from django.conf import settings
 from django.db.models import F, Q
 
@@ -135,5 +135,14 @@ def _catch_up_at_start(sender=None, **kwargs) -> None:
 def _load_model_before_fork(sender=None, **kwargs) -> None:
     """The worker's main process loads the local model before it forks its pool: every process starts with it,
     sharing its weights, and the first chat of an import is embedded at once, not after each process's own several
-    seconds of imports and loading (a fifth of the worker's time while six LoCoMo conversations were indexed)."""
-    local_model_load(background=False)
+    seconds of imports and loading (a fifth of the worker's time while six LoCoMo conversations were indexed). Only
+    with PyTorch on one thread (LOREKEEPER_EMBEDDINGS_THREADS): with more it starts a thread pool that a forked
+    process inherits broken, and hangs at its first encode; each process then loads its own as it starts."""
+    if settings.LOREKEEPER_EMBEDDINGS_THREADS == 1:
+        local_model_load(background=False)
+
+
+@worker_process_init.connect
+def _load_model_in_process(sender=None, **kwargs) -> None:
+    """A pool process not given the model by its parent loads it in a thread as it starts, not in its first task."""
+    local_model_load(background=True)

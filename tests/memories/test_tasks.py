@@ -11,7 +11,7 @@ from apps.memories.models import Memory
 from apps.memories.services.indexing import chat_index_progress
 from apps.memories.services.settings import embedding_settings_set
 from tests.memories.helpers import jsonl_bytes
-from tests.worker import ROOT, worker_env
+from tests.worker import ROOT, celery_worker, wait_for, worker_env
 
 
 @pytest.mark.django_db(transaction=True)
@@ -67,3 +67,24 @@ def test_a_worker_loads_the_local_model_before_it_forks_its_processes(settings):
     finally:
         embeddings._local_models.clear()
         embeddings._local_models.update(loaded)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("threads", ["1", pytest.param("2", marks=pytest.mark.slow)])  # the default, then more
+def test_a_prefork_worker_embeds_with_the_local_model_whatever_its_thread_count(api, broker, settings, threads):
+    """With one PyTorch thread the pool's processes get the model from their parent; with two (whose thread pool a
+    forked process would inherit broken, and hang in) each loads its own. Either way the chat gets its vectors."""
+    settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "local"
+    lines = [("Mira", "The lantern went out."), ("You", "Who relit it?"), ("Mira", "Corvin did.")]
+    response = api.post("/api/v1/chats/import?title=Local", data=jsonl_bytes(*lines), content_type="application/jsonl")
+    assert response.status_code == 201, response.content
+    chat = Chat.objects.get(pk=response.json()["id"])
+    options = {"LOREKEEPER_EMBEDDINGS_PROVIDER": "local", "LOREKEEPER_EMBEDDINGS_THREADS": threads}
+    with celery_worker(broker, processes=2, **options) as worker:
+        wait_for(
+            lambda: chat_index_progress(chat=chat) == {"indexable_messages": 3, "indexed_messages": 3, "pending": 0},
+            timeout=120,
+            what="the chat's vectors",
+            worker=worker,
+        )
+    assert {m.embedding_model for m in Memory.objects.filter(chat=chat)} == {"local:all-MiniLM-L6-v2"}
