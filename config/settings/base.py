@@ -294,7 +294,8 @@ LOREKEEPER_EMBEDDINGS_MODEL = env("LOREKEEPER_EMBEDDINGS_MODEL", default="")
 LOREKEEPER_EMBEDDINGS_URL = env("LOREKEEPER_EMBEDDINGS_URL", default="")
 LOREKEEPER_EMBEDDINGS_API_KEY = env("LOREKEEPER_EMBEDDINGS_API_KEY", default="")
 LOREKEEPER_EMBEDDINGS_DIMENSIONS = env.int("LOREKEEPER_EMBEDDINGS_DIMENSIONS", default=None)
-LOREKEEPER_EMBEDDINGS_BATCH = env.int("LOREKEEPER_EMBEDDINGS_BATCH", default=256)  # indexing's claims: EMBED_BATCH
+# Texts a provider call: as many as an indexing run claims at a time (EMBED_BATCH), so that a claim is one call.
+LOREKEEPER_EMBEDDINGS_BATCH = env.int("LOREKEEPER_EMBEDDINGS_BATCH", default=256)
 LOREKEEPER_EMBEDDINGS_TIMEOUT = env.float("LOREKEEPER_EMBEDDINGS_TIMEOUT", default=30.0)
 # Threads per process for the local model: 1, as every web and worker process embeds on its own.
 LOREKEEPER_EMBEDDINGS_THREADS = env.int("LOREKEEPER_EMBEDDINGS_THREADS", default=1)
