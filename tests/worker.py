@@ -22,6 +22,9 @@ def worker_env(broker: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
     name = settings.DATABASES["default"]["NAME"]
     env.update(CELERY_BROKER_URL=broker, DJANGO_SETTINGS_MODULE="config.settings.test", LOREKEEPER_DATABASE_NAME=name)
+    # A worker loads the deployment's local model as it starts (apps/memories/tasks.py): the tests' workers embed
+    # through each user's own scripted provider, and one that needs the local model says so in `extra`.
+    env.setdefault("LOREKEEPER_EMBEDDINGS_PROVIDER", "none")
     if env.get("DATABASE_URL"):
         env["DATABASE_URL"] = urlunsplit(urlsplit(env["DATABASE_URL"])._replace(path=f"/{name}"))
     env.update(extra)
