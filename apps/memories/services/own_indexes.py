@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Count
 
@@ -103,17 +104,22 @@ def own_indexes_list(limit: int = 50) -> list[dict]:
             [int(limit)],
         )
         found = [(_NAME.match(name), valid, size) for name, valid, size in cursor.fetchall()]
-    from django.contrib.auth import get_user_model
-
     indexes = [(int(m.group(1)), int(m.group(2)), valid, size) for m, valid, size in found if m]
-    names = dict(get_user_model().objects.filter(pk__in={user for user, *_ in indexes}).values_list("pk", "username"))
+    users = {user for user, *_ in indexes}
+    names = dict(get_user_model().objects.filter(pk__in=users).values_list("pk", "username"))
+    vectors = {  # (user, dimension) → their vectors, for every listed user in one query
+        (user, dim): count
+        for user, dim, count in Memory.objects.filter(user_id__in=users, embedding_dim__in=INDEXED_DIMENSIONS)
+        .values_list("user_id", "embedding_dim")
+        .annotate(n=Count("id"))
+    }
     return [
         {
             "user_id": user,
             "username": names.get(user, ""),
             "dim": dim,
             "state": "valid" if valid else "invalid",
-            "vectors": _vector_counts(user).get(dim, 0),
+            "vectors": vectors.get((user, dim), 0),
             "bytes": size,
         }
         for user, dim, valid, size in indexes
