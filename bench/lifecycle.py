@@ -187,6 +187,9 @@ def _setup_django() -> None:
     os.environ.setdefault("LOREKEEPER_DATABASE_NAME", "lorekeeper_bench_lifecycle")
     import django
 
+    from apps.common import embedded
+
+    embedded.postgres_start()  # reading the settings starts nothing
     django.setup()
     for name in ("httpx", "httpx2", "celery", "sentence_transformers", "apps.memories", "apps.llm"):
         logging.getLogger(name).setLevel(logging.ERROR)

@@ -82,6 +82,9 @@ def seed(people: int) -> list[dict]:
     """Accounts, characters, chats and memories; answers per person their token, chat and the chat's messages."""
     import django
 
+    from apps.common import embedded
+
+    embedded.postgres_start()  # reading the settings starts nothing
     django.setup()
     from django.conf import settings
     from django.contrib.auth import get_user_model

@@ -112,6 +112,9 @@ def prepare(samples: list[dict], questions: list[str]) -> tuple[str, int]:
     cache's size after emptying."""
     import django
 
+    from apps.common import embedded
+
+    embedded.postgres_start()  # reading the settings starts nothing
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command

@@ -77,6 +77,9 @@ def _setup_django() -> None:
     os.environ.setdefault("DATABASE_POOL", "4")
     import django
 
+    from apps.common import embedded
+
+    embedded.postgres_start()  # reading the settings starts nothing
     django.setup()
     from django.core.management import call_command
 

@@ -60,6 +60,9 @@ def _setup_django() -> None:
     os.environ["LOREKEEPER_DATABASE_NAME"] = DATABASE
     import django
 
+    from apps.common import embedded
+
+    embedded.postgres_start()  # reading the settings starts nothing
     django.setup()
     for name in ("httpx", "httpx2", "celery", "sentence_transformers", "apps", "django.request"):
         logging.getLogger(name).setLevel(logging.ERROR)

@@ -234,7 +234,8 @@ def _seeded(root: Path, env: dict[str, str]) -> dict:
     python = str(root / ".venv" / "bin" / "python")
     subprocess.run([python, "manage.py", "migrate", "--verbosity", "0"], cwd=root, env=env, check=True)
     program = (
-        f"import sys, json; sys.path.insert(0, {str(root)!r}); import django; django.setup(); "
+        f"import sys, json; sys.path.insert(0, {str(root)!r}); import django; from apps.common import embedded; "
+        "getattr(embedded, 'postgres_start', lambda: None)(); django.setup(); "
         f"sys.path.insert(1, {str(ROOT / 'bench')!r}); import screenshots; "
         "import apps; print('CODE', apps.__file__); print('IDS', json.dumps(screenshots.seed()))"
     )

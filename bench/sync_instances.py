@@ -33,6 +33,9 @@ def setup(memories: int):
     os.environ.update(ENV)
     import django
 
+    from apps.common import embedded
+
+    embedded.postgres_start()  # reading the settings starts nothing
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command

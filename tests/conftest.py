@@ -3,6 +3,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from apps.accounts.services import api_token_create
+from apps.common import embedded
 
 # Fixtures shared across apps, each declared once: a character and a chat (tests/chats/fixtures.py), the scripted
 # embedding server (tests/memories/fixtures.py), the scripted model's story (tests/extraction/fixtures.py).
@@ -13,6 +14,13 @@ pytest_plugins = [
     "tests.archives.fixtures",
     "tests.browsers",
 ]
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -> None:
+    """The test session starts the embedded PostgreSQL once, before its test database is made (unless DATABASE_URL
+    names a server): reading the settings starts nothing."""
+    embedded.postgres_start()
 
 
 @pytest.fixture

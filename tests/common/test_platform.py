@@ -88,9 +88,9 @@ def test_processes_joining_and_leaving_the_embedded_server_at_once_leave_it_runn
 
 _SHARED_BUFFERS = """
 import psycopg
-from apps.common.embedded import postgres_settings
-database = postgres_settings()
-with psycopg.connect(host=database["HOST"], user="postgres", dbname="postgres") as conn:
+from apps.common import embedded
+embedded.postgres_start()
+with psycopg.connect(host=str(embedded.socket_dir()), user="postgres", dbname="postgres") as conn:
     print(conn.execute("SHOW shared_buffers").fetchone()[0])
 """
 

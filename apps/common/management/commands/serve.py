@@ -1,8 +1,8 @@
 """`make run`: the whole platform in one terminal, on embedded services unless the environment names real ones.
 
-Starts Valkey (unless CELERY_BROKER_URL is set; PostgreSQL is already up: loading the settings started or joined
-it unless DATABASE_URL is set), migrates, makes sure an admin exists, then runs the web server (gunicorn with uvicorn
-workers, ASGI, as production runs it), a Celery worker and Celery beat. Ctrl-C stops every process this command
+Starts the embedded PostgreSQL (unless DATABASE_URL is set) and Valkey (unless CELERY_BROKER_URL is set), migrates,
+makes sure an admin exists, then runs the web server (gunicorn with uvicorn workers, ASGI, as production runs it), a
+Celery worker and Celery beat. Ctrl-C stops every process this command
 started; the data stays in var/ for the next run.
 """
 
@@ -60,6 +60,10 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         try:
+            try:
+                embedded.postgres_start()
+            except embedded.EmbeddedServiceError as exc:
+                raise CommandError(str(exc)) from exc
             if not os.environ.get("CELERY_BROKER_URL"):
                 valkey = self._start_valkey()
                 if valkey is not None:
