@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from importlib import import_module
 
 from celery import current_app, shared_task
 
@@ -12,11 +11,12 @@ log = logging.getLogger(__name__)
 
 
 def registered(name: str):
-    """The task registered under `name` (`<app>.<task>`): its app's tasks module is imported first if need be, as
-    outside a worker nothing has imported it (Celery's autodiscovery runs when a worker starts)."""
-    if name not in current_app.tasks:
-        import_module(f"apps.{name.split('.', 1)[0]}.tasks")
-    return current_app.tasks[name]
+    """The task registered under `name` (`<app>.<task>`). Each app's `AppConfig.ready` imports its tasks module, so
+    any process that has set Django up knows every task, a web worker as well as a Celery worker."""
+    try:
+        return current_app.tasks[name]
+    except KeyError:
+        raise LookupError(f"no task is registered as {name!r}: does its app's AppConfig.ready import it?") from None
 
 
 def task_send(

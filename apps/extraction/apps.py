@@ -7,4 +7,7 @@ class ExtractionConfig(AppConfig):
     verbose_name = "Extraction pipeline"
 
     def ready(self) -> None:
-        from apps.extraction import receivers  # noqa: F401 — connects what the apps below ask of extraction
+        from apps.extraction import (
+            receivers,  # noqa: F401 — connects what the apps below ask of extraction
+            tasks,  # noqa: F401 — registers the app's tasks, which its services send by name
+        )

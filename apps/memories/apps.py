@@ -6,4 +6,7 @@ class MemoriesConfig(AppConfig):
     label = "memories"
 
     def ready(self) -> None:
-        from apps.memories import receivers  # noqa: F401 — connects what the chats app's signals ask of memories
+        from apps.memories import (
+            receivers,  # noqa: F401 — connects what the chats app's signals ask of memories
+            tasks,  # noqa: F401 — registers the app's tasks, which its services send by name
+        )
