@@ -12,15 +12,19 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Lorekeeper needs Python 3.11"'
-	$(PYTHON) -m venv $(VENV)
+	$(call step,virtualenv,$(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install --quiet --upgrade pip)
 
+# The first install takes minutes (PyTorch alone is several hundred MB): each step says when it starts and how long
+# it took, so that a silent pip is not mistaken for a hung one.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	( $(BIN)/python -m pip install --quiet --no-deps --no-index "torch==$(TORCH_VERSION)" 2>/dev/null \
-		&& $(BIN)/python -m pip install --quiet "torch==$(TORCH_VERSION)" ) \
-		|| $(BIN)/python -m pip install --quiet "torch==$(TORCH_VERSION)" --extra-index-url $(TORCH_INDEX)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(call step,PyTorch $(TORCH_VERSION) (CPU build),( $(TORCH_INSTALL) ))
+	$(call step,packages,$(BIN)/python -m pip install --quiet -e '.[dev]')
 	touch $(STAMP)
+	@echo "== installed; the first \`make run\` then makes the database, migrates and loads the embedding model"
+
+TORCH_INSTALL = ( $(BIN)/python -m pip install --quiet --no-deps --no-index "torch==$(TORCH_VERSION)" 2>/dev/null \
+	&& $(BIN)/python -m pip install --quiet "torch==$(TORCH_VERSION)" ) \
+	|| $(BIN)/python -m pip install --quiet "torch==$(TORCH_VERSION)" --extra-index-url $(TORCH_INDEX)
 
 install: $(STAMP)
 
@@ -79,6 +83,9 @@ bench-small: install
 	$(call timed,bench/chat.py --streams 10 --people 3 --seconds 8 --ramp 2 --long-chat 500 --generations 5 --workers 2)
 	$(call timed,bench/consent.py --messages 200)
 	$(call timed,bench/pages.py --runs 1)
+
+# One step of the install: its name, then the command; how long it took after it.
+step = @echo "== $(1) ..." && started=$$(date +%s) && $(2) && echo "== $(1): $$(($$(date +%s) - started)) s"
 
 # One bench script with its arguments, then how long it took.
 timed = @echo "== $(1)" && started=$$(date +%s) && $(BIN)/python $(1) && echo "== $(1): $$(($$(date +%s) - started)) s"
