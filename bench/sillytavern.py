@@ -7,7 +7,8 @@ Starts gunicorn (production settings) as bench/sync.py does, then runs the exten
 linked (imported once), then each turn does what the generate interceptor does before a reply: send the pending user
 message and build the context. Figures (issue 18):
   - the time the interceptor adds to a generation, p50 and p95 (goal: p95 at most 150 ms), the first four turns
-    apart (they load the embedding model in each of the server's two workers);
+    apart (they load the embedding model in each of the server's two workers), with the local model in float32 and
+    in bfloat16 (`--precisions`; a CPU without bfloat16 hardware emulates it, slower than float32);
   - bytes on the wire per append (only the new message) and per edit of one message in the middle of the chat
     (goal: about 2 KB at most).
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,37 +33,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument(
+        "--precisions", nargs="+", default=["float32", "bfloat16"], choices=["auto", "float32", "bfloat16"],
+        help="the local model's arithmetic (LOREKEEPER_EMBEDDINGS_PRECISION), one server each, on this machine",
+    )  # fmt: skip
     args = parser.parse_args()
     node = shutil.which("node")
     if node is None:
         raise SystemExit("bench/sillytavern.py needs Node (18 or later) to run the extension's modules")
     user, token = setup()
+    for precision in args.precisions:
+        figures = _run(node, token, args.messages, args.turns, precision)
+        from apps.chats.models import Chat
+
+        Chat.objects.filter(user=user).delete()
+        _print(figures, precision)
+
+
+def _run(node: str, token: str, messages: int, turns: int, precision: str) -> dict:
+    os.environ["LOREKEEPER_EMBEDDINGS_PRECISION"] = precision  # the server's environment (bench/sync.py)
     port = free_port()
     server = start_server(port)
     try:
         run = subprocess.run(
-            [
-                node,
-                str(ROOT / "bench" / "sillytavern_client.mjs"),
-                f"http://127.0.0.1:{port}",
-                token,
-                str(args.messages),
-                str(args.turns),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+            [node, str(ROOT / "bench" / "sillytavern_client.mjs"), f"http://127.0.0.1:{port}", token,
+             str(messages), str(turns)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
         if run.returncode != 0:
             raise SystemExit(f"the Node client failed:\n{run.stdout}\n{run.stderr}")
-        figures = json.loads(run.stdout.strip().splitlines()[-1])
+        return json.loads(run.stdout.strip().splitlines()[-1])
     finally:
         server.terminate()
         server.wait(timeout=30)
-        from apps.chats.models import Chat
 
-        Chat.objects.filter(user=user).delete()
-    print(f"SillyTavern extension on a {figures['messages']:,}-message chat, {figures['turns']} turns")
+
+def _print(figures: dict, precision: str) -> None:
+    print(f"SillyTavern extension on a {figures['messages']:,}-message chat, {figures['turns']} turns, {precision}")
     print(f"  linking the chat (one import):        {figures['bind_ms']:8.0f} ms")
     print(f"  interceptor adds per generation, p50: {figures['added_ms_p50']:8.1f} ms")
     print(f"  interceptor adds per generation, p95: {figures['added_ms_p95']:8.1f} ms   (goal <= 150 ms)")
