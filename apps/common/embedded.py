@@ -106,6 +106,7 @@ def postgres_start() -> None:
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
         _size_shared_buffers(conn)
+        _fast_crash_recovery(conn)
     vector_check(host=str(socket_dir()), dbname=DATABASE_NAME, log=server.log)
 
 
@@ -222,6 +223,20 @@ def _size_shared_buffers(conn) -> None:
         return
     megabytes = max(128, min(1024, memory // 4 // 2**20))
     conn.execute(f"ALTER SYSTEM SET shared_buffers = '{int(megabytes)}MB'")
+
+
+def _fast_crash_recovery(conn) -> None:
+    """After a crash (a killed server, `make run` starting it again) PostgreSQL first flushes every file of the data
+    folder to disk, one at a time: 3.4 s of a 5.8 s restart here. On Linux `syncfs` flushes the folder's file system
+    in one call instead. Taken at once (a reload)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    if conn.execute("SELECT current_setting('recovery_init_sync_method')").fetchone()[0] == "syncfs":
+        return
+    conn.execute("ALTER SYSTEM SET recovery_init_sync_method = 'syncfs'")
+    conn.execute("SELECT pg_reload_conf()")
 
 
 class _AtomicDiskList:
