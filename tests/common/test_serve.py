@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import psutil
+import pytest
 import redis
 from celery import Celery
 
@@ -127,6 +128,9 @@ def _kill_and_time(name: str, *, var: Path, web_port: int, serve: subprocess.Pop
     return time.monotonic() - killed
 
 
+# About a minute (a whole platform started, five children killed one by one): past what make test can spend, so
+# marked slow, and .ci/run runs it after make test.
+@pytest.mark.slow
 def test_a_kill_9_of_each_child_of_serve_leaves_the_platform_serving_within_10_seconds(tmp_path):
     var, web_port, valkey_port = tmp_path / "var", _free_port(), _free_port()
     var.mkdir()
