@@ -4,6 +4,7 @@
 
 import { Api, LorekeeperError } from './lib/api.js';
 import { renderRecallCards } from './lib/recall.js';
+import { storedSettings } from './lib/settings.js';
 import { IndexedDbStore } from './lib/store.js';
 import { ChatSync, NotNow, Superseded, withRecall } from './lib/sync.js';
 
@@ -34,10 +35,9 @@ function ctx() {
     return SillyTavern.getContext();
 }
 
+/** The stored settings object itself (never a copy: the panel writes into it and SillyTavern saves it). */
 function settings() {
-    const all = ctx().extensionSettings;
-    all[MODULE] = { ...DEFAULTS, ...(all[MODULE] ?? {}) };
-    return all[MODULE];
+    return storedSettings(ctx().extensionSettings, MODULE, DEFAULTS);
 }
 
 function api() {
