@@ -14,7 +14,8 @@ def test_every_apps_tasks_are_registered_once_django_is_set_up():
     script = (
         "import django; django.setup(); "
         "from apps.common.tasks import registered; "
-        "names = ['memories.index_chat', 'extraction.run_chat', 'archives.backup', 'sync.prune_records', 'llm.prune_calls']; "
+        "names = ['memories.index_chat', 'extraction.run_chat', 'archives.backup', 'sync.prune_records', "
+        "'llm.prune_calls']; "
         "print(' '.join(registered(name).name for name in names))"
     )
     run = subprocess.run(
