@@ -5,9 +5,12 @@
 Read from the comments and docstrings of the Python files under apps/, config/, bench/ and tests/; the `//` and
 `/* */` comments of the SillyTavern extension (clients/sillytavern/*.js, lib/*.js and tests/*.mjs, whose `lib/...`
 paths are relative to the extension's folder) and of bench/*.mjs; the comment lines that open each prompt file
-(apps/llm/prompts.py); and the docs under docs/. A path with a placeholder (`apps/<app>/models.py`) or a wildcard
-is a pattern, not a path, and is skipped. No comment may send the reader to a document the repository does not
-hold either."""
+(apps/llm/prompts.py); and the docs: README.md and docs/*.md. A path with a placeholder (`apps/<app>/models.py`) or
+a wildcard is a pattern, not a path, and is skipped. No comment may send the reader to a document the repository
+does not hold either.
+
+Every relative markdown link in README.md and docs/*.md (`[text](docs/API.md#rest-api)`, images too) leads to a
+file or folder of the repository, and its anchor, when it has one, to a heading of that file as GitHub names it."""
 
 from __future__ import annotations
 
@@ -114,8 +117,12 @@ def js_comments(path: Path) -> Iterator[tuple[int, str]]:
             i += 1
 
 
+def _markdown_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def _doc_texts() -> Iterator[tuple[Path, int, str]]:
-    for path in sorted((ROOT / "docs").glob("*.md")):
+    for path in _markdown_files():
         for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             yield path, number, text
 
@@ -207,6 +214,98 @@ def outside_references() -> list[str]:
             where = line + text.count("\n", 0, match.start())
             found.append(f"{source.relative_to(ROOT)}:{where}: {match.group(0)!r}")
     return found
+
+
+# `[text](target)` or `![alt](target "title")`; the target has no spaces.
+MARKDOWN_LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\)")
+FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def _prose_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line, text) of a markdown file outside fenced code blocks."""
+    fenced = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        if not fenced:
+            yield number, line
+
+
+def _without_code_spans(line: str) -> str:
+    return re.sub(r"`+[^`]*`+", "", line)
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: its text without markup, lower case, punctuation dropped, spaces as
+    hyphens (`Speed, and other users' data` → `speed-and-other-users-data`)."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link counts by its text
+    text = re.sub(r"[`*~]|<[^>]+>", "", text)
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def markdown_anchors(path: Path) -> set[str]:
+    """Every anchor of a markdown file's headings; a repeated heading gets `-1`, `-2`, … as on GitHub."""
+    anchors: set[str] = set()
+    for _, line in _prose_lines(path.read_text(encoding="utf-8")):
+        heading = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if heading:
+            anchor, count = github_anchor(heading.group(1)), 0
+            while (anchor if not count else f"{anchor}-{count}") in anchors:
+                count += 1
+            anchors.add(anchor if not count else f"{anchor}-{count}")
+    return anchors
+
+
+def broken_links(files: list[Path] | None = None, *, root: Path = ROOT) -> list[str]:
+    """`file:line: target` of every relative link in the markdown files (README.md and docs/*.md) whose file is
+    not in the repository (`root`), or whose anchor names no heading of it."""
+    broken = []
+    for source in files or _markdown_files():
+        for number, line in _prose_lines(source.read_text(encoding="utf-8")):
+            for match in MARKDOWN_LINK.finditer(_without_code_spans(line)):
+                target = match.group(1)
+                if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:: outside the repository
+                    continue
+                file_part, _, anchor = target.partition("#")
+                linked = (source.parent / file_part).resolve() if file_part else source
+                where = f"{source.relative_to(root)}:{number}: {target}"
+                if not linked.is_relative_to(root) or not linked.exists():
+                    broken.append(f"{where} (no such file)")
+                elif anchor and (linked.suffix != ".md" or anchor not in markdown_anchors(linked)):
+                    broken.append(f"{where} (no such heading)")
+    return broken
+
+
+def test_every_link_in_the_docs_leads_to_a_file_and_heading():
+    broken = broken_links()
+    for entry in broken:
+        print(entry)
+    assert not broken, "Links in README.md or docs/ that lead nowhere:\n" + "\n".join(broken)
+
+
+def test_link_checker_names_anchors_as_github_does(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Speed, and other users' data\n## `make run` in detail\n## Notes\n## Notes\n```\n# not a heading\n```\n",
+        encoding="utf-8",
+    )
+    assert markdown_anchors(page) == {"speed-and-other-users-data", "make-run-in-detail", "notes", "notes-1"}
+    line = 'See [a](docs/A.md#x), ![b](img.png "t"), [web](https://x.org) and `[not](a link)`.'
+    assert [m.group(1) for m in MARKDOWN_LINK.finditer(_without_code_spans(line))] == [
+        "docs/A.md#x",
+        "img.png",
+        "https://x.org",
+    ]
+    (tmp_path / "README.md").write_text(
+        "[ok](page.md#notes-1) [here](#top) [gone](missing.md) [no heading](page.md#nowhere) [out](../x.md)\n# Top\n",
+        encoding="utf-8",
+    )
+    assert broken_links([tmp_path / "README.md"], root=tmp_path) == [
+        "README.md:1: missing.md (no such file)",
+        "README.md:1: page.md#nowhere (no such heading)",
+        "README.md:1: ../x.md (no such file)",
+    ]
 
 
 def test_every_path_named_in_a_comment_or_docstring_exists():
