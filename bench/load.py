@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/load.py [--users 50] [--seconds 300] [--think 0.5] [--workers 4 --threads 4] [--quick]
 
-Starts what a deployment runs (README, "Running in production"): gunicorn with production settings (by default
-the README's `-w 4 --threads 4 --keep-alive 10`), a Celery worker and beat, on an embedded Valkey of its own and
+Starts what a deployment runs (docs/PRODUCTION.md): gunicorn with production settings (by default
+`-w 4 --threads 4 --keep-alive 10`), a Celery worker and beat, on an embedded Valkey of its own and
 the embedded PostgreSQL, in a database of its own (`lorekeeper_bench_load`; its people are made again each run).
 Each simulated person has an account, a character with a few hundred memories and a chat of 120 indexed messages,
 and plays turns as SillyTavern does: build the context for the next message, append the person's message, append

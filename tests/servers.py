@@ -46,7 +46,7 @@ def collected_static(env: dict[str, str]) -> str:
 @contextmanager
 def gunicorn(*, broker: str, workers: int = 2, threads: int = 4, asgi: bool = False, pages: bool = False, **extra):
     """Yield the base URL of a gunicorn serving the test database; stop it afterwards. `asgi`: uvicorn workers
-    serving config.asgi, as the README's production command (streamed replies); else threaded WSGI workers.
+    serving config.asgi, as docs/PRODUCTION.md's production command (streamed replies); else threaded WSGI workers.
     `pages`: the static files are collected first, for tests that open pages in a browser."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
@@ -70,7 +70,7 @@ def gunicorn(*, broker: str, workers: int = 2, threads: int = 4, asgi: bool = Fa
     else:
         command = [sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{port}"]
         command += ["--workers", str(workers), "--worker-class", "gthread", "--threads", str(threads)]
-    command += ["--keep-alive", "10", "--log-level", "warning"]  # as the README's production command
+    command += ["--keep-alive", "10", "--log-level", "warning"]  # as docs/PRODUCTION.md's production command
     server = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:

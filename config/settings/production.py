@@ -1,4 +1,4 @@
-"""Production: the same code, configured only through the environment (see the README's table)."""
+"""Production: the same code, configured only through the environment (every variable: docs/CONFIGURATION.md)."""
 
 from .base import *  # noqa: F403
 from .base import env

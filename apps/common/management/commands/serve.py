@@ -37,7 +37,7 @@ READY_TIMEOUT = 900
 
 
 def web_command(host: str, port: int | str, workers: int | None = None) -> list[str]:
-    """The web server as production runs it (README, "Running in production"): gunicorn managing uvicorn workers
+    """The web server as production runs it (docs/PRODUCTION.md): gunicorn managing uvicorn workers
     under ASGI, so a reply streaming from a slow model holds no thread, a worker that dies is replaced, and the
     workers share the cores. One worker per core unless LOREKEEPER_WEB_WORKERS says otherwise. No control socket:
     gunicorn's default is one path in the home folder, which every server on the machine would share."""
