@@ -3,15 +3,17 @@
 // to SillyTavern: settings, the panel, events, the generate interceptor, macros and recall cards.
 
 import { Api, LorekeeperError } from './lib/api.js';
+import { checkConnection, cleartextWarning, describeConnection } from './lib/connection.js';
 import { renderRecallCards } from './lib/recall.js';
-import { storedSettings } from './lib/settings.js';
+import { notSyncedReason, storedSettings } from './lib/settings.js';
 import { IndexedDbStore } from './lib/store.js';
 import { ChatSync, NotNow, Superseded, withRecall } from './lib/sync.js';
 
 const MODULE = 'lorekeeper';
 const FOLDER = new URL('.', import.meta.url).pathname;
-/** @type {{server_url: string, api_token: string, sync: boolean, inject: boolean, timeout_ms: number}} */
-const DEFAULTS = { server_url: 'http://127.0.0.1:8720', api_token: '', sync: true, inject: true, timeout_ms: 3000 };
+/** @type {{server_url: string, api_token: string, sync: boolean, sync_assistant: boolean, inject: boolean, timeout_ms: number}} */
+const DEFAULTS = { server_url: 'http://127.0.0.1:8720', api_token: '', sync: true, sync_assistant: false, inject: true, timeout_ms: 3000 };
+const TEST_TIMEOUT_MS = 8000;
 // Lorekeeper's 13 memory slots, by SillyTavern extension prompt key (the context answer names the same keys).
 const SLOT_NAMES = ['short', 'long', 'profiles', 'canon', 'triggered', 'session', 'scenes', 'arcs', 'relationships', 'epistemic', 'state_ledger', 'repair', 'unified'];
 const SLOT_KEYS = SLOT_NAMES.map((name) => `smart_memory_${name}`);
@@ -182,14 +184,17 @@ async function bindOpenChat() {
     current = null;
     const s = settings();
     const key = clientKey();
-    if (!key || !s.sync || !api().configured) {
-        const why = !api().configured
-            ? 'Not connected: set the server URL and token.'
-            : !key
-              ? 'No chat open.'
-              : s.inject
-                ? 'Sync is off, so no memory is injected either (Lorekeeper needs the chat).'
-                : 'Sync is off.';
+    const c = ctx();
+    const why = notSyncedReason({
+        configured: api().configured,
+        clientKey: key,
+        avatar: c.groupId ? null : (c.characters[c.characterId]?.avatar ?? null),
+        assistantAvatar: c.accountStorage?.getItem('assistant') ?? null,
+        sync: Boolean(s.sync),
+        syncAssistant: Boolean(s.sync_assistant),
+        inject: Boolean(s.inject),
+    });
+    if (why) {
         showStatus({ state: 'off', message: why });
         clearSlots();
         refreshStory();
@@ -387,18 +392,48 @@ function drawCards() {
 
 // ------------------------------------------------------------------------------------------------ panel
 
+/** The line under Test connection: the test's outcome, or the clear-text warning for the URL as typed. */
+function showConnection(/** @type {string} */ state, /** @type {string} */ message) {
+    const element = document.getElementById('lorekeeper_connection');
+    if (!element) return;
+    element.textContent = message;
+    element.dataset.state = state;
+    element.hidden = !message;
+}
+
+let testing = 0;
+
 async function testConnection() {
+    savePanel(); // what the fields show is what is tested, whether or not the cursor left them
     const s = settings();
-    showStatus({ state: 'binding', message: `Testing ${s.server_url}…` });
-    try {
-        await api().ping();
-        showStatus({ state: 'synced', message: `Connected to ${s.server_url}.` });
-        await bindOpenChat();
-    } catch (error) {
-        const status = error instanceof LorekeeperError ? error.status : 0;
-        const hint = status === 401 ? ' Check the token.' : status === 0 ? ' Check the URL, and that Lorekeeper allows this origin (LOREKEEPER_CORS_ORIGINS).' : '';
-        showStatus({ state: 'error', message: `Connection failed: ${error instanceof Error ? error.message : error}${hint}` });
-    }
+    const run = ++testing;
+    showConnection('binding', `Testing ${s.server_url}…`);
+    const outcome = await checkConnection({
+        serverUrl: s.server_url,
+        token: s.api_token,
+        pageProtocol: location.protocol,
+        timeoutMs: TEST_TIMEOUT_MS,
+    });
+    if (run !== testing) return; // pressed again meanwhile
+    const shown = describeConnection(outcome, { serverUrl: s.server_url, origin: location.origin, timeoutMs: TEST_TIMEOUT_MS });
+    showConnection(shown.state, shown.message);
+    if (outcome.kind === 'connected') await bindOpenChat();
+}
+
+const field = (/** @type {string} */ id) => /** @type {HTMLInputElement|null} */ (document.getElementById(id));
+
+/** Copy the panel's fields into the stored settings and have SillyTavern save them. */
+function savePanel() {
+    const s = settings();
+    const url = field('lorekeeper_server_url');
+    if (!url) return; // no panel
+    s.server_url = url.value.trim();
+    s.api_token = field('lorekeeper_api_token')?.value.trim() ?? s.api_token;
+    s.sync = field('lorekeeper_sync')?.checked ?? s.sync;
+    s.sync_assistant = field('lorekeeper_sync_assistant')?.checked ?? s.sync_assistant;
+    s.inject = field('lorekeeper_inject')?.checked ?? s.inject;
+    s.timeout_ms = Math.min(60000, Math.max(200, Number(field('lorekeeper_timeout_ms')?.value) || DEFAULTS.timeout_ms));
+    ctx().saveSettingsDebounced();
 }
 
 async function addPanel() {
@@ -406,30 +441,37 @@ async function addPanel() {
     const container = document.getElementById('extensions_settings2') ?? document.getElementById('extensions_settings');
     container?.insertAdjacentHTML('beforeend', html);
     const s = settings();
-    const field = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ (document.getElementById(id));
-    field('lorekeeper_server_url').value = s.server_url;
-    field('lorekeeper_api_token').value = s.api_token;
-    field('lorekeeper_sync').checked = s.sync;
-    field('lorekeeper_inject').checked = s.inject;
-    field('lorekeeper_timeout_ms').value = String(s.timeout_ms);
-    const save = () => {
-        s.server_url = field('lorekeeper_server_url').value.trim();
-        s.api_token = field('lorekeeper_api_token').value.trim();
-        s.sync = field('lorekeeper_sync').checked;
-        s.inject = field('lorekeeper_inject').checked;
-        s.timeout_ms = Math.min(60000, Math.max(200, Number(field('lorekeeper_timeout_ms').value) || DEFAULTS.timeout_ms));
-        ctx().saveSettingsDebounced();
-    };
-    for (const id of ['lorekeeper_server_url', 'lorekeeper_api_token', 'lorekeeper_timeout_ms']) field(id).addEventListener('change', save);
-    field('lorekeeper_sync').addEventListener('change', () => {
-        save();
-        bindOpenChat();
+    const input = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ (field(id));
+    input('lorekeeper_server_url').value = s.server_url;
+    input('lorekeeper_api_token').value = s.api_token;
+    input('lorekeeper_sync').checked = s.sync;
+    input('lorekeeper_sync_assistant').checked = s.sync_assistant;
+    input('lorekeeper_inject').checked = s.inject;
+    input('lorekeeper_timeout_ms').value = String(s.timeout_ms);
+    const warnCleartext = () => showConnection('offline', cleartextWarning(settings().server_url));
+    warnCleartext();
+    input('lorekeeper_server_url').addEventListener('change', () => {
+        savePanel();
+        warnCleartext();
     });
-    field('lorekeeper_inject').addEventListener('change', () => {
-        save();
-        if (!s.inject) clearSlots();
+    for (const id of ['lorekeeper_api_token', 'lorekeeper_timeout_ms']) input(id).addEventListener('change', savePanel);
+    for (const id of ['lorekeeper_sync', 'lorekeeper_sync_assistant']) {
+        input(id).addEventListener('change', () => {
+            savePanel();
+            bindOpenChat();
+        });
+    }
+    input('lorekeeper_inject').addEventListener('change', () => {
+        savePanel();
+        if (!settings().inject) clearSlots();
     });
-    document.getElementById('lorekeeper_test')?.addEventListener('click', testConnection);
+    const test = document.getElementById('lorekeeper_test');
+    test?.addEventListener('click', testConnection);
+    test?.addEventListener('keydown', (event) => {
+        if (event.key !== 'Enter' && event.key !== ' ') return;
+        event.preventDefault();
+        testConnection();
+    });
     document.getElementById('lorekeeper_story_refresh')?.addEventListener('click', refreshStory);
     // Fresh figures whenever the panel is opened.
     document.querySelector('.lorekeeper-settings .inline-drawer-toggle')?.addEventListener('click', () => setTimeout(refreshStory, 0));

@@ -6,14 +6,16 @@
 export class LorekeeperError extends Error {
     /**
      * @param {string} message
-     * @param {{status?: number, body?: any, offline?: boolean, retryAfter?: number}} [details]
+     * @param {{status?: number, body?: any, offline?: boolean, retryAfter?: number, timedOut?: boolean}} [details]
      */
-    constructor(message, { status = 0, body = null, offline = false, retryAfter = 0 } = {}) {
+    constructor(message, { status = 0, body = null, offline = false, retryAfter = 0, timedOut = false } = {}) {
         super(message);
         this.status = status;
         this.body = body;
         this.offline = offline;
         this.retryAfter = retryAfter;
+        /** No answer within the time-out (rather than a refused or blocked request). */
+        this.timedOut = timedOut;
     }
 
     /** A 409 saying the chat changed since the integrity sent (another device wrote first). */
@@ -82,6 +84,7 @@ export class Api {
             const timedOut = controller.signal.aborted;
             throw new LorekeeperError(timedOut ? 'Lorekeeper did not answer in time.' : 'Lorekeeper is unreachable.', {
                 offline: true,
+                timedOut,
             });
         } finally {
             clearTimeout(timer);

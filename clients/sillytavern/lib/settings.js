@@ -21,3 +21,23 @@ export function storedSettings(all, module, defaults) {
     }
     return stored;
 }
+
+/** SillyTavern's welcome-page Assistant, when the person has not chosen another character for it. */
+export const DEFAULT_ASSISTANT_AVATAR = 'default_Assistant.png';
+
+/**
+ * Why the open chat is not synced, in words for the status line; null when it is.
+ * @param {{configured: boolean, clientKey: string|null, avatar?: string|null, assistantAvatar?: string|null,
+ *     sync: boolean, syncAssistant: boolean, inject: boolean}} state
+ * @returns {string|null}
+ */
+export function notSyncedReason({ configured, clientKey, avatar = null, assistantAvatar = null, sync, syncAssistant, inject }) {
+    if (!configured) return 'Not connected: set the server URL and token.';
+    if (!clientKey) return 'No chat open.';
+    if (!sync) return inject ? 'Sync is off, so no memory is injected either (Lorekeeper needs the chat).' : 'Sync is off.';
+    // The welcome page's Assistant is SillyTavern's scratch chat, not a story: kept out unless asked for.
+    if (!syncAssistant && avatar && avatar === (assistantAvatar || DEFAULT_ASSISTANT_AVATAR)) {
+        return "SillyTavern's Assistant chat is not synced (tick \"Sync the Assistant chat\" to sync it).";
+    }
+    return null;
+}

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { storedSettings } from '../lib/settings.js';
+import { notSyncedReason, storedSettings } from '../lib/settings.js';
 
 const DEFAULTS = { server_url: 'http://127.0.0.1:8720', api_token: '', sync: true };
 
@@ -33,4 +33,22 @@ test('the defaults object is never handed out or changed', () => {
     assert.equal(DEFAULTS.api_token, '');
     all.lorekeeper = null;
     assert.deepEqual(storedSettings(all, 'lorekeeper', DEFAULTS), DEFAULTS);
+});
+
+test("the Assistant's chat is not synced unless asked for; other chats are", () => {
+    const base = { configured: true, clientKey: 'st:char:Mira.png:c1', avatar: 'Mira.png', sync: true, syncAssistant: false, inject: true };
+    assert.equal(notSyncedReason(base), null);
+    const assistant = { ...base, clientKey: 'st:char:default_Assistant.png:c1', avatar: 'default_Assistant.png' };
+    assert.match(notSyncedReason(assistant), /Assistant chat is not synced/);
+    assert.equal(notSyncedReason({ ...assistant, syncAssistant: true }), null);
+    // A person who made Mira their welcome-page assistant: Mira is the Assistant, default_Assistant.png is not.
+    assert.match(notSyncedReason({ ...base, assistantAvatar: 'Mira.png' }), /Assistant/);
+    assert.equal(notSyncedReason({ ...assistant, assistantAvatar: 'Mira.png' }), null);
+});
+
+test('not connected, no chat and sync off are said first', () => {
+    const base = { configured: true, clientKey: 'k', avatar: 'default_Assistant.png', sync: true, syncAssistant: false, inject: false };
+    assert.match(notSyncedReason({ ...base, configured: false }), /Not connected/);
+    assert.equal(notSyncedReason({ ...base, clientKey: null }), 'No chat open.');
+    assert.equal(notSyncedReason({ ...base, sync: false }), 'Sync is off.');
 });

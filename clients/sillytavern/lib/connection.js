@@ -1,0 +1,115 @@
+// The panel's "Test connection": what failed, from what a browser can tell apart. A refused connection and a CORS
+// refusal look the same to a page (a TypeError with no detail), so a failed request is followed by an opaque
+// `no-cors` probe of the same address: it succeeds when something answers there, which leaves CORS as the reason.
+
+import { Api, LorekeeperError } from './api.js';
+
+/** The server setting that lists the origins Lorekeeper's API answers (config/settings/base.py). */
+export const CORS_VARIABLE = 'LOREKEEPER_CORS_ORIGINS';
+
+/**
+ * @typedef {'connected'|'no_url'|'bad_url'|'no_token'|'mixed_content'|'unauthorized'|'forbidden'|'answered'
+ *     |'timeout'|'nothing_listening'|'cors'} OutcomeKind
+ * @typedef {{kind: OutcomeKind, status?: number, detail?: string}} Outcome
+ */
+
+/** A name of this machine: localhost, 127.0.0.0/8 or ::1. @param {string} hostname */
+export function isLoopback(hostname) {
+    const host = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+    return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host);
+}
+
+/** The server URL as typed, parsed; null unless it is an http(s) URL. @param {string} text */
+export function parseServerUrl(text) {
+    try {
+        const url = new URL(String(text || '').trim());
+        return url.protocol === 'http:' || url.protocol === 'https:' ? url : null;
+    } catch {
+        return null;
+    }
+}
+
+/**
+ * A warning when the token would cross the network unencrypted: plain http:// to a host that is not this machine.
+ * Empty otherwise.
+ * @param {string} serverUrl
+ */
+export function cleartextWarning(serverUrl) {
+    const url = parseServerUrl(serverUrl);
+    if (!url || url.protocol !== 'http:' || isLoopback(url.hostname)) return '';
+    return `Warning: over plain http:// the token travels unencrypted to ${url.host}. Use an https:// address for a server on another machine.`;
+}
+
+/**
+ * What to show for an outcome: `state` for the status line's colour and the message a person reads.
+ * @param {Outcome} outcome
+ * @param {{serverUrl: string, origin: string, timeoutMs?: number}} where
+ * @returns {{state: 'synced'|'error', message: string}}
+ */
+export function describeConnection(outcome, { serverUrl, origin, timeoutMs = 0 }) {
+    const url = String(serverUrl || '').trim().replace(/\/+$/, '');
+    const detail = outcome.detail ? `: ${outcome.detail}` : '';
+    /** @type {Record<OutcomeKind, string>} */
+    const messages = {
+        connected: `Connected to Lorekeeper at ${url}.`,
+        no_url: 'Type the address of your Lorekeeper server, e.g. http://127.0.0.1:8720.',
+        bad_url: `"${url}" is not an http:// or https:// address.`,
+        no_token: 'Paste an API token: make one in Lorekeeper under API tokens.',
+        mixed_content: `This page is served over https://, so the browser blocks plain http:// requests to ${url}. Give Lorekeeper an https:// address.`,
+        unauthorized: `Lorekeeper at ${url} refused the token (401). Make a new one in Lorekeeper under API tokens and paste it here.`,
+        forbidden: `Lorekeeper at ${url} refused this request (403)${detail}.`,
+        answered: `${url} answered ${outcome.status}${detail}. Is this the address of Lorekeeper?`,
+        timeout: `${url} did not answer within ${Math.round(timeoutMs / 100) / 10} s. Is Lorekeeper running there, and not overloaded?`,
+        nothing_listening: `Nothing is listening at ${url}. Start Lorekeeper, or check the host and port.`,
+        cors: `Something answers at ${url}, but the browser blocked the request (CORS): Lorekeeper does not allow this page's origin. Add ${origin} to ${CORS_VARIABLE} on the Lorekeeper server and restart it.`,
+    };
+    const warning = outcome.kind === 'bad_url' || outcome.kind === 'no_url' ? '' : cleartextWarning(serverUrl);
+    const message = [messages[outcome.kind] ?? `Connection failed${detail}.`, warning].filter(Boolean).join(' ');
+    return { state: outcome.kind === 'connected' ? 'synced' : 'error', message };
+}
+
+/**
+ * Try the server as the extension will use it (one authenticated read) and classify what happened.
+ * @param {{serverUrl: string, token: string, pageProtocol?: string, fetch?: typeof fetch, timeoutMs?: number}} options
+ * @returns {Promise<Outcome>}
+ */
+export async function checkConnection({ serverUrl, token, pageProtocol = 'http:', fetch: fetchImpl, timeoutMs = 5000 }) {
+    if (!String(serverUrl || '').trim()) return { kind: 'no_url' };
+    const url = parseServerUrl(serverUrl);
+    if (!url) return { kind: 'bad_url' };
+    if (pageProtocol === 'https:' && url.protocol === 'http:' && !isLoopback(url.hostname)) return { kind: 'mixed_content' };
+    if (!String(token || '').trim()) return { kind: 'no_token' };
+    const doFetch = fetchImpl ?? globalThis.fetch.bind(globalThis);
+    const api = new Api({ serverUrl, token: token.trim(), fetch: doFetch, timeoutMs });
+    try {
+        await api.ping();
+        return { kind: 'connected' };
+    } catch (error) {
+        if (!(error instanceof LorekeeperError)) return { kind: 'answered', status: 0, detail: String(error) };
+        if (error.status === 401) return { kind: 'unauthorized' };
+        if (error.status === 403) return { kind: 'forbidden', detail: error.message };
+        if (error.status) return { kind: 'answered', status: error.status, detail: error.message };
+        if (error.timedOut) return { kind: 'timeout' };
+    }
+    return (await answersAtAll(`${api.serverUrl}/api/v1/chats/?limit=1`, doFetch, timeoutMs)) ? { kind: 'cors' } : { kind: 'nothing_listening' };
+}
+
+/**
+ * Whether anything answers HTTP at `url`: an opaque `no-cors` GET resolves whatever the answer and whatever CORS
+ * says, and fails only when no answer came (refused, unresolvable, reset, timed out).
+ * @param {string} url
+ * @param {typeof fetch} doFetch
+ * @param {number} timeoutMs
+ */
+async function answersAtAll(url, doFetch, timeoutMs) {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), timeoutMs);
+    try {
+        await doFetch(url, { mode: 'no-cors', credentials: 'omit', cache: 'no-store', signal: controller.signal });
+        return true;
+    } catch {
+        return false; // the request failed: that is the answer this probe looks for
+    } finally {
+        clearTimeout(timer);
+    }
+}

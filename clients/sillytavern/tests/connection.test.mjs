@@ -1,0 +1,123 @@
+// Test connection (lib/connection.js): each failure a browser can tell apart gets its own message.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+
+import { checkConnection, cleartextWarning, describeConnection, isLoopback } from '../lib/connection.js';
+
+const ORIGIN = 'http://127.0.0.1:8000';
+
+/**
+ * A fetch that fails as a browser's does: a TypeError with no detail for a refused connection and for a CORS
+ * refusal alike, an AbortError when the signal fires. `no-cors` requests get an opaque answer from any listener.
+ * @param {{listening?: boolean, corsAllowed?: boolean, status?: number, body?: any, hang?: boolean}} server
+ */
+function browserFetch({ listening = true, corsAllowed = true, status = 200, body = { results: [] }, hang = false }) {
+    const calls = [];
+    const fetch = async (url, init = {}) => {
+        calls.push({ url, mode: init.mode ?? 'cors', authorization: init.headers?.Authorization ?? null });
+        if (!listening) throw new TypeError('Failed to fetch');
+        if (hang) {
+            await new Promise((_, reject) => init.signal.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError'))));
+        }
+        if (init.mode === 'no-cors') return new Response(null, { status: 200 });
+        if (!corsAllowed) throw new TypeError('Failed to fetch');
+        return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
+    };
+    return { fetch, calls };
+}
+
+async function check(server, { serverUrl = 'http://127.0.0.1:8720', token = 'lk_good', pageProtocol = 'http:' } = {}) {
+    const { fetch, calls } = browserFetch(server);
+    const outcome = await checkConnection({ serverUrl, token, pageProtocol, fetch, timeoutMs: 50 });
+    return { outcome, calls, shown: describeConnection(outcome, { serverUrl, origin: ORIGIN, timeoutMs: 50 }) };
+}
+
+describe('checkConnection', () => {
+    test('a server that answers the authenticated read is connected, and no probe is sent', async () => {
+        const { outcome, calls, shown } = await check({});
+        assert.equal(outcome.kind, 'connected');
+        assert.equal(calls.length, 1);
+        assert.equal(calls[0].url, 'http://127.0.0.1:8720/api/v1/chats/?limit=1');
+        assert.equal(calls[0].authorization, 'Bearer lk_good');
+        assert.equal(shown.state, 'synced');
+        assert.match(shown.message, /^Connected to Lorekeeper at http:\/\/127\.0\.0\.1:8720\.$/);
+    });
+
+    test('nothing listening: the request and the probe both fail', async () => {
+        const { outcome, calls, shown } = await check({ listening: false });
+        assert.equal(outcome.kind, 'nothing_listening');
+        assert.deepEqual(calls.map((c) => c.mode), ['cors', 'no-cors']);
+        assert.match(shown.message, /Nothing is listening at http:\/\/127\.0\.0\.1:8720/);
+        assert.doesNotMatch(shown.message, /CORS/, 'a refused connection does not send the person to CORS');
+    });
+
+    test('a CORS refusal names the server setting and the exact origin to add', async () => {
+        const { outcome, calls, shown } = await check({ corsAllowed: false });
+        assert.equal(outcome.kind, 'cors');
+        assert.equal(calls[1].authorization, null, 'the probe carries no token');
+        assert.match(shown.message, /CORS/);
+        assert.ok(shown.message.includes(`Add ${ORIGIN} to LOREKEEPER_CORS_ORIGINS`), shown.message);
+    });
+
+    test('401 is about the token', async () => {
+        const { outcome, shown } = await check({ status: 401, body: { detail: 'Invalid token.' } });
+        assert.equal(outcome.kind, 'unauthorized');
+        assert.match(shown.message, /refused the token \(401\)/);
+        assert.match(shown.message, /under API tokens/);
+    });
+
+    test('another answer gives its status and asks whether this is Lorekeeper', async () => {
+        const { outcome, shown } = await check({ status: 404, body: 'Not Found' });
+        assert.deepEqual(outcome, { kind: 'answered', status: 404, detail: 'Lorekeeper answered 404.' });
+        assert.match(shown.message, /answered 404/);
+        assert.match(shown.message, /Is this the address of Lorekeeper\?/);
+    });
+
+    test('no answer within the time-out says so', async () => {
+        const { outcome, shown } = await check({ hang: true });
+        assert.equal(outcome.kind, 'timeout');
+        assert.match(shown.message, /did not answer within 0\.1 s/);
+    });
+
+    test('no URL, a URL that is not http(s), and no token are said before any request', async () => {
+        for (const [serverUrl, token, kind] of [
+            ['', 'lk_good', 'no_url'],
+            ['127.0.0.1:8720', 'lk_good', 'bad_url'],
+            ['ftp://example.org', 'lk_good', 'bad_url'],
+            ['http://127.0.0.1:8720', '  ', 'no_token'],
+        ]) {
+            const { outcome, calls } = await check({}, { serverUrl, token });
+            assert.equal(outcome.kind, kind, `${serverUrl} / ${token}`);
+            assert.equal(calls.length, 0);
+        }
+    });
+
+    test('from an https:// page, plain http:// to another machine is blocked by the browser, and said so', async () => {
+        const { outcome, calls, shown } = await check({}, { serverUrl: 'http://lk.example:8720', pageProtocol: 'https:' });
+        assert.equal(outcome.kind, 'mixed_content');
+        assert.equal(calls.length, 0);
+        assert.match(shown.message, /https:\/\//);
+    });
+});
+
+describe('the token in clear', () => {
+    test('plain http:// to another host warns, also when connected', async () => {
+        const { shown } = await check({}, { serverUrl: 'http://192.168.1.20:8720/' });
+        assert.equal(shown.state, 'synced');
+        assert.match(shown.message, /Connected to Lorekeeper at http:\/\/192\.168\.1\.20:8720\. Warning: .*unencrypted to 192\.168\.1\.20:8720/);
+    });
+
+    test('loopback addresses and https:// do not warn', () => {
+        for (const url of ['http://127.0.0.1:8720', 'http://localhost:8720', 'http://[::1]:8720', 'http://127.1.2.3', 'https://lk.example']) {
+            assert.equal(cleartextWarning(url), '', url);
+        }
+        assert.notEqual(cleartextWarning('http://lk.example'), '');
+        assert.notEqual(cleartextWarning('http://127.0.0.1.nip.io'), '');
+    });
+
+    test('isLoopback knows this machine by its names only', () => {
+        assert.ok(isLoopback('localhost') && isLoopback('app.localhost') && isLoopback('[::1]') && isLoopback('127.0.0.1'));
+        assert.ok(!isLoopback('10.0.0.1') && !isLoopback('example.org') && !isLoopback('127.0.0.1.example.org'));
+    });
+});
