@@ -450,17 +450,15 @@ async function addPanel() {
     input('lorekeeper_timeout_ms').value = String(s.timeout_ms);
     const warnCleartext = () => showConnection('offline', cleartextWarning(settings().server_url));
     warnCleartext();
-    input('lorekeeper_server_url').addEventListener('change', () => {
-        savePanel();
-        warnCleartext();
-    });
-    for (const id of ['lorekeeper_api_token', 'lorekeeper_timeout_ms']) input(id).addEventListener('change', savePanel);
-    for (const id of ['lorekeeper_sync', 'lorekeeper_sync_assistant']) {
+    input('lorekeeper_timeout_ms').addEventListener('change', savePanel);
+    // Another server or token: the open chat is linked again through it (its status line follows).
+    for (const id of ['lorekeeper_server_url', 'lorekeeper_api_token', 'lorekeeper_sync', 'lorekeeper_sync_assistant']) {
         input(id).addEventListener('change', () => {
             savePanel();
             bindOpenChat();
         });
     }
+    input('lorekeeper_server_url').addEventListener('change', warnCleartext); // after the save above
     input('lorekeeper_inject').addEventListener('change', () => {
         savePanel();
         if (!settings().inject) clearSlots();
