@@ -6,6 +6,7 @@ import { Api, LorekeeperError } from './lib/api.js';
 import { checkConnection, cleartextWarning, describeConnection } from './lib/connection.js';
 import { renderRecallCards } from './lib/recall.js';
 import { notSyncedReason, storedSettings } from './lib/settings.js';
+import { consentNotice } from './lib/story.js';
 import { IndexedDbStore } from './lib/store.js';
 import { ChatSync, NotNow, Superseded, withRecall } from './lib/sync.js';
 
@@ -145,8 +146,11 @@ async function refreshStory() {
         element.replaceChildren(
             ...lines.map((text) => Object.assign(document.createElement('div'), { textContent: text })),
         );
+        const waiting = consentNotice(pipeline);
+        if (waiting) element.append(Object.assign(document.createElement('div'), { className: 'lorekeeper-waiting', textContent: waiting }));
         if (url.protocol === 'http:' || url.protocol === 'https:') {
-            element.append(Object.assign(document.createElement('a'), { href: url.href, target: '_blank', rel: 'noopener', textContent: 'Open in Lorekeeper' }));
+            const text = waiting ? 'Review and run it in Lorekeeper' : 'Open in Lorekeeper';
+            element.append(Object.assign(document.createElement('a'), { href: url.href, target: '_blank', rel: 'noopener', textContent: text }));
         }
     } catch (error) {
         element.textContent = `Story panel unavailable: ${error instanceof Error ? error.message : error}`;
