@@ -1,0 +1,118 @@
+"""The extension's panel as a person uses it: Extensions → Lorekeeper, type the server URL and a token, Test
+connection, reload, chat. Nothing is written into SillyTavern's settings.json beforehand; each failure a browser can
+tell apart gets its own words."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.chats.models import Chat
+from tests.servers import free_port
+from tests.sillytavern.harness import open_character, reload, send_message, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TIMEOUT = 45.0  # a ceiling, reached only on a loaded machine
+
+
+def open_panel(page) -> None:
+    """Extensions, then Lorekeeper's section, as a person clicks them."""
+    if not page.locator("#lorekeeper_server_url").is_visible():
+        page.locator("#extensions-settings-button .drawer-toggle").click()
+        page.locator(".lorekeeper-settings .inline-drawer-toggle").click()
+    page.locator("#lorekeeper_server_url").wait_for(state="visible")
+
+
+def type_connection(page, url: str, token: str) -> None:
+    """Type into the two fields as a person does (select what is there, type over it) and Tab out of each."""
+    for selector, text in (("#lorekeeper_server_url", url), ("#lorekeeper_api_token", token)):
+        box = page.locator(selector)
+        box.click()
+        box.press("ControlOrMeta+a")
+        box.press_sequentially(text)
+        box.press("Tab")
+
+
+def test_connection(page) -> str:
+    """Press Test connection; answers the outcome it shows once the test is over."""
+    page.locator("#lorekeeper_test").click()
+    line = page.locator("#lorekeeper_connection")
+    page.wait_for_function(
+        "() => { const e = document.getElementById('lorekeeper_connection');"
+        " return e && !e.hidden && e.dataset.state !== 'binding'; }",
+        timeout=TIMEOUT * 1000,
+    )
+    return line.inner_text()
+
+
+test_connection.__test__ = False  # a helper, not a test
+
+
+def saved_extension_settings(st) -> dict:
+    return st.read_settings().get("extension_settings", {}).get("lorekeeper", {})
+
+
+def test_a_url_and_token_typed_into_the_panel_are_used_kept_and_synced(st, st_open, llm_server, lorekeeper):
+    llm_server.default.content = "Mira nods."
+    st.add_character("Mira", first_mes="Welcome back.")
+    page = st_open(extension={})  # the extension's defaults, as after installing it
+    open_panel(page)
+    type_connection(page, lorekeeper.url, lorekeeper.token)
+    try:
+        wait_until(
+            lambda: saved_extension_settings(st).get("server_url") == lorekeeper.url,
+            timeout=TIMEOUT,
+            message="SillyTavern saved the typed URL",
+        )
+    except AssertionError:
+        live = page.evaluate("() => SillyTavern.getContext().extensionSettings.lorekeeper")
+        print(f"field: {page.locator('#lorekeeper_server_url').input_value()!r}; extensionSettings.lorekeeper: {live}")
+        page.locator("#lorekeeper_test").click()
+        page.wait_for_timeout(5000)
+        print(f"after Test connection, the panel says: {page.locator('.lorekeeper-settings').inner_text()!r}")
+        raise
+
+    outcome = test_connection(page)
+    assert outcome == f"Connected to Lorekeeper at {lorekeeper.url}.", outcome
+
+    reload(page)
+    open_panel(page)
+    assert page.locator("#lorekeeper_server_url").input_value() == lorekeeper.url
+    assert page.locator("#lorekeeper_api_token").input_value() == lorekeeper.token
+
+    open_character(page, "Mira")
+    send_message(page, "Typed in the panel, then chatted.")
+
+    def reached():
+        chat = Chat.objects.filter(user=lorekeeper.user).first()
+        return chat and chat.messages.filter(mes__contains="Typed in the panel").exists()
+
+    wait_until(reached, timeout=TIMEOUT, interval=0.3, message="the message reached Lorekeeper")
+
+
+def test_a_wrong_token_is_named_as_the_problem(st, st_open, lorekeeper):
+    page = st_open(extension={})
+    open_panel(page)
+    type_connection(page, lorekeeper.url, "lk_not-a-real-token")
+    outcome = test_connection(page)
+    assert "refused the token (401)" in outcome, outcome
+    assert "CORS" not in outcome
+
+
+def test_a_url_where_nothing_listens_says_nothing_is_listening(st, st_open):
+    page = st_open(extension={})
+    open_panel(page)
+    url = f"http://127.0.0.1:{free_port()}"
+    type_connection(page, url, "lk_whatever")
+    outcome = test_connection(page)
+    assert f"Nothing is listening at {url}" in outcome, outcome
+    assert "CORS" not in outcome
+
+
+def test_an_origin_lorekeeper_does_not_allow_names_the_setting_and_the_origin(st, st_open, lorekeeper, settings):
+    settings.CORS_ALLOWED_ORIGINS = ["http://elsewhere.example:8000"]
+    page = st_open(extension={})
+    open_panel(page)
+    type_connection(page, lorekeeper.url, lorekeeper.token)
+    outcome = test_connection(page)
+    assert f"Add {st.origin} to LOREKEEPER_CORS_ORIGINS" in outcome, outcome
