@@ -71,3 +71,8 @@ def test_branch_from_the_page_goes_to_the_new_chat(web, other_user, chat):
     assert "No branch made" in back.content.decode() and Chat.objects.count() == 2
     theirs = Chat.objects.create(user=other_user, title="Theirs")
     assert web.post(f"/chats/{theirs.pk}/branch/", {"index": 0}).status_code == 404
+
+
+def test_the_page_names_the_message_branched_at_by_its_own_number(web, chat):
+    answer = web.post(f"/chats/{chat.pk}/branch/", {"index": 1}, follow=True).content.decode()
+    assert "at message #1." in answer and "at message 2" not in answer

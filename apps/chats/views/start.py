@@ -86,7 +86,7 @@ def chat_branch_view(request, chat_id: int):
     except ApplicationError as exc:
         messages.error(request, f"No branch made: {exc.message}")
         return _to(request, back)
-    messages.success(request, f"Branched “{chat.title}” at message {form.cleaned_data['index'] + 1}.")
+    messages.success(request, f"Branched “{chat.title}” at message #{form.cleaned_data['index']}.")
     return _to(request, reverse("chats:detail", args=[branch.pk]))
 
 
