@@ -10,6 +10,30 @@
   let busy = null; // {controller: AbortController, mode: string}
   const START_TIMEOUT_MS = 60000;
 
+  // The page follows what is being written while the person stays at the bottom of the chat (where sending puts
+  // them); scrolling up to read stops it, and coming back down to the end starts it again.
+  let following = true;
+  function atBottom() {
+    return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 48;
+  }
+  function toBottom() {
+    window.scrollTo(0, document.documentElement.scrollHeight);
+  }
+  function follow() {
+    if (following) toBottom();
+  }
+  function lookedUp() {
+    if (busy) following = false;
+  }
+  window.addEventListener("wheel", (event) => event.deltaY < 0 && lookedUp(), { passive: true });
+  window.addEventListener("touchmove", lookedUp, { passive: true });
+  document.addEventListener("keydown", (event) => {
+    if (["PageUp", "ArrowUp", "Home"].includes(event.key) && !event.target.closest("textarea, input")) lookedUp();
+  });
+  window.addEventListener("scroll", () => {
+    if (atBottom()) following = true;
+  }, { passive: true });
+
   function csrfToken() {
     const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
     return match ? decodeURIComponent(match[1]) : "";
@@ -93,6 +117,7 @@
     article.innerHTML = '<header><span class="name"></span><span class="meta">writing…</span></header><div class="text"></div>';
     article.querySelector(".name").textContent = mode === "impersonate" ? "Draft" : "…";
     list.append(article);
+    follow();
     const text = article.querySelector(".text");
     return { article, text, base: "", writer: smoothWriter(text) };
   }
@@ -110,7 +135,7 @@
       const count = Math.max(1, Math.ceil(pending.length * Math.min(1, elapsed / gap)));
       node.textContent += pending.slice(0, count);
       pending = pending.slice(count);
-      if (window.innerHeight + window.scrollY >= document.body.scrollHeight - 200) window.scrollTo(0, document.body.scrollHeight);
+      follow();
       if (pending) requestAnimationFrame(frame);
       else lastFrame = 0;
     }
@@ -175,6 +200,8 @@
     if (connection) body.connection = Number(connection);
     const before = Number(list.dataset.total);
     const run = setBusy(mode);
+    following = true; // the person asked for this: the page goes to where it is written
+    toBottom();
     say(mode === "impersonate" ? "Drafting your message…" : "Building the context…");
     let shown = null;
     let response;
@@ -234,6 +261,7 @@
           if (mode === "new" && message) {
             list.dataset.total = before + 1;
             await showMessages(before, before + 1); // the person's message, with its recall card
+            follow();
           }
           say("Writing…");
           shown = streamingArticle(mode);
@@ -284,6 +312,7 @@
     if (data.index !== null && data.index !== undefined) {
       list.dataset.total = Math.max(Number(list.dataset.total), data.index + 1);
       await showMessages(data.index, data.index + 1);
+      follow();
     }
     written(Number(list.dataset.total));
     if (name === "error") {
@@ -311,6 +340,6 @@
     if (event.target.closest("#composer .stop")) busy?.controller.abort();
     else if (event.target.closest("#composer .continue")) generate("continue");
     else if (event.target.closest("#composer .impersonate")) generate("impersonate");
-    else if (event.target.closest("#messages .regenerate")) generate("swipe");
+    else if (event.target.closest("#messages .regenerate, #messages .swipe-new")) generate("swipe");
   });
 })();

@@ -201,7 +201,7 @@
     if (event.target.matches(".edit-message")) startEdit(article);
     else if (event.target.matches(".delete-from")) deleteFrom(article);
     else if (event.target.matches(".use-swipe")) useSwipe(article, Number(event.target.dataset.swipe));
-    else if (event.target.matches(".swipe-prev, .swipe-next")) {
+    else if (event.target.matches(".swipe-prev, .swipe-next:not(.swipe-new)")) {
       const step = event.target.matches(".swipe-next") ? 1 : -1;
       readMessage(Number(article.dataset.index)).then((message) => {
         const target = (message.swipe_id || 0) + step;

@@ -35,7 +35,7 @@ def test_a_chat_opened_at_a_message_shows_the_messages_around_it_with_it_highlig
     assert page.count("aria-current=") == 1 and page.count(' place"') == 1
     assert f"/chats/{long_chat.pk}/older/?before=145" in page
     assert f"/chats/{long_chat.pk}/newer/?after=174" in page
-    assert 'document.getElementById("m160")?.scrollIntoView' in page
+    assert f'id="messages" class="messages" data-chat="{long_chat.pk}" data-at="160"' in page  # chat-page.js
     assert f'<a class="to-newest" href="/chats/{long_chat.pk}/">' in page
 
 
@@ -85,7 +85,7 @@ def test_a_bad_place_opens_on_the_newest_messages_with_a_notice(web, long_chat, 
     assert shown(page) == list(range(270, 300))
     assert '<p class="notice place-notice" role="alert">' in page and notice in page
     assert "aria-current" not in page and "/newer/" not in page
-    assert "window.scrollTo(0, document.body.scrollHeight)" in page
+    assert "data-at=" not in page  # static/js/chat-page.js opens on the newest
 
 
 def test_no_place_asked_is_the_newest_messages_without_a_notice(web, long_chat):

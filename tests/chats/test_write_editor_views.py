@@ -5,7 +5,7 @@ import json
 import pytest
 from django.test import Client
 
-from apps.chats.models import Chat
+from apps.chats.models import Chat, Message
 from apps.chats.services.chats import chat_update
 from tests.chats.helpers import exported, if_match
 
@@ -110,3 +110,29 @@ def test_settings_page_saves_and_refuses_a_stale_or_broken_document(web, user):
         "/settings/", {"settings": "{nope", "integrity": str(settings_document_get(user=user).integrity)}
     )
     assert broken.status_code == 400 and settings_document_get(user=user).data == {"smartMemory": {"budget": 500}}
+
+
+def test_swiping_right_past_a_replys_last_swipe_offers_a_new_swipe(web, chat):
+    """Message #0 is a reply on its first of three swipes, #1 the person's, #2 a reply with one swipe: › past the
+    last swipe writes a new one (static/js/chat-compose.js), as SillyTavern does; the page's CSS shows it on the
+    chat's last reply only."""
+    first = web.get(f"/chats/{chat.pk}/messages/0/").content.decode()
+    assert 'class="link swipe-next"' in first and "swipe-new" not in first  # swipes 2 and 3 to go
+    last = web.get(f"/chats/{chat.pk}/messages/2/").content.decode()
+    assert 'class="link swipe-next swipe-new"' in last and "swipe-prev" not in last
+    person = web.get(f"/chats/{chat.pk}/messages/1/").content.decode()
+    assert "swipe-nav" not in person and "swipe-new" not in person
+
+
+def test_a_reply_on_its_last_swipe_offers_a_new_one(web, chat):
+    Message.objects.filter(chat=chat, index=0).update(swipe_id=2)
+    fragment = web.get(f"/chats/{chat.pk}/messages/0/").content.decode()
+    assert "swipe 3 of 3" in fragment and 'class="link swipe-next swipe-new"' in fragment
+
+
+def test_the_message_tools_are_one_menu_per_message(web, chat):
+    fragment = web.get(f"/chats/{chat.pk}/messages/2/").content.decode()
+    assert fragment.count('<details class="message-menu">') == 1
+    menu = fragment.split('<details class="message-menu">')[1].split("</details>")[0]
+    for tool in ("Regenerate", "Edit", "Branch from here", "Delete from here"):
+        assert tool in menu

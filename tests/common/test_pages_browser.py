@@ -41,7 +41,7 @@ def test_a_history_waiting_for_run_and_the_phone_menu(browser, live_server, clie
     for width in WIDTHS:
         page = watched_page(browser, width, live_server, cookie)
         page.goto(f"{live_server.url}/chats/{story.pk}/")
-        panel = page.locator("#pipeline")
+        panel = page.locator("#chat-decision")  # above the composer, wherever the page is scrolled
         panel.get_by_text("100 messages are waiting").wait_for()
         assert panel.get_by_role("button", name="Run").is_visible()
         menu = page.get_by_role("button", name="Menu")
@@ -63,14 +63,15 @@ def test_a_history_waiting_for_run_and_the_phone_menu(browser, live_server, clie
 
     page = watched_page(browser, 390, live_server, cookie)
     page.goto(f"{live_server.url}/chats/{story.pk}/")
-    page.locator("#pipeline").get_by_role("button", name="Run").click()
-    page.locator("#pipeline").get_by_text("Extracting this chat").wait_for()
+    page.locator("#chat-decision").get_by_role("button", name="Run").click()
+    page.locator("#chat-decision").get_by_text("Extracting this chat").wait_for()
     assert ChatPipeline.objects.get(chat=story).approved_through == 100
 
     # A delete on the page: the count in the header follows, and the extraction panel loads again by itself.
     assert page.locator("#message-count").inner_text() == "100 messages"
     page.on("dialog", lambda dialog: dialog.accept())
     with page.expect_response(lambda r: r.url.endswith(f"/chats/{story.pk}/pipeline/") and r.request.method == "GET"):
+        page.locator("#m99 .message-menu > summary").click()
         page.locator("#m99").get_by_role("button", name="Delete from here").click()
         page.locator("#message-count").get_by_text("99 messages").wait_for()
     assert "integrity" not in page.locator("main").inner_text().lower()  # no UUIDs on the page

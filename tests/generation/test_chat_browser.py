@@ -109,6 +109,7 @@ def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_ed
 
         # Regenerate: a second swipe of the reply; then back to the first.
         llm_server.on("Tell me about the sea", "The sea is grey tonight.")
+        page.locator("#m4 .message-menu > summary").click()  # one menu per message holds its tools
         page.locator("#m4 .regenerate").click()
         expect(page.locator("#m4 .text")).to_contain_text("The sea is grey tonight.")
         expect(page.locator("#m4")).to_contain_text("swipe 2 of 2")
@@ -123,6 +124,7 @@ def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_ed
         expect(page.locator("#m4 .text")).to_contain_text("The sea is grey tonight. And the kettle is on.")
 
         # Edit a message through the page's editor.
+        page.locator("#m1 .message-menu > summary").click()
         page.locator("#m1 .edit-message").click()
         page.locator("#m1 .edit-form textarea").fill("Where does Biscuit sleep at night?")
         page.locator("#m1 .edit-form button[type=submit]").click()
@@ -130,6 +132,7 @@ def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_ed
         assert Message.objects.get(chat=chat, index=1).mes == "Where does Biscuit sleep at night?"
 
         # The prompt of the reply, shown after the fact.
+        page.locator("#m2 .message-menu > summary").click()
         page.locator("#m2").get_by_role("link", name="Prompt").click()
         expect(page.locator(".prompt-lines")).to_contain_text("Where does Biscuit sleep?")
         screenshot(page, "chat-1100")

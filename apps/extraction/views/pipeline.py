@@ -20,21 +20,26 @@ from apps.extraction.services.pipeline import pipeline_pause, pipeline_rebuild, 
 PANEL = "extraction/partials/pipeline_panel.html"
 
 
-def _panel(request, chat, *, error: str = "", done: str = "", status: int = 200):
+def _panel(request, chat, *, error: str = "", done: str = "", decided: str = "", status: int = 200):
+    """The panel, and the notice above the conversation of what waits for the person (`decided`: what their Run
+    started, said there instead)."""
     context = {
         "status": selectors.pipeline_status(user=request.user, chat=chat),
         "chat": chat,
         "rebuild_form": RebuildForm(),
         "error": error,
         "done": done,
+        "decided": decided,
     }
     return render(request, PANEL, context, status=status)
 
 
-def _answer(request, chat, *, error: str = "", done: str = ""):
-    """htmx: the panel again (with what happened); a plain form post: back to the chat page."""
+def _answer(request, chat, *, error: str = "", done: str = "", decided: bool = False):
+    """htmx: the panel again (with what happened; `decided`: said in the notice above the conversation too); a plain
+    form post: back to the chat page."""
     if request.htmx:
-        return _panel(request, chat, error=error, done=done, status=400 if error else 200)
+        said = done if decided else ""
+        return _panel(request, chat, error=error, done=done, decided=said, status=400 if error else 200)
     if error:
         messages.error(request, error)
     elif done:
@@ -101,7 +106,7 @@ def pipeline_consent_view(request, chat_id: int):
     automatic = request.POST.get("automatic") == "on"
     pipeline_run(chat=chat, automatic=automatic)
     done = "Extracting this chat" + (", and what arrives later, automatically." if automatic else ".")
-    return _answer(request, chat, done=done)
+    return _answer(request, chat, done=done, decided=True)
 
 
 @login_required
