@@ -22,8 +22,20 @@
   function atBottom() {
     return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 48;
   }
+  // Only the person unpins it (the browser's own scroll anchoring moves the page too while it grows).
+  function away() {
+    pinned = false;
+  }
+  window.addEventListener("wheel", (event) => event.deltaY < 0 && away(), { passive: true });
+  window.addEventListener("touchmove", away, { passive: true });
+  window.addEventListener("keydown", (event) => {
+    if (["PageUp", "ArrowUp", "Home"].includes(event.key) && !event.target.closest("textarea, input")) away();
+  });
+  document.addEventListener("click", (event) => {
+    if (event.target.closest("a[href^='#'], .chat-place, .chat-search-results")) away();
+  });
   window.addEventListener("scroll", () => {
-    pinned = atBottom();
+    if (atBottom()) pinned = true;
   }, { passive: true });
   if (window.ResizeObserver) {
     new ResizeObserver(() => {
