@@ -17,10 +17,21 @@ TIMEOUT = 45.0  # a ceiling, reached only on a loaded machine
 
 def open_panel(page) -> None:
     """Extensions, then Lorekeeper's section, as a person clicks them."""
-    if not page.locator("#lorekeeper_server_url").is_visible():
+    field = page.locator("#lorekeeper_server_url")
+    if field.is_visible():
+        return
+    toggle = page.locator(".lorekeeper-settings .inline-drawer-toggle")
+    if not toggle.is_visible():
         page.locator("#extensions-settings-button .drawer-toggle").click()
-        page.locator(".lorekeeper-settings .inline-drawer-toggle").click()
-    page.locator("#lorekeeper_server_url").wait_for(state="visible")
+        toggle.wait_for(state="visible")
+    for _ in range(3):  # a click while the drawer still slides open can be missed: look, and click again if so
+        toggle.click()
+        try:
+            field.wait_for(state="visible", timeout=5_000)
+            return
+        except Exception:  # Playwright's TimeoutError
+            continue
+    field.wait_for(state="visible")
 
 
 def type_connection(page, url: str, token: str) -> None:
@@ -58,11 +69,12 @@ def test_a_url_and_token_typed_into_the_panel_are_used_kept_and_synced(st, st_op
     page = st_open(extension={})  # the extension's defaults, as after installing it
     open_panel(page)
     type_connection(page, lorekeeper.url, lorekeeper.token)
+    typed = {"server_url": lorekeeper.url, "api_token": lorekeeper.token}
     try:
         wait_until(
-            lambda: saved_extension_settings(st).get("server_url") == lorekeeper.url,
+            lambda: typed.items() <= saved_extension_settings(st).items(),
             timeout=TIMEOUT,
-            message="SillyTavern saved the typed URL",
+            message="SillyTavern saved the typed URL and token",
         )
     except AssertionError:
         live = page.evaluate("() => SillyTavern.getContext().extensionSettings.lorekeeper")
@@ -74,6 +86,7 @@ def test_a_url_and_token_typed_into_the_panel_are_used_kept_and_synced(st, st_op
 
     outcome = test_connection(page)
     assert outcome == f"Connected to Lorekeeper at {lorekeeper.url}.", outcome
+    wait_until(lambda: typed.items() <= saved_extension_settings(st).items(), message="still saved after the test")
 
     reload(page)
     open_panel(page)
