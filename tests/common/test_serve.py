@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -132,8 +134,12 @@ def _kill_and_time(name: str, *, var: Path, web_port: int, serve: subprocess.Pop
 # marked slow, and .ci/run runs it after make test.
 @pytest.mark.slow
 def test_a_kill_9_of_each_child_of_serve_leaves_the_platform_serving_within_10_seconds(tmp_path):
-    var, web_port, valkey_port = tmp_path / "var", _free_port(), _free_port()
+    # Run as root, PostgreSQL runs as a system user of its own, which must reach the data folder: not under pytest's
+    # own temporary root, which every pytest session starting on the machine makes private again (0700).
+    var = Path(tempfile.mkdtemp(prefix="lorekeeper-serve-")) / "var"
+    var.parent.chmod(0o755)
     var.mkdir()
+    web_port, valkey_port = _free_port(), _free_port()
     gone = ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CACHE_URL", "LOREKEEPER_DATABASE_NAME")
     env = {k: v for k, v in os.environ.items() if k not in gone}
     env.update(
@@ -176,6 +182,7 @@ def test_a_kill_9_of_each_child_of_serve_leaves_the_platform_serving_within_10_s
         raise
     finally:
         _kill_everything(serve, var)
+        shutil.rmtree(var.parent, ignore_errors=True)
         log.close()
         app.close()
         results.close()
