@@ -6,4 +6,4 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "description": "A personal API token (Account → API tokens)."}
+        return {"type": "http", "scheme": "bearer", "description": "A personal API token (menu: API tokens)."}

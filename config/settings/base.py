@@ -188,7 +188,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "Lorekeeper API",
     "DESCRIPTION": "Chats, characters and memories for long-form LLM roleplay. "
-    "Authenticate with `Authorization: Bearer <token>` (create a token under Account → API tokens).",
+    "Authenticate with `Authorization: Bearer <token>` (create a token under API tokens in the menu).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
