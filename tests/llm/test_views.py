@@ -109,7 +109,7 @@ def test_the_test_button_answers_the_row_to_htmx(web, llm):
     assert response.status_code == 200
     html = _body(response)
     assert html.lstrip().startswith(f'<tr id="connection-{llm.pk}">') and "<html" not in html
-    assert '<span class="badge status-active">answers</span>' in html and "answered in" in html
+    assert '<span class="badge status-active">works</span>' in html and "answered in" in html
     _no_key_in(response, FIXTURE_KEY)
     assert Connection.objects.get(pk=llm.pk).last_test_ok is True
 
