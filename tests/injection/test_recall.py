@@ -141,3 +141,22 @@ def test_older_chat_turns_are_recalled_but_not_those_in_the_prompt_anyway(user, 
 def test_deleting_a_recall_that_is_not_there_changes_nothing(user, story, facts):
     before = Chat.objects.get(pk=story.pk).integrity
     assert recall_store(chat=story, index=1, record=None).integrity == before
+
+
+def test_the_card_names_the_long_term_memory_in_the_prompt_when_recall_finds_nothing(
+    user, story, character, remember, scripted
+):
+    """A memory in the long-term slot is left out of the turn's recall (it is in the prompt already): the record
+    the card reads says it reached the prompt, and through which slot."""
+    keeper = remember("fact", "The lighthouse keeper's old dog sleeps by the lamp.", character=character, importance=3)
+    say(story, ("Mira", "Welcome back."), ("Rowan", ASK))
+    context = context_build(user=user, chat=story, message=ASK)
+    assert keeper.pk in context.slots["smart_memory_long"]["memory_ids"]
+    assert context.slots["smart_memory_triggered"]["memory_ids"] == []
+    assert context.recall["stored"] and context.recall["prompt"][0]["slot"] == "long"
+    record = recall_stored(last_user(story))
+    assert record["injectionText"] == "" and record["memories"] == []
+    assert [(e["slot"], e["label"], e["count"]) for e in record["prompt"]] == [("long", "Long-term", 1)]
+    assert record["prompt"][0]["memories"][0]["id"] == keeper.pk
+    again = context_build(user=user, chat=Chat.objects.get(pk=story.pk))
+    assert not again.recall["stored"]  # the same prompt again: no write

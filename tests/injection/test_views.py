@@ -16,6 +16,7 @@ from apps.accounts.services import settings_document_get, settings_document_patc
 from apps.chats.models import Message
 from apps.chats.services.chats import chat_create
 from apps.injection.models import InjectionState
+from apps.injection.services.context import context_build
 from apps.injection.services.settings import SLOTS, TIERS, InjectionSettings, injection_settings_save
 from apps.memories.services.memories import memory_create
 from tests.chats.factories import CharacterFactory
@@ -69,6 +70,20 @@ def test_the_chat_page_shows_the_recall_card_under_a_user_message_that_has_one(w
     assert MAKE not in card
     assert 'id="recall-slot-0"' not in page  # Mira's line has no recall slot
     assert f'data-integrity="{recalled.integrity}"' in page  # what the card's writes send
+
+
+def test_the_card_says_a_memory_reached_the_prompt_through_the_long_term_slot_when_recall_found_none(
+    web, user, story, character
+):
+    keeper = memory_create(
+        user=user, kind="fact", content="The keeper's dog sleeps by the lamp.", character=character, importance=3,
+        origin="extraction",
+    )  # fmt: skip
+    say(story, ("Mira", "Welcome back."), ("Rowan", ASK))
+    context_build(user=user, chat=story, message=ASK)
+    card = slot(html(web.get(f"/chats/{story.pk}/")))
+    assert "Long-term: 1 memory · Recall: 0 memories" in card
+    assert f'<span class="recall-prompt-slot">Long-term</span> {escape(keeper.content)}' in card
 
 
 def test_the_chat_page_offers_a_recall_under_a_user_message_without_one(web, story, facts):

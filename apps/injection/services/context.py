@@ -146,6 +146,8 @@ def context_build(
     stats["long"]["injected"] += turn_recall.triggered.injected  # the triggered slot draws on the long-term budget
 
     recall, record, target = turn_recall.summary, turn_recall.record, turn_recall.target
+    recall["prompt"] = _in_prompt(filled, contents, settings, target)
+    record = _record_with_prompt(user=user, record=record, target=target, message=message, prompt=recall["prompt"])
     if not preview:
         mark = time.perf_counter()
         chat = _commit(user, chat, state, contents, macros, stats, turn, target, record, note, mirror)
@@ -240,6 +242,45 @@ def _turn_recall(*, user, chat, scope, message, settings, placed, gathered, budg
         edited = stored["manuallyEdited"]
         found.summary |= {"source": "stored", "memories": stored.get("memories", []), "edited": edited}
     return found
+
+
+def _in_prompt(filled, contents, settings, target) -> list[dict]:
+    """Which memories reached the model this build, slot by slot (the recall card's counts): a slot switched off
+    gave none; in unified mode its members reach the model through the one block."""
+    unified = settings.unified and contents["unified"].delivery != "off"
+    members = {*UNIFIED_ORDER, "triggered"}
+    kept = recalls.recall_stored(target) or {}
+    entries = []
+    for name, content in contents.items():
+        if name == "unified" or not content.text:
+            continue
+        if content.delivery == "off" and not (unified and name in members):
+            continue
+        memories = recalls.prompt_memories(filled[name].items) if name in filled else []
+        if name == "triggered" and not memories:  # the kept recall, injected as its text: its memories as kept
+            previous = [e for e in kept.get("prompt") or [] if e.get("slot") == "triggered"]
+            memories = previous[0]["memories"] if previous else [
+                {"id": m.get("id"), "kind": m.get("kind", "")} for m in kept.get("memories", [])
+            ]  # fmt: skip
+        if memories:
+            entries.append(recalls.prompt_entry(name, memories))
+    return entries
+
+
+def _record_with_prompt(*, user, record, target, message, prompt) -> dict | None:
+    """The record to keep (or answer) with what reached the prompt: a new recall's; else, for the turn being
+    answered, its kept record, or an empty one, when what reached the prompt changed (else no write)."""
+    if record is not None:
+        return recalls.recall_with_prompt(record, prompt)
+    if target is None:
+        return None
+    kept = recalls.recall_stored(target)
+    if kept is not None:
+        return None if kept.get("prompt") == prompt else recalls.recall_with_prompt(kept, prompt)
+    if not prompt:
+        return None  # nothing reached the model: no card to show
+    empty = recalls.recall_empty(user_id=user.pk, message=target, query=message or target.mes, hook="context")
+    return recalls.recall_with_prompt(empty, prompt)
 
 
 def _sillytavern(slots: dict[str, dict]) -> list[dict]:

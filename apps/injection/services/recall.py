@@ -24,7 +24,7 @@ from apps.chats.services.extension_data import extension_data_put
 from apps.common.exceptions import ApplicationError
 from apps.injection.models import InjectionState
 from apps.injection.services.budgets import budgets_for, classify_turn
-from apps.injection.services.settings import injection_settings_get
+from apps.injection.services.settings import SLOT, injection_settings_get
 from apps.injection.services.slots import Filled, Item, Scope, fit, render, responder_of
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Entity, Kind, Memory
@@ -169,6 +169,37 @@ def recall_record(
     }
 
 
+# How a recall card names a slot ("Long-term: 1 memory").
+CARD_LABEL = {"long": "Long-term", "short": "Story so far", "triggered": "Recalled"}
+SNIPPET = 160
+
+
+def prompt_entry(name: str, memories: list[dict]) -> dict[str, Any]:
+    """One slot of a record's `prompt`: which memories reached the model through it."""
+    return {
+        "slot": name,
+        "label": CARD_LABEL.get(name, SLOT[name].label),
+        "count": len(memories),
+        "memories": memories,
+    }
+
+
+def prompt_memories(items: list[Item]) -> list[dict]:
+    return [{"id": i.memory_id, "kind": i.kind, "text": i.text[:SNIPPET]} for i in items if i.memory_id is not None]
+
+
+def recall_with_prompt(record: dict[str, Any], prompt: list[dict]) -> dict[str, Any]:
+    """The record with what the build put in the prompt, slot by slot (`prompt`): the recall card reads the counts
+    from it, so the card cannot say "nothing" while a memory reached the model through another slot."""
+    return {**record, "prompt": prompt}
+
+
+def recall_empty(*, user_id: int, message: Message, query: str, hook: str) -> dict[str, Any]:
+    """A record for a turn whose recall found nothing (it still says what else reached the prompt)."""
+    nothing = Recalled(Filled(), "none")
+    return recall_record(user_id=user_id, recalled=nothing, text="", message=message, query=query, hook=hook)
+
+
 def recall_text(recalled: Recalled) -> str:
     return render(LABEL, recalled.filled)
 
@@ -251,4 +282,10 @@ def recall_rerun(
     record = recall_record(
         user_id=user.pk, recalled=search, text=text, message=message, query=message.mes, hook="rerun"
     )
+    # The other slots are as the turn's build left them; only what this turn recalls changes.
+    before = (recall_stored(message) or {}).get("prompt") or []
+    others = [entry for entry in before if entry.get("slot") != "triggered"]
+    if search.filled.items:
+        others.append(prompt_entry("triggered", prompt_memories(search.filled.items)))
+    record = recall_with_prompt(record, others)
     return record, recall_store(chat=chat, index=index, record=record, integrity=integrity, mirror=mirror)

@@ -12,3 +12,11 @@ def when(value):
         return parse_datetime(str(value or "")) or value
     except ValueError:
         return value
+
+
+@register.filter
+def other_slots(recall):
+    """The slots other than the turn's own recall through which memories reached the prompt (the record's
+    `prompt`, written by the context build)."""
+    entries = (recall or {}).get("prompt") or []
+    return [e for e in entries if isinstance(e, dict) and e.get("slot") != "triggered" and e.get("count")]

@@ -40,6 +40,33 @@ function subgraphHtml(subgraph) {
     return `<ul class="lorekeeper-subgraph">${items.join('')}</ul>`;
 }
 
+/** @param {number} n */
+const memoriesWord = (n) => `${n} memor${n === 1 ? 'y' : 'ies'}`;
+
+/**
+ * The slots other than the turn's own recall through which memories reached the prompt, as the context build
+ * wrote them into the record (`prompt`): "Long-term: 1 memory". Older records have none.
+ * @param {any} record
+ * @returns {string[]}
+ */
+export function otherSlots(record) {
+    const entries = Array.isArray(record?.prompt) ? record.prompt : [];
+    return entries
+        .filter((e) => e && e.slot !== 'triggered' && Number(e.count) > 0)
+        .map((e) => `${e.label ?? e.slot}: ${memoriesWord(Number(e.count))}`);
+}
+
+/** @param {any} record */
+function promptListHtml(record) {
+    const entries = Array.isArray(record?.prompt) ? record.prompt : [];
+    const items = entries.flatMap((e) =>
+        (Array.isArray(e.memories) ? e.memories : []).map(
+            (m) => `<li><b>${escapeHtml(e.label ?? e.slot)}</b> ${escapeHtml(m.text ?? m.kind ?? '')}</li>`,
+        ),
+    );
+    return items.length ? `<ul class="lorekeeper-recall-prompt">${items.join('')}</ul>` : '';
+}
+
 /**
  * @param {number} index
  * @param {any} record
@@ -47,10 +74,15 @@ function subgraphHtml(subgraph) {
 export function cardHtml(index, record) {
     const memories = Array.isArray(record.memories) ? record.memories : [];
     const edited = record.manuallyEdited ? ' · edited' : '';
+    const others = otherSlots(record).map((part) => `${escapeHtml(part)} · `).join('');
+    const text = record.injectionText
+        ? escapeHtml(record.injectionText)
+        : `Nothing was recalled for this message${others ? '; the prompt held the memories below' : ''}.`;
     return `<details class="lorekeeper-recall" data-index="${index}">
-        <summary>Lorekeeper recalled ${memories.length} memor${memories.length === 1 ? 'y' : 'ies'} (~${Number(record.tokenEstimate) || 0} tokens)${edited}</summary>
+        <summary>${others}Lorekeeper recalled ${memoriesWord(memories.length)} (~${Number(record.tokenEstimate) || 0} tokens)${edited}</summary>
         <div class="lorekeeper-recall-body">
-            <pre class="lorekeeper-recall-text">${escapeHtml(record.injectionText)}</pre>
+            <pre class="lorekeeper-recall-text">${text}</pre>
+            ${promptListHtml(record)}
             <div class="lorekeeper-recall-editor" hidden>
                 <textarea class="text_pole lorekeeper-recall-input" rows="6">${escapeHtml(record.injectionText)}</textarea>
                 <div class="menu_button lorekeeper-recall-save">Save</div>
@@ -79,7 +111,7 @@ export function renderRecallCards(chat, doc, actions) {
         const message = chat[index];
         const record = message?.is_user ? message?.extra?.bme_recall : null;
         const existing = element.querySelector('.lorekeeper-recall');
-        const stamp = record ? `${record.updatedAt ?? ''}|${record.injectionText ?? ''}` : '';
+        const stamp = record ? `${record.updatedAt ?? ''}|${record.injectionText ?? ''}|${JSON.stringify(record.prompt ?? null)}` : '';
         if (existing && existing.getAttribute('data-stamp') === stamp && record) continue;
         const wasOpen = existing?.hasAttribute('open');
         existing?.remove();
