@@ -42,10 +42,15 @@ def main() -> None:
     if node is None:
         raise SystemExit("bench/sillytavern.py needs Node (18 or later) to run the extension's modules")
     user, token = setup()
-    for precision in args.precisions:
-        figures = _run(node, token, args.messages, args.turns, precision)
-        from apps.chats.models import Chat
+    from apps.chats.models import Chat
+    from apps.memories.models import EmbeddingCache
 
+    for precision in args.precisions:
+        # Each precision's server embeds the linked chat from nothing, as the first run would: the cache (the
+        # bench database's own) would otherwise hand a later run every vector, and no indexing would compete with
+        # its turns.
+        EmbeddingCache.objects.all().delete()
+        figures = _run(node, token, args.messages, args.turns, precision)
         Chat.objects.filter(user=user).delete()
         _print(figures, precision)
 
