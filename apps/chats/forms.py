@@ -1,6 +1,70 @@
 from django import forms
+from django.utils.html import format_html, format_html_join
 
 from apps.chats.models import ReplyOrder
+
+MAX_ALTERNATE_GREETINGS = 100
+
+
+class TextareaList(forms.Widget):
+    """One textarea per item and an empty one for a new item, all under the field's name (SillyTavern edits each
+    alternate greeting in a box of its own). Saving with a box emptied removes that item."""
+
+    def __init__(self, attrs=None, item_label: str = "Item"):
+        super().__init__(attrs)
+        self.item_label = item_label
+
+    def value_from_datadict(self, data, files, name):
+        return data.getlist(name) if hasattr(data, "getlist") else data.get(name, [])
+
+    def value_omitted_from_data(self, data, files, name):
+        return name not in data
+
+    def render(self, name, value, attrs=None, renderer=None):
+        items = [*(value or []), ""]
+        base_id = (attrs or {}).get("id") or f"id_{name}"
+        rows = self.attrs.get("rows", 3)
+        boxes = format_html_join(
+            "",
+            '<textarea name="{}" id="{}" rows="{}" aria-label="{} {}">\n{}</textarea>',
+            (
+                (
+                    name,
+                    base_id if n == 0 else f"{base_id}_{n}",
+                    rows,
+                    self.item_label,
+                    n + 1 if text else "(new)",
+                    text,
+                )
+                for n, text in enumerate(items)
+            ),
+        )
+        return format_html('<span class="textarea-list">{}</span>', boxes)
+
+
+class TextListField(forms.Field):
+    """A list of texts kept as typed (not stripped); empty ones are dropped."""
+
+    widget = TextareaList
+
+    def __init__(self, *, max_items: int, **kwargs):
+        self.max_items = max_items
+        super().__init__(**kwargs)
+
+    def to_python(self, value) -> list[str]:
+        if value in self.empty_values:
+            return []
+        items = [value] if isinstance(value, str) else list(value)
+        return [item.replace("\r\n", "\n") for item in items if isinstance(item, str) and item.strip()]
+
+    def validate(self, value: list[str]) -> None:
+        super().validate(value)
+        if len(value) > self.max_items:
+            raise forms.ValidationError(
+                f"{self.label}: at most %(max)d, not %(count)d.",
+                code="max_items",
+                params={"max": self.max_items, "count": len(value)},
+            )
 
 
 class ChatImportForm(forms.Form):
@@ -26,6 +90,20 @@ class CharacterForm(forms.Form):
         label="Example messages", widget=forms.Textarea(attrs={"rows": 4}), required=False, strip=False
     )
     system_prompt = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, strip=False)
+    alternate_greetings = TextListField(
+        label="Alternate greetings",
+        max_items=MAX_ALTERNATE_GREETINGS,
+        required=False,
+        widget=TextareaList(attrs={"rows": 3}, item_label="Alternate greeting"),
+        help_text="Each one a swipe of the first message when a chat starts. Empty a box to remove its greeting.",
+    )
+    post_history_instructions = forms.CharField(
+        label="Post-history instructions",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        strip=False,
+        help_text="Sent after the chat history, just before the reply (SillyTavern's jailbreak slot).",
+    )
     creator_notes = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False, strip=False)
     tags = forms.CharField(required=False, help_text="Comma-separated.")
 

@@ -4,6 +4,7 @@ nudge; macros resolved everywhere."""
 
 import pytest
 
+from apps.chats.services.characters import character_update
 from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.generation.services.prompt import CONTINUE_NUDGE, DEFAULT_SYSTEM, Speakers, prompt_build
@@ -134,3 +135,10 @@ def test_hidden_messages_are_left_out_and_a_group_names_the_other_speakers(user,
     )  # fmt: skip
     contents = [m["content"] for m in prompt.messages]
     assert "Hale: Ahoy." in contents and "OOC note" not in contents
+
+
+def test_post_history_instructions_from_the_editor_come_after_the_history(user, card):
+    character_update(character=card, data={"post_history_instructions": "Answer {{user}} in one line."})
+    chat = said(chat_create(user=user, title="Storm", character_ids=[card.pk]), ("Mira", "Evening."), ("Rowan", "Hi."))
+    contents = [m["content"] for m in build(chat, card, []).messages]
+    assert contents[-3:] == ["Evening.", "Hi.", "Answer Rowan in one line."]

@@ -7,6 +7,7 @@ from django.db import transaction
 
 from apps.chats.models import Character
 from apps.chats.signals import character_delete_preview, character_deleting
+from apps.common.exceptions import ApplicationError
 from apps.common.services import model_update
 
 CHARACTER_FIELDS = (
@@ -21,6 +22,9 @@ CHARACTER_FIELDS = (
     "tags",
     "card_data",
 )
+# Card fields without a column of their own: kept in `card_data` (the `data` of a V2/V3 card, else the flat card),
+# with the value a card without them has.
+CARD_ONLY_FIELDS = {"alternate_greetings": list, "post_history_instructions": str}
 
 
 def card_body(card_data: Any) -> dict[str, Any]:
@@ -45,15 +49,58 @@ def character_post_history(character: Character) -> str:
     return text if isinstance(text, str) else ""
 
 
+def card_with(card_data: Any, changes: dict[str, Any]) -> Any:
+    """`card_data` with the card-only fields in `changes` set where the card keeps its fields (a V2/V3 card's `data`,
+    else the flat card). The card is left as it was, not merely equal, when nothing differs, so saving an untouched
+    editor does not add empty fields to an imported card."""
+    for field, value in changes.items():
+        kind = CARD_ONLY_FIELDS[field]
+        if not isinstance(value, kind) or (kind is list and not all(isinstance(item, str) for item in value)):
+            raise ApplicationError(
+                f"{field} must be {'a list of strings' if kind is list else 'a string'}.", {"field": field}
+            )
+    body = card_body(card_data)
+    wanted = {field: value for field, value in changes.items() if body.get(field, CARD_ONLY_FIELDS[field]()) != value}
+    if not wanted:
+        return card_data
+    card = dict(card_data) if isinstance(card_data, dict) else {}
+    if isinstance(card.get("data"), dict):
+        card["data"] = {**card["data"], **wanted}
+    else:
+        card.update(wanted)
+    return card
+
+
+def _card_changes(fields: dict[str, Any]) -> dict[str, Any]:
+    return {field: fields.pop(field) for field in CARD_ONLY_FIELDS if field in fields}
+
+
 @transaction.atomic
 def character_create(*, user: AbstractUser, name: str, **fields: Any) -> Character:
+    """A character; `alternate_greetings` and `post_history_instructions`, given, go into its card."""
+    changes = _card_changes(fields)
+    if changes:
+        fields["card_data"] = card_with(fields.get("card_data", {}), changes)
     return Character.objects.create(user=user, name=name, **{k: v for k, v in fields.items() if k in CHARACTER_FIELDS})
 
 
 @transaction.atomic
 def character_update(*, character: Character, data: dict[str, Any]) -> Character:
+    """The character's fields that `data` gives; `alternate_greetings` and `post_history_instructions` go into its
+    card (the one `data` gives, else its own)."""
+    data = dict(data)
+    changes = _card_changes(data)
+    if changes:
+        data["card_data"] = card_with(data.get("card_data", character.card_data), changes)
     character, _ = model_update(instance=character, fields=list(CHARACTER_FIELDS), data=data)
     return character
+
+
+def character_card_fields(character: Character) -> dict[str, Any]:
+    """The card-only fields as the editor shows them: the alternate greetings and the post-history instructions."""
+    alternates = card_body(character.card_data).get("alternate_greetings")
+    alternates = [text for text in alternates if isinstance(text, str)] if isinstance(alternates, list) else []
+    return {"alternate_greetings": alternates, "post_history_instructions": character_post_history(character)}
 
 
 @transaction.atomic

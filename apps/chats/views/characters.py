@@ -14,6 +14,7 @@ from apps.chats.forms import AvatarForm, CharacterCardForm, CharacterForm, ChatS
 from apps.chats.services.avatars import avatar_content_type, character_avatar_clear, character_avatar_upload
 from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import (
+    character_card_fields,
     character_create,
     character_delete,
     character_delete_counts,
@@ -66,8 +67,10 @@ def character_detail(request, character_id: int | None = None):
     character = selectors.character_get(user=request.user, character_id=character_id) if character_id else None
     initial = None
     if character is not None:
-        initial = {field: getattr(character, field) for field in CharacterForm.base_fields}
-        initial["tags"] = ", ".join(character.tags)
+        initial = {
+            field: getattr(character, field) for field in CharacterForm.base_fields if hasattr(character, field)
+        }
+        initial.update(character_card_fields(character), tags=", ".join(character.tags))
     form = CharacterForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         if character is None:

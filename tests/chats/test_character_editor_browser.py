@@ -1,0 +1,35 @@
+"""The character editor in a real headless Chromium at a desktop's and a phone's width: each alternate greeting in a
+box of its own with an empty one for the next, the post-history instructions, and nothing wider than the screen.
+Screenshots in var/test-artifacts/ (character-editor-1280.png, character-editor-390.png)."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.chats.services.characters import character_create
+from tests.browsers import screenshot, session_cookie, watched_page
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_editor_shows_a_box_per_greeting_and_saves_a_new_one(browser, live_server, client, user, width):
+    mira = character_create(
+        user=user,
+        name="Mira",
+        first_mes="*Mira trims the lantern's wick.* Evening, {{user}}.",
+        alternate_greetings=["*The bell rings twice.* You're late, {{user}}."],
+        post_history_instructions="Write one or two paragraphs; never speak for {{user}}.",
+    )
+    page = watched_page(browser, width, live_server, session_cookie(client, user))
+    page.goto(f"{live_server.url}/characters/{mira.pk}/")
+    boxes = page.locator("textarea[name=alternate_greetings]")
+    assert boxes.count() == 2 and boxes.nth(1).input_value() == ""
+    boxes.nth(1).fill("*Rain on the glass.* Come in, quick.")
+    page.locator("form.stacked button[type=submit]").click()
+    page.wait_for_load_state()
+    assert page.locator("textarea[name=alternate_greetings]").count() == 3
+    screenshot(page, f"character-editor-{width}")
+    assert page.locator("textarea[name=post_history_instructions]").input_value().startswith("Write one or two")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.errors == []
