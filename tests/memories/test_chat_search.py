@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from apps.chats.services.chats import chat_import
+from apps.memories.services.settings import embedding_settings_set
 from tests.memories.helpers import jsonl, message_memories
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -64,3 +65,14 @@ def test_another_users_chat_is_a_404(other_api, client, other_user, indexed_chat
 def test_signed_out_is_sent_to_sign_in(client, indexed_chat):
     response = client.get(search_url(indexed_chat), {"q": "lantern"})
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_with_embeddings_off_a_neighbouring_hit_is_not_labelled_meaning(web, user, indexed_chat, scripted):
+    embedding_settings_set(user=user, provider="none")
+    scripted.forget()  # the chat's own vectors, made when it was indexed
+    body = web.get(search_url(indexed_chat), {"q": "Corvin tower"}, **HX).content.decode()
+    hits = body[body.index('<ol class="plain search-hits">') :]
+    assert f'href="/chats/{indexed_chat.pk}/?at=2">#2</a>' in hits and "match-words" in hits
+    assert f'href="/chats/{indexed_chat.pk}/?at=3">#3</a>' in hits  # the turn after: by the neighbour spread
+    assert "match-next-to-a-match" in hits and "meaning" not in hits
+    assert scripted.requests == []  # no vector made: nothing can have been found by meaning

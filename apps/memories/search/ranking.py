@@ -57,6 +57,13 @@ class SearchHit:
     excerpt: str
     signals: dict[str, float | None] = field(default_factory=dict)
 
+    @property
+    def found_by(self) -> list[str]:
+        """What found the hit, as a person reads it: its words, its meaning (only when a vector ranked it: none
+        with embeddings off), or neither, a turn next to one that matched (the neighbour spread)."""
+        found = [name for name, signal in (("words", "text"), ("meaning", "vector")) if self.signals.get(signal)]
+        return found or ["next to a match"]
+
 
 @dataclass
 class SearchOutcome:
