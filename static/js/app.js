@@ -10,10 +10,13 @@
       const moment = new Date(node.getAttribute("datetime"));
       if (isNaN(moment.getTime())) return;
       const style = node.dataset.local;
+      // "title": a chat's default title (apps/chats/templatetags/chat_titles.py), to the minute, the date first.
       const options =
         style === "time"
           ? { timeStyle: "medium" }
-          : { dateStyle: "medium", timeStyle: style === "seconds" ? "medium" : "short" };
+          : style === "title"
+            ? { day: "numeric", month: "short", year: "numeric", hour: "2-digit", minute: "2-digit" }
+            : { dateStyle: "medium", timeStyle: style === "seconds" ? "medium" : "short" };
       node.textContent = new Intl.DateTimeFormat(undefined, options).format(moment);
     });
   }
