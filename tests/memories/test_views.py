@@ -8,6 +8,7 @@ import pytest
 from apps.chats.services.characters import character_create
 from apps.chats.services.chats import chat_create
 from apps.memories.models import EmbeddingSettings, Entity, Memory
+from apps.memories.services.entities import entities_ensure
 from apps.memories.services.indexing import chat_index_messages
 from apps.memories.services.memories import memory_create, memory_retire
 from tests.chats.factories import add_messages
@@ -387,6 +388,14 @@ def test_entity_list_user_wide_and_per_character(web, user, character, foreign):
     assert "Harbour" in searched and "Corvin" not in searched
     assert web.get("/memories/entities/", {"character": foreign["character"].pk}).status_code == 404
     assert web.get("/memories/entities/", {"character": "x"}).status_code == 400
+
+
+def test_one_name_in_two_registries_says_which_registry_each_is(web, user, character):
+    entities_ensure(user=user, character=character, entities=[{"name": "Mira", "type": "person"}])
+    entities_ensure(user=user, character=None, entities=[{"name": "Mira", "type": "person"}])
+    page = _body(web.get("/memories/entities/"))
+    tags = re.findall(r'<span class="registry-tag">· ([^<]+)</span>', page)
+    assert sorted(tags) == sorted([f"{character.name}’s registry", "all characters"])
 
 
 def test_entity_detail_lists_linked_memories_and_edits(web, user, character, foreign):
