@@ -196,7 +196,7 @@ def recall_with_prompt(record: dict[str, Any], prompt: list[dict]) -> dict[str, 
 
 def recall_empty(*, user_id: int, message: Message, query: str, hook: str) -> dict[str, Any]:
     """A record for a turn whose recall found nothing (it still says what else reached the prompt)."""
-    nothing = Recalled(Filled(), "none")
+    nothing = Recalled(Filled(), "")  # found nothing: the card names no search method
     return recall_record(user_id=user_id, recalled=nothing, text="", message=message, query=query, hook=hook)
 
 
