@@ -94,6 +94,9 @@ def _in_view(page, selector: str, *, whole: bool = True) -> bool:
     return True
 
 
+# About a minute (a 3,000-message import, a streamed reply, two widths): marked slow to keep make test within its
+# 10 minutes; .ci/run runs it after make test.
+@pytest.mark.slow
 def test_the_conversation_and_what_waits_for_the_person_are_in_view(site, user, llm_server):
     from playwright.sync_api import expect
 
