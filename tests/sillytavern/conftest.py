@@ -26,10 +26,13 @@ USER_FOLDERS = ("characters", "chats", "groups", "group chats", "backups", "exte
 
 
 def pytest_collection_modifyitems(items) -> None:
+    # Slow too: the suite takes about two and a half minutes, past what make test can spend within its 10; .ci/run
+    # runs it right after make test.
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.sillytavern)
             item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(wrapper=True)
