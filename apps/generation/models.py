@@ -24,6 +24,16 @@ class Generation(models.Model):
         FAILED = "failed"  # the model failed: what arrived is kept, `error` says why
         CONFLICT = "conflict"  # the chat moved on elsewhere meanwhile: the reply is kept here, not in the chat
 
+    class Reason(models.TextChoices):
+        """Why a reply ended before the model ended it (apps/generation/services/bounds.py)."""
+
+        NONE = "", "—"
+        LENGTH = "length"  # the connection's reply length, in tokens
+        CHARACTERS = "characters"  # the message limit, in characters
+        TIME = "time"  # the total time a generation may take
+        IDLE = "idle"  # the model sent nothing for too long between tokens
+        LEASE = "lease"  # the process streaming it died: its lease ran out
+
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="generations")
     chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="generations")
@@ -37,6 +47,9 @@ class Generation(models.Model):
     request = models.JSONField(default=dict, blank=True, help_text="What was asked: mode, message, character.")
     # The chat as the reply was asked for: a reply is stored only if the chat still has this many messages.
     expected_count = models.PositiveIntegerField(default=0)
+    # A swipe or a continuation: the message it extends as it was asked ({"index", "hash", "chars"}); the reply is
+    # stored only onto that message unchanged (apps/generation/services/store.py).
+    extends = models.JSONField(default=dict, blank=True)
     message_index = models.IntegerField(null=True, blank=True, help_text="The message the reply was stored in.")
     swipe_id = models.IntegerField(null=True, blank=True)
     prompt = models.JSONField(default=list, blank=True, help_text="The messages the model was given, in order.")
@@ -45,6 +58,10 @@ class Generation(models.Model):
     prompt_info = models.JSONField(default=dict, blank=True, help_text="The budget and what the history kept.")
     text = models.TextField(blank=True, default="", help_text="What the model answered (so far).")
     error = models.TextField(blank=True, default="")
+    stop_reason = models.CharField(max_length=12, choices=Reason.choices, blank=True, default="")
+    # While streaming, the process streaming it renews this every few seconds and saves the text so far; past it,
+    # the generation is taken for dead and ended failed (apps/generation/services/lease.py).
+    lease_until = models.DateTimeField(null=True, blank=True)
     api = models.CharField(max_length=20, blank=True, default="")
     model = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -60,7 +77,12 @@ class Generation(models.Model):
                 name="generation_idempotency_key_per_user",
             ),
         ]
-        indexes = [models.Index(fields=["chat", "message_index"], name="generation_chat_message")]
+        indexes = [
+            models.Index(fields=["chat", "message_index"], name="generation_chat_message"),
+            models.Index(
+                fields=["user", "lease_until"], condition=models.Q(state="streaming"), name="generation_streaming"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.mode} reply in chat {self.chat_id} ({self.state})"

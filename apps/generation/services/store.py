@@ -2,12 +2,16 @@
 follow as for any write): a new message with `swipes`, `swipe_id` and `swipe_info`; a new swipe on the last reply;
 a continuation of it. A stopped or failed reply keeps what arrived, marked in `extra.lorekeeper`.
 
-A reply is stored only if the chat still has the messages it was asked for (`Generation.expected_count`): when
-another tab or device wrote meanwhile, the reply is kept on the generation (state `conflict`) and nothing is lost.
+A reply is stored only if the chat still has the messages it was asked for (`Generation.expected_count`), and a
+swipe or a continuation only onto the message it was asked for, unchanged (`Generation.extends`: its index and a
+hash of what it says): when another tab or device wrote meanwhile, the reply is kept on the generation (state
+`conflict`) and nothing is lost, nor moved.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,7 +46,33 @@ def _marks(generation: Generation) -> dict[str, Any]:
     ours: dict[str, Any] = {"generation": str(generation.uid)}
     if generation.state != Generation.State.DONE:
         ours["state"] = generation.state
+    if generation.stop_reason:
+        ours["reason"] = generation.stop_reason
     return extra | {"lorekeeper": ours}
+
+
+def message_fingerprint(message: Message) -> str:
+    """A hash of what a message says and who says it, its swipes with it: the identity a swipe or a continuation
+    extends. Not its `extra` (recall and other annotations are kept there without changing the message)."""
+    said = [message.index, message.name, message.is_user, message.is_system, message.mes, message.swipes]
+    said.append(message.swipe_id)
+    return hashlib.sha256(json.dumps(said, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+def extends_of(message: Message) -> dict[str, Any]:
+    """What a swipe or a continuation records of the message it extends."""
+    return {"index": message.index, "hash": message_fingerprint(message), "chars": len(message.mes or "")}
+
+
+def _moved_on(generation: Generation, chat: Chat) -> bool:
+    """Whether the chat is no longer as the reply was asked for: another count of messages, or (a swipe, a
+    continuation) another message where the one it extends was."""
+    if chat.message_count != generation.expected_count:
+        return True
+    if generation.mode not in (Generation.Mode.SWIPE, Generation.Mode.CONTINUE) or not generation.extends:
+        return False
+    last = Message.objects.filter(chat=chat, index=chat.message_count - 1).first()
+    return last is None or extends_of(last)["hash"] != generation.extends.get("hash")
 
 
 def _swipe_info(generation: Generation) -> dict[str, Any]:
@@ -109,18 +139,19 @@ def _continue_operations(message: Message, generation: Generation, text: str) ->
 
 
 @transaction.atomic
-def reply_store(*, generation: Generation, text: str, state: str, error: str = "") -> Stored:
+def reply_store(*, generation: Generation, text: str, state: str, error: str = "", reason: str = "") -> Stored:
     """Record how the generation ended and store its reply in the chat (impersonate: never; nothing arrived:
-    nothing stored). Called once per generation; a second call (a retry racing the first) changes nothing."""
+    nothing stored). `reason`: the bound that stopped it (`error` then says so to the person). Called once per
+    generation; a second call (a retry racing the first, a stream outliving its lease) changes nothing."""
     generation = Generation.objects.select_for_update().get(pk=generation.pk)
     if generation.state != Generation.State.STREAMING:
         return Stored(generation)
-    generation.text, generation.state, generation.error = text, state, error
+    generation.text, generation.state, generation.error, generation.stop_reason = text, state, error, reason
     generation.finished_at = timezone.now()
     stored = Stored(generation)
     if generation.mode != Generation.Mode.IMPERSONATE and text:
         chat = chat_lock(chat=generation.chat)
-        if chat.message_count != generation.expected_count:
+        if _moved_on(generation, chat):
             generation.state = Generation.State.CONFLICT
         else:
             stored = _into_chat(generation, chat, text)
