@@ -29,6 +29,7 @@ from apps.generation.services.generate import (
     generation_prepare,
     replay_event,
 )
+from apps.generation.services.lease import StreamsBusy
 
 EVENT_STATUS = {"done": 200, "conflict": 409, "error": 502}
 
@@ -63,6 +64,10 @@ class GeneratedSerializer(serializers.Serializer):
     swipe_id = serializers.IntegerField(allow_null=True)
     message = serializers.DictField(allow_null=True, help_text="The stored message, as SillyTavern shapes it.")
     integrity = serializers.UUIDField(help_text="The chat's integrity after the write.")
+    reason = serializers.ChoiceField(
+        Generation.Reason.choices, help_text="The bound that stopped the reply (state `stopped`), or empty."
+    )
+    detail = serializers.CharField(required=False, help_text="Why it did not end done, in words a person reads.")
 
 
 SSE_DESCRIPTION = (
@@ -70,7 +75,8 @@ SSE_DESCRIPTION = (
     '(`{"text"}`, as the model writes), then one of `done` (the stored message and the chat\'s integrity, as in '
     "the JSON answer), `error` (the model failed: what arrived is stored, marked failed) or `conflict` (the chat "
     "changed elsewhere meanwhile: the reply is in the event, not in the chat). Closing the connection stops the "
-    "model; what arrived is stored, marked stopped."
+    "model; what arrived is stored, marked stopped. A bound (the reply's length, the message limit, the total "
+    "time, the time between tokens) stops it too: `done` with state `stopped`, `reason` and `detail`."
 )
 
 
@@ -118,7 +124,11 @@ class ChatGenerateApi(APIView):
             (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=SSE_DESCRIPTION),
             409: OpenApiResponse(description="A conflict (the chat changed: stale If-Match, or mid-stream), no "
                                  "model connection (`no_model`), or the same Idempotency-Key still generating."),
+            429: OpenApiResponse(description="`too_many_streams`: the person's replies generating at once are at "
+                                 "the cap; `Retry-After` says when to ask again."),
             502: OpenApiResponse(description="The model failed (JSON answer)."),
+            503: OpenApiResponse(description="`server_busy`: this server streams as many replies as it can; "
+                                 "`Retry-After`."),
         },
     )  # fmt: skip
     def post(self, request, chat_id: int):
@@ -127,16 +137,19 @@ class ChatGenerateApi(APIView):
         key = request.headers.get("Idempotency-Key", "").strip()
         if len(key) > 200:
             raise ApplicationError("An Idempotency-Key holds at most 200 characters.", {"field": "Idempotency-Key"})
-        prepared = generation_prepare(
-            user=request.user,
-            chat=chat,
-            mode=data["mode"],
-            message=data.get("message"),
-            character=data.get("character") or None,
-            connection_id=data.get("connection"),
-            integrity=request_integrity(request, request.data),
-            idempotency_key=key,
-        )
+        try:
+            prepared = generation_prepare(
+                user=request.user,
+                chat=chat,
+                mode=data["mode"],
+                message=data.get("message"),
+                character=data.get("character") or None,
+                connection_id=data.get("connection"),
+                integrity=request_integrity(request, request.data),
+                idempotency_key=key,
+            )
+        except StreamsBusy as exc:
+            return Response(exc.body(), status=exc.status, headers={"Retry-After": str(exc.retry_after)})
         generation = prepared.generation
         if not prepared.fresh:
             if generation.state == Generation.State.STREAMING:

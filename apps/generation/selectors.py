@@ -42,3 +42,9 @@ def generation_get(*, user: AbstractUser, uid) -> Generation:
     if generation is None:
         raise Http404("No such generation.")
     return generation
+
+
+def generations_streaming_count(*, user: AbstractUser, now) -> int:
+    """The person's generations streaming now: under a lease that has not run out (a dead process's do not
+    count)."""
+    return Generation.objects.filter(user=user, state=Generation.State.STREAMING, lease_until__gte=now).count()

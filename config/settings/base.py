@@ -263,6 +263,8 @@ CELERY_BEAT_SCHEDULE = {
     "extraction-prune-jobs": {"task": "extraction.prune_jobs", "schedule": 24 * 60 * 60},
 }
 CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # Replies whose process died (their lease ran out) ended failed, keeping what had arrived.
+    "generation-sweep": {"task": "generation.sweep", "schedule": 30},
     # Redis/Valkey hands an unacknowledged task to another worker after this many seconds (a worker killed
     # mid-task). Longer than any task runs: a task redelivered while still running elsewhere finds the work claimed.
     "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=4 * 3600),
@@ -371,6 +373,22 @@ LOREKEEPER_LIFECYCLE = {
 
 # The extraction pipeline (apps/extraction): a failed job is tried again after a backoff (doubled each time, with
 # jitter, capped), then left failed with its error until a person retries it.
+# Generating replies (apps/generation, docs/CONFIGURATION.md): every stream has bounds, and a stream whose process
+# died is noticed. A bound stops the reply, keeps what arrived and says why.
+LOREKEEPER_GENERATION = {
+    # The model is asked for the connection's reply length; a reply that goes past it times this (counted with the
+    # connection's tokenizer, which for most models is an estimate that errs high) is stopped. The message limit
+    # (100,000 characters) stops it in any case.
+    "reply_tokens_margin": env.float("LOREKEEPER_GENERATION_REPLY_TOKENS_MARGIN", default=1.25),
+    "max_seconds": env.float("LOREKEEPER_GENERATION_MAX_SECONDS", default=600.0),  # a generation in all
+    "idle_seconds": env.float("LOREKEEPER_GENERATION_IDLE_SECONDS", default=60.0),  # between tokens
+    # A streaming generation's lease, renewed (with the text so far) every third of it.
+    "lease_seconds": env.float("LOREKEEPER_GENERATION_LEASE_SECONDS", default=30.0),
+    "streams_per_user": env.int("LOREKEEPER_GENERATION_STREAMS_PER_USER", default=4),  # then 429
+    "streams_per_process": env.int("LOREKEEPER_GENERATION_STREAMS_PER_PROCESS", default=100),  # then 503
+    "retry_after": env.int("LOREKEEPER_GENERATION_RETRY_AFTER", default=5),  # seconds, with those 429s and 503s
+}
+
 LOREKEEPER_EXTRACTION = {
     "max_attempts": env.int("LOREKEEPER_EXTRACTION_ATTEMPTS", default=5),
     "retry_backoff": env.float("LOREKEEPER_EXTRACTION_BACKOFF", default=30.0),

@@ -5,7 +5,8 @@
    assembled; a `Generation` records it. A retry with the same Idempotency-Key finds that record instead.
 2. `generation_events` (async, on the event loop: a slow model holds no thread): the model's reply streams from the
    person's connection, delta by delta, and is stored when it ends (apps/generation/services/store.py). Stopped
-   (the client went away) or failed, what arrived is stored, marked as such.
+   (the client went away, or a bound: apps/generation/services/bounds.py) or failed, what arrived is stored, marked
+   as such. While it streams, its lease is renewed with the text so far (apps/generation/services/lease.py).
 """
 
 from __future__ import annotations
@@ -32,8 +33,16 @@ from apps.chats.services.start import next_speaker, send_date
 from apps.chats.services.writes import chat_append, chat_delta
 from apps.common.exceptions import ApplicationError
 from apps.generation.models import Generation
+from apps.generation.services.bounds import MAX_MESSAGE, Arrived, Bounds
+from apps.generation.services.lease import (
+    generation_lapse,
+    lease_end,
+    lease_renew,
+    lease_seconds,
+    streams_check,
+)
 from apps.generation.services.prompt import Speakers, prompt_build
-from apps.generation.services.store import Stored, reply_store
+from apps.generation.services.store import Stored, extends_of, reply_store
 from apps.injection.services.context import context_build
 from apps.llm.client import LlmError
 from apps.llm.models import Connection
@@ -43,7 +52,6 @@ from apps.llm.streaming import stream_chat
 from apps.llm.tokens import tokenizer_for
 
 log = logging.getLogger(__name__)
-MAX_MESSAGE = 100_000
 MODES = tuple(Generation.Mode.values)
 # A stream sends at most one event in DELTA_WINDOW seconds: a person reads no faster, and what arrives meanwhile
 # waits in the socket and is read at once after, so the web worker wakes once for a window's tokens, not for each.
@@ -147,9 +155,12 @@ def generation_prepare(
                 raise ApplicationError(
                     "This Idempotency-Key was used for another request.", status=422, code="idempotency_key_reused"
                 )
+            if earlier.state == Generation.State.STREAMING and generation_lapse(generation_id=earlier.pk):
+                earlier.refresh_from_db()  # its process died: the retry answers how it ended
             return Prepared(earlier, fresh=False)
     started = time.perf_counter()
     _check(chat, mode, message)
+    streams_check(user=user, open_in_process=len(open_streams))  # before the work: a refusal costs nothing
     connection = _connection(user, connection_id)
     chat = chat_lock(chat=chat, integrity=integrity)
     characters = chat_characters_in_order(chat=chat)
@@ -173,6 +184,7 @@ def generation_prepare(
     )  # fmt: skip
     timings["prompt"] = _ms(mark)
     prompt.info["timings_ms"] = timings | {"total": _ms(started)}
+    streams_check(user=user, open_in_process=len(open_streams), locked=True)
     try:
         with transaction.atomic():
             generation = _record(user, chat, connection, mode, speakers, idempotency_key, asked, prompt, context)
@@ -184,9 +196,13 @@ def generation_prepare(
 
 
 def _record(user, chat, connection, mode, speakers, idempotency_key, asked, prompt, context) -> Generation:
+    extends = {}
+    if mode in (Generation.Mode.SWIPE, Generation.Mode.CONTINUE):
+        extends = extends_of(Message.objects.get(chat=chat, index=chat.message_count - 1))
     return Generation.objects.create(
         user=user, chat=chat, connection=connection, mode=mode, character_name=speakers.char,
-        idempotency_key=idempotency_key, request=asked, expected_count=chat.message_count,
+        idempotency_key=idempotency_key, request=asked, expected_count=chat.message_count, extends=extends,
+        lease_until=lease_end(),
         prompt=prompt.messages, prompt_tokens=prompt.tokens, tokenizer=prompt.tokenizer,
         prompt_info=prompt.info | {"exact": prompt.exact, "recall": _recall_summary(context.recall)},
         api=connection.api, model=connection.model,
@@ -229,6 +245,7 @@ def stored_event(stored: Stored) -> Event:
         "swipe_id": generation.swipe_id,
         "message": stored.message,
         "integrity": str(stored.chat.integrity),
+        "reason": generation.stop_reason,
     }
     if generation.state == Generation.State.CONFLICT:
         return Event(
@@ -238,6 +255,8 @@ def stored_event(stored: Stored) -> Event:
         )
     if generation.state == Generation.State.FAILED:
         return Event("error", data | {"detail": generation.error})
+    if generation.error:  # stopped by a bound: what arrived was stored, and why it stopped is said
+        data["detail"] = generation.error
     return Event("done", data)
 
 
@@ -266,8 +285,9 @@ def _released(function):
 
 
 async def generation_events(generation: Generation) -> AsyncIterator[Event]:
-    """The reply as it streams, then how it was stored. Cancelled (the client went away: Stop), what arrived is
-    stored as stopped before the cancellation goes on."""
+    """The reply as it streams, then how it was stored. Stopped by a bound (bounds.py), what arrived is stored as
+    stopped with the reason. Cancelled (the client went away: Stop), what arrived is stored as stopped before the
+    cancellation goes on."""
     yield Event(
         "context",
         {
@@ -277,38 +297,84 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
             "integrity": str(generation.chat.integrity),
         },
     )
-    parts: list[str] = []
-    sent_at = 0.0
     loop = asyncio.get_running_loop()
-    connection = await _released(lambda: generation.connection)()  # also gives back the one the preparation used
+    # Also gives back the database connection the preparation used.
+    connection, tokenizer = await _released(lambda: (generation.connection, tokenizer_for(generation.connection)))()
+    bounds = Bounds.of(generation, connection.reply_tokens)
+    arrived = Arrived(bounds, tokenizer)
+    deadline = loop.time() + bounds.seconds
+    sent_at = 0.0
     open_streams.add(generation.pk)
+    lease = asyncio.create_task(_keep_lease(generation, arrived))
     try:
         deltas = stream_chat(connection, generation.prompt, purpose="chat", user_id=generation.user_id)
         async with aclosing(deltas):  # stopped early, the model's stream is closed at once, not when collected
-            async for delta in deltas:
-                if not parts:
+            while True:
+                delta = await _next_delta(deltas, arrived, deadline=deadline, idle=bounds.idle)
+                if delta is None or lease.done():  # ended, a bound, or the lease lost (the sweep ended it)
+                    break
+                if not arrived.chars:
                     await _released(_first_token)(generation)
-                parts.append(delta)
+                delta = arrived.add(delta)
                 wait = sent_at + delta_window() - loop.time()  # the first goes at once
                 if wait > 0:
                     await asyncio.sleep(wait)
-                yield Event("delta", {"text": delta})
+                if delta:
+                    yield Event("delta", {"text": delta})
                 sent_at = loop.time()
+                if arrived.reason:
+                    break
     except LlmError as exc:
         stored = await _released(reply_store)(
-            generation=generation, text="".join(parts), state=Generation.State.FAILED, error=exc.message
+            generation=generation, text=arrived.text(), state=Generation.State.FAILED, error=exc.message
         )
         yield stored_event(stored)
         return
     except (asyncio.CancelledError, GeneratorExit):
         await asyncio.shield(
-            _released(reply_store)(generation=generation, text="".join(parts), state=Generation.State.STOPPED)
+            _released(reply_store)(generation=generation, text=arrived.text(), state=Generation.State.STOPPED)
         )
         raise
     finally:
         open_streams.discard(generation.pk)
-    stored = await _released(reply_store)(generation=generation, text="".join(parts), state=Generation.State.DONE)
+        lease.cancel()
+    if arrived.reason:
+        ended = {"state": Generation.State.STOPPED, "error": bounds.says(arrived.reason), "reason": arrived.reason}
+    else:
+        ended = {"state": Generation.State.DONE}
+    stored = await _released(reply_store)(generation=generation, text=arrived.text(), **ended)
     yield stored_event(stored)
+
+
+async def _next_delta(deltas: AsyncIterator[str], arrived: Arrived, *, deadline: float, idle: float) -> str | None:
+    """The model's next delta, or None: it ended, or it went past the total time or (once it has begun) the idle
+    time, and then `arrived.reason` says which."""
+    left = deadline - asyncio.get_running_loop().time()
+    reason = Generation.Reason.TIME
+    if arrived.chars and idle < left:
+        left, reason = idle, Generation.Reason.IDLE
+    try:
+        async with asyncio.timeout(max(0.0, left)):
+            return await anext(deltas)
+    except StopAsyncIteration:
+        return None
+    except TimeoutError:  # the model's stream was cancelled where it waited, and is closed
+        arrived.reason = reason
+        return None
+
+
+async def _keep_lease(generation: Generation, arrived: Arrived) -> None:
+    """Renew the generation's lease every third of it, saving the text so far, until it ends; ends itself when
+    the generation is no longer streaming (the sweep took it for dead: its stream then stops too)."""
+    every = lease_seconds() / 3
+    renew = _released(lease_renew)
+    while True:
+        await asyncio.sleep(every)
+        try:
+            if not await renew(generation_id=generation.pk, text=arrived.text()):
+                return
+        except Exception:  # the database away for a moment: the next renewal may reach it, the lease has room
+            log.warning("generation %s: its lease could not be renewed", generation.uid, exc_info=True)
 
 
 def _first_token(generation: Generation) -> None:
