@@ -91,6 +91,9 @@ def _line(message: Message, speakers: Speakers) -> dict[str, str]:
     return {"role": "assistant", "content": message.mes}
 
 
+LINE_FIELDS = ("index", "is_user", "is_system", "name", "mes")
+
+
 def _history(chat: Chat, *, before: int, budget: int, tokenizer: Tokenizer, speakers, macros):
     """The newest messages before index `before` that fit in `budget` tokens, in chat order, with their indices."""
     kept: list[tuple[int, dict[str, str]]] = []
@@ -98,7 +101,9 @@ def _history(chat: Chat, *, before: int, budget: int, tokenizer: Tokenizer, spea
     end = before
     while end > 0:
         page = list(
-            Message.objects.filter(chat=chat, index__lt=end, index__gte=max(0, end - HISTORY_PAGE)).order_by("-index")
+            Message.objects.filter(chat=chat, index__lt=end, index__gte=max(0, end - HISTORY_PAGE))
+            .order_by("-index")
+            .only(*LINE_FIELDS)  # not the JSON of swipes and extra: most of the work of reading a page
         )
         if not page:
             break
