@@ -155,8 +155,9 @@ def generation_prepare(
                 raise ApplicationError(
                     "This Idempotency-Key was used for another request.", status=422, code="idempotency_key_reused"
                 )
-            if earlier.state == Generation.State.STREAMING and generation_lapse(generation_id=earlier.pk):
-                earlier.refresh_from_db()  # its process died: the retry answers how it ended
+            if earlier.state == Generation.State.STREAMING:
+                generation_lapse(generation_id=earlier.pk)  # its process died: the retry answers how it ended
+                earlier.refresh_from_db()
             return Prepared(earlier, fresh=False)
     started = time.perf_counter()
     _check(chat, mode, message)
