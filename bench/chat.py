@@ -12,12 +12,14 @@ processes of their own (bench/chat_streams.py), niced.
 
 1. Streams against everyone else: `--people` people (each an account, a character with 300 memories and a chat of
    120 messages) append a message (If-Match), search the memories and build a context, over and over (mean think
-   time `--think` s), for `--seconds` with no stream open; then again twice while `--streams` replies stream from the
-   scripted model at `--tps` tokens per second:
+   time `--think` s), for `--seconds` with no stream open; then again three times while `--streams` replies stream
+   from the scripted model at `--tps` tokens per second:
    a. streams open all through the run (replies that outlast it): what open streams cost everyone else;
    b. replies of `--reply-seconds` (10 to 20 s), each stream asking again as soon as its reply ended: open streams
-      and the context builds of the generations that keep starting (part 2 times one).
-   Prints p50/p95 per endpoint and the ratio of the p95s to the quiet run's (goal: within 1.5x), how many streams
+      and the context builds of the generations that keep starting (part 2 times one), faster than people chat;
+   c. the same replies, each followed by `--pause` (20 to 60 s) in which the person reads it and writes the next
+      message: people chatting at a human pace, the goal's case.
+   Prints p50/p95 per endpoint and the ratio of the p95s to the quiet run's (goal: within 1.5x in c), how many streams
    were receiving deltas when each run started and ended, and the CPU each process group used. The scripted model
    and the stream clients run at a lower priority than the server (they share its cores).
 2. Time before the first token on a chat of 5,000 messages with memories: sequential generations whose scripted
@@ -62,8 +64,7 @@ from chat_figures import (  # noqa: E402  # noqa: E402
     cpu_seconds,
     database_connections,
     first_tokens,
-    latency_table,
-    percentile,
+    streams_report,
     workers_rss,
 )
 from chat_streams import DELTAS, DONE, FAILED, FLOWING, HELD, LONG, QUICK, SENT  # noqa: E402
@@ -261,23 +262,24 @@ def warm_up(base_url: str, persons: list[dict], accounts: list[dict], server: su
             return
 
 
-def streams_open(base_url: str, accounts: list[dict], marker: str, ramp: float):
+def streams_open(base_url: str, accounts: list[dict], marker: str, ramp: float, pause: tuple[float, float]):
     stop, counters, results = SPAWN.Event(), SPAWN.Array("q", 5, lock=False), SPAWN.Queue()
     process = SPAWN.Process(
         target=chat_streams.run_streams,
-        args=(base_url, accounts, marker, ramp, stop, counters, results),
+        args=(base_url, accounts, marker, ramp, pause, stop, counters, results),
         daemon=True,
     )
     process.start()
     return process, stop, counters, results
 
 
-def streams_run(args, base_url: str, persons: list[dict], accounts: list[dict], groups: dict, marker: str) -> dict:
-    """The people's run while every account streams replies (`marker` says how long each is); what it measured."""
-    process, stop, counters, results = streams_open(base_url, accounts, marker, ramp=args.ramp)
+def streams_run(args, base_url, persons, accounts, groups: dict, marker: str, pause=(0.0, 0.0)) -> dict:
+    """The people's run while every account streams replies (`marker` says how long each is, `pause` how long a
+    person takes before the next); what it measured."""
+    process, stop, counters, results = streams_open(base_url, accounts, marker, ramp=args.ramp, pause=pause)
     try:
-        deadline = time.monotonic() + args.ramp + 60
-        while counters[FLOWING] < 0.95 * len(accounts) and time.monotonic() < deadline:
+        deadline = time.monotonic() + args.ramp + (60 if pause == (0.0, 0.0) else 0)
+        while (pause != (0.0, 0.0) or counters[FLOWING] < 0.95 * len(accounts)) and time.monotonic() < deadline:
             time.sleep(0.5)
         run = {"rss": workers_rss(groups["web workers"][0]), "connections": database_connections()}
         run["at_start"] = counters[FLOWING]
@@ -298,20 +300,6 @@ def streams_run(args, base_url: str, persons: list[dict], accounts: list[dict], 
     return run
 
 
-def streams_report(args, run: dict, quiet: dict, accounts: list[dict]) -> None:
-    latency_table(quiet, run["timings"], len(accounts))
-    print(f"  streams receiving deltas when the run started: {run['at_start']}, when it ended: {run['at_end']} "
-          f"(of {len(accounts)}); generations started during the run: {run['started']:.1f}/s")  # fmt: skip
-    print(f"  deltas delivered: {run['deltas']:,.0f}/s (the model sends {len(accounts) * args.tps:,.0f} tokens/s, "
-          f"one event a window a stream), {run['done']} replies completed; ended otherwise "
-          f"{run['failed']}")  # fmt: skip
-    to_context = run["summary"]["to_context"]
-    print(f"  streams' time to the context event: p50 {percentile(to_context, 50) * 1000:.0f} ms, "
-          f"p95 {percentile(to_context, 95) * 1000:.0f} ms over {len(to_context)}")  # fmt: skip
-    for kind, (count, text) in run["summary"]["errors"].items():
-        print(f"  stream failures {kind} x{count}: {text}")
-
-
 def streams_vs_people(args, base_url: str, server, persons: list[dict], accounts: list[dict], model_pid: int) -> None:
     print(f"\n1. {len(persons)} people, {args.seconds:.0f} s with no stream open ...", flush=True)
     postmaster = int((CLUSTER / "pgdata" / "postmaster.pid").read_text().split()[0])
@@ -326,10 +314,15 @@ def streams_vs_people(args, base_url: str, server, persons: list[dict], accounts
     print(f"\n1b. {len(accounts)} streams of {low:g}-{high:g} s replies, each asking again as soon as its reply "
           "ended (generations start all through the run) ...", flush=True)  # fmt: skip
     turnover = streams_run(args, base_url, persons, accounts, groups, LONG)
+    print(f"\n1c. {len(accounts)} people chatting at a human pace: {low:g}-{high:g} s replies, then {args.pause[0]:g}-"
+          f"{args.pause[1]:g} s to read it and write the next message ...", flush=True)  # fmt: skip
+    human = streams_run(args, base_url, persons, accounts, groups, LONG, pause=tuple(args.pause))
     print("\n1a. Streams open all through the run:")
     streams_report(args, held, quiet, accounts)
-    print("\n1b. Streams ending and starting again all through the run:")
+    print("\n1b. Streams ending and starting again at once, all through the run (no person chats so fast):")
     streams_report(args, turnover, quiet, accounts)
+    print("\n1c. People chatting at a human pace (the goal's case):")
+    streams_report(args, human, quiet, accounts)
     print(f"\n  PostgreSQL connections of the web server: idle {idle_connections}, streams open "
           f"{held['connections']} / {turnover['connections']} (1a / 1b), at the end of the runs "
           f"{held['end_connections']} / {turnover['end_connections']}")  # fmt: skip
@@ -349,6 +342,8 @@ def main() -> None:
     parser.add_argument("--tps", type=float, default=20, help="the scripted model's tokens per second")
     parser.add_argument("--reply-seconds", type=float, nargs=2, default=[10.0, 20.0], metavar=("MIN", "MAX"))
     parser.add_argument("--ramp", type=float, default=20, help="seconds over which the streams open")
+    parser.add_argument("--pause", type=float, nargs=2, default=[20.0, 60.0], metavar=("MIN", "MAX"),
+                        help="run 1c: seconds a person takes to read a reply and write the next message")  # fmt: skip
     parser.add_argument("--long-chat", type=int, default=5000, help="messages in the chat of part 2")
     parser.add_argument("--generations", type=int, default=30, help="timed generations in part 2")
     parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE", help="e.g. CONN_MAX_AGE=0")

@@ -132,3 +132,17 @@ def latency_table(quiet: dict[str, list[float]], busy: dict[str, list[float]], s
         )
         print(f"  {endpoint:<9}{len(a):>9}{pa[0]:>9.1f}{pa[1]:>9.1f}  |{len(b):>9}{pb[0]:>9.1f}{pb[1]:>9.1f}"
               f"{pb[1] / pa[1]:>10.2f}x")  # fmt: skip
+
+
+def streams_report(args, run: dict, quiet: dict, accounts: list[dict]) -> None:
+    latency_table(quiet, run["timings"], len(accounts))
+    print(f"  streams receiving deltas when the run started: {run['at_start']}, when it ended: {run['at_end']} "
+          f"(of {len(accounts)}); generations started during the run: {run['started']:.1f}/s")  # fmt: skip
+    print(f"  deltas delivered: {run['deltas']:,.0f}/s (the model sends {len(accounts) * args.tps:,.0f} tokens/s, "
+          f"one event a window a stream), {run['done']} replies completed; ended otherwise "
+          f"{run['failed']}")  # fmt: skip
+    to_context = run["summary"]["to_context"]
+    print(f"  streams' time to the context event: p50 {percentile(to_context, 50) * 1000:.0f} ms, "
+          f"p95 {percentile(to_context, 95) * 1000:.0f} ms over {len(to_context)}")  # fmt: skip
+    for kind, (count, text) in run["summary"]["errors"].items():
+        print(f"  stream failures {kind} x{count}: {text}")

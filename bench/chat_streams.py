@@ -90,21 +90,22 @@ def _chunk(event) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------- the stream clients
-def run_streams(base_url: str, accounts: list[dict], marker: str, ramp: float, stop, counters, results) -> None:
+def run_streams(base_url: str, accounts: list[dict], marker: str, ramp: float, pause, stop, counters, results) -> None:
     """One event loop, one task per account, until `stop` is set; then every open stream is closed (the server
-    stores what arrived as stopped) and a summary goes on `results`."""
+    stores what arrived as stopped) and a summary goes on `results`. `pause`: the seconds (low, high) a person
+    takes to read a reply and write the next message, before asking again; (0, 0) asks again at once."""
     os.nice(NICE)
     try:
-        results.put(asyncio.run(_streams(base_url, accounts, marker, ramp, stop, counters)))
+        results.put(asyncio.run(_streams(base_url, accounts, marker, ramp, pause, stop, counters)))
     except KeyboardInterrupt:
         pass
 
 
-async def _streams(base_url: str, accounts: list[dict], marker: str, ramp: float, stop, counters) -> dict:
+async def _streams(base_url: str, accounts: list[dict], marker: str, ramp: float, pause, stop, counters) -> dict:
     summary: dict = {"to_context": [], "errors": {}}
     address = urlsplit(base_url)
     tasks = [
-        asyncio.create_task(_one(address, account, marker, n * ramp / len(accounts), counters, summary))
+        asyncio.create_task(_one(address, account, marker, n * ramp / len(accounts), pause, counters, summary))
         for n, account in enumerate(accounts)
     ]
     while not stop.is_set():
@@ -126,8 +127,9 @@ def _request(address, account: dict, marker: str, turn: int) -> bytes:
     ).encode()
 
 
-async def _one(address, account: dict, marker: str, delay: float, counters, summary: dict) -> None:
+async def _one(address, account: dict, marker: str, delay: float, pause, counters, summary: dict) -> None:
     await asyncio.sleep(delay)
+    rng = random.Random(account["chat"])
     turn = 0
     while True:
         turn += 1
@@ -167,6 +169,7 @@ async def _one(address, account: dict, marker: str, delay: float, counters, summ
                 writer.close()  # cancelled (the run ended): the server stores what arrived as stopped
         if outcome == "done":
             counters[DONE] += 1
+            await asyncio.sleep(rng.uniform(*pause))  # the person reads the reply and writes the next message
             continue
         counters[FAILED] += 1
         kind = outcome.split(":")[0]
