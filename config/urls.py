@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from apps.accounts.urls import auth_urlpatterns
 
@@ -14,7 +14,9 @@ api_urlpatterns = [
     path("", include("apps.generation.api_urls")),
     path("", include("apps.archives.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    # The split view serves Swagger UI's start-up script as a file of its own: the pages' Content-Security-Policy
+    # (apps/common/csp.py) refuses inline scripts.
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema"), name="docs"),
 ]
 
 urlpatterns = [

@@ -99,6 +99,21 @@
     if (list && event.detail && event.detail.integrity) list.dataset.integrity = event.detail.integrity;
   });
 
+  // Forms that ask before they act (data-confirm: removing a connection, forgetting a device, restoring an earlier
+  // version of a chat), in place of inline onsubmit handlers, which the pages' Content-Security-Policy refuses.
+  document.addEventListener("submit", function (event) {
+    const question = event.target.dataset && event.target.dataset.confirm;
+    if (question && !window.confirm(question)) event.preventDefault();
+  });
+
+  // An htmx write from a form marked data-sends-integrity (a recall card) sends the chat's integrity as the page
+  // holds it, so that a write made meanwhile elsewhere answers a conflict. htmx evaluates no js: values here.
+  document.addEventListener("htmx:configRequest", function (event) {
+    const form = event.detail.elt.closest && event.detail.elt.closest("[data-sends-integrity]");
+    const list = document.getElementById("messages");
+    if (form && list && list.dataset.integrity) event.detail.parameters.integrity = list.dataset.integrity;
+  });
+
   // Budget sliders show their value; the simple/advanced switch shows the sliders of its mode.
   document.addEventListener("input", function (event) {
     const output = event.target.dataset && document.getElementById(event.target.dataset.output || "");

@@ -76,10 +76,4 @@
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape") closeMenus(null);
   });
-
-  // Forms that ask before they act (restoring an earlier version).
-  document.addEventListener("submit", (event) => {
-    const question = event.target.dataset && event.target.dataset.confirm;
-    if (question && !window.confirm(question)) event.preventDefault();
-  });
 })();
