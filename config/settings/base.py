@@ -62,6 +62,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Every HTML page forbids inline script and eval (apps/common/csp.py).
+    "apps.common.csp.ContentSecurityPolicyMiddleware",
     # Before anything that can answer: a preflight OPTIONS is answered here, without authentication.
     "corsheaders.middleware.CorsMiddleware",
     "apps.common.uploads.UploadLimitMiddleware",
