@@ -20,8 +20,9 @@ processes of their own (bench/chat_streams.py), niced.
    c. the same replies, each followed by `--pause` (20 to 60 s) in which the person reads it and writes the next
       message: people chatting at a human pace, the goal's case.
    Prints p50/p95 per endpoint and the ratio of the p95s to the quiet run's (goal: within 1.5x in c), how many streams
-   were receiving deltas when each run started and ended, and the CPU each process group used. The scripted model
-   and the stream clients run at a lower priority than the server (they share its cores).
+   were receiving deltas when each run started and ended, the CPU each process group used, and in a the web
+   workers' CPU per delta event. The scripted model and the stream clients run at a lower priority than the server
+   (they share its cores).
 2. Time before the first token on a chat of 5,000 messages with memories: sequential generations whose scripted
    reply starts at once; time to the `context` event (the person's message written, the context built, the prompt
    assembled) and to the first delta, client side, p50/p95 (goal: p95 <= 150 ms); and the server's own split from
@@ -216,14 +217,17 @@ def seed(people: int, streams: int, long_chat: int, model_url: str) -> tuple[lis
 
 # ---------------------------------------------------------------------------------------------- the runs
 def people_run(base_url: str, persons: list[dict], seconds: float, think: float, groups: dict):
+    """The people's timings by endpoint, and the web workers' CPU (cores busy) meanwhile."""
     cpu = cpu_seconds(groups)
-    until = time.monotonic() + seconds
+    started, until = time.monotonic(), time.monotonic() + seconds
     people = [Person(base_url, person, until, think, seed=n) for n, person in enumerate(persons)]
     for person in people:
         person.start()
     for person in people:
         person.join()
-    print(cpu_line(cpu, cpu_seconds(groups), seconds))
+    used = cpu_seconds(groups)
+    print(cpu_line(cpu, used, seconds))
+    web = (used["web workers"] - cpu["web workers"]) / (time.monotonic() - started)
     timings: dict[str, list[float]] = {endpoint: [] for endpoint in ("append", "search", "context")}
     begun = min(entry[1] for person in people for entry in person.log)
     slowest = sorted((entry for person in people for entry in person.log), reverse=True)[:3]
@@ -236,7 +240,7 @@ def people_run(base_url: str, persons: list[dict], seconds: float, think: float,
             print(f"  ({kind}: {text})")
         if person.fatal:
             print(f"  (a person stopped: {person.fatal})")
-    return timings
+    return timings, web
 
 
 def warm_up(base_url: str, persons: list[dict], accounts: list[dict], server: subprocess.Popen) -> None:
@@ -286,7 +290,7 @@ def streams_run(args, base_url, persons, accounts, groups: dict, marker: str, pa
         print(f"   ... {args.seconds:.0f} s with {run['at_start']} of {len(accounts)} streams receiving deltas ...")
         deltas, done, sent, started = counters[DELTAS], counters[DONE], counters[SENT], time.monotonic()
         groups["stream clients"] = (process.pid, False)
-        run["timings"] = people_run(base_url, persons, args.seconds, args.think, groups)
+        run["timings"], run["web_cpu"] = people_run(base_url, persons, args.seconds, args.think, groups)
         run["at_end"], elapsed = counters[FLOWING], time.monotonic() - started
         run["deltas"] = (counters[DELTAS] - deltas) / elapsed
         run["done"], run["started"] = counters[DONE] - done, (counters[SENT] - sent) / elapsed
@@ -305,7 +309,7 @@ def streams_vs_people(args, base_url: str, server, persons: list[dict], accounts
     postmaster = int((CLUSTER / "pgdata" / "postmaster.pid").read_text().split()[0])
     groups = {"web workers": (server.pid, True), "PostgreSQL": (postmaster, True), "model": (model_pid, False)}
     groups["people (the bench)"] = (os.getpid(), False)
-    quiet = people_run(base_url, persons, args.seconds, args.think, groups)
+    quiet, quiet_cpu = people_run(base_url, persons, args.seconds, args.think, groups)
     time.sleep(2)
     idle_rss, idle_connections = workers_rss(server.pid), database_connections()
     print(f"\n1a. {len(accounts)} streams open all through the run (replies that outlast it) ...", flush=True)
@@ -319,6 +323,8 @@ def streams_vs_people(args, base_url: str, server, persons: list[dict], accounts
     human = streams_run(args, base_url, persons, accounts, groups, LONG, pause=tuple(args.pause))
     print("\n1a. Streams open all through the run:")
     streams_report(args, held, quiet, accounts)
+    print(f"  web workers' CPU per delta event: {(held['web_cpu'] - quiet_cpu) / max(held['deltas'], 1) * 1e6:,.0f} "
+          "µs (their CPU beyond the quiet run's, over the events sent)")  # fmt: skip
     print("\n1b. Streams ending and starting again at once, all through the run (no person chats so fast):")
     streams_report(args, turnover, quiet, accounts)
     print("\n1c. People chatting at a human pace (the goal's case):")
