@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 from asgiref.sync import sync_to_async
@@ -36,6 +36,9 @@ from apps.llm.thinking import REASONING_FIELDS, ThinkFilter, split_message
 from apps.llm.tokens import tokenizer_for
 
 log = logging.getLogger(__name__)
+# The most bytes of a stream read (and parsed) at once: about 300 events of one token, a few milliseconds of the
+# event loop. A caller that reads once a window (apps/generation) then takes at most this much a window.
+READ_BATCH = 64 * 1024
 
 
 @dataclass
@@ -49,19 +52,31 @@ class _Chunk:
 
 @dataclass
 class _Record:
-    """What the Call of a stream will say."""
+    """What the Call of a stream will say. The text is kept in pieces, joined when read: a reply grown by `+=` on an
+    attribute is copied whole at each piece (CPython extends a string in place only in a local variable), which
+    made a long reply's stream cost the event loop time growing with the square of its length."""
 
-    raw: str = ""
-    reasoning: str = ""
+    pieces: list[str] = field(default_factory=list)
+    reasoning_pieces: list[str] = field(default_factory=list)
     shown: bool = False
     attempts: int = 1
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     error: str = ""
 
+    @property
+    def raw(self) -> str:
+        return "".join(self.pieces)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.reasoning_pieces)
+
     def take(self, chunk: _Chunk) -> None:
-        self.raw += chunk.content
-        self.reasoning += chunk.reasoning
+        if chunk.content:
+            self.pieces.append(chunk.content)
+        if chunk.reasoning:
+            self.reasoning_pieces.append(chunk.reasoning)
         if chunk.prompt_tokens is not None:
             self.prompt_tokens = chunk.prompt_tokens
         if chunk.completion_tokens is not None:
@@ -107,9 +122,13 @@ def _openai_chunk(payload: str, *, field: str = "delta") -> _Chunk:
 
 async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[list[str]]:
     """The body's lines, as many at a time as each read brought: a stream read after a pause (the caller's
-    coalescing window) comes in one read and costs one wake-up, not one a token."""
+    coalescing window) comes in one read and costs one wake-up, not one a token. A read brings at most READ_BATCH
+    bytes, however much waits: a model that streams faster than the caller reads never makes one read's parsing
+    long, and after a full batch (more was waiting, the read did not wait) the loop serves others before the next."""
     partial = b""
-    while data := await response.content.readany():
+    while data := await response.content.read(READ_BATCH):
+        if len(data) == READ_BATCH:
+            await asyncio.sleep(0)
         if b"\n" not in data:  # the line goes on: kept whole, up to a limit (a server that never ends one)
             partial += data
             if len(partial) > READ_BUFFER:
@@ -336,10 +355,9 @@ async def stream_chat(
             async with contextlib.aclosing(source):
                 filter_ = ThinkFilter()
                 while chunks is not None:
-                    shown = ""
                     for chunk in chunks:
                         record.take(chunk)
-                        shown += filter_.feed(chunk.content)
+                    shown = filter_.feed("".join(chunk.content for chunk in chunks))
                     if shown:
                         record.shown = True
                         yield shown
