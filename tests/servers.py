@@ -44,10 +44,21 @@ def collected_static(env: dict[str, str]) -> str:
 
 
 @contextmanager
-def gunicorn(*, broker: str, workers: int = 2, threads: int = 4, asgi: bool = False, pages: bool = False, **extra):
+def gunicorn(
+    *,
+    broker: str,
+    workers: int = 2,
+    threads: int = 4,
+    asgi: bool = False,
+    pages: bool = False,
+    log: Path | None = None,
+    **extra,
+):
     """Yield the base URL of a gunicorn serving the test database; stop it afterwards. `asgi`: uvicorn workers
     serving config.asgi, as docs/PRODUCTION.md's production command (streamed replies); else threaded WSGI workers.
-    `pages`: the static files are collected first, for tests that open pages in a browser."""
+    `pages`: the static files are collected first, for tests that open pages in a browser. `log`: gunicorn's own
+    log (a worker killed, a worker booted) is written there, and the master's pid to `log` with `.pid` added, for
+    tests about the workers' lives."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
     env.update(
@@ -66,11 +77,13 @@ def gunicorn(*, broker: str, workers: int = 2, threads: int = 4, asgi: bool = Fa
         env["STATIC_ROOT"] = collected_static(env)
     if asgi:
         command = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
-        command += ["--workers", str(workers), "--worker-class", "uvicorn_worker.UvicornWorker"]
+        command += ["--workers", str(workers), "--worker-class", "apps.common.worker.Worker"]
     else:
         command = [sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{port}"]
         command += ["--workers", str(workers), "--worker-class", "gthread", "--threads", str(threads)]
     command += ["--keep-alive", "10", "--log-level", "warning"]  # as docs/PRODUCTION.md's production command
+    if log is not None:
+        command += ["--error-logfile", str(log), "--pid", f"{log}.pid"]
     server = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -39,11 +39,12 @@ READY_TIMEOUT = 900
 def web_command(host: str, port: int | str, workers: int | None = None) -> list[str]:
     """The web server as production runs it (docs/PRODUCTION.md): gunicorn managing uvicorn workers
     under ASGI, so a reply streaming from a slow model holds no thread, a worker that dies is replaced, and the
-    workers share the cores. One worker per core unless LOREKEEPER_WEB_WORKERS says otherwise. No control socket:
+    workers share the cores; the worker class reports its liveness from a thread while its event loop turns
+    (apps/common/worker.py). One worker per core unless LOREKEEPER_WEB_WORKERS says otherwise. No control socket:
     gunicorn's default is one path in the home folder, which every server on the machine would share."""
     workers = workers or int(os.environ.get("LOREKEEPER_WEB_WORKERS") or os.cpu_count() or 2)
     return [
-        sys.executable, "-m", "gunicorn", "config.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
+        sys.executable, "-m", "gunicorn", "config.asgi:application", "-k", "apps.common.worker.Worker",
         "-w", str(workers), "-b", f"{host}:{port}", "--keep-alive", "10", "--graceful-timeout", "5",
         "--no-control-socket",
     ]  # fmt: skip
