@@ -1,42 +1,44 @@
-"""Calling a model: one function for both APIs, with timeouts, retries with backoff, 429 handling, the think-block
-stripper and a Call record of every request.
+"""Calling a model for a whole answer, from blocking code (Celery tasks, a request's connection test): `complete()`
+runs the wire of apps/llm/transport.py to the end, the same requests, retries, error messages and Call record as a
+streamed reply's (apps/llm/streaming.py), with the think-block stripper.
 
-`complete()` never raises anything but LlmError, whose message is what a person is shown ("the model answered
-429 four times", "timed out after 30 s"). API keys go only into the Authorization header: they are not part of
-any message, record or log line.
+`complete()` never raises anything but LlmError, whose message is what a person is shown ("rate limited (429)
+(after 4 attempts)", "timed out after 30 s (after 1 attempt)"). API keys go only into the Authorization header:
+they are not part of any message, record or log line.
+
+It runs the async transport with asgiref's `async_to_sync`: in a worker or a management command on an event loop
+of its own, in a sync view under ASGI on the server's loop (the thread waits). It may not be called from async code.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import time
 from dataclasses import dataclass
-from http import HTTPStatus
 
-import httpx
-import openai
+from asgiref.sync import async_to_sync
 from django.conf import settings
 
 from apps.common.exceptions import ApplicationError
-from apps.common.netguard import guarded_http_client, provider_url_check
-from apps.common.secrets import secret_decrypt
+from apps.common.netguard import provider_url_check
 from apps.llm.models import Call, Connection
-from apps.llm.profiles import connection_context_size
 from apps.llm.prompts import Prompt
+from apps.llm.sampler import sampler_request
 from apps.llm.selectors import LIMIT_MESSAGE, is_background, limit_reached
-from apps.llm.thinking import split_message
-from apps.llm.tokens import count_message_tokens, count_tokens
+from apps.llm.transport import (  # noqa: F401  # until apps/llm/streaming.py reads through the transport
+    RECORD_LIMIT,
+    LlmError,
+    Record,
+    _backoff,
+    _refused,
+    _retry_after,
+    answer_whole,
+    call_save,
+    request_for,
+)
+from apps.llm.transport import Retryable as _Retryable  # noqa: F401
 
 log = logging.getLogger(__name__)
-RECORD_LIMIT = 20000
-
-
-class LlmError(Exception):
-    def __init__(self, message: str, *, call: Call | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.call = call
 
 
 class LimitReached(LlmError):
@@ -55,126 +57,11 @@ class Completion:
     call: Call
 
 
-@dataclass
-class _Answer:
-    message: dict
-    prompt_tokens: int | None
-    completion_tokens: int | None
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def _config(name: str):
-    return settings.LOREKEEPER_LLM[name]
-
-
-def _retry_after(headers) -> float | None:
-    if not headers:
-        return None
-    for key, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(key)
-        if value:
-            try:
-                return float(value) * scale
-            except ValueError:
-                return None
-    return None
-
-
-def _refused(status: int) -> LlmError:
-    """What a person is told of a refusal: the status and its standard reason, never the body. The body could be
-    any service's page, and echoing it would make the connection test a probe (nor is it logged: providers echo
-    parts of the key in it)."""
-    try:
-        reason = HTTPStatus(status).phrase
-    except ValueError:
-        reason = "an unknown status"
-    return LlmError(f"the server refused the request ({status}): {reason}")
-
-
-def _call_openai(connection: Connection, messages: list[dict], options: dict, timeout: float) -> _Answer:
-    client = openai.OpenAI(
-        base_url=connection.base_url,
-        api_key=secret_decrypt(connection.api_key_encrypted) or "unused",
-        timeout=timeout,
-        max_retries=0,  # ours below, the same for both APIs
-        http_client=guarded_http_client(),  # the address policy at every connection, no redirects
-    )
-    try:
-        answer = client.chat.completions.create(model=connection.model, messages=messages, **options)
-    except openai.RateLimitError as exc:
-        raise _Retryable("rate limited (429)", _retry_after(exc.response.headers)) from exc
-    except openai.APITimeoutError as exc:
-        raise _Retryable(f"timed out after {timeout:g} s") from exc
-    except openai.APIConnectionError as exc:
-        raise _Retryable(f"cannot connect to {connection.base_url}") from exc
-    except openai.InternalServerError as exc:
-        raise _Retryable(f"server error {exc.status_code}", _retry_after(exc.response.headers)) from exc
-    except openai.APIStatusError as exc:
-        raise _refused(exc.status_code) from exc
-    except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
-        raise LlmError("unreadable answer: not an OpenAI-compatible chat completion") from exc
-    try:
-        message = answer.choices[0].message.model_dump()
-    except (AttributeError, IndexError, TypeError) as exc:
-        raise LlmError("unreadable answer: no choices in it") from exc
-    usage = answer.usage
-    return _Answer(message, usage.prompt_tokens if usage else None, usage.completion_tokens if usage else None)
-
-
-def _call_ollama(connection: Connection, messages: list[dict], options: dict, timeout: float) -> _Answer:
-    body = {"model": connection.model, "messages": messages, "stream": False, "think": False}
-    ollama_options = {"temperature": options.get("temperature", 0.2)}
-    if options.get("max_tokens"):
-        ollama_options["num_predict"] = options["max_tokens"]
-    # Always the context size the callers size their prompts to: Ollama's own default is smaller, and it would cut
-    # the start of a longer prompt without a word.
-    ollama_options["num_ctx"] = connection_context_size(connection)
-    body["options"] = ollama_options
-    url = connection.base_url.rstrip("/") + "/api/chat"
-    headers = {}
-    key = secret_decrypt(connection.api_key_encrypted)
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    try:
-        response = guarded_http_client().post(url, json=body, headers=headers, timeout=timeout)
-    except httpx.TimeoutException as exc:
-        raise _Retryable(f"timed out after {timeout:g} s") from exc
-    except httpx.HTTPError as exc:
-        raise _Retryable(f"cannot connect to {connection.base_url}") from exc
-    if response.status_code == 429:
-        raise _Retryable("rate limited (429)", _retry_after(response.headers))
-    if response.status_code >= 500:
-        raise _Retryable(f"server error {response.status_code}", _retry_after(response.headers))
-    if response.status_code >= 400:
-        raise _refused(response.status_code)
-    try:
-        data = response.json()
-        message = data["message"]
-        if not isinstance(message, dict):
-            raise TypeError
-    except (ValueError, KeyError, TypeError) as exc:
-        raise LlmError("unreadable answer: not an Ollama chat response") from exc
-    return _Answer(message, data.get("prompt_eval_count"), data.get("eval_count"))
-
-
-_APIS = {Connection.Api.OPENAI: _call_openai, Connection.Api.OLLAMA: _call_ollama}
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _backoff(attempt: int, retry_after: float | None) -> float:
-    if retry_after is not None:
-        return min(retry_after, _config("retry_after_max"))
-    base = _config("backoff") * (2**attempt)
-    return min(base, _config("backoff_max")) * random.uniform(0.5, 1.0)
+def _options(connection: Connection, *, max_tokens: int | None, temperature: float) -> dict:
+    options = sampler_request(connection.api, max_tokens=max_tokens, sampler={"temperature": temperature})
+    if connection.api == Connection.Api.OLLAMA:
+        options["think"] = False  # the answer only: what background work reads
+    return options
 
 
 def complete(
@@ -193,52 +80,37 @@ def complete(
     Background work past the person's daily token limit is refused before any request."""
     if is_background(purpose) and limit_reached(user_id=connection.user_id):
         raise LimitReached(LIMIT_MESSAGE)
+    config = settings.LOREKEEPER_LLM
     started = time.monotonic()
-    call = Call(
-        user_id=connection.user_id,
-        connection=connection,
-        purpose=purpose,
-        template=prompt.ref if prompt else "",
-        model=connection.model,
-    )
-    options: dict = {"temperature": temperature}
-    if max_tokens:
-        options["max_tokens"] = max_tokens
-    timeout = min(timeout, connection.timeout or timeout) if timeout else connection.timeout or _config("timeout")
-    attempts = 1 + max(0, int(_config("retries") if retries is None else retries))
-    answer: _Answer | None = None
-    error = ""
+    timeout = min(timeout, connection.timeout or timeout) if timeout else connection.timeout or config["timeout"]
+    retries = int(config["retries"] if retries is None else retries)
+    record = Record()
+    failure: LlmError | None = None
     try:
         provider_url_check(connection.base_url)
-        for attempt in range(attempts):
-            call.attempts = attempt + 1
-            try:
-                answer = _APIS[connection.api](connection, messages, options, timeout)
-                break
-            except _Retryable as exc:
-                error = f"{exc} (after {attempt + 1} attempt{'s' if attempt else ''})"
-                if attempt + 1 < attempts:
-                    time.sleep(_backoff(attempt, exc.retry_after))
-    except ApplicationError as exc:
-        error = exc.message
+        options = _options(connection, max_tokens=max_tokens, temperature=temperature)
+        request = request_for(connection, messages, options, stream=False)
+        async_to_sync(answer_whole)(connection, request, timeout=timeout, retries=retries, record=record)
+    except ApplicationError as exc:  # the URL, refused by the address policy
+        failure = LlmError(exc.message)
     except LlmError as exc:
-        error = exc.message
-    call.latency_ms = int((time.monotonic() - started) * 1000)
-    if answer is None:
-        call.status, call.error = Call.Status.ERROR, error
-        call.prompt_tokens, call.tokens_estimated = count_message_tokens(messages), True
-        call.save()
-        log.warning("llm call %s (%s) failed: %s", call.pk, purpose, error)
-        raise LlmError(error, call=call)
-    text, reasoning = split_message(answer.message)
-    call.status = Call.Status.OK
-    call.response, call.reasoning = text[:RECORD_LIMIT], reasoning[:RECORD_LIMIT]
-    call.tokens_estimated = answer.prompt_tokens is None or answer.completion_tokens is None
-    call.prompt_tokens = answer.prompt_tokens if answer.prompt_tokens is not None else count_message_tokens(messages)
-    call.completion_tokens = (
-        answer.completion_tokens if answer.completion_tokens is not None else count_tokens(text + reasoning)
+        failure = exc
+    record.error = failure.message if failure else ""
+    call = call_save(
+        connection=connection,
+        user_id=connection.user_id,
+        purpose=purpose,
+        template=prompt.ref if prompt else "",
+        messages=messages,
+        record=record,
+        status=Call.Status.ERROR if failure else Call.Status.OK,
+        ms=int((time.monotonic() - started) * 1000),
     )
-    call.save()
+    if failure is not None:
+        log.warning("llm call %s (%s) failed: %s", call.pk, purpose, failure.message)
+        failure.call = call
+        raise failure
+    text, reasoning = record.answer()
     return Completion(text, reasoning, call)
 
 
