@@ -99,6 +99,14 @@
     if (list && event.detail && event.detail.integrity) list.dataset.integrity = event.detail.integrity;
   });
 
+  // What is drawn as a button without being one (a node of the recall graph, role="button") acts on Enter as a
+  // button does: a click. (An hx-trigger filter such as keyup[key=='Enter'] is code htmx would evaluate.)
+  document.addEventListener("keyup", function (event) {
+    if (event.key !== "Enter" || !event.target.closest) return;
+    const drawn = event.target.closest("[role=button]:not(button)");
+    if (drawn) drawn.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+  });
+
   // Forms that ask before they act (data-confirm: removing a connection, forgetting a device, restoring an earlier
   // version of a chat), in place of inline onsubmit handlers, which the pages' Content-Security-Policy refuses.
   document.addEventListener("submit", function (event) {

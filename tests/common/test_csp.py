@@ -100,6 +100,7 @@ INLINE = {
     "an inline event handler": re.compile(r"<[a-z][^>]*\son[a-z]+\s*=", re.I | re.S),
     "hx-on (htmx runs it with Function)": re.compile(r"\s(data-)?hx-on", re.I),
     "a js: value (htmx evaluates it)": re.compile(r"""hx-(vals|vars|headers|request)=['"]\s*(js|javascript):""", re.I),
+    "an hx-trigger filter (htmx evaluates it)": re.compile(r"""hx-trigger=(["'])[^"']*\[""", re.I),
     "a javascript: URL": re.compile(r"""=\s*['"]?\s*javascript:""", re.I),
     "a style attribute": re.compile(r"<[a-z][^>]*\sstyle\s*=", re.I | re.S),
     "a <style> element": re.compile(r"<style[\s>]", re.I),
