@@ -11,9 +11,10 @@ os.environ.setdefault("DATABASE_POOL", "10")
 os.environ.setdefault("CONN_MAX_AGE", "0")
 django_application = get_asgi_application()
 
-from apps.common.uploads import limit_asgi_body  # noqa: E402 — after the settings are loaded
+from apps.common.slow_bodies import body_time_limit  # noqa: E402 — after the settings are loaded
+from apps.common.uploads import limit_asgi_body  # noqa: E402
 
-application = limit_asgi_body(django_application)
+application = body_time_limit(limit_asgi_body(django_application))
 
 from apps.memories.embeddings import local_model_load  # noqa: E402 (needs the apps loaded)
 

@@ -150,6 +150,13 @@ LOREKEEPER_BACKUP_QUOTA_BYTES = env.int("LOREKEEPER_BACKUP_QUOTA_BYTES", default
 # A whole request (an upload and its form fields), refused by its Content-Length before it is read; uploaded files
 # are counted as they are read and stop at LOREKEEPER_MAX_IMPORT_BYTES (apps/common/uploads.py).
 LOREKEEPER_MAX_UPLOAD_BYTES = LOREKEEPER_MAX_IMPORT_BYTES + 1024 * 1024
+# A request body that arrives too slowly is cut off with 408 (apps/common/slow_bodies.py): each read within
+# read_seconds, the whole within seconds plus one second for every min_rate bytes received.
+LOREKEEPER_REQUEST_BODY = {
+    "read_seconds": env.float("LOREKEEPER_BODY_READ_SECONDS", default=15.0),
+    "seconds": env.float("LOREKEEPER_BODY_SECONDS", default=60.0),
+    "min_rate": env.int("LOREKEEPER_BODY_MIN_RATE", default=64 * 1024),  # bytes a second
+}
 FILE_UPLOAD_HANDLERS = [
     "apps.common.uploads.LimitedUploadHandler",
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
