@@ -137,7 +137,7 @@ def start_database() -> None:
 def start_server(port: int, workers: int, extra: list[str]) -> subprocess.Popen:
     env = {**os.environ, **sync_bench.ENV, **QUIET, **dict(item.split("=", 1) for item in extra)}
     env.pop("DATABASE_URL", None)
-    command = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
+    command = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-k", "apps.common.worker.Worker"]
     command += ["-w", str(workers), "-b", f"127.0.0.1:{port}", "--keep-alive", "10", "--graceful-timeout", "5"]
     server = subprocess.Popen([*command, "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True)
     deadline = time.monotonic() + 60
@@ -244,24 +244,31 @@ def people_run(base_url: str, persons: list[dict], seconds: float, think: float,
 
 
 def warm_up(base_url: str, persons: list[dict], accounts: list[dict], server: subprocess.Popen) -> None:
-    """Untimed rounds, until every worker has loaded the embedding model (config/asgi.py does not load it at start
-    as config/wsgi.py does: a worker's first search waits seconds for it) and opened a model stream."""
+    """Untimed rounds, until every worker has opened a model stream (config/asgi.py loads the embedding model before
+    a worker serves). Prints how many answers of the first round were 503 (goal: none)."""
+    statuses: list[int] = []
 
     def one(account: dict, n: int) -> None:
         with httpx.Client(base_url=f"{base_url}/api/v1", timeout=300) as http:
             http.headers["Authorization"] = f"Bearer {account['token']}"
             text = f"Warming up {uuid.uuid4()}"  # never in the embedding cache
-            http.post(f"/chats/{account['chat']}/context", json={"message": text, "preview": True})
-            http.post("/memories/search", json={"query": text, "character": account["character"]})
+            answers = [
+                http.post(f"/chats/{account['chat']}/context", json={"message": text, "preview": True}),
+                http.post("/memories/search", json={"query": text, "character": account["character"]}),
+            ]
             if n < min(16, len(accounts)):
-                http.post(f"/chats/{account['chat']}/generate", json={"message": QUICK, "stream": False})
+                body = {"message": QUICK, "stream": False}
+                answers.append(http.post(f"/chats/{account['chat']}/generate", json=body))
+            statuses.extend(answer.status_code for answer in answers)
 
-    for _ in range(6):
+    for round_ in range(6):
         threads = [threading.Thread(target=one, args=(a, n)) for n, a in enumerate(accounts[:16] + persons)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        if round_ == 0:
+            print(f"Warm-up, first round: {statuses.count(503)} of {len(statuses)} answers 503 (goal 0)")
         if min(child.memory_info().rss for child in psutil.Process(server.pid).children()) > 400 * 2**20:
             return
 
@@ -373,7 +380,7 @@ def main() -> None:
         base_url = f"http://127.0.0.1:{port}"
         children.append(start_server(port, args.workers, args.server_env))
         print(
-            f"Chat streaming under ASGI: gunicorn -k uvicorn_worker.UvicornWorker -w {args.workers}, production "
+            f"Chat streaming under ASGI: gunicorn -k apps.common.worker.Worker -w {args.workers}, production "
             f"settings; {args.streams} streams at {args.tps:g} tokens/s, {args.people} people, {args.seconds:.0f} s "
             f"runs; {os.cpu_count()} cores ({psutil.cpu_count(logical=False)} physical), "
             f"{psutil.virtual_memory().total / 2**30:.0f} GB"

@@ -8,6 +8,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 # request cost about 6 ms to open, and its server process starts with cold catalog caches, which made a search's
 # queries several times slower (bench/locomo_speed.py). DATABASE_POOL=0 opens and closes one per request instead.
 os.environ.setdefault("DATABASE_POOL", "10")
+# A request that finds no free connection in its pool within this many seconds is answered 503 with Retry-After
+# (apps/common/views.py), rather than waiting ten: under a burst a client is told promptly to ask again.
+os.environ.setdefault("DATABASE_POOL_TIMEOUT", "3")
 os.environ.setdefault("CONN_MAX_AGE", "0")
 django_application = get_asgi_application()
 
@@ -16,6 +19,12 @@ from apps.common.uploads import limit_asgi_body  # noqa: E402
 
 application = body_time_limit(limit_asgi_body(django_application))
 
-from apps.memories.embeddings import local_model_load  # noqa: E402 (needs the apps loaded)
+from apps.llm.outbound import ssl_context  # noqa: E402 (needs the apps loaded)
+from apps.memories.embeddings import local_model_load  # noqa: E402
 
-local_model_load(background=True)  # as config/wsgi.py: a worker's first search does not wait for the model to load
+# Ready before serving: this runs while the worker boots, before it takes its first connection (the web worker,
+# apps/common/worker.py, reports to gunicorn meanwhile), so no request waits for the embedding model to load while
+# it holds a database connection, and connections arriving meanwhile wait in the listen queue or go to a worker that
+# is ready. The first model stream's TLS context (its CA certificates, tens of milliseconds) is made here too.
+local_model_load(background=False)
+ssl_context()

@@ -78,7 +78,7 @@ def _guarded_socket(addr_info) -> socket.socket:
 
 
 @cache
-def _ssl_context() -> ssl.SSLContext:
+def ssl_context() -> ssl.SSLContext:
     """One per process: building one reads the CA bundle (tens of milliseconds on the event loop), and a context
     serves any number of connections."""
     return ssl.create_default_context()
@@ -93,7 +93,7 @@ def guarded_session(*, timeout: float, resolve: Resolver = _resolve) -> aiohttp.
         resolver=_GuardedResolver(resolve),
         use_dns_cache=False,
         socket_factory=_guarded_socket,
-        ssl=_ssl_context(),
+        ssl=ssl_context(),
         force_close=True,  # one stream, one connection: closed with the stream
         limit=10,
     )
