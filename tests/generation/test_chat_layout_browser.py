@@ -54,7 +54,7 @@ def site(monkeypatch, user, llm_server, broker):
     mira = CharacterFactory(user=user, name="Mira", first_mes="Evening, {{user}}. Storm's coming. " * 4)
     connection_create(
         user=user, name="scripted", base_url=llm_server.url, model="scripted-model", api_key="sk-" + "x" * 20,
-        is_default=True,
+        is_default=True, reply_tokens=1200,  # the long reply (about 800 tokens) is not cut at its length
     )  # fmt: skip
     with gunicorn(broker=broker, workers=1, asgi=True, pages=True, LOREKEEPER_PROVIDER_PRIVATE_HOSTS="true") as url:
         yield url.replace("127.0.0.1", "localhost"), mira
