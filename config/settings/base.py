@@ -270,10 +270,10 @@ CELERY_BEAT_SCHEDULE = {
     "llm-prune-calls": {"task": "llm.prune_calls", "schedule": 24 * 60 * 60},
     "extraction-sweep": {"task": "extraction.sweep", "schedule": 60},
     "extraction-prune-jobs": {"task": "extraction.prune_jobs", "schedule": 24 * 60 * 60},
-}
-CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Replies whose process died (their lease ran out) ended failed, keeping what had arrived.
     "generation-sweep": {"task": "generation.sweep", "schedule": 30},
+}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Redis/Valkey hands an unacknowledged task to another worker after this many seconds (a worker killed
     # mid-task). Longer than any task runs: a task redelivered while still running elsewhere finds the work claimed.
     "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=4 * 3600),
@@ -380,8 +380,6 @@ LOREKEEPER_LIFECYCLE = {
     "caps_per_pass": {"A": 2, "B": 4},
 }
 
-# The extraction pipeline (apps/extraction): a failed job is tried again after a backoff (doubled each time, with
-# jitter, capped), then left failed with its error until a person retries it.
 # Generating replies (apps/generation, docs/CONFIGURATION.md): every stream has bounds, and a stream whose process
 # died is noticed. A bound stops the reply, keeps what arrived and says why.
 LOREKEEPER_GENERATION = {
@@ -398,6 +396,8 @@ LOREKEEPER_GENERATION = {
     "retry_after": env.int("LOREKEEPER_GENERATION_RETRY_AFTER", default=5),  # seconds, with those 429s and 503s
 }
 
+# The extraction pipeline (apps/extraction): a failed job is tried again after a backoff (doubled each time, with
+# jitter, capped), then left failed with its error until a person retries it.
 LOREKEEPER_EXTRACTION = {
     "max_attempts": env.int("LOREKEEPER_EXTRACTION_ATTEMPTS", default=5),
     "retry_backoff": env.float("LOREKEEPER_EXTRACTION_BACKOFF", default=30.0),
