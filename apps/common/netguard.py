@@ -9,10 +9,11 @@ LOREKEEPER_PROVIDER_ALLOWED_NETWORKS (a shared model box on the private network,
 
 The rule holds in three places:
 - `provider_url_check` refuses such a URL when it is saved, naming the field (a clear message for the person);
-- `guarded_http_client` connects only to an address it has just resolved and checked (`_GuardedBackend`), so a name
-  that resolves to a public address for the check and to a private one a moment later (DNS rebinding) gets
-  nowhere: the address checked is the address connected to, while TLS still checks the certificate against the
-  name in the URL;
+- every connection goes only to an address just resolved and checked (`allowed_only`), so a name that resolves to
+  a public address for the check and to a private one a moment later (DNS rebinding) gets nowhere: the address
+  checked is the address connected to, while TLS still checks the certificate against the name in the URL. Two
+  clients hold to it: `guarded_http_client` (httpx, `_GuardedBackend`: a user's embeddings endpoint) and the aiohttp
+  session of apps/llm/outbound.py (every call to a user's model, blocking or streamed);
 - no provider client follows a redirect (a public URL answering 307 to a private one).
 
 Operator-configured URLs (LOREKEEPER_EMBEDDINGS_URL) are trusted and use `trusted_http_client`, which only refuses
@@ -99,13 +100,35 @@ def _operator_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     return [ipaddress.ip_network(block, strict=False) for block in settings.LOREKEEPER_PROVIDER_ALLOWED_NETWORKS]
 
 
+class Blocked(OSError):
+    """An address refused by the policy (aiohttp reports it as a ClientConnectorError around this)."""
+
+
+def address_of(host: str) -> Address:
+    """The address a getaddrinfo answer or a socket address holds (an IPv6 zone, "%eth0", dropped)."""
+    return ipaddress.ip_address(str(host).split("%", 1)[0])
+
+
+def addresses_of(infos: Iterable[tuple]) -> list[Address]:
+    """The distinct addresses of a getaddrinfo answer, in its order."""
+    return list(dict.fromkeys(address_of(info[4][0]) for info in infos))
+
+
+def allowed_only(addresses: Iterable[Address]) -> list[Address]:
+    """`addresses`, when every one of them is allowed; Blocked otherwise. A name with one refused address gets
+    nowhere: the one connected to could be that one."""
+    addresses = list(addresses)
+    if not addresses or not all(address_allowed(address) for address in addresses):
+        raise Blocked(BLOCKED_MESSAGE)
+    return addresses
+
+
 def _resolve(host: str, port: int) -> list[Address]:
     try:
         return [ipaddress.ip_address(host)]
     except ValueError:
         pass
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos))
+    return addresses_of(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
 
 
 def provider_url_check(url: str, *, field: str = "base_url") -> None:
@@ -124,8 +147,10 @@ def provider_url_check(url: str, *, field: str = "base_url") -> None:
         addresses = _resolve(parts.hostname, port)
     except OSError as exc:
         raise ApplicationError(f"Cannot resolve {parts.hostname!r}.", {"field": field}) from exc
-    if not addresses or not all(address_allowed(address) for address in addresses):
-        raise ApplicationError(BLOCKED_MESSAGE, {"field": field})
+    try:
+        allowed_only(addresses)
+    except Blocked as exc:
+        raise ApplicationError(BLOCKED_MESSAGE, {"field": field}) from exc
 
 
 class BlockedAddress(httpcore.ConnectError):
@@ -146,8 +171,10 @@ class _GuardedBackend(httpcore.NetworkBackend):
             addresses = list(self._resolve(host, port))
         except OSError as exc:
             raise httpcore.ConnectError(f"cannot resolve {host!r}") from exc
-        if not addresses or not all(address_allowed(address) for address in addresses):
-            raise BlockedAddress(BLOCKED_MESSAGE)
+        try:
+            allowed_only(addresses)
+        except Blocked as exc:
+            raise BlockedAddress(BLOCKED_MESSAGE) from exc
         error: Exception | None = None
         for address in addresses:
             try:
