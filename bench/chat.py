@@ -247,6 +247,7 @@ def warm_up(base_url: str, persons: list[dict], accounts: list[dict], server: su
     """Untimed rounds, until every worker has opened a model stream (config/asgi.py loads the embedding model before
     a worker serves). Prints how many answers of the first round were 503 (goal: none)."""
     statuses: list[int] = []
+    refused: list[str] = []  # what the 503s said
 
     def one(account: dict, n: int) -> None:
         with httpx.Client(base_url=f"{base_url}/api/v1", timeout=300) as http:
@@ -260,6 +261,7 @@ def warm_up(base_url: str, persons: list[dict], accounts: list[dict], server: su
                 body = {"message": QUICK, "stream": False}
                 answers.append(http.post(f"/chats/{account['chat']}/generate", json=body))
             statuses.extend(answer.status_code for answer in answers)
+            refused.extend(f"{a.request.url.path} {a.text[:120]}" for a in answers if a.status_code == 503)
 
     for round_ in range(6):
         threads = [threading.Thread(target=one, args=(a, n)) for n, a in enumerate(accounts[:16] + persons)]
@@ -269,6 +271,8 @@ def warm_up(base_url: str, persons: list[dict], accounts: list[dict], server: su
             thread.join()
         if round_ == 0:
             print(f"Warm-up, first round: {statuses.count(503)} of {len(statuses)} answers 503 (goal 0)")
+            for line in sorted(set(refused))[:5]:
+                print(f"   503: {line}")
         if min(child.memory_info().rss for child in psutil.Process(server.pid).children()) > 400 * 2**20:
             return
 

@@ -8,9 +8,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 # request cost about 6 ms to open, and its server process starts with cold catalog caches, which made a search's
 # queries several times slower (bench/locomo_speed.py). DATABASE_POOL=0 opens and closes one per request instead.
 os.environ.setdefault("DATABASE_POOL", "10")
-# A request that finds no free connection in its pool within this many seconds is answered 503 with Retry-After
-# (apps/common/views.py), rather than waiting ten: under a burst a client is told promptly to ask again.
-os.environ.setdefault("DATABASE_POOL_TIMEOUT", "3")
 os.environ.setdefault("CONN_MAX_AGE", "0")
 django_application = get_asgi_application()
 
