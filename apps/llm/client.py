@@ -25,18 +25,7 @@ from apps.llm.models import Call, Connection
 from apps.llm.prompts import Prompt
 from apps.llm.sampler import sampler_request
 from apps.llm.selectors import LIMIT_MESSAGE, is_background, limit_reached
-from apps.llm.transport import (  # noqa: F401  # until apps/llm/streaming.py reads through the transport
-    RECORD_LIMIT,
-    LlmError,
-    Record,
-    _backoff,
-    _refused,
-    _retry_after,
-    answer_whole,
-    call_save,
-    request_for,
-)
-from apps.llm.transport import Retryable as _Retryable  # noqa: F401
+from apps.llm.transport import LlmError, Record, answer_whole, call_save, request_for
 
 log = logging.getLogger(__name__)
 
