@@ -1,21 +1,21 @@
-"""The outbound-call guard of apps/common/netguard.py for async code: an aiohttp session whose every connection goes
-to an address it has just resolved and checked (`address_allowed`), that ignores the environment's proxies and
-follows no redirect. The rule itself, which addresses are allowed, stays in netguard.
+"""The outbound-call guard of apps/common/netguard.py for aiohttp: a session whose every connection goes to an
+address it has just resolved and checked (netguard's `allowed_only`), that ignores the environment's proxies and
+follows no redirect. The rule itself, which addresses are allowed, stays in netguard; this is only its wiring.
 
-aiohttp rather than httpx (the blocking client's): reading a stream token by token costs it less than half of
-httpx's CPU (about 45 µs a token against 110, bench/chat.py), and a stream's tokens are the web workers' main work
-while replies are written. The check is made twice: a name is refused when any address it resolves to is (the
-resolver), and every socket is refused unless the address it connects to is allowed (the socket factory: it also
-sees an IP address written in the URL, which aiohttp does not resolve).
+Every call to a person's model goes through it, blocking or streamed (apps/llm/transport). aiohttp rather than
+httpx (netguard's `guarded_http_client`, which a user's embeddings endpoint still gets): reading a stream token by
+token costs it less than half of httpx's CPU (about 45 µs a token against 110, bench/chat.py), and a stream's
+tokens are the web workers' main work while replies are written. The check is made twice: a name is refused when
+any address it resolves to is (the resolver), and every socket is refused unless the address it connects to is
+allowed (the socket factory: it also sees an IP address written in the URL, which aiohttp does not resolve).
 
-A session is made for each stream: its connections belong to the event loop that opened them, and a Django async
-view run under WSGI gets a new loop for each request. Only the TLS context (loading the CA certificates, about
-25 ms) is made once.
+A session is made for each call: its connections belong to the event loop that opened them, and a Django async
+view run under WSGI gets a new loop for each request (as does a blocking call, apps/llm/client.py). Only the TLS
+context (loading the CA certificates, about 25 ms) is made once.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterable
@@ -25,23 +25,18 @@ import aiohttp
 import anyio
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from apps.common.netguard import BLOCKED_MESSAGE, Address, address_allowed
+from apps.common.netguard import Address, address_of, addresses_of, allowed_only
 
 Resolver = Callable[[str, int], Awaitable[Iterable[Address]]]
 READ_BUFFER = 2**20  # the longest line of a stream (one event), and the longest whole answer, read
 
 
-class Blocked(OSError):
-    """A connection refused by the address policy (aiohttp reports it as a ClientConnectorError around this)."""
-
-
 async def _resolve(host: str, port: int) -> list[Address]:
-    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos))
+    return addresses_of(await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM))
 
 
 class _GuardedResolver(AbstractResolver):
-    """Resolve once; refuse the name unless every address is allowed."""
+    """Resolve once; refuse the name (netguard's Blocked) unless every address is allowed."""
 
     def __init__(self, resolve: Resolver) -> None:
         self._resolve = resolve
@@ -51,8 +46,6 @@ class _GuardedResolver(AbstractResolver):
             addresses = list(await self._resolve(host, port))
         except OSError as exc:
             raise OSError(f"cannot resolve {host!r}") from exc
-        if not addresses or not all(address_allowed(address) for address in addresses):
-            raise Blocked(BLOCKED_MESSAGE)
         return [
             ResolveResult(
                 hostname=host,
@@ -62,7 +55,7 @@ class _GuardedResolver(AbstractResolver):
                 flags=socket.AI_NUMERICHOST,
                 family=socket.AF_INET6 if address.version == 6 else socket.AF_INET,
             )  # fmt: skip
-            for address in addresses
+            for address in allowed_only(addresses)
         ]
 
     async def close(self) -> None:
@@ -72,8 +65,7 @@ class _GuardedResolver(AbstractResolver):
 def _guarded_socket(addr_info) -> socket.socket:
     """The socket for one address aiohttp is about to connect to, if that address is allowed."""
     family, kind, proto, _, address = addr_info
-    if not address_allowed(ipaddress.ip_address(str(address[0]).split("%", 1)[0])):
-        raise Blocked(BLOCKED_MESSAGE)
+    allowed_only([address_of(address[0])])
     return socket.socket(family, kind, proto)
 
 

@@ -9,8 +9,8 @@ import ipaddress
 import aiohttp
 import pytest
 
-from apps.common.netguard import BLOCKED_MESSAGE
-from apps.llm.outbound import Blocked, guarded_session
+from apps.common.netguard import BLOCKED_MESSAGE, Blocked
+from apps.llm.outbound import guarded_session
 from tests.llm_server import Reply
 
 

@@ -14,10 +14,10 @@ from http import HTTPStatus
 import aiohttp
 from django.conf import settings
 
-from apps.common.netguard import BLOCKED_MESSAGE
+from apps.common.netguard import BLOCKED_MESSAGE, Blocked
 from apps.common.secrets import secret_decrypt
 from apps.llm.models import Connection
-from apps.llm.outbound import Blocked, guarded_session
+from apps.llm.outbound import guarded_session
 from apps.llm.profiles import connection_context_size
 from apps.llm.transport.answers import READERS
 from apps.llm.transport.records import Chunk, LlmError, Record
