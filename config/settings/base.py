@@ -111,7 +111,6 @@ if env.int("DATABASE_POOL", default=0):
         "max_size": env.int("DATABASE_POOL"),
         "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
     }
-
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -150,13 +149,6 @@ LOREKEEPER_BACKUP_QUOTA_BYTES = env.int("LOREKEEPER_BACKUP_QUOTA_BYTES", default
 # A whole request (an upload and its form fields), refused by its Content-Length before it is read; uploaded files
 # are counted as they are read and stop at LOREKEEPER_MAX_IMPORT_BYTES (apps/common/uploads.py).
 LOREKEEPER_MAX_UPLOAD_BYTES = LOREKEEPER_MAX_IMPORT_BYTES + 1024 * 1024
-# A request body that arrives too slowly is cut off with 408 (apps/common/slow_bodies.py): each read within
-# read_seconds, the whole within seconds plus one second for every min_rate bytes received.
-LOREKEEPER_REQUEST_BODY = {
-    "read_seconds": env.float("LOREKEEPER_BODY_READ_SECONDS", default=15.0),
-    "seconds": env.float("LOREKEEPER_BODY_SECONDS", default=60.0),
-    "min_rate": env.int("LOREKEEPER_BODY_MIN_RATE", default=64 * 1024),  # bytes a second
-}
 FILE_UPLOAD_HANDLERS = [
     "apps.common.uploads.LimitedUploadHandler",
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
@@ -320,6 +312,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 from config.settings.search import LOREKEEPER_SEARCH  # noqa: E402, F401  (its own module)
+from config.settings.serving import (  # noqa: E402, F401  (its own module)
+    LOREKEEPER_GENERATION,
+    LOREKEEPER_REQUEST_BODY,
+)
 
 # Whether user-chosen provider URLs (LLM connections, embedding providers) may point at private or local addresses:
 # yes for a self-hosted install beside its own Ollama, no for a public deployment (see apps/common/netguard.py).
@@ -378,22 +374,6 @@ LOREKEEPER_LIFECYCLE = {
     "hierarchy": {"hour": 5, "first_run_days": 60, "response_tokens": 1000},
     # Per extraction pass and kind: profile A keeps fewer.
     "caps_per_pass": {"A": 2, "B": 4},
-}
-
-# Generating replies (apps/generation, docs/CONFIGURATION.md): every stream has bounds, and a stream whose process
-# died is noticed. A bound stops the reply, keeps what arrived and says why.
-LOREKEEPER_GENERATION = {
-    # The model is asked for the connection's reply length; a reply that goes past it times this (counted with the
-    # connection's tokenizer, which for most models is an estimate that errs high) is stopped. The message limit
-    # (100,000 characters) stops it in any case.
-    "reply_tokens_margin": env.float("LOREKEEPER_GENERATION_REPLY_TOKENS_MARGIN", default=1.25),
-    "max_seconds": env.float("LOREKEEPER_GENERATION_MAX_SECONDS", default=600.0),  # a generation in all
-    "idle_seconds": env.float("LOREKEEPER_GENERATION_IDLE_SECONDS", default=60.0),  # between tokens
-    # A streaming generation's lease, renewed (with the text so far) every third of it.
-    "lease_seconds": env.float("LOREKEEPER_GENERATION_LEASE_SECONDS", default=30.0),
-    "streams_per_user": env.int("LOREKEEPER_GENERATION_STREAMS_PER_USER", default=4),  # then 429
-    "streams_per_process": env.int("LOREKEEPER_GENERATION_STREAMS_PER_PROCESS", default=100),  # then 503
-    "retry_after": env.int("LOREKEEPER_GENERATION_RETRY_AFTER", default=5),  # seconds, with those 429s and 503s
 }
 
 # The extraction pipeline (apps/extraction): a failed job is tried again after a backoff (doubled each time, with

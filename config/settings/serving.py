@@ -1,0 +1,31 @@
+"""How the web serves requests and streams (apps/common/admission.py, apps/common/slow_bodies.py, apps/generation):
+their places, time limits and bounds, from the environment (docs/CONFIGURATION.md). Kept apart from base.py, which
+imports it."""
+
+import environ
+
+env = environ.Env()
+
+# A request body that arrives too slowly is cut off with 408 (apps/common/slow_bodies.py): each read within
+# read_seconds, the whole within seconds plus one second for every min_rate bytes received.
+LOREKEEPER_REQUEST_BODY = {
+    "read_seconds": env.float("LOREKEEPER_BODY_READ_SECONDS", default=15.0),
+    "seconds": env.float("LOREKEEPER_BODY_SECONDS", default=60.0),
+    "min_rate": env.int("LOREKEEPER_BODY_MIN_RATE", default=64 * 1024),  # bytes a second
+}
+
+# Generating replies (apps/generation, docs/CONFIGURATION.md): every stream has bounds, and a stream whose process
+# died is noticed. A bound stops the reply, keeps what arrived and says why.
+LOREKEEPER_GENERATION = {
+    # The model is asked for the connection's reply length; a reply that goes past it times this (counted with the
+    # connection's tokenizer, which for most models is an estimate that errs high) is stopped. The message limit
+    # (100,000 characters) stops it in any case.
+    "reply_tokens_margin": env.float("LOREKEEPER_GENERATION_REPLY_TOKENS_MARGIN", default=1.25),
+    "max_seconds": env.float("LOREKEEPER_GENERATION_MAX_SECONDS", default=600.0),  # a generation in all
+    "idle_seconds": env.float("LOREKEEPER_GENERATION_IDLE_SECONDS", default=60.0),  # between tokens
+    # A streaming generation's lease, renewed (with the text so far) every third of it.
+    "lease_seconds": env.float("LOREKEEPER_GENERATION_LEASE_SECONDS", default=30.0),
+    "streams_per_user": env.int("LOREKEEPER_GENERATION_STREAMS_PER_USER", default=4),  # then 429
+    "streams_per_process": env.int("LOREKEEPER_GENERATION_STREAMS_PER_PROCESS", default=100),  # then 503
+    "retry_after": env.int("LOREKEEPER_GENERATION_RETRY_AFTER", default=5),  # seconds, with those 429s and 503s
+}
