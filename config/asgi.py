@@ -11,10 +11,11 @@ os.environ.setdefault("DATABASE_POOL", "10")
 os.environ.setdefault("CONN_MAX_AGE", "0")
 django_application = get_asgi_application()
 
-from apps.common.slow_bodies import body_time_limit  # noqa: E402 — after the settings are loaded
+from apps.common.admission import admission  # noqa: E402 — after the settings are loaded
+from apps.common.slow_bodies import body_time_limit  # noqa: E402
 from apps.common.uploads import limit_asgi_body  # noqa: E402
 
-application = body_time_limit(limit_asgi_body(django_application))
+application = body_time_limit(limit_asgi_body(admission(django_application)))
 
 from apps.llm.outbound import ssl_context  # noqa: E402 (needs the apps loaded)
 from apps.memories.embeddings import local_model_load  # noqa: E402

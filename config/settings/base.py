@@ -313,6 +313,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from config.settings.search import LOREKEEPER_SEARCH  # noqa: E402, F401  (its own module)
 from config.settings.serving import (  # noqa: E402, F401  (its own module)
+    LOREKEEPER_ADMISSION,
     LOREKEEPER_GENERATION,
     LOREKEEPER_REQUEST_BODY,
 )

@@ -14,6 +14,15 @@ LOREKEEPER_REQUEST_BODY = {
     "min_rate": env.int("LOREKEEPER_BODY_MIN_RATE", default=64 * 1024),  # bytes a second
 }
 
+# At most `places` requests of a process at work at once, each waiting up to `wait` seconds for its place, then 503
+# with Retry-After (apps/common/admission.py): by default two fewer than the pool's connections, none without a pool.
+LOREKEEPER_ADMISSION = {
+    "places": env.int("LOREKEEPER_ADMISSION_PLACES", default=max(1, env.int("DATABASE_POOL", default=0) - 2))
+    if env.int("DATABASE_POOL", default=0)
+    else 0,
+    "wait": env.float("LOREKEEPER_ADMISSION_WAIT", default=30.0),
+}
+
 # Generating replies (apps/generation, docs/CONFIGURATION.md): every stream has bounds, and a stream whose process
 # died is noticed. A bound stops the reply, keeps what arrived and says why.
 LOREKEEPER_GENERATION = {
