@@ -44,11 +44,12 @@ def chromium() -> Iterator:
 
 
 def screenshot(page, name: str, folder: str = "") -> Path:
-    """The whole page, as var/test-artifacts/[folder/]name.png."""
+    """The whole page, as var/test-artifacts/[folder/]name.png. The caret is left as it is: Playwright hides it with
+    an inline style, which the pages' Content-Security-Policy refuses (a console error every test would see)."""
     directory = ARTIFACTS / folder if folder else ARTIFACTS
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=True, caret="initial")
     return path
 
 

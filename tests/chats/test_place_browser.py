@@ -83,7 +83,9 @@ def test_a_link_to_an_old_message_opens_the_chat_there_and_loads_both_ways(brows
         assert page.get_by_text("A reply goes at the end of the chat").is_visible()
         assert not page.locator("#composer").is_visible()
         screenshot(page, f"place-{width}")
-        page.screenshot(path=str(ARTIFACTS / f"place-{width}-screen.png"))  # what the person sees on arrival
+        page.screenshot(
+            path=str(ARTIFACTS / f"place-{width}-screen.png"), caret="initial"
+        )  # what the person sees on arrival
         assert page.evaluate("document.documentElement.scrollWidth") <= width, f"wider than {width} px"
 
         _scroll_until(page, 200, 700)

@@ -24,7 +24,7 @@ WIDTHS = (1100, 390)
 
 def _fits(page, name: str, width: int) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.locator(".day-chart-figure").screenshot(path=str(ARTIFACTS / f"chart-{name}-{width}.png"))
+    page.locator(".day-chart-figure").screenshot(path=str(ARTIFACTS / f"chart-{name}-{width}.png"), caret="initial")
     box = page.locator("svg.day-chart").bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= width
     assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{name} is wider than {width} px"

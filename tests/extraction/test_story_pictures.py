@@ -411,7 +411,9 @@ def test_a_long_storys_pictures_fit_zoom_page_and_open_a_scene(browser, live_ser
         labels = page.evaluate(OVERLAPS, "svg.relgraph")
         assert isinstance(labels, int) and labels >= 6, labels
         screenshot(page, f"story-pictures-{width}")
-        page.locator("#relationships").screenshot(path=str(ARTIFACTS / f"story-pictures-{width}-relationships.png"))
+        page.locator("#relationships").screenshot(
+            path=str(ARTIFACTS / f"story-pictures-{width}-relationships.png"), caret="initial"
+        )
         assert page.evaluate("document.documentElement.scrollWidth") <= width
 
         timeline.get_by_role("link", name="100 messages").click()

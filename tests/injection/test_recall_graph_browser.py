@@ -67,7 +67,7 @@ def test_the_labels_the_browser_draws_neither_overlap_nor_leave_the_drawing(
             assert sum(overlap(box, node) for node in drawn["nodes"]) == 0, text
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.locator("#recall-graph-1 figure").screenshot(
-            path=str(ARTIFACTS / f"recall-graph-{memories + entities}-{width}.png")
+            path=str(ARTIFACTS / f"recall-graph-{memories + entities}-{width}.png"), caret="initial"
         )
         assert svg.bounding_box()["width"] <= width
         assert page.evaluate("document.documentElement.scrollWidth") <= width
