@@ -7,11 +7,15 @@ streamed reply's (apps/llm/streaming.py), with the think-block stripper.
 they are not part of any message, record or log line.
 
 It runs the async transport with asgiref's `async_to_sync`: in a worker or a management command on an event loop
-of its own, in a sync view under ASGI on the server's loop (the thread waits). It may not be called from async code.
+of its own, in a sync view under ASGI on the server's loop (the thread waits). Called from a thread whose own event
+loop is running (sync code driven by one, as Playwright's sync API drives a test), it runs on a loop in a thread of
+its own, and this thread waits.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import time
 from dataclasses import dataclass
@@ -53,6 +57,16 @@ def _options(connection: Connection, *, max_tokens: int | None, temperature: flo
     return options
 
 
+def _run_to_end(function, *args, **kwargs):
+    """`await function(*args, **kwargs)` from blocking code, wherever it is called (module docstring)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop running in this thread: the usual case
+        return async_to_sync(function)(*args, **kwargs)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, function(*args, **kwargs)).result()
+
+
 def complete(
     connection: Connection,
     messages: list[dict],
@@ -79,7 +93,7 @@ def complete(
         provider_url_check(connection.base_url)
         options = _options(connection, max_tokens=max_tokens, temperature=temperature)
         request = request_for(connection, messages, options, stream=False)
-        async_to_sync(answer_whole)(connection, request, timeout=timeout, retries=retries, record=record)
+        _run_to_end(answer_whole, connection, request, timeout=timeout, retries=retries, record=record)
     except ApplicationError as exc:  # the URL, refused by the address policy
         failure = LlmError(exc.message)
     except LlmError as exc:

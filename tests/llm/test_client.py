@@ -2,6 +2,7 @@
 backoff on 429, 5xx, timeouts and refused connections, clear LlmErrors, a Call record of every request, keys only in
 the Authorization header. Also the pieces the client stands on: prompt files and the token estimate."""
 
+import asyncio
 import contextlib
 import time
 
@@ -70,6 +71,20 @@ def test_reasoning_field_is_kept_apart_from_the_answer(user, llm_server, api):
 
     assert (completion.text, completion.reasoning) == ("Hello!", "Mira is a friend; be warm.")
     assert Call.objects.get().reasoning == "Mira is a friend; be warm."
+
+
+@pytest.mark.django_db(transaction=True)  # inside the loop's context Django opens a connection of its own
+def test_a_blocking_call_works_from_a_thread_whose_event_loop_is_running(user, llm_server, monkeypatch):
+    """Sync code driven by an event loop (Playwright's sync API drives the browser tests so, with Django's async
+    guard off) still gets its answer: asgiref's async_to_sync alone refuses to run there."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    connection = _connection(user, llm_server, "openai")
+    llm_server.on("Say hello", "Hello from inside a loop.")
+
+    async def driven():
+        return complete(connection, HELLO, purpose="test")
+
+    assert asyncio.run(driven()).text == "Hello from inside a loop."
 
 
 def test_openai_request_carries_temperature_and_max_tokens(user, llm_server):
