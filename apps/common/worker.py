@@ -1,5 +1,6 @@
 """The web worker: uvicorn under gunicorn (docs/PRODUCTION.md's command names `apps.common.worker.Worker`), with a
-liveness report to gunicorn's arbiter that a busy event loop cannot starve, and a body-read time limit.
+liveness report to gunicorn's arbiter that a busy event loop cannot starve. (The time limits on request bodies and
+the places of requests are config/asgi.py's.)
 
 Gunicorn's arbiter kills a worker that has not reported for `--timeout` seconds (30 by default). The stock uvicorn
 worker reports from its event loop, once every half of that, and only on one of every ten turns of its 0.1 s timer:
