@@ -318,6 +318,9 @@
     if (name === "error") {
       warn("The model failed: " + data.detail + (data.text ? " What arrived is kept, marked failed." : ""), null);
       say("");
+    } else if (data.detail) {
+      // A bound stopped the reply (its length, the time it took, the model gone silent): said, and what arrived kept.
+      say(data.detail.charAt(0).toUpperCase() + data.detail.slice(1) + ". What arrived is kept.");
     } else {
       say("");
     }

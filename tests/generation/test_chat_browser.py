@@ -16,6 +16,7 @@ from django.db import connections
 from apps.accounts.services import api_token_create, settings_document_get
 from apps.chats.models import Chat, Message
 from apps.injection.services.settings import injection_settings_save
+from apps.llm.models import Connection
 from apps.llm.services import connection_create
 from apps.memories.services.memories import memory_create
 from tests.browsers import chromium, screenshot
@@ -122,6 +123,17 @@ def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_ed
         llm_server.on("Continue your last message", " And the kettle is on.")
         page.locator("#composer .continue").click()
         expect(page.locator("#m4 .text")).to_contain_text("The sea is grey tonight. And the kettle is on.")
+
+        # A reply past the length the connection asks for is stopped there: the person is told why.
+        Connection.objects.filter(user=user).update(reply_tokens=20)
+        llm_server.on("Tell me a long tale", LONG)
+        send(page, "Tell me a long tale.")
+        expect(page.locator("#m6 .reply-state")).to_have_text("stopped")
+        expect(page.locator("#composer .composer-status")).to_have_text(
+            "Stopped: the reply reached its length of 20 tokens. What arrived is kept."
+        )
+        assert Message.objects.get(chat=chat, index=6).mes.startswith("wave0 wave1")
+        assert "wave79" not in Message.objects.get(chat=chat, index=6).mes
 
         # Edit a message through the page's editor.
         page.locator("#m1 .message-menu > summary").click()
