@@ -1,5 +1,5 @@
 """Calling a model for a whole answer, from blocking code (Celery tasks, a request's connection test): `complete()`
-runs the wire of apps/llm/transport.py to the end, the same requests, retries, error messages and Call record as a
+runs the wire of apps/llm/transport/ to the end, the same requests, retries, error messages and Call record as a
 streamed reply's (apps/llm/streaming.py), with the think-block stripper.
 
 `complete()` never raises anything but LlmError, whose message is what a person is shown ("rate limited (429)

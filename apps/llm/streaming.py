@@ -1,7 +1,7 @@
 """Streaming a chat reply from the person's own model, for async code: `stream_chat` yields the reply's text as it
 arrives, through both APIs (OpenAI-compatible server-sent events, Ollama's NDJSON).
 
-It reads through the transport of the blocking client (apps/llm/transport.py): the same requests, the outbound-call
+It reads through the transport of the blocking client (apps/llm/transport/): the same requests, the outbound-call
 guard at every connection, the key decrypted only into the request, the retries with backoff on 429 and 5xx (only
 while the stream has not opened: once text was shown, a retry would say it twice), the same messages for the same
 failures (LlmError), and a Call record of every stream, a stopped one as `stopped`. Its own part is the think filter:

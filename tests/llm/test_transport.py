@@ -1,4 +1,4 @@
-"""A blocking call (`complete`) and a stream (`stream_chat`) go out on one transport (apps/llm/transport.py): the
+"""A blocking call (`complete`) and a stream (`stream_chat`) go out on one transport (apps/llm/transport/): the
 same server failure reads the same to a person and on the Call record, and the same address guard refuses a
 connection at the socket, for both APIs.
 
