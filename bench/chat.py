@@ -181,7 +181,10 @@ def _account(name: str, model_url: str, messages: int) -> dict:
         for i, text in enumerate(texts)
     )
     Chat.objects.filter(pk=chat.pk).update(message_count=messages)
-    connection_create(user=user, name="scripted", base_url=model_url, model="scripted", api_key="bench-key-0000")
+    # A reply as long as the scripted model's longest (the held ones of run 1a, about 3,400 tokens): a connection
+    # asking for less would have it stopped at its length, and the stream would start another generation.
+    connection_create(user=user, name="scripted", base_url=model_url, model="scripted", api_key="bench-key-0000",
+                      reply_tokens=8000)  # fmt: skip
     return {"user": user.pk, "token": token, "chat": chat.pk, "character": character.pk}
 
 
