@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -41,15 +41,15 @@ from apps.generation.services.lease import (
     lease_seconds,
     streams_check,
 )
-from apps.generation.services.prompt import Speakers, prompt_build
+from apps.generation.services.prompt import Composing, Prompt, Speakers, card_prompt
 from apps.generation.services.store import Stored, extends_of, reply_store
 from apps.injection.services.context import context_build
 from apps.llm.client import LlmError
 from apps.llm.models import Connection
-from apps.llm.profiles import connection_context_size
 from apps.llm.selectors import connection_for_replies, connection_get
 from apps.llm.streaming import stream_chat
 from apps.llm.tokens import tokenizer_for
+from apps.memories.search import memory_search_ahead
 
 log = logging.getLogger(__name__)
 MODES = tuple(Generation.Mode.values)
@@ -137,13 +137,19 @@ def generation_prepare(
     connection_id: int | None = None,
     integrity: uuid.UUID | None = None,
     idempotency_key: str = "",
+    compose: Callable[[Composing], Prompt] = card_prompt,
+    options: dict[str, Any] | None = None,
 ) -> Prepared:
     """Everything before the model is asked: the generation to stream, or for a retry the one the first request
-    made (its state says whether it is still streaming or already stored)."""
+    made (its state says whether it is still streaming or already stored). `compose` makes the prompt once the
+    context is built (the web chat's: `card_prompt`); `options` (`max_tokens`, `sampler`) are asked of the model
+    over the connection's own reply length and samplers, and kept with the request."""
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"}, status=404)  # selectors scope chats: a bug
     message = (message or "").replace("\x00", "").strip() or None
     asked = {"mode": mode, "message": message, "character": character, "chat": chat.pk}
+    if options:
+        asked["options"] = options
     if idempotency_key:
         earlier = (
             Generation.objects.select_related("chat", "connection")
@@ -161,6 +167,8 @@ def generation_prepare(
             return Prepared(earlier, fresh=False)
     started = time.perf_counter()
     _check(chat, mode, message)
+    if mode == Generation.Mode.NEW and message:
+        memory_search_ahead(user=user, query=message)  # the turn's recall embeds it: made meanwhile, in a thread
     streams_check(user=user, open_in_process=len(open_streams))  # before the work: a refusal costs nothing
     connection = _connection(user, connection_id)
     chat = chat_lock(chat=chat, integrity=integrity)
@@ -177,12 +185,7 @@ def generation_prepare(
     chat = context.chat
     timings["context"] = context.timings_ms.get("total", 0.0)
     mark = time.perf_counter()
-    tokenizer = tokenizer_for(connection)
-    prompt = prompt_build(
-        chat=chat, slots=context.slots, macros=context.macros, character=responder, speakers=speakers,
-        tokenizer=tokenizer, context_size=connection_context_size(connection),
-        reply_tokens=connection.reply_tokens, mode=mode,
-    )  # fmt: skip
+    prompt = compose(Composing(chat, context, responder, speakers, connection, mode))
     timings["prompt"] = _ms(mark)
     prompt.info["timings_ms"] = timings | {"total": _ms(started)}
     streams_check(user=user, open_in_process=len(open_streams), locked=True)
@@ -301,14 +304,19 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
     loop = asyncio.get_running_loop()
     # Also gives back the database connection the preparation used.
     connection, tokenizer = await _released(lambda: (generation.connection, tokenizer_for(generation.connection)))()
-    bounds = Bounds.of(generation, connection.reply_tokens)
+    options = generation.request.get("options") or {}
+    reply_tokens = options.get("max_tokens") or connection.reply_tokens
+    bounds = Bounds.of(generation, reply_tokens)
     arrived = Arrived(bounds, tokenizer)
     deadline = loop.time() + bounds.seconds
     sent_at = 0.0
     open_streams.add(generation.pk)
     lease = asyncio.create_task(_keep_lease(generation, arrived))
     try:
-        deltas = stream_chat(connection, generation.prompt, purpose="chat", user_id=generation.user_id)
+        deltas = stream_chat(
+            connection, generation.prompt, purpose="chat", user_id=generation.user_id, max_tokens=reply_tokens,
+            sampler=options.get("sampler"),
+        )  # fmt: skip
         async with aclosing(deltas):  # stopped early, the model's stream is closed at once, not when collected
             while True:
                 delta = await _next_delta(deltas, arrived, deadline=deadline, idle=bounds.idle)

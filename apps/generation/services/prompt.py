@@ -23,7 +23,10 @@ from typing import Any
 from apps.chats.models import Character, Chat, Message
 from apps.chats.services.characters import character_post_history
 from apps.chats.services.macros import macros_substitute
-from apps.llm.tokens import Tokenizer
+from apps.injection.services.context import Context
+from apps.llm.models import Connection
+from apps.llm.profiles import connection_context_size
+from apps.llm.tokens import Tokenizer, tokenizer_for
 
 DEFAULT_SYSTEM = "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}."
 CONTINUE_NUDGE = "[Continue your last message without repeating its original content.]"
@@ -57,10 +60,7 @@ class Speakers:
 
 
 def _resolve(text: str, speakers: Speakers, macros: dict[str, str]) -> str:
-    for token, value in macros.items():
-        if token in text:
-            text = text.replace(token, value)
-    return macros_substitute(text, char=speakers.char, user=speakers.user)
+    return macros_substitute(_macros_only(text, macros), char=speakers.char, user=speakers.user)
 
 
 def _story(character: Character | None, speakers: Speakers) -> list[str]:
@@ -187,3 +187,51 @@ def prompt_build(
         "slots": [slot["name"] for slot in active],
     }
     return Prompt(messages, total, tokenizer.name, tokenizer.exact, budget, info)
+
+
+def memory_placed(
+    messages: list[dict[str, str]], *, slots: dict[str, dict[str, Any]], macros: dict[str, str], speakers: Speakers
+) -> list[dict[str, str]]:
+    """Another client's own prompt with the memory slots placed as `prompt_build` places them: the in-prompt
+    slots as system messages after its leading system messages, the in-chat slots in the messages after those at
+    their depth and role. What the client wrote is kept as it is, its `{{smartmemory-*}}` macros resolved."""
+    active = [slot for slot in slots.values() if slot["enabled"] and slot["text"].strip()]
+    lines = [dict(line, content=_macros_only(line["content"], macros)) for line in messages]
+    lead = 0
+    while lead < len(lines) and lines[lead]["role"] == "system":
+        lead += 1
+    head = [{"role": "system", "content": _resolve(slot["text"], speakers, macros)}
+            for slot in active if slot["position"] == "in_prompt"]  # fmt: skip
+    in_chat = [slot | {"text": _resolve(slot["text"], speakers, macros)} for slot in active
+               if slot["position"] == "in_chat"]  # fmt: skip
+    return lines[:lead] + head + _in_chat(lines[lead:], in_chat)
+
+
+def _macros_only(text: str, macros: dict[str, str]) -> str:
+    for token, value in macros.items():
+        if token in text:
+            text = text.replace(token, value)
+    return text
+
+
+@dataclass
+class Composing:
+    """What a prompt is made from once the context is built: the web chat makes it from the card and the stored
+    history (`card_prompt`); another client may bring its own messages and only place the memory in them."""
+
+    chat: Chat
+    context: Context
+    responder: Character | None
+    speakers: Speakers
+    connection: Connection
+    mode: str
+
+
+def card_prompt(composing: Composing) -> Prompt:
+    """The web chat's prompt: the card, the memory slots and the history that fits (`prompt_build`)."""
+    connection = composing.connection
+    return prompt_build(
+        chat=composing.chat, slots=composing.context.slots, macros=composing.context.macros,
+        character=composing.responder, speakers=composing.speakers, tokenizer=tokenizer_for(connection),
+        context_size=connection_context_size(connection), reply_tokens=connection.reply_tokens, mode=composing.mode,
+    )  # fmt: skip
