@@ -30,6 +30,7 @@ urlpatterns = [
     path("", include("apps.extraction.urls")),
     path("", include("apps.injection.urls")),
     path("", include("apps.generation.urls")),
+    path("", include("apps.gateway.urls")),  # /v1/models, /v1/chat/completions: OpenAI's paths, at the root
     path("", include("apps.archives.urls")),
     path("", include("apps.chats.urls")),
 ]

@@ -28,10 +28,10 @@ CORS_ALLOWED_ORIGINS = env.list(
     "LOREKEEPER_CORS_ORIGINS",
     default=["http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000"],
 )
-CORS_URLS_REGEX = r"^/api/"
+CORS_URLS_REGEX = r"^/(api|v1)/"  # /v1/: the OpenAI-compatible gateway (apps/gateway), for front ends in a browser
 CORS_ALLOW_CREDENTIALS = False
-CORS_ALLOW_HEADERS = ["authorization", "content-type", "if-match", "idempotency-key"]
-CORS_EXPOSE_HEADERS = ["ETag", "Retry-After"]
+CORS_ALLOW_HEADERS = ["authorization", "content-type", "if-match", "idempotency-key", "x-lorekeeper-chat"]
+CORS_EXPOSE_HEADERS = ["ETag", "Retry-After", "X-Lorekeeper-Chat"]
 CORS_PREFLIGHT_MAX_AGE = 3600
 
 INSTALLED_APPS = [
@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "apps.extraction",
     "apps.injection",
     "apps.generation",
+    "apps.gateway",
     "apps.archives",
 ]
 

@@ -1,0 +1,153 @@
+"""A chat completion through the gateway: the request's messages written into the chat they belong to, the memory
+placed in the front end's own prompt as the web chat places it, the reply asked of the person's connection and
+stored, all through generation's services (apps/generation/services/generate.py): the same Generation record, the
+same bounds, lease and caps on streams, the same storing of the reply. Then the answer in OpenAI's shapes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractUser
+from django.db import transaction
+
+from apps.common.exceptions import ApplicationError
+from apps.gateway.selectors import connection_for_model
+from apps.gateway.services.match import Found, chat_for_request
+from apps.gateway.services.request import Line, messages_parse, options_parse
+from apps.gateway.services.sync import Synced, history_sync
+from apps.generation.models import Generation
+from apps.generation.services.generate import Event, generation_prepare
+from apps.generation.services.prompt import Composing, Prompt, memory_placed
+from apps.llm.profiles import connection_context_size
+from apps.llm.tokens import Tokenizer, tokenizer_for
+
+CUT = (Generation.Reason.LENGTH, Generation.Reason.CHARACTERS)
+
+
+@dataclass
+class Completion:
+    generation: Generation
+    found: Found
+    synced: Synced
+    model: str
+    tokenizer: Tokenizer
+
+    @property
+    def id(self) -> str:
+        return f"chatcmpl-{self.generation.uid.hex}"
+
+    @property
+    def created(self) -> int:
+        return int(self.generation.created_at.timestamp())
+
+
+def _composer(lines: list[Line]):
+    """The prompt: the front end's messages as it sent them, the memory slots placed in them."""
+
+    def compose(composing: Composing) -> Prompt:
+        context = composing.context
+        sent = [{"role": line.role, "content": line.content} for line in lines]
+        messages = memory_placed(sent, slots=context.slots, macros=context.macros, speakers=composing.speakers)
+        tokenizer = tokenizer_for(composing.connection)
+        info = {
+            "client": "gateway",
+            "context_size": connection_context_size(composing.connection),
+            "reply_tokens": composing.connection.reply_tokens,
+            "history_messages": sum(line.role != "system" for line in lines),
+            "left_out": 0,
+            "slots": [name for name, slot in context.slots.items() if slot["enabled"] and slot["text"].strip()],
+        }
+        count = tokenizer.count_messages(messages)
+        return Prompt(messages, count, tokenizer.name, tokenizer.exact, info["context_size"], info)
+
+    return compose
+
+
+@transaction.atomic
+def completion_prepare(*, user: AbstractUser, body: dict[str, Any], chat_header: str = "") -> Completion:
+    """Everything before the model is asked, in one transaction: a refusal (a bad field, the caps on streams)
+    writes nothing."""
+    lines = messages_parse(body.get("messages"))
+    model = body.get("model") or ""
+    if not isinstance(model, str):
+        raise ApplicationError("`model` is a string.", {"field": "model"})
+    connection = connection_for_model(user=user, model=model)
+    options = options_parse(body, connection)
+    found = chat_for_request(user=user, lines=lines, header=chat_header)
+    synced = history_sync(chat=found.chat, lines=lines, start=found.start)
+    prepared = generation_prepare(
+        user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection_id=connection.pk,
+        compose=_composer(lines), options=options,
+    )  # fmt: skip
+    return Completion(prepared.generation, found, synced, model or connection.name, tokenizer_for(connection))
+
+
+def _finish(data: dict[str, Any]) -> str:
+    return "length" if data.get("reason") in CUT else "stop"
+
+
+def _usage(completion: Completion, text: str) -> dict[str, int]:
+    prompt = completion.generation.prompt_tokens
+    reply = completion.tokenizer.count(text)
+    return {"prompt_tokens": prompt, "completion_tokens": reply, "total_tokens": prompt + reply}
+
+
+def model_failed(data: dict[str, Any]) -> dict[str, Any]:
+    detail = data.get("detail") or "The model failed."
+    return {"error": {"message": detail, "type": "api_error", "param": None, "code": "model_failed"}}
+
+
+def completion_body(completion: Completion, event: Event) -> dict[str, Any]:
+    """The non-streamed answer (`chat.completion`) from how the generation ended (done, stopped by a bound, or a
+    conflict: the chat moved on meanwhile, the reply is answered but not stored)."""
+    text = event.data.get("text") or ""
+    return {
+        "id": completion.id,
+        "object": "chat.completion",
+        "created": completion.created,
+        "model": completion.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": _finish(event.data),
+                "logprobs": None,
+            }
+        ],
+        "usage": _usage(completion, text),
+    }
+
+
+def _data(value: dict[str, Any] | str) -> bytes:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return f"data: {text}\n\n".encode()
+
+
+async def completion_chunks(
+    completion: Completion, events: AsyncIterator[Event], *, include_usage: bool
+) -> AsyncIterator[bytes]:
+    """The streamed answer: `chat.completion.chunk`s as the reply arrives, the last with its `finish_reason`, then
+    the usage when asked (`stream_options.include_usage`), then `[DONE]`. A model failing mid-stream ends it with an
+    `error` object, as OpenAI's API does."""
+    base = {"id": completion.id, "object": "chat.completion.chunk", "created": completion.created,
+            "model": completion.model}  # fmt: skip
+
+    def chunk(delta: dict[str, Any], finish: str | None) -> bytes:
+        return _data(base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]})
+
+    yield chunk({"role": "assistant", "content": ""}, None)
+    async for event in events:
+        if event.name == "delta":
+            yield chunk({"content": event.data["text"]}, None)
+        elif event.name == "error":
+            yield _data(model_failed(event.data))
+            yield _data("[DONE]")
+            return
+        elif event.name in ("done", "conflict"):
+            yield chunk({}, _finish(event.data))
+            if include_usage:
+                yield _data(base | {"choices": [], "usage": _usage(completion, event.data.get("text") or "")})
+    yield _data("[DONE]")

@@ -1,0 +1,172 @@
+"""Which chat a gateway request belongs to (docs/GATEWAY.md, "How chats are matched").
+
+1. Named: the `X-Lorekeeper-Chat` header holds a chat id of the person's (another's is a 404) or a client key
+   (the chat holding it, or a new chat given it).
+2. Else by the conversation's fingerprint: the first system message and the messages up to and including the
+   person's first one (the greeting and the first words), each with whitespace normalised. Those never change as
+   the story grows, so every request of a story has the same fingerprint; two stories of the same card part at the
+   person's first message. The fingerprint is kept as the chat's client key (`gateway:<system>:<story>`).
+3. Else a front end that sends only the newest messages (the oldest trimmed to fit its context) is found where its
+   first two messages stand, in that order, past the start of a chat with the same system prompt.
+4. Else a new chat, named after the character the system prompt names.
+
+An edited first message changes the fingerprint: the story continues in a new chat rather than merging into
+another (the header keeps it in one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractUser
+from django.db import transaction
+from django.utils import timezone
+
+from apps.chats.models import Character, Chat, Message
+from apps.chats.selectors import chat_get
+from apps.chats.services.characters import character_create
+from apps.chats.services.chats import chat_create, client_key_lock
+from apps.chats.services.start import chat_file_title
+from apps.common.exceptions import ApplicationError
+from apps.gateway.services.request import Line, said
+
+KEY_PREFIX = "gateway"
+MAX_KEY = 500
+WINDOW_CHECK = 2  # messages that must stand in order for a trimmed history to be found in a chat
+CAPITALISED = r"([A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,3})"
+NAMED = [
+    re.compile(r"\bWrite (.{1,60}?)'s next reply"),
+    re.compile(r"\b(?:[Yy]ou are|[Rr]oleplay as|[Pp]lay the role of|[Pp]lay as)\s+" + CAPITALISED),
+    re.compile(r"^\s*\[?(?:Character|Name|char)\s*[:=]\s*([^\n\]]{1,60})", re.MULTILINE),
+]
+
+
+@dataclass
+class Found:
+    chat: Chat
+    start: int  # the index of the chat's message the request's history starts at
+    how: str  # header | fingerprint | window | new
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False).encode()).hexdigest()
+
+
+def _system(lines: list[Line]) -> str:
+    return next((line.said for line in lines if line.role == "system"), "")
+
+
+def _history(lines: list[Line]) -> list[Line]:
+    return [line for line in lines if line.role != "system"]
+
+
+def fingerprint(lines: list[Line]) -> str:
+    """The chat's client key for this conversation: its system prompt and its opening up to the person's first
+    message."""
+    history = _history(lines)
+    first_user = next((n for n, line in enumerate(history) if line.role == "user"), len(history) - 1)
+    opening = [[line.role, line.said] for line in history[: first_user + 1]]
+    return f"{KEY_PREFIX}:{_digest(_system(lines))[:16]}:{_digest(opening)[:32]}"
+
+
+def character_named(lines: list[Line]) -> str:
+    """The character the conversation is with: the name a reply carries, else one the system prompt gives."""
+    for line in lines:
+        if line.role == "assistant" and line.name:
+            return line.name
+    system = next((line.content for line in lines if line.role == "system"), "")
+    for pattern in NAMED:
+        found = pattern.search(system)
+        if found:
+            return found.group(1).strip()[:200]
+    return ""
+
+
+def _new_chat(user: AbstractUser, lines: list[Line], client_key: str) -> Chat:
+    name = character_named(lines)
+    characters: list[Character] = []
+    if name:
+        character = Character.objects.filter(user=user, name__iexact=name).order_by("id").first()
+        characters = [character or character_create(user=user, name=name)]
+    person = next((line.name for line in lines if line.role == "user" and line.name), "")
+    return chat_create(
+        user=user,
+        title=chat_file_title([name or "Assistant"], timezone.now()),
+        character_ids=[c.pk for c in characters],
+        user_name=person,
+        character_name=name or "Assistant",
+        client_key=client_key,
+    )
+
+
+def _window_at(chat: Chat, history: list[Line]) -> int:
+    found = _window_in([chat.pk], history)
+    return found[1] if found else 0
+
+
+def _window_in(chat_ids, history: list[Line]) -> tuple[int, int] | None:
+    """(chat id, index) where the request's first messages stand in order past the start of one of the chats, the
+    most recently written first; None when they stand nowhere."""
+    if len(history) < WINDOW_CHECK:
+        return None
+    head = history[:WINDOW_CHECK]
+    candidates = (
+        Message.objects.filter(chat_id__in=chat_ids, index__gt=0, is_user=head[0].role == "user", is_system=False)
+        .filter(mes__contains=head[0].content.strip()[:200])
+        .order_by("-chat__updated_at", "-index")
+        .values_list("chat_id", "index")[:20]
+    )
+    for chat_id, index in candidates:
+        following = list(
+            Message.objects.filter(chat_id=chat_id, index__gte=index, is_system=False)
+            .order_by("index")
+            .values_list("is_user", "mes")[:WINDOW_CHECK]
+        )
+        if len(following) == WINDOW_CHECK and all(
+            is_user == (line.role == "user") and said(mes) == line.said
+            for (is_user, mes), line in zip(following, head, strict=True)
+        ):
+            return chat_id, index
+    return None
+
+
+@transaction.atomic
+def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "") -> Found:
+    """The chat the request belongs to, made when there is none (see the module's docstring)."""
+    header = header.strip()
+    if header:
+        if len(header) > MAX_KEY:
+            raise ApplicationError(
+                f"X-Lorekeeper-Chat holds at most {MAX_KEY} characters.", {"field": "X-Lorekeeper-Chat"}
+            )
+        if header.isdigit():
+            chat = chat_get(user=user, chat_id=int(header))  # another user's: 404
+            return Found(chat, _window_at(chat, _history(lines)) if _moved(chat, lines) else 0, "header")
+        client_key_lock(user=user, client_key=header)
+        chat = Chat.objects.filter(user=user, client_key=header).first()
+        if chat is None:
+            return Found(_new_chat(user, lines, header), 0, "new")
+        return Found(chat, _window_at(chat, _history(lines)) if _moved(chat, lines) else 0, "header")
+    key = fingerprint(lines)
+    client_key_lock(user=user, client_key=key)
+    chat = Chat.objects.filter(user=user, client_key=key).first()
+    if chat is not None:
+        return Found(chat, 0, "fingerprint")
+    system_key = key.rsplit(":", 1)[0] + ":"
+    same_system = Chat.objects.filter(user=user, client_key__startswith=system_key).values_list("pk", flat=True)
+    window = _window_in(list(same_system[:200]), _history(lines))
+    if window is not None:
+        return Found(Chat.objects.get(pk=window[0]), window[1], "window")
+    return Found(_new_chat(user, lines, key), 0, "new")
+
+
+def _moved(chat: Chat, lines: list[Line]) -> bool:
+    """Whether the request's history does not start where the chat does (its oldest messages trimmed away)."""
+    history = _history(lines)
+    first = Message.objects.filter(chat=chat, is_system=False).order_by("index").values_list("is_user", "mes").first()
+    if not history or first is None:
+        return False
+    return not (first[0] == (history[0].role == "user") and said(first[1]) == history[0].said)

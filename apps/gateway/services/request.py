@@ -1,0 +1,105 @@
+"""A chat completion request as OpenAI's API shapes one, checked: its messages and the options asked of the model.
+Bad input is refused with a 400 naming the field (`messages[3].role`, `temperature`)."""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+from apps.common.exceptions import ApplicationError
+from apps.generation.services.bounds import MAX_MESSAGE
+from apps.llm.models import Connection
+from apps.llm.sampler import REPLY_TOKENS_MAX, SAMPLER_KEYS, sampler_clean
+
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+MAX_MESSAGES = 20_000
+
+
+@dataclass(frozen=True)
+class Line:
+    """One message of the request: `role` is system, user or assistant (`developer` is read as system)."""
+
+    role: str
+    content: str
+    name: str = ""
+
+    @property
+    def said(self) -> str:
+        """What it says, as two messages are compared: whitespace at its ends and runs of it do not count."""
+        return said(self.content)
+
+
+def said(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFC", text or "").split())
+
+
+def _content(value: Any, field: str) -> str:
+    """A message's text: a string, or the text parts of a list of parts (images and the like are not kept)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, list):
+        parts = []
+        for n, part in enumerate(value):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise ApplicationError(f"{field}[{n}] is a content part: an object with a `type`.", {"field": field})
+            if part["type"] == "text":
+                if not isinstance(part.get("text"), str):
+                    raise ApplicationError(f"{field}[{n}].text is a string.", {"field": f"{field}[{n}].text"})
+                parts.append(part["text"])
+        text = "\n".join(parts)
+    else:
+        raise ApplicationError(f"{field} is a string or a list of content parts.", {"field": field})
+    if len(text) > MAX_MESSAGE:
+        raise ApplicationError(f"{field} holds at most {MAX_MESSAGE} characters.", {"field": field})
+    return text.replace("\x00", "")
+
+
+def messages_parse(messages: Any) -> list[Line]:
+    if not isinstance(messages, list) or not messages:
+        raise ApplicationError("`messages` is a non-empty list of messages.", {"field": "messages"})
+    if len(messages) > MAX_MESSAGES:
+        raise ApplicationError(f"`messages` holds at most {MAX_MESSAGES} messages.", {"field": "messages"})
+    lines = []
+    for n, message in enumerate(messages):
+        field = f"messages[{n}]"
+        if not isinstance(message, dict):
+            raise ApplicationError(f"{field} is an object with a role and a content.", {"field": field})
+        role = message.get("role")
+        if not isinstance(role, str) or role not in ROLES:
+            raise ApplicationError(
+                f"{field}.role is one of {', '.join(ROLES)}, not {role!r}.", {"field": f"{field}.role"}
+            )
+        name = message.get("name")
+        if name is not None and not isinstance(name, str):
+            raise ApplicationError(f"{field}.name is a string.", {"field": f"{field}.name"})
+        content = _content(message.get("content"), f"{field}.content")
+        lines.append(Line(ROLES[role], content, (name or "").strip()[:200]))
+    return lines
+
+
+def _sampler(body: dict[str, Any]) -> dict[str, Any]:
+    asked = {key: body[key] for key in SAMPLER_KEYS if body.get(key) is not None}
+    if isinstance(asked.get("stop"), str):
+        asked["stop"] = [asked["stop"]]
+    return sampler_clean(asked)  # names the field of a value out of range
+
+
+def options_parse(body: dict[str, Any], connection: Connection) -> dict[str, Any]:
+    """What is asked of the model: the request's samplers over the connection's own, and its reply length
+    (`max_completion_tokens`, else `max_tokens`) over the connection's."""
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise ApplicationError("`n` is 1: one reply is written at a time.", {"field": "n"})
+    options: dict[str, Any] = {"sampler": sampler_clean({**(connection.sampler or {}), **_sampler(body)})}
+    for field in ("max_completion_tokens", "max_tokens"):
+        value = body.get(field)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= REPLY_TOKENS_MAX:
+            raise ApplicationError(f"`{field}` is a whole number from 1 to {REPLY_TOKENS_MAX}.", {"field": field})
+        options["max_tokens"] = value
+        break
+    return options

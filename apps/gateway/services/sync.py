@@ -1,0 +1,117 @@
+"""The messages are the chat: a request carries the whole history (or its newest part), which is compared with the
+stored chat, and only what changed is written, through the chat write path (apps/chats/services/writes.py and
+patch.py: the row lock, a new integrity, indexing and extraction after the commit).
+
+From where the request's history starts in the chat (services/match.py), message by message:
+- the same speaker saying something else is an edit (the message and its shown swipe);
+- another speaker where the chat had one: from there on the request replaces the chat's end;
+- stored messages past the request's end are deleted, except
+- the request that ends where the chat's last reply was (the same history, the reply missing): a regenerate, whose
+  reply becomes a new swipe of that message (generation's swipe mode);
+- messages past the chat's end are appended; the last, the person's, is their turn (appended with the reply's
+  generation, as the web chat does, so its recall is kept on it); a history ending with a reply asks to continue it.
+Messages SillyTavern hides from the model (`is_system`) are not compared; a request with no history (only system
+messages) changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from apps.chats.models import Chat, Message
+from apps.chats.services.chats import chat_lock
+from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
+from apps.chats.services.start import send_date
+from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
+from apps.gateway.services.request import Line, said
+from apps.generation.models import Generation
+
+STORED = ("index", "is_user", "mes", "swipes", "swipe_id")
+
+
+@dataclass
+class Synced:
+    chat: Chat
+    mode: str = Generation.Mode.NEW
+    message: str | None = None  # the person's turn, appended with the generation
+    written: dict[str, int] = field(default_factory=lambda: {"appended": 0, "edited": 0, "deleted": 0})
+
+
+def _edit(row: dict[str, Any], text: str) -> list[dict[str, Any]]:
+    at = f"/{row['index']}"
+    operations = [{"op": "replace", "path": f"{at}/mes", "value": text}]
+    swipes, shown = row["swipes"], row["swipe_id"] or 0
+    if isinstance(swipes, list) and 0 <= shown < len(swipes):
+        operations.append({"op": "replace", "path": f"{at}/swipes/{shown}", "value": text})
+    return operations
+
+
+def _line(chat: Chat, line: Line) -> dict[str, Any]:
+    is_user = line.role == "user"
+    name = line.name or (chat.user_name if is_user else chat.character_name) or ("You" if is_user else "Assistant")
+    return {"name": name, "is_user": is_user, "is_system": False, "send_date": send_date(), "mes": line.content,
+            "extra": {"lorekeeper": {"via": "gateway"}}}  # fmt: skip
+
+
+def _patch(chat: Chat, operations: list[dict[str, Any]]) -> Chat:
+    for start in range(0, len(operations), MAX_PATCH_OPERATIONS):
+        chat = chat_patch(
+            chat=chat, operations=operations[start : start + MAX_PATCH_OPERATIONS], integrity=chat.integrity
+        ).chat
+    return chat
+
+
+def _append(chat: Chat, lines: list[dict[str, Any]]) -> Chat:
+    for start in range(0, len(lines), MAX_APPEND_MESSAGES):
+        part = lines[start : start + MAX_APPEND_MESSAGES]
+        chat = chat_append(chat=chat, messages=part, integrity=chat.integrity).chat
+    return chat
+
+
+@transaction.atomic
+def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
+    """Write what the request's history changes in the chat (from message `start` on) and answer how the reply is
+    asked for: a new reply (to `message`, the person's turn, when it is new), a swipe, or a continuation. Runs in
+    the caller's transaction, the chat locked from the comparison on."""
+    chat = chat_lock(chat=chat)
+    history = [line for line in lines if line.role != "system"]
+    if not history:  # only a system prompt: nothing of the chat is said, so nothing of it is deleted
+        return Synced(chat)
+    stored = list(
+        Message.objects.filter(chat=chat, index__gte=start, is_system=False).order_by("index").values(*STORED)
+    )
+    synced = Synced(chat)
+    operations: list[dict[str, Any]] = []
+    cut = min(len(history), len(stored))
+    for n in range(cut):
+        line, row = history[n], stored[n]
+        if (line.role == "user") != row["is_user"]:
+            cut = n
+            break
+        if line.said != said(row["mes"]):
+            operations += _edit(row, line.content)
+            synced.written["edited"] += 1
+    regenerate = (
+        cut == len(history) == len(stored) - 1 and history and history[-1].role == "user" and not stored[-1]["is_user"]
+    )
+    if regenerate:
+        synced.mode = Generation.Mode.SWIPE
+    elif cut < len(stored):  # the request ends before the chat does: the rest was deleted in the front end
+        first = stored[cut]["index"]
+        operations += [{"op": "remove", "path": f"/{index}"} for index in range(chat.message_count - 1, first - 1, -1)]
+        synced.written["deleted"] = chat.message_count - first
+    if operations:
+        chat = _patch(chat, operations)
+    new = history[cut:] if not regenerate else []
+    if new and new[-1].role == "user":
+        synced.message, new = new[-1].content, new[:-1]
+    if new:
+        chat = _append(chat, [_line(chat, line) for line in new])
+        synced.written["appended"] = len(new)
+    if history and history[-1].role == "assistant":
+        synced.mode = Generation.Mode.CONTINUE
+    synced.chat = chat
+    return synced

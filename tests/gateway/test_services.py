@@ -1,0 +1,100 @@
+"""The gateway's rules on their own: which chat a conversation is (its fingerprint, the character it names) and
+what a request's history writes into the stored chat."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.chats.models import Message
+from apps.chats.services.chats import chat_create
+from apps.chats.services.writes import chat_append
+from apps.common.exceptions import ApplicationError
+from apps.gateway.services.match import character_named, fingerprint
+from apps.gateway.services.request import Line, messages_parse
+from apps.gateway.services.sync import history_sync
+
+pytestmark = pytest.mark.django_db
+
+SYSTEM = Line("system", "Write Mira's next reply in a fictional chat between Mira and Rowan.")
+GREETING = Line("assistant", "The lantern is lit.")
+
+
+def test_a_storys_fingerprint_stays_as_it_grows_and_parts_at_the_first_message():
+    first = [SYSTEM, GREETING, Line("user", "Any ships?")]
+    grown = [*first, Line("assistant", "One."), Line("user", "Which?"), Line("system", "[a note at depth]")]
+    assert fingerprint(first) == fingerprint(grown)
+    assert fingerprint([SYSTEM, GREETING, Line("user", "  Any   ships? ")]) == fingerprint(first)  # whitespace
+    assert fingerprint([SYSTEM, GREETING, Line("user", "A room, please.")]) != fingerprint(first)
+    assert fingerprint([Line("system", "Another card."), GREETING, Line("user", "Any ships?")]) != fingerprint(first)
+
+
+@pytest.mark.parametrize(
+    ("system", "name"),
+    [
+        ("Write Mira's next reply in a fictional chat.", "Mira"),
+        ("You are Captain Hale, master of the Gull.", "Captain Hale"),
+        ("[Character: Old Tom]\nA fisherman.", "Old Tom"),
+        ("You are a helpful assistant.", ""),
+    ],
+)
+def test_the_character_is_named_by_the_system_prompt(system, name):
+    assert character_named([Line("system", system), Line("user", "Hi")]) == name
+
+
+def test_a_role_that_is_unknown_is_refused_naming_the_field():
+    with pytest.raises(ApplicationError) as caught:
+        messages_parse([{"role": "user", "content": "Hi"}, {"role": "tool", "content": "{}"}])
+    assert caught.value.extra["field"] == "messages[1].role"
+
+
+@pytest.fixture
+def stored(user):
+    chat = chat_create(user=user, title="Harbour", character_name="Mira", user_name="Rowan")
+    lines = [
+        {"name": "Mira", "is_user": False, "mes": "The lantern is lit."},
+        {"name": "Rowan", "is_user": True, "mes": "Any ships?"},
+        {"name": "Mira", "is_user": False, "mes": "One.", "swipes": ["One."], "swipe_id": 0},
+    ]
+    return chat_append(chat=chat, messages=lines, integrity=chat.integrity).chat
+
+
+def texts(chat):
+    return [m.mes for m in Message.objects.filter(chat=chat).order_by("index")]
+
+
+HISTORY = [SYSTEM, GREETING, Line("user", "Any ships?"), Line("assistant", "One.")]
+
+
+def test_new_messages_are_appended_and_the_last_is_the_persons_turn(stored):
+    synced = history_sync(chat=stored, lines=[*HISTORY, Line("user", "Which?")])
+    assert (synced.mode, synced.message) == ("new", "Which?")
+    assert texts(stored) == ["The lantern is lit.", "Any ships?", "One."]  # the turn goes in with the reply
+    assert synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+
+
+def test_the_history_without_its_last_reply_is_a_regenerate(stored):
+    synced = history_sync(chat=stored, lines=HISTORY[:-1])
+    assert (synced.mode, synced.message) == ("swipe", None) and texts(stored)[-1] == "One."
+
+
+def test_a_changed_earlier_message_is_an_edit_of_it_and_its_shown_swipe(stored):
+    lines = [SYSTEM, GREETING, Line("user", "Any ships?"), Line("assistant", "Two."), Line("user", "Two?")]
+    synced = history_sync(chat=stored, lines=lines)
+    assert synced.written["edited"] == 1
+    edited = Message.objects.get(chat=stored, index=2)
+    assert edited.mes == "Two." and edited.swipes == ["Two."]
+
+
+def test_messages_gone_from_the_end_are_deleted(stored):
+    synced = history_sync(chat=stored, lines=[SYSTEM, GREETING])
+    assert synced.written["deleted"] == 2 and texts(stored) == ["The lantern is lit."]
+
+
+def test_a_history_ending_with_a_reply_continues_it(stored):
+    assert history_sync(chat=stored, lines=HISTORY).mode == "continue"
+
+
+def test_a_request_of_system_messages_only_changes_nothing(stored):
+    integrity = stored.integrity
+    synced = history_sync(chat=stored, lines=[SYSTEM])
+    assert synced.chat.integrity == integrity and len(texts(stored)) == 3
