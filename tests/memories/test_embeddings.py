@@ -185,3 +185,46 @@ def test_a_users_own_provider_overrides_the_deployment_and_keeps_the_key_encrypt
     assert config_for(user).api_key == ""
     embedding_settings_set(user=user, provider="deployment")
     assert config_for(user).key == "openai:scripted"
+
+
+# -------------------------------------------------------------------------------------------------- made ahead
+
+
+def test_vectors_made_ahead_are_the_ones_a_search_then_gets_without_making_them_again(monkeypatch):
+    from apps.memories import embeddings
+
+    config = EmbeddingConfig(provider="local", model="all-MiniLM-L6-v2")
+    text = "The ferry leaves at dawn from the north pier."
+    expected = embed_texts(config, [text])[0]
+    EmbeddingCache.objects.all().delete()  # the search must not find it in the cache: made ahead, or made again
+    embeddings.embed_ahead(config, [text])
+    assert (config.key, text_hash(text)) in embeddings._AHEAD
+    made = []
+    monkeypatch.setattr(embeddings, "_call_provider", lambda *args: made.append(args) or [[0.0] * 384])
+    [vector] = embed_query(config, [text])
+    assert made == []  # the search waited for the vector made ahead
+    assert _cosine(vector, expected) > 0.9999
+    assert (config.key, text_hash(text)) not in embeddings._AHEAD
+    assert EmbeddingCache.objects.filter(model=config.key, content_hash=text_hash(text)).exists()
+
+
+def test_a_vector_that_failed_ahead_is_made_again_and_what_no_search_asked_for_is_forgotten(monkeypatch):
+    from apps.memories import embeddings
+
+    config = EmbeddingConfig(provider="local", model="all-MiniLM-L6-v2")
+    monkeypatch.setattr(embeddings, "_call_provider", lambda *args: (_ for _ in ()).throw(EmbeddingUnavailable("x")))
+    embeddings.embed_ahead(config, ["A gull on the mast."])
+    monkeypatch.undo()
+    assert len(embed_texts(config, ["A gull on the mast."])[0]) == 384
+    for n in range(embeddings._AHEAD_MAX + 10):
+        embeddings.embed_ahead(config, [f"Never searched, {n}."])
+    assert len(embeddings._AHEAD) <= embeddings._AHEAD_MAX
+    embeddings._ahead_pool.submit(lambda: None).result()  # the queued batches done before the next test
+    embeddings._AHEAD.clear()
+
+
+def test_a_remote_provider_is_never_asked_ahead(embedder):
+    from apps.memories import embeddings
+
+    embeddings.embed_ahead(_openai(embedder), ["Not asked over the network before a search does."])
+    assert embedder.requests == [] and not embeddings._AHEAD
