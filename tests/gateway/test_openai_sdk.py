@@ -18,7 +18,7 @@ from apps.chats.services.chats import chat_create
 from apps.generation.models import Generation
 from apps.llm.services import connection_create
 from apps.memories.services.memories import memory_create
-from tests.llm_server import start_llm_server
+from tests.llm_server import Reply, start_llm_server
 from tests.servers import gunicorn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,8 +51,14 @@ def gateway(django_db_setup, model):
         valkey.stop()
 
 
+@pytest.fixture(autouse=True)
+def no_embeddings(settings):
+    """Memories made here are not embedded, as the server serving the gateway does not embed (tests/servers.py)."""
+    settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "none"
+
+
 @pytest.fixture
-def scripted(user, model):
+def connection(user, model):
     """The person's connection to the scripted model, its script and requests new for each test."""
     model.rules.clear()
     model.requests.clear()
@@ -66,7 +72,7 @@ def scripted(user, model):
 
 
 @pytest.fixture
-def sdk(gateway, token, scripted) -> openai.OpenAI:
+def sdk(gateway, token, connection) -> openai.OpenAI:
     return openai.OpenAI(base_url=gateway, api_key=token, max_retries=0, timeout=30)
 
 
@@ -91,11 +97,11 @@ def only_chat() -> Chat:
     return chat
 
 
-def sent_to_model(scripted) -> list[dict]:
-    return scripted.server.requests[-1]["body"]["messages"]
+def sent_to_model(connection) -> list[dict]:
+    return connection.server.requests[-1]["body"]["messages"]
 
 
-def test_models_lists_the_persons_connections_and_an_unknown_one_is_a_404(sdk, gateway, token, scripted):
+def test_models_lists_the_persons_connections_and_an_unknown_one_is_a_404(sdk, gateway, token, connection):
     assert [m.id for m in sdk.models.list()] == ["scripted"]
     body = httpx.get(f"{gateway}/models", headers={"Authorization": f"Bearer {token}"}).json()
     assert body["object"] == "list"
@@ -106,7 +112,7 @@ def test_models_lists_the_persons_connections_and_an_unknown_one_is_a_404(sdk, g
     assert caught.value.body["code"] == "model_not_found" and caught.value.body["param"] == "model"
 
 
-def test_a_reply_is_answered_and_stored_in_a_new_chat_named_after_the_character(sdk, scripted):
+def test_a_reply_is_answered_and_stored_in_a_new_chat_named_after_the_character(sdk, connection):
     raw = sdk.chat.completions.with_raw_response.create(
         model="scripted", messages=opening(person("Any ships?")), temperature=0.3, max_tokens=50
     )
@@ -119,13 +125,13 @@ def test_a_reply_is_answered_and_stored_in_a_new_chat_named_after_the_character(
     assert said(chat) == [(False, GREETING), (True, "Any ships?"), (False, STORY)]
     stored = Message.objects.get(chat=chat, index=2)
     assert stored.swipes == [STORY] and stored.extra["lorekeeper"]["generation"]
-    body = scripted.server.requests[-1]["body"]
+    body = connection.server.requests[-1]["body"]
     assert body["temperature"] == 0.3 and body["max_tokens"] == 50
     assert body["messages"][0] == {"role": "system", "content": SYSTEM}  # the front end's prompt is kept
     assert body["messages"][-1] == person("Any ships?")
 
 
-def test_a_streamed_reply_comes_in_chunks_with_its_finish_reason_and_usage(sdk, scripted):
+def test_a_streamed_reply_comes_in_chunks_with_its_finish_reason_and_usage(sdk, connection):
     chunks = list(
         sdk.chat.completions.create(
             model="scripted", messages=opening(person("Any ships?")), stream=True,
@@ -141,9 +147,9 @@ def test_a_streamed_reply_comes_in_chunks_with_its_finish_reason_and_usage(sdk, 
     assert said(only_chat())[-1] == (False, STORY)
 
 
-def test_a_storys_second_request_lands_in_its_chat_and_another_story_gets_its_own(sdk, scripted):
+def test_a_storys_second_request_lands_in_its_chat_and_another_story_gets_its_own(sdk, connection):
     sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
-    scripted.server.on("The fog?", AGAIN)
+    connection.server.on("The fog?", AGAIN)
     history = opening(person("Any ships?"), reply(STORY), person("The fog?"))
     sdk.chat.completions.create(model="scripted", messages=history)
     chat = only_chat()
@@ -158,19 +164,19 @@ def test_a_storys_second_request_lands_in_its_chat_and_another_story_gets_its_ow
     assert Chat.objects.get(pk=chat.pk).message_count == 5
 
 
-def test_a_regenerate_is_stored_as_a_swipe_of_the_last_reply(sdk, scripted):
+def test_a_regenerate_is_stored_as_a_swipe_of_the_last_reply(sdk, connection):
     sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
-    scripted.server.on(lambda prompt: True, AGAIN)
+    connection.server.on(lambda prompt: True, AGAIN)
     answer = sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
     assert answer.choices[0].message.content == AGAIN
     chat = only_chat()
     assert chat.message_count == 3
     last = Message.objects.get(chat=chat, index=2)
     assert last.swipes == [STORY, AGAIN] and last.swipe_id == 1 and last.mes == AGAIN
-    assert sent_to_model(scripted)[-1] == person("Any ships?")  # the reply being redone is not in the prompt
+    assert sent_to_model(connection)[-1] == person("Any ships?")  # the reply being redone is not in the prompt
 
 
-def test_an_edited_reply_is_written_as_an_edit_and_the_story_stays_in_its_chat(sdk, scripted):
+def test_an_edited_reply_is_written_as_an_edit_and_the_story_stays_in_its_chat(sdk, connection):
     sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
     edited = "The Gull came in at noon."
     history = opening(person("Any ships?"), reply(edited), person("Who?"))
@@ -181,7 +187,7 @@ def test_an_edited_reply_is_written_as_an_edit_and_the_story_stays_in_its_chat(s
     assert chat.message_count == 5
 
 
-def test_the_header_names_the_chat_its_first_message_edited_and_its_end_deleted(sdk, scripted):
+def test_the_header_names_the_chat_its_first_message_edited_and_its_end_deleted(sdk, connection):
     answer = sdk.chat.completions.with_raw_response.create(
         model="scripted", messages=opening(person("Any ships?"), reply(STORY), person("The fog?"))
     )
@@ -195,7 +201,7 @@ def test_the_header_names_the_chat_its_first_message_edited_and_its_end_deleted(
     assert said(Chat.objects.get(pk=chat_id)) == [(False, GREETING), (True, "Any ships at all?"), (False, STORY)]
 
 
-def test_a_client_key_in_the_header_names_one_chat(sdk, scripted):
+def test_a_client_key_in_the_header_names_one_chat(sdk, connection):
     header = {"X-Lorekeeper-Chat": "my-phone-story"}
     sdk.chat.completions.create(model="scripted", messages=[person("Hello.")], extra_headers=header)
     sdk.chat.completions.create(
@@ -205,17 +211,17 @@ def test_a_client_key_in_the_header_names_one_chat(sdk, scripted):
     assert chat.client_key == "my-phone-story" and chat.message_count == 4
 
 
-def test_a_memory_written_in_lorekeeper_reaches_the_models_request(sdk, scripted, user, character):
+def test_a_memory_written_in_lorekeeper_reaches_the_models_request(sdk, connection, user, character):
     memory_create(user=user, kind="fact", content="Mira owes Hale eleven crowns.", character=character)
     sdk.chat.completions.create(model="scripted", messages=opening(person("What do you owe?")))
-    sent = sent_to_model(scripted)
+    sent = sent_to_model(connection)
     assert sent[0] == {"role": "system", "content": SYSTEM}
     assert "Mira owes Hale eleven crowns." in json.dumps(sent[1:-1])
     assert sent[-1] == person("What do you owe?")
     assert [c.pk for c in only_chat().characters.all()] == [character.pk]  # the person's own Mira
 
 
-def test_without_a_key_or_with_a_wrong_one_the_answer_is_a_401_in_openais_shape(gateway, scripted):
+def test_without_a_key_or_with_a_wrong_one_the_answer_is_a_401_in_openais_shape(gateway, connection):
     for key in ("lk_not-a-token", None):
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         response = httpx.post(f"{gateway}/chat/completions", json={"messages": [person("Hi")]}, headers=headers)
@@ -225,7 +231,7 @@ def test_without_a_key_or_with_a_wrong_one_the_answer_is_a_401_in_openais_shape(
         openai.OpenAI(base_url=gateway, api_key="lk_wrong", max_retries=0).models.list()
 
 
-def test_too_many_replies_at_once_is_a_429_with_retry_after(sdk, gateway, token, user, scripted):
+def test_too_many_replies_at_once_is_a_429_with_retry_after(sdk, gateway, token, user, connection):
     chat = chat_create(user=user, title="Busy")
     for _ in range(4):  # the person's cap on replies streaming at once (settings: streams_per_user)
         Generation.objects.create(
@@ -238,7 +244,7 @@ def test_too_many_replies_at_once_is_a_429_with_retry_after(sdk, gateway, token,
     assert Chat.objects.filter(client_key__startswith="gateway:").count() == 0  # refused before writing
 
 
-def test_another_users_chat_in_the_header_is_a_404(sdk, other_user, scripted):
+def test_another_users_chat_in_the_header_is_a_404(sdk, other_user, connection):
     theirs = chat_create(user=other_user, title="Theirs")
     with pytest.raises(openai.NotFoundError):
         sdk.chat.completions.create(
@@ -256,7 +262,7 @@ def test_another_users_chat_in_the_header_is_a_404(sdk, other_user, scripted):
         ({"messages": [{"role": "user", "content": 7}]}, "messages[0].content"),
     ],
 )
-def test_bad_input_is_a_400_naming_the_field(gateway, token, scripted, body, param):
+def test_bad_input_is_a_400_naming_the_field(gateway, token, connection, body, param):
     response = httpx.post(
         f"{gateway}/chat/completions", json={"model": "scripted", **body}, headers={"Authorization": f"Bearer {token}"}
     )
@@ -264,3 +270,41 @@ def test_bad_input_is_a_400_naming_the_field(gateway, token, scripted, body, par
     error = response.json()["error"]
     assert error["param"] == param and error["type"] == "invalid_request_error" and error["message"]
     assert Chat.objects.count() == 0
+
+
+def test_a_reply_past_max_tokens_is_cut_with_finish_reason_length_and_stored_stopped(sdk, connection):
+    connection.server.on(lambda prompt: True, " ".join(f"wave{n}" for n in range(200)))
+    answer = sdk.chat.completions.create(model="scripted", messages=opening(person("Sing.")), max_tokens=5)
+    assert answer.choices[0].finish_reason == "length"
+    assert len(answer.choices[0].message.content.split()) < 20
+    stored = Message.objects.get(chat=only_chat(), index=2)
+    assert stored.extra["lorekeeper"]["reason"] == "length"
+
+
+def test_a_model_failing_is_a_502_and_mid_stream_an_error_chunk(sdk, connection):
+    connection.server.on(lambda prompt: True, Reply(status=401))
+    with pytest.raises(openai.APIStatusError) as caught:
+        sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
+    assert caught.value.status_code == 502 and caught.value.body["code"] == "model_failed"
+    connection.server.on(lambda prompt: True, Reply("One ship came in late tonight", fail_after=2))
+    with pytest.raises(openai.APIError):
+        list(sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")), stream=True))
+    assert Message.objects.filter(chat=only_chat()).last().extra["lorekeeper"]["state"] == "failed"
+
+
+def test_a_history_ending_with_the_reply_continues_it(sdk, connection):
+    sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
+    connection.server.on(lambda prompt: True, "And the wind rose.")
+    sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?"), reply(STORY)))
+    chat = only_chat()
+    assert said(chat)[-1] == (False, f"{STORY} And the wind rose.") and chat.message_count == 3
+
+
+def test_a_front_end_that_trims_the_oldest_messages_stays_in_the_chat(sdk, connection):
+    turns = [person("Any ships?"), reply(STORY), person("The fog?"), reply(AGAIN), person("And tomorrow?")]
+    sdk.chat.completions.create(model="scripted", messages=opening(*turns))
+    trimmed = [{"role": "system", "content": SYSTEM}, *turns[2:], reply(STORY), person("Good.")]
+    sdk.chat.completions.create(model="scripted", messages=trimmed)
+    chat = only_chat()
+    assert chat.message_count == 9 and said(chat)[-2:] == [(True, "Good."), (False, STORY)]
+    assert said(chat)[:2] == [(False, GREETING), (True, "Any ships?")]  # what the front end left out is kept
