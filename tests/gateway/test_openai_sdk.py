@@ -27,6 +27,7 @@ SYSTEM = "Write Mira's next reply in a fictional chat between Mira and Rowan."
 GREETING = "The lantern is lit. What brings you to the harbour?"
 STORY = "The Gull came in at dawn, her sails torn."
 AGAIN = "None tonight; the fog is too thick."
+MAX_JSON = 1_000_000  # the server's limit on a JSON body, low enough for a test to pass it
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,8 @@ def gateway(django_db_setup, model):
     valkey.start()
     broker = f"redis://127.0.0.1:{valkey.port}/0"
     try:
-        with gunicorn(broker=broker, workers=1, asgi=True, LOREKEEPER_PROVIDER_PRIVATE_HOSTS="true") as url:
+        env = {"LOREKEEPER_PROVIDER_PRIVATE_HOSTS": "true", "LOREKEEPER_MAX_JSON_BYTES": str(MAX_JSON)}
+        with gunicorn(broker=broker, workers=1, asgi=True, **env) as url:
             yield f"{url}/v1"
     finally:
         valkey.stop()
@@ -308,3 +310,10 @@ def test_a_front_end_that_trims_the_oldest_messages_stays_in_the_chat(sdk, conne
     chat = only_chat()
     assert chat.message_count == 9 and said(chat)[-2:] == [(True, "Good."), (False, STORY)]
     assert said(chat)[:2] == [(False, GREETING), (True, "Any ships?")]  # what the front end left out is kept
+
+
+def test_a_body_past_the_limit_is_a_413_in_openais_shape(sdk, connection):
+    with pytest.raises(openai.APIStatusError) as caught:
+        sdk.chat.completions.create(model="scripted", messages=opening(person("word " * (MAX_JSON // 4))))
+    assert caught.value.status_code == 413 and caught.value.body["code"] == "request_too_large"
+    assert Chat.objects.count() == 0
