@@ -18,7 +18,6 @@ import logging
 import re
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import httpx
@@ -223,56 +222,12 @@ def embed_texts(config: EmbeddingConfig, texts: Sequence[str]) -> list[list[floa
         ).values_list("content_hash", "vector"):
             found[content_hash] = _as_list(vector)
     missing = list({h: t for h, t in zip(hashes, texts, strict=True) if h not in found}.items())
-    started = _started_ahead(config, missing)
-    if started:
-        _cache_store(config.key, list(started), list(started.values()))
-        found.update(started)
-        missing = [(h, t) for h, t in missing if h not in started]
     for start in range(0, len(missing), config.batch_size):
         batch = missing[start : start + config.batch_size]
         vectors = _call_provider(config, [text for _, text in batch])
         _cache_store(config.key, [h for h, _ in batch], vectors)
         found.update({h: v for (h, _), v in zip(batch, vectors, strict=True)})
     return [found[h] for h in hashes]
-
-
-# Texts whose vectors are being made ahead of the search that will ask for them (`embed_ahead`): (model, hash) to the
-# future of their batch and their place in it. Bounded: what no search came for is forgotten.
-_AHEAD: dict[tuple[str, str], tuple[Future, int]] = {}
-_AHEAD_MAX = 64
-_ahead_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-ahead")
-
-
-def embed_ahead(config: EmbeddingConfig, texts: Sequence[str]) -> None:
-    """Start making the local model's vectors for `texts` in a thread, for a search that will ask for them soon
-    (a reply's turn recall, once the person's message is written and the context's other slots are gathered): that
-    search then waits for them, if still needed, instead of making them after the rest. A remote provider is not
-    asked ahead (a call over the network for a search that may not come)."""
-    if not config.enabled or config.provider != "local" or not texts:
-        return
-    fresh = [text for text in dict.fromkeys(texts) if (config.key, text_hash(text)) not in _AHEAD]
-    if not fresh:
-        return
-    future = _ahead_pool.submit(_call_provider, config, fresh)
-    for place, text in enumerate(fresh):
-        _AHEAD[(config.key, text_hash(text))] = (future, place)
-    while len(_AHEAD) > _AHEAD_MAX:
-        _AHEAD.pop(next(iter(_AHEAD)))
-
-
-def _started_ahead(config: EmbeddingConfig, missing: list[tuple[str, str]]) -> dict[str, list[float]]:
-    """The vectors of `missing` that `embed_ahead` made or is making, waited for; one that failed is made again."""
-    vectors = {}
-    for content_hash, _ in missing:
-        started = _AHEAD.pop((config.key, content_hash), None)
-        if started is None:
-            continue
-        future, place = started
-        try:
-            vectors[content_hash] = _as_list(future.result(timeout=QUERY_TIMEOUT)[place])
-        except Exception as exc:  # noqa: BLE001 — made the usual way below, which reports its own failure
-            log.info("a vector made ahead is not used: %s", exc)
-    return vectors
 
 
 def _cache_store(model_key: str, hashes: list[str], vectors: list[list[float]]) -> None:

@@ -49,7 +49,6 @@ from apps.llm.models import Connection
 from apps.llm.selectors import connection_for_replies, connection_get
 from apps.llm.streaming import stream_chat
 from apps.llm.tokens import tokenizer_for
-from apps.memories.search import memory_search_ahead
 
 log = logging.getLogger(__name__)
 MODES = tuple(Generation.Mode.values)
@@ -167,8 +166,6 @@ def generation_prepare(
             return Prepared(earlier, fresh=False)
     started = time.perf_counter()
     _check(chat, mode, message)
-    if mode == Generation.Mode.NEW and message:
-        memory_search_ahead(user=user, query=message)  # the turn's recall embeds it: made meanwhile, in a thread
     streams_check(user=user, open_in_process=len(open_streams))  # before the work: a refusal costs nothing
     connection = _connection(user, connection_id)
     chat = chat_lock(chat=chat, integrity=integrity)

@@ -42,7 +42,6 @@ from apps.injection.services.slots import (
     responder_of,
 )
 from apps.llm.tokens import count_tokens
-from apps.memories.search import memory_search_ahead
 
 TRIGGERED_SHARE = 0.5  # of the long-term budget kept for what the turn recalls
 ST_POSITION = {IN_PROMPT: 0, "in_chat": 1}  # SillyTavern's extension_prompt_types
@@ -118,8 +117,6 @@ def context_build(
     scope = Scope(user.pk, chat, characters, responder)
     state = InjectionState.objects.filter(chat=chat).first()
     message = (message or "").replace("\x00", "").strip()
-    if message and (settings.enabled["triggered"] or settings.unified):
-        memory_search_ahead(user=user, query=message)  # its recall's vectors, made while the slots are gathered
     turn, turn_scores = classify_turn(message)
     budgets = budgets_for(settings, turn=turn, demand=state.demand if state else {})
     timings: dict[str, float] = {}

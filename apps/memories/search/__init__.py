@@ -1,21 +1,5 @@
 """Memory search: `memory_search` (ranking.py) fuses the candidate rankings of candidates.py."""
 
-from apps.memories.search.ranking import (
-    MAX_LIMIT,
-    SearchHit,
-    SearchOutcome,
-    excerpt,
-    memory_search,
-    memory_search_ahead,
-    split_sentences,
-)
+from apps.memories.search.ranking import MAX_LIMIT, SearchHit, SearchOutcome, excerpt, memory_search, split_sentences
 
-__all__ = [
-    "MAX_LIMIT",
-    "SearchHit",
-    "SearchOutcome",
-    "excerpt",
-    "memory_search",
-    "memory_search_ahead",
-    "split_sentences",
-]
+__all__ = ["MAX_LIMIT", "SearchHit", "SearchOutcome", "excerpt", "memory_search", "split_sentences"]

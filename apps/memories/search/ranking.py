@@ -37,7 +37,7 @@ from django.db.models.expressions import RawSQL
 
 from apps.common.beside import beside
 from apps.common.exceptions import ApplicationError
-from apps.memories.embeddings import config_for, embed_ahead, embed_query, reads_words
+from apps.memories.embeddings import config_for, embed_query, reads_words
 from apps.memories.models import Kind, Memory
 from apps.memories.search.candidates import Scope, TextScores, scope_size, text_candidates, vector_candidates
 from apps.memories.search.dates import within
@@ -70,15 +70,6 @@ class SearchOutcome:
     method: str  # hybrid | vector | text
     results: list[SearchHit]
     timings_ms: dict[str, float] = field(default_factory=dict)
-
-
-def memory_search_ahead(*, user: AbstractUser, query: str) -> None:
-    """Start embedding what `memory_search(user=user, query=query)` will embed, in a thread, so that the search,
-    made a little later, finds its vectors ready (apps/memories/embeddings.py `embed_ahead`)."""
-    query = query.replace("\x00", "").strip()
-    if query:
-        sentences = split_sentences(query, limit=settings.LOREKEEPER_SEARCH["max_sentences"]) or [query]
-        embed_ahead(config_for(user), sentences)
 
 
 def split_sentences(query: str, *, limit: int) -> list[str]:
