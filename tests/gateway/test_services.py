@@ -98,3 +98,9 @@ def test_a_request_of_system_messages_only_changes_nothing(stored):
     integrity = stored.integrity
     synced = history_sync(chat=stored, lines=[SYSTEM])
     assert synced.chat.integrity == integrity and len(texts(stored)) == 3
+
+
+def test_a_message_differing_only_in_whitespace_is_not_an_edit(stored):
+    lines = [SYSTEM, GREETING, Line("user", "Any  ships?\n"), Line("assistant", " One."), Line("user", "Which?")]
+    assert history_sync(chat=stored, lines=lines).written["edited"] == 0
+    assert texts(stored)[1] == "Any ships?"

@@ -16,10 +16,12 @@ messages) changes nothing.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.db.models.functions import MD5
 
 from apps.chats.models import Chat, Message
 from apps.chats.services.chats import chat_lock
@@ -28,8 +30,6 @@ from apps.chats.services.start import send_date
 from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
 from apps.gateway.services.request import Line, said
 from apps.generation.models import Generation
-
-STORED = ("index", "is_user", "mes", "swipes", "swipe_id")
 
 
 @dataclass
@@ -40,10 +40,15 @@ class Synced:
     written: dict[str, int] = field(default_factory=lambda: {"appended": 0, "edited": 0, "deleted": 0})
 
 
-def _edit(row: dict[str, Any], text: str) -> list[dict[str, Any]]:
-    at = f"/{row['index']}"
+def _changed(chat: Chat, index: int, line: Line) -> bool:
+    return line.said != said(Message.objects.values_list("mes", flat=True).get(chat=chat, index=index))
+
+
+def _edit(chat: Chat, index: int, text: str) -> list[dict[str, Any]]:
+    at = f"/{index}"
     operations = [{"op": "replace", "path": f"{at}/mes", "value": text}]
-    swipes, shown = row["swipes"], row["swipe_id"] or 0
+    swipes, shown = Message.objects.filter(chat=chat, index=index).values_list("swipes", "swipe_id").get()
+    shown = shown or 0
     if isinstance(swipes, list) and 0 <= shown < len(swipes):
         operations.append({"op": "replace", "path": f"{at}/swipes/{shown}", "value": text})
     return operations
@@ -80,27 +85,31 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
     history = [line for line in lines if line.role != "system"]
     if not history:  # only a system prompt: nothing of the chat is said, so nothing of it is deleted
         return Synced(chat)
+    # What the chat says is compared by its MD5, computed where it is stored: a long chat's text is not read to
+    # find it unchanged, only a message whose digest differs (then compared with whitespace normalised).
     stored = list(
-        Message.objects.filter(chat=chat, index__gte=start, is_system=False).order_by("index").values(*STORED)
+        Message.objects.filter(chat=chat, index__gte=start, is_system=False)
+        .order_by("index")
+        .values_list("index", "is_user", MD5("mes"))
     )
     synced = Synced(chat)
     operations: list[dict[str, Any]] = []
     cut = min(len(history), len(stored))
     for n in range(cut):
         line, row = history[n], stored[n]
-        if (line.role == "user") != row["is_user"]:
+        if (line.role == "user") != row[1]:
             cut = n
             break
-        if line.said != said(row["mes"]):
-            operations += _edit(row, line.content)
+        if hashlib.md5(line.content.encode()).hexdigest() != row[2] and _changed(chat, row[0], line):
+            operations += _edit(chat, row[0], line.content)
             synced.written["edited"] += 1
     regenerate = (
-        cut == len(history) == len(stored) - 1 and history and history[-1].role == "user" and not stored[-1]["is_user"]
+        cut == len(history) == len(stored) - 1 and history and history[-1].role == "user" and not stored[-1][1]
     )
     if regenerate:
         synced.mode = Generation.Mode.SWIPE
     elif cut < len(stored):  # the request ends before the chat does: the rest was deleted in the front end
-        first = stored[cut]["index"]
+        first = stored[cut][0]
         operations += [{"op": "remove", "path": f"/{index}"} for index in range(chat.message_count - 1, first - 1, -1)]
         synced.written["deleted"] = chat.message_count - first
     if operations:
