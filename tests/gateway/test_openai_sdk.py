@@ -203,9 +203,10 @@ def test_the_header_names_the_chat_its_first_message_edited_and_its_end_deleted(
     assert said(Chat.objects.get(pk=chat_id)) == [(False, GREETING), (True, "Any ships at all?"), (False, STORY)]
 
 
-def test_a_client_key_in_the_header_names_one_chat(sdk, connection):
+def test_a_client_key_in_the_header_or_the_body_names_one_chat(sdk, connection):
     header = {"X-Lorekeeper-Chat": "my-phone-story"}
-    sdk.chat.completions.create(model="scripted", messages=[person("Hello.")], extra_headers=header)
+    body = {"lorekeeper_chat": "my-phone-story"}  # a front end that cannot send a header of its own
+    sdk.chat.completions.create(model="scripted", messages=[person("Hello.")], extra_body=body)
     sdk.chat.completions.create(
         model="scripted", messages=[person("Hello."), reply(STORY), person("Again.")], extra_headers=header
     )

@@ -24,6 +24,7 @@ from apps.generation.services.prompt import Composing, Prompt, memory_placed
 from apps.llm.profiles import connection_context_size
 from apps.llm.tokens import Tokenizer, tokenizer_for
 
+CHAT_FIELD = "lorekeeper_chat"  # the body's field naming the chat, for front ends that send no header of their own
 CUT = (Generation.Reason.LENGTH, Generation.Reason.CHARACTERS)
 
 
@@ -69,14 +70,18 @@ def _composer(lines: list[Line]):
 @transaction.atomic
 def completion_prepare(*, user: AbstractUser, body: dict[str, Any], chat_header: str = "") -> Completion:
     """Everything before the model is asked, in one transaction: a refusal (a bad field, the caps on streams)
-    writes nothing."""
+    writes nothing. The chat is the one `chat_header` (X-Lorekeeper-Chat) or the body's `lorekeeper_chat` names,
+    else the one the conversation is (services/match.py)."""
     lines = messages_parse(body.get("messages"))
     model = body.get("model") or ""
     if not isinstance(model, str):
         raise ApplicationError("`model` is a string.", {"field": "model"})
     connection = connection_for_model(user=user, model=model)
     options = options_parse(body, connection)
-    found = chat_for_request(user=user, lines=lines, header=chat_header)
+    named = body.get(CHAT_FIELD)
+    if named is not None and not isinstance(named, str | int):
+        raise ApplicationError(f"`{CHAT_FIELD}` is a chat id or a client key.", {"field": CHAT_FIELD})
+    found = chat_for_request(user=user, lines=lines, header=chat_header or str(named or ""))
     synced = history_sync(chat=found.chat, lines=lines, start=found.start)
     prepared = generation_prepare(
         user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection_id=connection.pk,
