@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions as drf_exceptions
@@ -53,6 +54,8 @@ def gateway_exception_handler(exc: Exception, context: dict) -> Response | None:
         return _error(exc.status, exc.message, param=field, code=exc.code, headers=headers)
     if isinstance(exc, Http404 | ObjectDoesNotExist):
         return _error(404, str(exc) or "Not found.")
+    if isinstance(exc, DjangoValidationError):
+        return _error(400, " ".join(exc.messages))
     if isinstance(exc, drf_exceptions.APIException):
         status = exc.status_code
         if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):

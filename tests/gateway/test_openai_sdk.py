@@ -105,6 +105,7 @@ def sent_to_model(connection) -> list[dict]:
 
 def test_models_lists_the_persons_connections_and_an_unknown_one_is_a_404(sdk, gateway, token, connection):
     assert [m.id for m in sdk.models.list()] == ["scripted"]
+    assert sdk.models.retrieve("scripted").owned_by == "lorekeeper"
     body = httpx.get(f"{gateway}/models", headers={"Authorization": f"Bearer {token}"}).json()
     assert body["object"] == "list"
     assert body["data"][0].keys() == {"id", "object", "created", "owned_by"}
@@ -318,3 +319,13 @@ def test_a_body_past_the_limit_is_a_413_in_openais_shape(sdk, connection):
         sdk.chat.completions.create(model="scripted", messages=opening(person("word " * (MAX_JSON // 4))))
     assert caught.value.status_code == 413 and caught.value.body["code"] == "request_too_large"
     assert Chat.objects.count() == 0
+
+
+def test_a_body_that_is_not_json_is_a_400_in_openais_shape(gateway, token, connection):
+    response = httpx.post(
+        f"{gateway}/chat/completions",
+        content=b'{"messages": [',
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    error = response.json()["error"]
+    assert response.status_code == 400 and error["type"] == "invalid_request_error" and "JSON" in error["message"]
