@@ -215,7 +215,9 @@ def test_a_client_key_in_the_header_or_the_body_names_one_chat(sdk, connection):
     assert chat.client_key == "my-phone-story" and chat.message_count == 4
 
 
-def test_a_memory_written_in_lorekeeper_reaches_the_models_request(sdk, connection, user, character):
+def test_a_memory_written_in_lorekeeper_reaches_the_models_request_and_the_prompt_page_marks_it(
+    sdk, connection, user, character, client
+):
     memory_create(user=user, kind="fact", content="Mira owes Hale eleven crowns.", character=character)
     sdk.chat.completions.create(model="scripted", messages=opening(person("What do you owe?")))
     sent = sent_to_model(connection)
@@ -223,6 +225,13 @@ def test_a_memory_written_in_lorekeeper_reaches_the_models_request(sdk, connecti
     assert "Mira owes Hale eleven crowns." in json.dumps(sent[1:-1])
     assert sent[-1] == person("What do you owe?")
     assert [c.pk for c in only_chat().characters.all()] == [character.pk]  # the person's own Mira
+    generation = Generation.objects.get(chat=only_chat())
+    added = [generation.prompt[n]["content"] for n in generation.prompt_info["added"]]
+    assert added and any("Mira owes Hale eleven crowns." in text for text in added)
+    client.force_login(user)
+    page = client.get(f"/chats/{generation.chat_id}/messages/{generation.message_index}/prompt/")
+    assert page.status_code == 200 and "through the OpenAI-compatible gateway" in page.content.decode()
+    assert page.content.decode().count(" · added") == len(added)
 
 
 def test_without_a_key_or_with_a_wrong_one_the_answer_is_a_401_in_openais_shape(gateway, connection):

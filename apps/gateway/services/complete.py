@@ -51,10 +51,11 @@ def _composer(lines: list[Line]):
     def compose(composing: Composing) -> Prompt:
         context = composing.context
         sent = [{"role": line.role, "content": line.content} for line in lines]
-        messages = memory_placed(sent, slots=context.slots, macros=context.macros, speakers=composing.speakers)
+        messages, added = memory_placed(sent, slots=context.slots, macros=context.macros, speakers=composing.speakers)
         tokenizer = tokenizer_for(composing.connection)
         info = {
             "client": "gateway",
+            "added": added,  # the prompt's messages Lorekeeper added: the memory
             "context_size": connection_context_size(composing.connection),
             "reply_tokens": composing.connection.reply_tokens,
             "history_messages": sum(line.role != "system" for line in lines),

@@ -191,10 +191,11 @@ def prompt_build(
 
 def memory_placed(
     messages: list[dict[str, str]], *, slots: dict[str, dict[str, Any]], macros: dict[str, str], speakers: Speakers
-) -> list[dict[str, str]]:
+) -> tuple[list[dict[str, str]], list[int]]:
     """Another client's own prompt with the memory slots placed as `prompt_build` places them: the in-prompt
     slots as system messages after its leading system messages, the in-chat slots in the messages after those at
-    their depth and role. What the client wrote is kept as it is, its `{{smartmemory-*}}` macros resolved."""
+    their depth and role. What the client wrote is kept as it is, its `{{smartmemory-*}}` macros resolved. Answers
+    the messages and the positions of those added (the Prompt page marks them)."""
     active = [slot for slot in slots.values() if slot["enabled"] and slot["text"].strip()]
     lines = [dict(line, content=_macros_only(line["content"], macros)) for line in messages]
     lead = 0
@@ -204,7 +205,9 @@ def memory_placed(
             for slot in active if slot["position"] == "in_prompt"]  # fmt: skip
     in_chat = [slot | {"text": _resolve(slot["text"], speakers, macros)} for slot in active
                if slot["position"] == "in_chat"]  # fmt: skip
-    return lines[:lead] + head + _in_chat(lines[lead:], in_chat)
+    placed = lines[:lead] + head + _in_chat(lines[lead:], in_chat)
+    theirs = {id(line) for line in lines}
+    return placed, [n for n, line in enumerate(placed) if id(line) not in theirs]
 
 
 def _macros_only(text: str, macros: dict[str, str]) -> str:
