@@ -278,8 +278,9 @@
         // Stopped by the person (abort), or the connection dropped: the server keeps what arrived.
         await new Promise((resolve) => setTimeout(resolve, 400));
         shown?.article.classList.remove("streaming");
-        if (mode === "impersonate") shown?.article.remove();
-        else await catchUp(Math.max(before - 1, 0));
+        // A new reply was shown in an article of its own: the stored message replaces it (catchUp brings it).
+        if (mode === "impersonate" || mode === "new") shown?.article.remove();
+        if (mode !== "impersonate") await catchUp(Math.max(before - 1, 0));
         say(run.controller.signal.aborted ? "Stopped: what arrived is kept." : "The connection dropped: what arrived is kept.");
       }
     } finally {

@@ -105,6 +105,7 @@ def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_ed
         expect(streaming).not_to_contain_text(LONG)  # still streaming when that answer came
         page.locator("#composer .stop").click()
         expect(page.locator("#m4 .reply-state")).to_have_text("stopped")
+        expect(page.locator("article.message:not([id])")).to_have_count(0)  # the stream's own article gave way to #m4
         stopped = Message.objects.get(chat=chat, index=4)
         assert stopped.mes.startswith("wave0 wave1") and stopped.mes != LONG
 
