@@ -135,6 +135,7 @@ def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_ed
         )
         assert Message.objects.get(chat=chat, index=6).mes.startswith("wave0 wave1")
         assert "wave79" not in Message.objects.get(chat=chat, index=6).mes
+        screenshot(page, "chat-stopped-by-a-bound-1100")
 
         # Edit a message through the page's editor.
         page.locator("#m1 .message-menu > summary").click()
