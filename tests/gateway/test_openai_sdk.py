@@ -338,3 +338,13 @@ def test_a_body_that_is_not_json_is_a_400_in_openais_shape(gateway, token, conne
     )
     error = response.json()["error"]
     assert response.status_code == 400 and error["type"] == "invalid_request_error" and "JSON" in error["message"]
+
+
+def test_sillytaverns_impersonate_is_answered_and_not_stored(sdk, connection):
+    sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
+    connection.server.on(lambda prompt: True, "I wave from the pier.")
+    nudge = {"role": "system", "content": "[Write your next reply from the point of view of Rowan.]"}
+    history = [*opening(person("Any ships?"), reply(STORY)), nudge]
+    answer = sdk.chat.completions.create(model="scripted", messages=history)
+    assert answer.choices[0].message.content == "I wave from the pier."
+    assert said(only_chat()) == [(False, GREETING), (True, "Any ships?"), (False, STORY)]

@@ -104,3 +104,9 @@ def test_a_message_differing_only_in_whitespace_is_not_an_edit(stored):
     lines = [SYSTEM, GREETING, Line("user", "Any  ships?\n"), Line("assistant", " One."), Line("user", "Which?")]
     assert history_sync(chat=stored, lines=lines).written["edited"] == 0
     assert texts(stored)[1] == "Any ships?"
+
+
+def test_sillytaverns_impersonate_is_a_draft_that_is_not_stored(stored):
+    nudge = Line("system", "[Write your next reply from the point of view of Rowan, using the chat history so far.]")
+    synced = history_sync(chat=stored, lines=[*HISTORY, nudge])
+    assert (synced.mode, synced.message) == ("impersonate", None) and len(texts(stored)) == 3

@@ -9,7 +9,9 @@ From where the request's history starts in the chat (services/match.py), message
 - the request that ends where the chat's last reply was (the same history, the reply missing): a regenerate, whose
   reply becomes a new swipe of that message (generation's swipe mode);
 - messages past the chat's end are appended; the last, the person's, is their turn (appended with the reply's
-  generation, as the web chat does, so its recall is kept on it); a history ending with a reply asks to continue it.
+  generation, as the web chat does, so its recall is kept on it); a history ending with a reply asks to continue it;
+- a request whose last message is SillyTavern's Impersonate instruction asks for a draft of the person's next
+  message: answered, never stored (generation's impersonate mode).
 Messages SillyTavern hides from the model (`is_system`) are not compared; a request with no history (only system
 messages) changes nothing.
 """
@@ -17,6 +19,7 @@ messages) changes nothing.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +34,8 @@ from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
 from apps.gateway.services.request import Line, said
 from apps.generation.models import Generation
 
+IMPERSONATION = re.compile(r"\s*\[?Write your next reply from the point of view of", re.IGNORECASE)
+
 
 @dataclass
 class Synced:
@@ -38,6 +43,12 @@ class Synced:
     mode: str = Generation.Mode.NEW
     message: str | None = None  # the person's turn, appended with the generation
     written: dict[str, int] = field(default_factory=lambda: {"appended": 0, "edited": 0, "deleted": 0})
+
+
+def _impersonating(lines: list[Line]) -> bool:
+    """Whether the front end asks for a draft of the person's next message (SillyTavern's Impersonate: its
+    instruction is the request's last message), which is answered and never stored."""
+    return bool(lines) and lines[-1].role == "system" and IMPERSONATION.match(lines[-1].content) is not None
 
 
 def _changed(chat: Chat, index: int, line: Line) -> bool:
@@ -103,7 +114,8 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
         if hashlib.md5(line.content.encode()).hexdigest() != row[2] and _changed(chat, row[0], line):
             operations += _edit(chat, row[0], line.content)
             synced.written["edited"] += 1
-    regenerate = (
+    impersonate = _impersonating(lines)
+    regenerate = not impersonate and (
         cut == len(history) == len(stored) - 1 and history and history[-1].role == "user" and not stored[-1][1]
     )
     if regenerate:
@@ -115,12 +127,14 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
     if operations:
         chat = _patch(chat, operations)
     new = history[cut:] if not regenerate else []
-    if new and new[-1].role == "user":
+    if new and new[-1].role == "user" and not impersonate:
         synced.message, new = new[-1].content, new[:-1]
     if new:
         chat = _append(chat, [_line(chat, line) for line in new])
         synced.written["appended"] = len(new)
-    if history and history[-1].role == "assistant":
+    if impersonate:
+        synced.mode = Generation.Mode.IMPERSONATE
+    elif history[-1].role == "assistant":
         synced.mode = Generation.Mode.CONTINUE
     synced.chat = chat
     return synced
