@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.chats.models import Character, Chat, Message
@@ -36,6 +37,8 @@ from apps.gateway.services.request import Line, said
 KEY_PREFIX = "gateway"
 MAX_KEY = 500
 WINDOW_CHECK = 2  # messages that must stand in order for a trimmed history to be found in a chat
+WINDOW_SLACK = 50  # messages deleted in the front end since, that a trimmed history may still be found past
+WINDOW_CHATS = 20  # the chats of the same system prompt searched, the most recently written first
 CAPITALISED = r"([A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,3})"
 NAMED = [
     re.compile(r"\bWrite (.{1,60}?)'s next reply"),
@@ -103,21 +106,27 @@ def _new_chat(user: AbstractUser, lines: list[Line], client_key: str) -> Chat:
 
 
 def _window_at(chat: Chat, history: list[Line]) -> int:
-    found = _window_in([chat.pk], history)
+    found = _window_in([(chat.pk, chat.message_count)], history)
     return found[1] if found else 0
 
 
-def _window_in(chat_ids, history: list[Line]) -> tuple[int, int] | None:
-    """(chat id, index) where the request's first messages stand in order past the start of one of the chats, the
-    most recently written first; None when they stand nowhere."""
-    if len(history) < WINDOW_CHECK:
+def _window_in(chats: list[tuple[int, int]], history: list[Line]) -> tuple[int, int] | None:
+    """(chat id, index) where the request's first messages stand in order past the start of one of the `chats`
+    ((id, message count), the most recently written first); None when they stand nowhere. A trimmed history ends
+    at about the chat's end, so only its last `len(history) + WINDOW_SLACK` messages are searched (by the chat and
+    index key: a long chat is not scanned)."""
+    if len(history) < WINDOW_CHECK or not chats:
         return None
     head = history[:WINDOW_CHECK]
-    candidates = (
-        Message.objects.filter(chat_id__in=chat_ids, index__gt=0, is_user=head[0].role == "user", is_system=False)
+    where = Q()
+    for chat_id, count in chats:
+        where |= Q(chat_id=chat_id, index__gte=max(1, count - len(history) - WINDOW_SLACK))
+    rank = {chat_id: n for n, (chat_id, _) in enumerate(chats)}
+    candidates = sorted(
+        Message.objects.filter(where, is_user=head[0].role == "user", is_system=False)
         .filter(mes__contains=head[0].content.strip()[:200])
-        .order_by("-chat__updated_at", "-index")
-        .values_list("chat_id", "index")[:20]
+        .values_list("chat_id", "index")[:50],
+        key=lambda found: (rank[found[0]], -found[1]),
     )
     for chat_id, index in candidates:
         following = list(
@@ -156,8 +165,12 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
     if chat is not None:
         return Found(chat, 0, "fingerprint")
     system_key = key.rsplit(":", 1)[0] + ":"
-    same_system = Chat.objects.filter(user=user, client_key__startswith=system_key).values_list("pk", flat=True)
-    window = _window_in(list(same_system[:200]), _history(lines))
+    same_system = (
+        Chat.objects.filter(user=user, client_key__startswith=system_key)
+        .order_by("-updated_at")
+        .values_list("pk", "message_count")[:WINDOW_CHATS]
+    )
+    window = _window_in(list(same_system), _history(lines))
     if window is not None:
         return Found(Chat.objects.get(pk=window[0]), window[1], "window")
     return Found(_new_chat(user, lines, key), 0, "new")
