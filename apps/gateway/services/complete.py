@@ -80,7 +80,7 @@ def completion_prepare(*, user: AbstractUser, body: dict[str, Any], chat_header:
     connection = connection_for_model(user=user, model=model)
     options = options_parse(body, connection)
     named = body.get(CHAT_FIELD)
-    if named is not None and not isinstance(named, str | int):
+    if named is not None and (isinstance(named, bool) or not isinstance(named, str | int)):
         raise ApplicationError(f"`{CHAT_FIELD}` is a chat id or a client key.", {"field": CHAT_FIELD})
     found = chat_for_request(user=user, lines=lines, header=chat_header or str(named or ""))
     synced = history_sync(chat=found.chat, lines=lines, start=found.start)
