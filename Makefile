@@ -57,6 +57,7 @@ bench: install
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/sillytavern.py
 	$(BIN)/python bench/chat.py
+	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/consent.py
 	$(BIN)/python bench/pages.py
 
@@ -81,6 +82,7 @@ bench-small: install
 	$(call timed,bench/load.py --users 3 --seconds 10 --workers 2)
 	$(call timed,bench/sillytavern.py --messages 500 --turns 20)
 	$(call timed,bench/chat.py --streams 10 --people 3 --seconds 8 --ramp 2 --long-chat 500 --generations 5 --workers 2)
+	$(call timed,bench/gateway.py --messages 500 --requests 10)
 	$(call timed,bench/consent.py --messages 200)
 	$(call timed,bench/pages.py --runs 1)
 

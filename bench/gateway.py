@@ -1,0 +1,241 @@
+"""What the OpenAI-compatible gateway adds before the first token, and what it writes once the chat is synced.
+
+    .venv/bin/python bench/gateway.py [--messages 5000] [--requests 100] [--workers 2] [--quick]
+
+Starts what a deployment runs for the web, as bench/chat.py does (its services, reused): gunicorn with uvicorn
+workers serving config.asgi (production settings), an embedded Valkey and the PostgreSQL cluster of its own in
+var/bench_chat, the database `lorekeeper_bench_chat` (its people made again each run), and the scripted model (an
+OpenAI-compatible server on one event loop, in a process of its own; its reply here starts at once). No Celery
+worker runs: what the writes queue (indexing, extraction) waits in the broker, and is not counted below.
+
+One account with a chat of `--messages` messages (indexed) and a memory for every five messages (embedded). A front
+end's request is the whole history as OpenAI messages (a system prompt, then the chat), and a new message of the
+person's; the reply, as the client read it, joins the history of the next request, as a front end keeps it. The chat
+is named by `X-Lorekeeper-Chat` (no fingerprint to compute), the model by the connection's name.
+
+1. Time before the first token, client side (the official `openai` SDK, `stream=True`: from the call to the first
+   chunk with content), `--requests` times each, one after another and alternating so that the machine's noise falls
+   on both alike:
+   - through the gateway: the history compared with the chat, the new message written, memory recalled and injected,
+     the prompt built, the person's model called and its stream relayed;
+   - the scripted model called directly, with the same messages.
+   p50/p95 of both and the difference (goal: p95 at most 60 ms over the direct call), and the server's own steps
+   from the Generation rows.
+2. Bytes written per request once the chat is synced (the request adds only the new message and its reply): WAL
+   bytes, pg_current_wal_lsn() before one gateway request to before the next (the direct call between them writes
+   nothing to the database). The WAL holds everything the cluster wrote meanwhile: the rows, their indexes' entries,
+   full-page images after a checkpoint, autovacuum's work.
+
+Fails (exit 1) only on a broken result: a request refused or ended without a reply, or a chat not grown by two
+messages a request. Timings are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+import chat as chat_bench  # noqa: E402 — the services: the cluster, gunicorn, the scripted model, the account
+import load as load_bench  # noqa: E402 — the Valkey
+import openai  # noqa: E402
+import psutil  # noqa: E402
+import sync as sync_bench  # noqa: E402 — production settings
+from chat_figures import DATABASE, percentile  # noqa: E402
+from chat_streams import QUICK  # noqa: E402
+from context import PLACES, THINGS, sentence  # noqa: E402
+
+SYSTEM = "Write Mira's next reply in a fictional chat between Mira and Rowan."
+WARM = 4  # untimed requests of each kind first: connections, caches, each worker's first request
+
+
+def seed(messages: int, model_url: str) -> dict:
+    """The account, its chat (indexed) and memories (embedded); the chat's messages as a front end sends them."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from apps.chats.models import Message
+    from apps.memories.embeddings import text_hash
+    from apps.memories.models import Memory
+    from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
+
+    call_command("migrate", verbosity=0)
+    get_user_model().objects.filter(username="gateway_bench").delete()
+    started = time.perf_counter()
+    account = chat_bench._account("gateway_bench", model_url, messages=messages)
+    chat_index_messages(chat_id=account["chat"])
+    facts = [sentence(random.Random(n)) for n in range(messages // 5)]
+    Memory.objects.bulk_create(
+        Memory(user_id=account["user"], character_id=account["character"], kind="fact", content=f"{text} ({n})",
+               content_hash=text_hash(f"{text} ({n})"), origin="extraction", importance=2)
+        for n, text in enumerate(facts)
+    )  # fmt: skip
+    memories_embed_pending(user_id=account["user"])
+    rows = Message.objects.filter(chat_id=account["chat"]).order_by("index").values_list("is_user", "mes")
+    account["history"] = [{"role": "system", "content": SYSTEM}]
+    account["history"] += [{"role": "user" if is_user else "assistant", "content": mes} for is_user, mes in rows]
+    print(f"(seeded a {messages:,}-message chat and {len(facts):,} memories in {time.perf_counter() - started:.0f} s)")
+    return account
+
+
+def first_delta(client: openai.OpenAI, model: str, messages: list[dict], **extra) -> tuple[float, str]:
+    """Seconds from the call to the first chunk with content, and the whole reply."""
+    started = time.perf_counter()
+    first, parts = None, []
+    stream = client.chat.completions.create(model=model, messages=messages, stream=True, **extra)
+    for chunk in stream:
+        if getattr(chunk, "error", None):
+            raise SystemExit(f"the stream ended with an error: {chunk.error}")
+        for choice in chunk.choices:
+            if choice.delta.content:
+                if first is None:
+                    first = time.perf_counter() - started
+                parts.append(choice.delta.content)
+    if first is None:
+        raise SystemExit("a stream ended without a reply")
+    return first, "".join(parts)
+
+
+def wal_lsn() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_lsn()")
+        return cursor.fetchone()[0]
+
+
+def wal_bytes(before: str, after: str) -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_wal_lsn_diff(%s, %s)", [after, before])
+        return int(cursor.fetchone()[0])
+
+
+def run(base_url: str, model_url: str, account: dict, requests: int) -> bool:
+    from apps.chats.models import Chat
+    from apps.generation.models import Generation
+
+    gateway = openai.OpenAI(base_url=f"{base_url}/v1", api_key=account["token"], max_retries=0, timeout=120)
+    direct = openai.OpenAI(base_url=model_url, api_key="bench-key-0000", max_retries=0, timeout=120)
+    header = {"extra_headers": {"X-Lorekeeper-Chat": str(account["chat"])}}
+    history = account["history"]
+    rng = random.Random(11)
+    through, straight, written = [], [], []
+    count = Chat.objects.get(pk=account["chat"]).message_count
+    began = time.perf_counter()
+    lsn = None
+    for n in range(WARM + requests):
+        topic = f"the {rng.choice(THINGS)} near the {rng.choice(PLACES)}"
+        messages = [*history, {"role": "user", "content": f"Rowan asks about {topic} ({n}). {QUICK}"}]
+        before = wal_lsn()
+        if lsn is not None and n > WARM:
+            written.append(wal_bytes(lsn, before))  # the previous gateway request, all its writes committed
+        lsn = before if n >= WARM else None
+        seconds, reply = first_delta(gateway, "scripted", messages, **header)
+        history = [*messages, {"role": "assistant", "content": reply}]
+        direct_seconds, _ = first_delta(direct, "scripted", messages)
+        if n >= WARM:
+            through.append(seconds)
+            straight.append(direct_seconds)
+    time.sleep(1)  # the last reply stored
+    written.append(wal_bytes(lsn, wal_lsn()))
+    elapsed = time.perf_counter() - began
+
+    grown = Chat.objects.get(pk=account["chat"]).message_count - count
+    print(f"\n1. Time before the first token, client side: {requests} streamed requests of each kind, one by one, "
+          f"the chat {count:,} messages at the start ({elapsed:.0f} s)")  # fmt: skip
+    for label, values in (("through the gateway", through), ("the model called directly", straight)):
+        p50, p95 = percentile(values, 50) * 1000, percentile(values, 95) * 1000
+        print(f"  {label:<27} p50 {p50:7.1f} ms   p95 {p95:7.1f} ms")
+    added = [a - b for a, b in zip(through, straight, strict=True)]
+    p50 = (percentile(through, 50) - percentile(straight, 50)) * 1000
+    p95 = (percentile(through, 95) - percentile(straight, 95)) * 1000
+    print(f"  the gateway adds            p50 {p50:7.1f} ms   p95 {p95:7.1f} ms (goal: p95 at most 60 ms over the "
+          f"direct call); request by request: p50 {percentile(added, 50) * 1000:.1f} ms, p95 "
+          f"{percentile(added, 95) * 1000:.1f} ms")  # fmt: skip
+    rows = list(Generation.objects.filter(chat_id=account["chat"]).order_by("created_at"))[WARM:]
+    steps = [g.prompt_info.get("timings_ms", {}) for g in rows]
+    keys = sorted({key for step in steps for key in step})
+    if keys:
+        print("  the server's own steps before the row, ms p50/p95: " + ", ".join(
+            f"{key} {percentile([s.get(key, 0) for s in steps], 50):.0f}/"
+            f"{percentile([s.get(key, 0) for s in steps], 95):.0f}" for key in keys
+        ))  # fmt: skip
+    model = [(g.first_token_at - g.created_at).total_seconds() for g in rows if g.first_token_at]
+    if model:
+        print(f"  server: Generation row to the model's first token p50 {percentile(model, 50) * 1000:.1f} ms, "
+              f"p95 {percentile(model, 95) * 1000:.1f} ms")  # fmt: skip
+    print(f"\n2. Bytes written per request once the chat is synced (the new message and its reply): WAL "
+          f"(pg_current_wal_lsn() difference) p50 {percentile(written, 50) / 1024:,.1f} KiB, p95 "
+          f"{percentile(written, 95) / 1024:,.1f} KiB, mean {sum(written) / len(written) / 1024:,.1f} KiB; the "
+          f"request's body {len(json.dumps(history).encode()) / 1024:,.0f} KiB")  # fmt: skip
+    expected = 2 * (WARM + requests)
+    if grown != expected:
+        print(f"BROKEN: the chat grew by {grown} messages, not {expected} (the new message and the reply a request)")
+        return False
+    print(f"  (the chat grew by {grown} messages: two a request, as expected)")
+    return True
+
+
+def main() -> None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=5000, help="messages in the chat")
+    parser.add_argument("--requests", type=int, default=100, help="timed requests of each kind")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    parser.add_argument("--quick", action="store_true", help="a 500-message chat, 20 requests")
+    args = parser.parse_args()
+    if args.quick:
+        args.messages, args.requests = 500, 20
+
+    folder = tempfile.mkdtemp(prefix="lorekeeper-gateway-")
+    load_bench.DATABASE = DATABASE
+    sync_bench.ENV["LOREKEEPER_PROVIDER_ALLOWED_NETWORKS"] = "127.0.0.0/8"  # the scripted model, on loopback
+    server = model = valkey = None
+    ok = False
+    try:
+        valkey = load_bench.start_services(folder)
+        model = chat_bench.start_model(20, (10.0, 20.0), held=60)
+        chat_bench.start_database()
+        account = seed(args.messages, model[2])
+        port = sync_bench.free_port()
+        server = chat_bench.start_server(port, args.workers, [])
+        print(f"The gateway: gunicorn -k apps.common.worker.Worker -w {args.workers}, production settings; a "
+              f"{args.messages:,}-message chat; {os.cpu_count()} cores ({psutil.cpu_count(logical=False)} physical), "
+              f"{psutil.virtual_memory().total / 2**30:.0f} GB")  # fmt: skip
+        ok = run(f"http://127.0.0.1:{port}", model[2], account, args.requests)
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+        if model is not None:
+            model[1].set()
+            model[0].join(timeout=10)
+        if valkey is not None:
+            valkey.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    if not ok:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
