@@ -13,9 +13,10 @@ end's request is the whole history as OpenAI messages (a system prompt, then the
 person's; the reply, as the client read it, joins the history of the next request, as a front end keeps it. The chat
 is named by `X-Lorekeeper-Chat` (no fingerprint to compute), the model by the connection's name.
 
-1. Time before the first token, client side (the official `openai` SDK, `stream=True`: from the call to the first
-   chunk with content), `--requests` times each, one after another and alternating so that the machine's noise falls
-   on both alike:
+1. Time before the first token, client side (httpx, `"stream": true`, the body serialised beforehand: from sending
+   the request to the first chunk with content; the official `openai` SDK's own preparation of a 5,000-message
+   request takes most of a second here, the client's cost, the same both ways, so it is left out), `--requests`
+   times each, one after another and alternating so that the machine's noise falls on both alike:
    - through the gateway: the history compared with the chat, the new message written, memory recalled and injected,
      the prompt built, the person's model called and its stream relayed;
    - the scripted model called directly, with the same messages.
@@ -52,8 +53,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import chat as chat_bench  # noqa: E402 — the services: the cluster, gunicorn, the scripted model, the account
+import httpx  # noqa: E402
 import load as load_bench  # noqa: E402 — the Valkey
-import openai  # noqa: E402
 import psutil  # noqa: E402
 import sync as sync_bench  # noqa: E402 — production settings
 from chat_figures import DATABASE, percentile  # noqa: E402
@@ -93,21 +94,28 @@ def seed(messages: int, model_url: str) -> dict:
     return account
 
 
-def first_delta(client: openai.OpenAI, model: str, messages: list[dict], **extra) -> tuple[float, str]:
-    """Seconds from the call to the first chunk with content, and the whole reply."""
-    started = time.perf_counter()
+def first_delta(http: httpx.Client, url: str, body: dict, headers: dict) -> tuple[float, str]:
+    """Seconds from sending the request (its body serialised before) to the first chunk with content, and the whole
+    reply, read as OpenAI's server-sent chunks."""
+    content = json.dumps({**body, "stream": True}).encode()
     first, parts = None, []
-    stream = client.chat.completions.create(model=model, messages=messages, stream=True, **extra)
-    for chunk in stream:
-        if getattr(chunk, "error", None):
-            raise SystemExit(f"the stream ended with an error: {chunk.error}")
-        for choice in chunk.choices:
-            if choice.delta.content:
-                if first is None:
-                    first = time.perf_counter() - started
-                parts.append(choice.delta.content)
+    started = time.perf_counter()
+    with http.stream("POST", url, content=content, headers={"Content-Type": "application/json", **headers}) as answer:
+        if answer.status_code != 200:
+            raise SystemExit(f"{url} refused: {answer.status_code} {answer.read()[:300]!r}")
+        for line in answer.iter_lines():
+            if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                continue
+            chunk = json.loads(line[5:])
+            if "error" in chunk:
+                raise SystemExit(f"the stream ended with an error: {chunk['error']}")
+            for choice in chunk.get("choices", []):
+                if (choice.get("delta") or {}).get("content"):
+                    if first is None:
+                        first = time.perf_counter() - started
+                    parts.append(choice["delta"]["content"])
     if first is None:
-        raise SystemExit("a stream ended without a reply")
+        raise SystemExit(f"a stream from {url} ended without a reply")
     return first, "".join(parts)
 
 
@@ -131,9 +139,9 @@ def run(base_url: str, model_url: str, account: dict, requests: int) -> bool:
     from apps.chats.models import Chat
     from apps.generation.models import Generation
 
-    gateway = openai.OpenAI(base_url=f"{base_url}/v1", api_key=account["token"], max_retries=0, timeout=120)
-    direct = openai.OpenAI(base_url=model_url, api_key="bench-key-0000", max_retries=0, timeout=120)
-    header = {"extra_headers": {"X-Lorekeeper-Chat": str(account["chat"])}}
+    gateway = httpx.Client(timeout=120)
+    direct = httpx.Client(timeout=120)
+    header = {"Authorization": f"Bearer {account['token']}", "X-Lorekeeper-Chat": str(account["chat"])}
     history = account["history"]
     rng = random.Random(11)
     through, straight, written = [], [], []
@@ -147,9 +155,10 @@ def run(base_url: str, model_url: str, account: dict, requests: int) -> bool:
         if lsn is not None and n > WARM:
             written.append(wal_bytes(lsn, before))  # the previous gateway request, all its writes committed
         lsn = before if n >= WARM else None
-        seconds, reply = first_delta(gateway, "scripted", messages, **header)
+        body = {"model": "scripted", "messages": messages}
+        seconds, reply = first_delta(gateway, f"{base_url}/v1/chat/completions", body, header)
         history = [*messages, {"role": "assistant", "content": reply}]
-        direct_seconds, _ = first_delta(direct, "scripted", messages)
+        direct_seconds, _ = first_delta(direct, f"{model_url}/chat/completions", body, {"Authorization": "Bearer k"})
         if n >= WARM:
             through.append(seconds)
             straight.append(direct_seconds)
@@ -181,10 +190,13 @@ def run(base_url: str, model_url: str, account: dict, requests: int) -> bool:
     if model:
         print(f"  server: Generation row to the model's first token p50 {percentile(model, 50) * 1000:.1f} ms, "
               f"p95 {percentile(model, 95) * 1000:.1f} ms")  # fmt: skip
+    prompts = [len(json.dumps(g.prompt).encode()) for g in rows]
     print(f"\n2. Bytes written per request once the chat is synced (the new message and its reply): WAL "
           f"(pg_current_wal_lsn() difference) p50 {percentile(written, 50) / 1024:,.1f} KiB, p95 "
           f"{percentile(written, 95) / 1024:,.1f} KiB, mean {sum(written) / len(written) / 1024:,.1f} KiB; the "
-          f"request's body {len(json.dumps(history).encode()) / 1024:,.0f} KiB")  # fmt: skip
+          f"request's body {len(json.dumps(history).encode()) / 1024:,.0f} KiB, the prompt kept with each reply "
+          f"(Generation.prompt, as JSON, before TOAST's compression) p50 "
+          f"{percentile(prompts, 50) / 1024:,.0f} KiB")  # fmt: skip
     expected = 2 * (WARM + requests)
     if grown != expected:
         print(f"BROKEN: the chat grew by {grown} messages, not {expected} (the new message and the reply a request)")
