@@ -10,7 +10,7 @@ import pytest
 
 from tests.servers import gunicorn
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # .ci/run runs it after make test
 
 READ_SECONDS, SECONDS = 2, 5  # the bounds the server is given here (the defaults are 15 and 60)
 

@@ -22,7 +22,7 @@ from apps.sync.services.instances import instance_register
 from tests.browsers import screenshot, session_cookie, watched_page
 from tests.extraction.helpers import add_turns, process
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]  # .ci/run runs it
 
 WIDTHS = (1100, 390)
 MESSAGES = 300

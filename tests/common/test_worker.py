@@ -12,8 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.servers import ROOT, free_port
+
+pytestmark = pytest.mark.slow  # gunicorn timeouts waited out: .ci/run runs it after make test
 
 WORKER = "apps.common.worker.Worker"
 TIMEOUT = 6  # gunicorn's --timeout: a worker's loop turns of 1 s are a sixth of it, as 5 s are of the default 30

@@ -21,7 +21,7 @@ from apps.memories.services.memories import memory_create
 from tests.llm_server import Reply, start_llm_server
 from tests.servers import gunicorn
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # .ci/run runs it after make test
 
 SYSTEM = "Write Mira's next reply in a fictional chat between Mira and Rowan."
 GREETING = "The lantern is lit. What brings you to the harbour?"
