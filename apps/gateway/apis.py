@@ -5,8 +5,6 @@ API token given as the API key, answering in OpenAI's shapes, errors included
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -22,7 +20,7 @@ from apps.accounts.authentication import BearerTokenAuthentication
 from apps.common.exceptions import ApplicationError
 from apps.gateway import selectors
 from apps.gateway.services.complete import completion_body, completion_chunks, completion_prepare, model_failed
-from apps.generation.services.generate import Event, generation_events
+from apps.generation.services.generate import generation_events, last_event
 from apps.generation.services.lease import StreamsBusy
 
 CHAT_HEADER = "X-Lorekeeper-Chat"
@@ -95,13 +93,6 @@ class ModelGetApi(GatewayApi):
         return Response(_model(selectors.connection_for_model(user=request.user, model=model)))
 
 
-async def _last(events: AsyncIterator[Event]) -> Event:
-    last = None
-    async for event in events:
-        last = event
-    return last
-
-
 class ChatCompletionApi(GatewayApi):
     @extend_schema(exclude=True)
     def post(self, request):
@@ -124,7 +115,7 @@ class ChatCompletionApi(GatewayApi):
             response["X-Accel-Buffering"] = "no"  # a proxy in front must pass each chunk on at once
             response[CHAT_HEADER] = headers[CHAT_HEADER]
             return response
-        event = async_to_sync(_last)(events)
+        event = async_to_sync(last_event)(events)
         if event.name == "error":
             return Response(model_failed(event.data), status=502, headers=headers)
         return Response(completion_body(completion, event), headers=headers)

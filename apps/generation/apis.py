@@ -27,6 +27,7 @@ from apps.generation.services.generate import (
     Event,
     generation_events,
     generation_prepare,
+    last_event,
     replay_event,
 )
 from apps.generation.services.lease import StreamsBusy
@@ -93,13 +94,6 @@ async def _one(event: Event) -> AsyncIterator[Event]:
     yield event
 
 
-async def _last(events: AsyncIterator[Event]) -> Event:
-    last = None
-    async for event in events:
-        last = event
-    return last
-
-
 class EventStreamRenderer(BaseRenderer):
     """Lets a client ask for `text/event-stream` alone: a streamed answer is written by the view; an error answer
     (a 4xx before any streaming) comes as one `error` event holding the usual JSON error body."""
@@ -164,7 +158,7 @@ class ChatGenerateApi(APIView):
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"  # a proxy in front must pass each event on at once
             return response
-        return self._answer(async_to_sync(_last)(generation_events(generation)), stream=False)
+        return self._answer(async_to_sync(last_event)(generation_events(generation)), stream=False)
 
     def _answer(self, event: Event, *, stream: bool):
         if stream:

@@ -261,6 +261,14 @@ def stored_event(stored: Stored) -> Event:
     return Event("done", data)
 
 
+async def last_event(events: AsyncIterator[Event]) -> Event:
+    """How a stream of events ended (a JSON answer, not streamed, waits for it)."""
+    last = None
+    async for event in events:
+        last = event
+    return last
+
+
 def replay_event(generation: Generation) -> Event:
     """What a retry of a finished generation answers: how it ended, as the first request was told."""
     message = None
