@@ -20,6 +20,8 @@ import importlib.util
 import logging
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 PER_MESSAGE_OVERHEAD = 4
+COUNTED_KEPT = 50_000  # messages' counts a process keeps: a long chat sent whole with each turn is counted once
+COUNTED_FROM = 64  # characters: a shorter text is counted again rather than looked up
 
 
 def count_tokens(text: str) -> int:
@@ -63,15 +67,45 @@ class Tokenizer:
     def count_messages(self, messages: list[dict]) -> int:
         """A chat's prompt tokens: each message's text with its framing (role, separators), and the tokens that
         open the reply. For OpenAI's models the framing is the one its cookbook counts (3 a message, 1 more for a
-        name, 3 for the reply); the estimate keeps `count_message_tokens`'s."""
+        name, 3 for the reply); the estimate keeps `count_message_tokens`'s. Each message's count is kept
+        (`_COUNTED`): a client sending a 5,000-message history with every turn has it counted once."""
         total = self.reply_primer
         for message in messages:
-            total += self.per_message + self.count(_text(message.get("content")))
+            total += self.per_message + _COUNTED.count(self, _text(message.get("content")))
             if self.exact:
                 total += self.count(str(message.get("role", "")))
                 if message.get("name"):
                     total += 1 + self.count(str(message["name"]))
         return total
+
+
+class _Counted:
+    """The token counts of the texts last counted, by tokenizer and the text's digest (the texts themselves are
+    not kept), the least recently used forgotten past COUNTED_KEPT. Shared by a process's threads."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept = kept
+        self.counts: OrderedDict[tuple[str, bytes], int] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def count(self, tokenizer: Tokenizer, text: str) -> int:
+        if len(text) < COUNTED_FROM:
+            return tokenizer.count(text)
+        key = (tokenizer.name, hashlib.blake2b(text.encode(), digest_size=16).digest())
+        with self.lock:
+            found = self.counts.get(key)
+            if found is not None:
+                self.counts.move_to_end(key)
+                return found
+        counted = tokenizer.count(text)
+        with self.lock:
+            self.counts[key] = counted
+            if len(self.counts) > self.kept:
+                self.counts.popitem(last=False)
+        return counted
+
+
+_COUNTED = _Counted(COUNTED_KEPT)
 
 
 def _text(content) -> str:

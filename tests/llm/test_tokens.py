@@ -107,3 +107,14 @@ def test_the_estimate_is_the_one_counted_before():
 def test_the_estimate_errs_high_for_english_prose():
     prose = "The lighthouse keeper climbed the stairs slowly, counting each step as she had every night. " * 20
     assert count_tokens(prose) >= _for("gpt-4o").count(prose)
+
+
+def test_a_history_counted_again_is_looked_up_per_tokenizer_and_gives_the_same_counts():
+    history = [{"role": "user", "content": f"Message {n}: the lantern swung over the quay all night. " * 3}
+               for n in range(50)]  # fmt: skip
+    exact, estimate = _for("gpt-4o"), _for("llama3")
+    first = (exact.count_messages(history), estimate.count_messages(history))
+    assert first[0] != first[1]  # the two counts are kept apart, not one read for the other
+    assert (exact.count_messages(history), estimate.count_messages(history)) == first
+    by_text = sum(3 + exact.count("user") + exact.count(m["content"]) for m in history) + 3
+    assert first[0] == by_text
