@@ -211,6 +211,8 @@ def memory_placed(
 
 
 def _macros_only(text: str, macros: dict[str, str]) -> str:
+    if "{{" not in text:  # every macro is a {{…}}: most of a long history has none, and is not searched for each
+        return text
     for token, value in macros.items():
         if token in text:
             text = text.replace(token, value)
