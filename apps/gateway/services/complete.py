@@ -45,7 +45,7 @@ class Completion:
         return int(self.generation.created_at.timestamp())
 
 
-def _composer(lines: list[Line]):
+def _composer(lines: list[Line], synced: Synced):
     """The prompt: the front end's messages as it sent them, the memory slots placed in them."""
 
     def compose(composing: Composing) -> Prompt:
@@ -53,9 +53,13 @@ def _composer(lines: list[Line]):
         sent = [{"role": line.role, "content": line.content} for line in lines]
         messages, added = memory_placed(sent, slots=context.slots, macros=context.macros, speakers=composing.speakers)
         tokenizer = tokenizer_for(composing.connection)
+        indices = list(synced.indices)
+        if synced.message is not None and indices and synced.message == synced.message.strip():
+            indices[-1] = composing.chat.message_count - 1  # the person's turn, appended since as it was sent
+        kept, kept_added = prompt_kept(messages, added, lines, indices)
         info = {
             "client": "gateway",
-            "added": added,  # the prompt's messages Lorekeeper added: the memory
+            "added": kept_added,  # the kept prompt's messages Lorekeeper added: the memory
             "context_size": connection_context_size(composing.connection),
             "reply_tokens": composing.connection.reply_tokens,
             "history_messages": sum(line.role != "system" for line in lines),
@@ -63,9 +67,41 @@ def _composer(lines: list[Line]):
             "slots": [name for name, slot in context.slots.items() if slot["enabled"] and slot["text"].strip()],
         }
         count = tokenizer.count_messages(messages)
-        return Prompt(messages, count, tokenizer.name, tokenizer.exact, info["context_size"], info)
+        return Prompt(messages, count, tokenizer.name, tokenizer.exact, info["context_size"], info, kept=kept)
 
     return compose
+
+
+def prompt_kept(
+    messages: list[dict[str, str]], added: list[int], lines: list[Line], indices: list[int | None]
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """The prompt as it is kept with the reply, and the positions in it of the messages Lorekeeper added. A front
+    end sends the whole history with every turn: the messages the chat holds word for word are kept as runs of the
+    chat's messages (`{"role": "chat", "from": 12, "to": 4998, "messages": 4987}`, its messages from index 12 to
+    4998, system messages aside), not copied again with each reply; the rest (system prompts, the memory added, a
+    text that differs from the chat's) as sent. `indices`: the chat's index of each history message (None: not
+    held word for word)."""
+    extra = set(added)
+    kept: list[dict[str, Any]] = []
+    kept_added: list[int] = []
+    history = iter(indices)
+    theirs = iter(lines)
+    for position, message in enumerate(messages):
+        if position in extra:
+            kept_added.append(len(kept))
+            kept.append(message)
+            continue
+        line = next(theirs)
+        index = next(history) if line.role != "system" else None
+        if index is None or message["content"] != line.content:
+            kept.append(message)
+            continue
+        last = kept[-1] if kept else None
+        if last is not None and last["role"] == "chat" and (len(kept) - 1) not in kept_added:
+            last["to"], last["messages"] = index, last["messages"] + 1
+        else:
+            kept.append({"role": "chat", "from": index, "to": index, "messages": 1})
+    return kept, kept_added
 
 
 @transaction.atomic
@@ -86,7 +122,7 @@ def completion_prepare(*, user: AbstractUser, body: dict[str, Any], chat_header:
     synced = history_sync(chat=found.chat, lines=lines, start=found.start)
     prepared = generation_prepare(
         user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection_id=connection.pk,
-        compose=_composer(lines), options=options,
+        compose=_composer(lines, synced), options=options,
     )  # fmt: skip
     return Completion(prepared.generation, found, synced, model or connection.name, tokenizer_for(connection))
 

@@ -43,6 +43,10 @@ class Synced:
     mode: str = Generation.Mode.NEW
     message: str | None = None  # the person's turn, appended with the generation
     written: dict[str, int] = field(default_factory=lambda: {"appended": 0, "edited": 0, "deleted": 0})
+    # For each message of the request's history (system messages aside), the index of the chat's message that holds
+    # exactly its text, or None (the person's turn, not yet appended; a text equal but for whitespace). The prompt
+    # is kept with the reply by these (services/complete.py), not copied.
+    indices: list[int | None] = field(default_factory=list)
 
 
 def _impersonating(lines: list[Line]) -> bool:
@@ -103,7 +107,7 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
         .order_by("index")
         .values_list("index", "is_user", MD5("mes"))
     )
-    synced = Synced(chat)
+    synced = Synced(chat, indices=[None] * len(history))
     operations: list[dict[str, Any]] = []
     cut = min(len(history), len(stored))
     for n in range(cut):
@@ -111,9 +115,12 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
         if (line.role == "user") != row[1]:
             cut = n
             break
-        if hashlib.md5(line.content.encode()).hexdigest() != row[2] and _changed(chat, row[0], line):
+        if hashlib.md5(line.content.encode()).hexdigest() == row[2]:
+            synced.indices[n] = row[0]
+        elif _changed(chat, row[0], line):
             operations += _edit(chat, row[0], line.content)
             synced.written["edited"] += 1
+            synced.indices[n] = row[0]
     impersonate = _impersonating(lines)
     regenerate = not impersonate and (
         cut == len(history) == len(stored) - 1 and history and history[-1].role == "user" and not stored[-1][1]
@@ -130,8 +137,10 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
     if new and new[-1].role == "user" and not impersonate:
         synced.message, new = new[-1].content, new[:-1]
     if new:
+        first = chat.message_count
         chat = _append(chat, [_line(chat, line) for line in new])
         synced.written["appended"] = len(new)
+        synced.indices[cut : cut + len(new)] = range(first, first + len(new))
     if impersonate:
         synced.mode = Generation.Mode.IMPERSONATE
     elif history[-1].role == "assistant":

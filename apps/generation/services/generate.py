@@ -200,14 +200,17 @@ def _record(user, chat, connection, mode, speakers, idempotency_key, asked, prom
     extends = {}
     if mode in (Generation.Mode.SWIPE, Generation.Mode.CONTINUE):
         extends = extends_of(Message.objects.get(chat=chat, index=chat.message_count - 1))
-    return Generation.objects.create(
+    generation = Generation.objects.create(
         user=user, chat=chat, connection=connection, mode=mode, character_name=speakers.char,
         idempotency_key=idempotency_key, request=asked, expected_count=chat.message_count, extends=extends,
         lease_until=lease_end(),
-        prompt=prompt.messages, prompt_tokens=prompt.tokens, tokenizer=prompt.tokenizer,
+        prompt=prompt.messages if prompt.kept is None else prompt.kept, prompt_tokens=prompt.tokens,
+        tokenizer=prompt.tokenizer,
         prompt_info=prompt.info | {"exact": prompt.exact, "recall": _recall_summary(context.recall)},
         api=connection.api, model=connection.model,
     )  # fmt: skip
+    generation.prompt = prompt.messages  # what the model is sent, whatever form is kept
+    return generation
 
 
 def _ms(since: float) -> float:

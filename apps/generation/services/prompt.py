@@ -47,6 +47,9 @@ class Prompt:
     exact: bool
     budget: int
     info: dict[str, Any] = field(default_factory=dict)
+    # What is kept with the reply (Generation.prompt) when not `messages` itself: another client's prompt keeps
+    # the chat's messages it repeats by reference (apps/gateway/services/complete.py, `prompt_kept`).
+    kept: list[dict[str, Any]] | None = None
 
 
 @dataclass
