@@ -63,20 +63,22 @@ def messages_parse(messages: Any) -> list[Line]:
     if len(messages) > MAX_MESSAGES:
         raise ApplicationError(f"`messages` holds at most {MAX_MESSAGES} messages.", {"field": "messages"})
     lines = []
-    for n, message in enumerate(messages):
-        field = f"messages[{n}]"
+    for n, message in enumerate(messages):  # a whole history with each turn: the plain case is checked cheaply
         if not isinstance(message, dict):
+            field = f"messages[{n}]"
             raise ApplicationError(f"{field} is an object with a role and a content.", {"field": field})
         role = message.get("role")
         if not isinstance(role, str) or role not in ROLES:
             raise ApplicationError(
-                f"{field}.role is one of {', '.join(ROLES)}, not {role!r}.", {"field": f"{field}.role"}
+                f"messages[{n}].role is one of {', '.join(ROLES)}, not {role!r}.", {"field": f"messages[{n}].role"}
             )
         name = message.get("name")
         if name is not None and not isinstance(name, str):
-            raise ApplicationError(f"{field}.name is a string.", {"field": f"{field}.name"})
-        content = _content(message.get("content"), f"{field}.content")
-        lines.append(Line(ROLES[role], content, (name or "").strip()[:200]))
+            raise ApplicationError(f"messages[{n}].name is a string.", {"field": f"messages[{n}].name"})
+        content = message.get("content")
+        if type(content) is not str or len(content) > MAX_MESSAGE or "\x00" in content:
+            content = _content(content, f"messages[{n}].content")
+        lines.append(Line(ROLES[role], content, name.strip()[:200] if name else ""))
     return lines
 
 
