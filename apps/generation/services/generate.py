@@ -330,14 +330,15 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
                 delta = await _next_delta(deltas, arrived, deadline=deadline, idle=bounds.idle)
                 if delta is None or lease.done():  # ended, a bound, or the lease lost (the sweep ended it)
                     break
-                if not arrived.chars:
-                    await _released(_first_token)(generation)
+                first_at = timezone.now() if not arrived.chars else None
                 delta = arrived.add(delta)
                 wait = sent_at + delta_window() - loop.time()  # the first goes at once
                 if wait > 0:
                     await asyncio.sleep(wait)
                 if delta:
                     yield Event("delta", {"text": delta})
+                if first_at is not None:  # written once the first words are on their way, not before
+                    await _released(_first_token)(generation, first_at)
                 sent_at = loop.time()
                 if arrived.reason:
                     break
@@ -394,5 +395,5 @@ async def _keep_lease(generation: Generation, arrived: Arrived) -> None:
             log.warning("generation %s: its lease could not be renewed", generation.uid, exc_info=True)
 
 
-def _first_token(generation: Generation) -> None:
-    Generation.objects.filter(pk=generation.pk, first_token_at__isnull=True).update(first_token_at=timezone.now())
+def _first_token(generation: Generation, at) -> None:
+    Generation.objects.filter(pk=generation.pk, first_token_at__isnull=True).update(first_token_at=at)
