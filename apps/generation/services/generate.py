@@ -181,6 +181,7 @@ def generation_prepare(
     )
     chat = context.chat
     timings["context"] = context.timings_ms.get("total", 0.0)
+    timings |= {f"context_{step}": ms for step, ms in context.timings_ms.items() if step != "total"}
     mark = time.perf_counter()
     prompt = compose(Composing(chat, context, responder, speakers, connection, mode))
     timings["prompt"] = _ms(mark)
