@@ -212,6 +212,10 @@ def seed(people: int, streams: int, long_chat: int, model_url: str) -> tuple[lis
         for n, text in enumerate(facts)
     )  # fmt: skip
     memories_embed_pending(user_id=long["user"])
+    from django.db import connection
+
+    with connection.cursor() as cursor:  # the planner's statistics, as autovacuum would have them on a server in use
+        cursor.execute("ANALYZE memories_memory, chats_message, chats_chat")
     print(
         f"(seeded {streams} stream accounts and a {long_chat:,}-message chat in {time.perf_counter() - started:.0f} s)"
     )
