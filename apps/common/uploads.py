@@ -8,7 +8,7 @@ disk and the time. Three places stop it early:
   reads them and stops at LOREKEEPER_MAX_IMPORT_BYTES, whatever the headers said;
 - `limit_asgi_body` (config/asgi.py) stops reading a body without Content-Length at the limit under ASGI, where
   Django would otherwise read the whole body before any middleware runs.
-Each answers 413 with a message, as JSON under /api/.
+Each answers 413 with a message, as JSON under /api/, and in OpenAI's error shape under /v1/.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from django.http import HttpResponse, JsonResponse
 
 from apps.common.exceptions import ApplicationError
 from apps.common.views import plain_page
+
+OPENAI_PATHS = "/v1/"  # the OpenAI-compatible gateway (apps/gateway), whose clients read OpenAI's error shape
 
 
 def _megabytes(limit: int) -> str:
@@ -34,6 +36,9 @@ def too_large_response(path: str, limit: int) -> HttpResponse:
     error = UploadTooLarge(limit)
     if path.startswith("/api/"):
         return JsonResponse({"message": error.message, "extra": error.extra}, status=413)
+    if path.startswith(OPENAI_PATHS):
+        body = {"message": error.message, "type": "invalid_request_error", "param": None, "code": "request_too_large"}
+        return JsonResponse({"error": body}, status=413)
     return HttpResponse(plain_page("Too large", f"{error.message} Go back and choose a smaller file."), status=413)
 
 

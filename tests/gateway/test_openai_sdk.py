@@ -28,6 +28,7 @@ GREETING = "The lantern is lit. What brings you to the harbour?"
 STORY = "The Gull came in at dawn, her sails torn."
 AGAIN = "None tonight; the fog is too thick."
 MAX_JSON = 1_000_000  # the server's limit on a JSON body, low enough for a test to pass it
+MAX_IMPORT = 1_500_000  # and on an upload: any body past it and a megabyte is refused before it is read
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,8 @@ def gateway(django_db_setup, model):
     valkey.start()
     broker = f"redis://127.0.0.1:{valkey.port}/0"
     try:
-        env = {"LOREKEEPER_PROVIDER_PRIVATE_HOSTS": "true", "LOREKEEPER_MAX_JSON_BYTES": str(MAX_JSON)}
+        env = {"LOREKEEPER_PROVIDER_PRIVATE_HOSTS": "true", "LOREKEEPER_MAX_JSON_BYTES": str(MAX_JSON),
+               "LOREKEEPER_MAX_IMPORT_BYTES": str(MAX_IMPORT)}  # fmt: skip
         with gunicorn(broker=broker, workers=1, asgi=True, **env) as url:
             yield f"{url}/v1"
     finally:
@@ -327,6 +329,18 @@ def test_a_body_past_the_limit_is_a_413_in_openais_shape(sdk, connection):
     with pytest.raises(openai.APIStatusError) as caught:
         sdk.chat.completions.create(model="scripted", messages=opening(person("word " * (MAX_JSON // 4))))
     assert caught.value.status_code == 413 and caught.value.body["code"] == "request_too_large"
+    assert Chat.objects.count() == 0
+
+
+@pytest.mark.parametrize("length", ["given", "unsaid"])
+def test_a_body_past_the_upload_limit_is_a_413_in_openais_shape_before_it_is_read(gateway, token, connection, length):
+    body = json.dumps({"model": "scripted", "messages": opening(person("word " * 600_000))}).encode()
+    content = body if length == "given" else iter([body[n : n + 65536] for n in range(0, len(body), 65536)])
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    response = httpx.post(f"{gateway}/chat/completions", content=content, headers=headers, timeout=30)
+    assert response.status_code == 413 and response.headers["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == "request_too_large" and error["type"] == "invalid_request_error"
     assert Chat.objects.count() == 0
 
 
