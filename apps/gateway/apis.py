@@ -19,14 +19,21 @@ from rest_framework.views import APIView
 from apps.accounts.authentication import BearerTokenAuthentication
 from apps.common.exceptions import ApplicationError
 from apps.gateway import selectors
-from apps.gateway.services.complete import completion_body, completion_chunks, completion_prepare, model_failed
+from apps.gateway.services.complete import (
+    completion_body,
+    completion_chunks,
+    completion_prepare,
+    completion_replayed,
+    model_failed,
+)
+from apps.generation.models import Generation
 from apps.generation.services.generate import generation_events, last_event
 from apps.generation.services.lease import StreamsBusy
 
 CHAT_HEADER = "X-Lorekeeper-Chat"
 INVALID = "invalid_request_error"
 TYPES = {400: INVALID, 401: INVALID, 403: "permission_error", 404: INVALID, 409: "conflict_error", 413: INVALID,
-         429: "rate_limit_error", 503: "server_error"}  # fmt: skip
+         422: INVALID, 429: "rate_limit_error", 503: "server_error"}  # fmt: skip
 CODES = {401: "invalid_api_key", 404: "not_found", 413: "request_too_large", 429: "rate_limit_exceeded"}
 
 
@@ -105,9 +112,22 @@ class ChatCompletionApi(GatewayApi):
         stream_options = body.get("stream_options") or {}
         if not isinstance(stream_options, dict):
             raise ApplicationError("`stream_options` is an object.", {"field": "stream_options"})
-        completion = completion_prepare(user=request.user, body=body, chat_header=request.headers.get(CHAT_HEADER, ""))
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if len(key) > 200:
+            raise ApplicationError("An Idempotency-Key holds at most 200 characters.", {"field": "Idempotency-Key"})
+        completion = completion_prepare(
+            user=request.user, body=body, chat_header=request.headers.get(CHAT_HEADER, ""), idempotency_key=key
+        )
         headers = {CHAT_HEADER: str(completion.generation.chat_id)}
-        events = generation_events(completion.generation)
+        if completion.fresh:
+            events = generation_events(completion.generation)
+        elif completion.generation.state == Generation.State.STREAMING:
+            raise ApplicationError(
+                "This request is still generating; ask again when it has ended.", {"field": "Idempotency-Key"},
+                status=409, code="generation_in_progress",
+            )  # fmt: skip
+        else:
+            events = completion_replayed(completion)
         if stream:
             chunks = completion_chunks(completion, events, include_usage=stream_options.get("include_usage") is True)
             response = StreamingHttpResponse(chunks, content_type="text/event-stream")

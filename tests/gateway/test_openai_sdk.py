@@ -344,6 +344,31 @@ def test_a_body_past_the_upload_limit_is_a_413_in_openais_shape_before_it_is_rea
     assert Chat.objects.count() == 0
 
 
+def test_a_retry_with_the_same_idempotency_key_replays_the_reply_not_a_swipe(sdk, gateway, token, connection):
+    first = sdk.chat.completions.create(
+        model="scripted", messages=opening(person("Any ships?")), extra_headers={"Idempotency-Key": "turn-1"}
+    )
+    connection.server.on(lambda prompt: True, AGAIN)  # a second ask of the model would say this
+    stream = sdk.chat.completions.create(
+        model="scripted", messages=opening(person("Any ships?")), stream=True,
+        extra_headers={"Idempotency-Key": "turn-1"},
+    )  # fmt: skip
+    chunks = list(stream)
+    assert {c.id for c in chunks} == {first.id}
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == STORY
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    chat = only_chat()
+    assert said(chat) == [(False, GREETING), (True, "Any ships?"), (False, STORY)]
+    assert Message.objects.get(chat=chat, index=2).swipes == [STORY]  # not a swipe
+    assert len(connection.server.requests) == 1  # the model was asked once
+    again = httpx.post(
+        f"{gateway}/chat/completions", json={"model": "scripted", "messages": opening(person("Other words."))},
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "turn-1"},
+    )  # fmt: skip
+    assert again.status_code == 422 and again.json()["error"]["param"] == "Idempotency-Key"
+    assert said(chat) == said(only_chat())  # the refused request wrote nothing
+
+
 def test_a_body_that_is_not_json_is_a_400_in_openais_shape(gateway, token, connection):
     response = httpx.post(
         f"{gateway}/chat/completions",

@@ -5,24 +5,27 @@ same bounds, lease and caps on streams, the same storing of the reply. Then the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 
 from apps.common.exceptions import ApplicationError
 from apps.gateway.selectors import connection_for_model
-from apps.gateway.services.match import Found, chat_for_request
+from apps.gateway.services.match import chat_for_request
 from apps.gateway.services.request import Line, messages_parse, options_parse
 from apps.gateway.services.sync import Synced, history_sync
 from apps.generation.models import Generation
-from apps.generation.services.generate import Event, generation_prepare
+from apps.generation.services.generate import Event, generation_prepare, replay_event
+from apps.generation.services.lease import generation_lapse
 from apps.generation.services.prompt import Composing, Prompt, memory_placed
 from apps.llm.profiles import connection_context_size
-from apps.llm.tokens import Tokenizer, tokenizer_for
+from apps.llm.tokens import ESTIMATE, Tokenizer, tokenizer_for
 
 CHAT_FIELD = "lorekeeper_chat"  # the body's field naming the chat, for front ends that send no header of their own
 CUT = (Generation.Reason.LENGTH, Generation.Reason.CHARACTERS)
@@ -31,10 +34,9 @@ CUT = (Generation.Reason.LENGTH, Generation.Reason.CHARACTERS)
 @dataclass
 class Completion:
     generation: Generation
-    found: Found
-    synced: Synced
     model: str
     tokenizer: Tokenizer
+    fresh: bool = True  # False: a retry with the same Idempotency-Key, answered with how the first one ended
 
     @property
     def id(self) -> str:
@@ -104,11 +106,46 @@ def prompt_kept(
     return kept, kept_added
 
 
+HOW_ANSWERED = ("stream", "stream_options")  # a retry may ask for the same reply streamed or not
+
+
+def _digest(body: dict[str, Any]) -> str:
+    asked = {key: value for key, value in body.items() if key not in HOW_ANSWERED}
+    return hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _replayed(user: AbstractUser, key: str, digest: str) -> Generation | None:
+    """The generation an earlier request with this Idempotency-Key made (its lease lapsed first when its process
+    died), or None; a key sent with another body is refused."""
+    earlier = Generation.objects.select_related("chat", "connection").filter(user=user, idempotency_key=key).first()
+    if earlier is None:
+        return None
+    if earlier.request.get("body") != digest:
+        raise ApplicationError(
+            "This Idempotency-Key was used for another request.", {"field": "Idempotency-Key"}, status=422,
+            code="idempotency_key_reused",
+        )  # fmt: skip
+    if earlier.state == Generation.State.STREAMING and generation_lapse(generation_id=earlier.pk):
+        earlier.refresh_from_db()
+    return earlier
+
+
 @transaction.atomic
-def completion_prepare(*, user: AbstractUser, body: dict[str, Any], chat_header: str = "") -> Completion:
+def completion_prepare(
+    *, user: AbstractUser, body: dict[str, Any], chat_header: str = "", idempotency_key: str = ""
+) -> Completion:
     """Everything before the model is asked, in one transaction: a refusal (a bad field, the caps on streams)
     writes nothing. The chat is the one `chat_header` (X-Lorekeeper-Chat) or the body's `lorekeeper_chat` names,
-    else the one the conversation is (services/match.py)."""
+    else the one the conversation is (services/match.py). A retry with the `idempotency_key` of an earlier
+    request (a front end sending again after the connection dropped) is not written as a regenerate: it finds the
+    generation the first one made (`fresh` False)."""
+    digest = _digest(body) if idempotency_key else ""
+    if idempotency_key:
+        earlier = _replayed(user, idempotency_key, digest)
+        if earlier is not None:
+            used = earlier.connection  # None once the person deleted it
+            model = str(body.get("model") or (used.name if used else earlier.model))
+            return Completion(earlier, model, tokenizer_for(used) if used else ESTIMATE, fresh=False)
     lines = messages_parse(body.get("messages"))
     model = body.get("model") or ""
     if not isinstance(model, str):
@@ -122,9 +159,17 @@ def completion_prepare(*, user: AbstractUser, body: dict[str, Any], chat_header:
     synced = history_sync(chat=found.chat, lines=lines, start=found.start)
     prepared = generation_prepare(
         user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection_id=connection.pk,
-        compose=_composer(lines, synced), options=options,
+        compose=_composer(lines, synced), options=options, idempotency_key=idempotency_key, body_digest=digest,
     )  # fmt: skip
-    return Completion(prepared.generation, found, synced, model or connection.name, tokenizer_for(connection))
+    return Completion(prepared.generation, model or connection.name, tokenizer_for(connection))
+
+
+async def completion_replayed(completion: Completion) -> AsyncIterator[Event]:
+    """A retried request's events: the first request's reply, as one delta, then how it ended."""
+    generation = completion.generation
+    if generation.text and generation.state != Generation.State.FAILED:
+        yield Event("delta", {"text": generation.text})
+    yield await sync_to_async(replay_event)(generation)
 
 
 def _finish(data: dict[str, Any]) -> str:

@@ -138,17 +138,21 @@ def generation_prepare(
     idempotency_key: str = "",
     compose: Callable[[Composing], Prompt] = card_prompt,
     options: dict[str, Any] | None = None,
+    body_digest: str = "",
 ) -> Prepared:
     """Everything before the model is asked: the generation to stream, or for a retry the one the first request
     made (its state says whether it is still streaming or already stored). `compose` makes the prompt once the
     context is built (the web chat's: `card_prompt`); `options` (`max_tokens`, `sampler`) are asked of the model
-    over the connection's own reply length and samplers, and kept with the request."""
+    over the connection's own reply length and samplers, and kept with the request, as is `body_digest` (another
+    client's whole request, which its retries are compared by)."""
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"}, status=404)  # selectors scope chats: a bug
     message = (message or "").replace("\x00", "").strip() or None
     asked = {"mode": mode, "message": message, "character": character, "chat": chat.pk}
     if options:
         asked["options"] = options
+    if body_digest:  # another client's request, by the digest of its body (the gateway's retries compare it)
+        asked["body"] = body_digest
     if idempotency_key:
         earlier = (
             Generation.objects.select_related("chat", "connection")
