@@ -27,8 +27,8 @@ from apps.gateway.services.complete import (
     model_failed,
 )
 from apps.generation.models import Generation
-from apps.generation.services.generate import generation_events, last_event
 from apps.generation.services.lease import StreamsBusy
+from apps.generation.services.stream import generation_events, last_event
 
 CHAT_HEADER = "X-Lorekeeper-Chat"
 INVALID = "invalid_request_error"

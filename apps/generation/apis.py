@@ -23,14 +23,9 @@ from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH, request_integrity
 from apps.common.serializers import StorableInputSerializer
 from apps.generation import selectors
 from apps.generation.models import Generation
-from apps.generation.services.generate import (
-    Event,
-    generation_events,
-    generation_prepare,
-    last_event,
-    replay_event,
-)
+from apps.generation.services.generate import generation_prepare
 from apps.generation.services.lease import StreamsBusy
+from apps.generation.services.stream import Event, generation_events, last_event, replay_event
 
 EVENT_STATUS = {"done": 200, "conflict": 409, "error": 502}
 

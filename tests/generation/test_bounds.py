@@ -14,7 +14,7 @@ from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.generation.models import Generation
 from apps.generation.services.bounds import MAX_MESSAGE
-from apps.generation.services.generate import open_streams
+from apps.generation.services.stream import open_streams
 from apps.llm.tokens import tokenizer_for
 from tests.generation.test_generate_api import STORY, events, generate, last
 from tests.llm_server import Reply

@@ -11,13 +11,13 @@ from asgiref.sync import async_to_sync
 from apps.chats.models import Chat, Message
 from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
-from apps.generation.services.generate import (
+from apps.generation.services.generate import generation_prepare
+from apps.generation.services.stream import (
     BUSY_STREAMS,
     DELTA_WINDOW,
     MAX_WINDOW,
     delta_window,
     generation_events,
-    generation_prepare,
     open_streams,
 )
 from apps.memories.services.memories import memory_create

@@ -19,8 +19,9 @@ from apps.chats.models import Message
 from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.generation.models import Generation
-from apps.generation.services.generate import generation_events, generation_prepare
+from apps.generation.services.generate import generation_prepare
 from apps.generation.services.lease import LAPSED
+from apps.generation.services.stream import generation_events
 from apps.generation.tasks import sweep
 from tests.generation.test_generate_api import generate, last
 from tests.llm_server import Reply

@@ -1,7 +1,8 @@
 """A chat completion through the gateway: the request's messages written into the chat they belong to, the memory
 placed in the front end's own prompt as the web chat places it, the reply asked of the person's connection and
-stored, all through generation's services (apps/generation/services/generate.py): the same Generation record, the
-same bounds, lease and caps on streams, the same storing of the reply. Then the answer in OpenAI's shapes."""
+stored, all through generation's services (apps/generation/services/generate.py, stream.py): the same Generation
+record, the same bounds, lease and caps on streams, the same storing of the reply. Then the answer in OpenAI's
+shapes."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ from apps.gateway.services.match import chat_for_request
 from apps.gateway.services.request import Line, messages_parse, options_parse
 from apps.gateway.services.sync import Synced, history_sync
 from apps.generation.models import Generation
-from apps.generation.services.generate import Event, generation_prepare, replay_event
+from apps.generation.services.generate import generation_prepare
 from apps.generation.services.lease import generation_lapse
 from apps.generation.services.prompt import Composing, Prompt, memory_placed
+from apps.generation.services.stream import Event, replay_event
 from apps.llm.profiles import connection_context_size
 from apps.llm.tokens import ESTIMATE, Tokenizer, tokenizer_for
 
