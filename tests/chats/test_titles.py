@@ -59,3 +59,13 @@ def test_a_chat_lorekeeper_started_shows_its_moment_in_the_readers_zone(web, use
     html = web.get(f"/chats/{chat.pk}/").content.decode()
     assert f'<h1>{character.name}, <time datetime="{moment.isoformat()}" data-local="title"' in html
     assert f'title="{chat.title}"' in html  # the file name, on hover
+
+
+def test_the_pages_of_a_chat_elsewhere_show_its_title_not_the_file_name(web, user, character):
+    chat = chat_create(user=user, title=FILE_NAME, character_ids=[character.pk])
+    for path in (f"/chats/{chat.pk}/memories/", f"/chats/{chat.pk}/search/?q=lantern", f"/chats/{chat.pk}/context/",
+                 f"/chats/{chat.pk}/story/"):  # fmt: skip
+        page = web.get(path)
+        assert page.status_code == 200, path
+        html = page.content.decode()
+        assert "Mira, 23 Nov 2026, 14:49" in html and FILE_NAME not in html, path
