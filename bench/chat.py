@@ -401,18 +401,23 @@ def main() -> None:
         if not args.first_tokens_only:
             streams_vs_people(args, base_url, children[0], persons, accounts, model[0].pid)
     finally:
-        for child in children:
-            child.terminate()
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-        if model is not None:
-            model[1].set()
-            model[0].join(timeout=10)
-        if valkey is not None:
-            valkey.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        stop(children, model, valkey, folder)
+
+
+def stop(children: list[subprocess.Popen], model, valkey, folder: str) -> None:
+    """The bench's services stopped (those started), its temporary folder removed."""
+    for child in children:
+        child.terminate()
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+    if model is not None:
+        model[1].set()
+        model[0].join(timeout=10)
+    if valkey is not None:
+        valkey.stop()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -40,9 +40,6 @@ import json
 import logging
 import os
 import random
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -238,18 +235,7 @@ def main() -> None:
               f"{psutil.virtual_memory().total / 2**30:.0f} GB")  # fmt: skip
         ok = run(f"http://127.0.0.1:{port}", model[2], account, args.requests)
     finally:
-        if server is not None:
-            server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-        if model is not None:
-            model[1].set()
-            model[0].join(timeout=10)
-        if valkey is not None:
-            valkey.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        chat_bench.stop([server] if server is not None else [], model, valkey, folder)
     if not ok:
         raise SystemExit(1)
 
