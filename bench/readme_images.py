@@ -21,15 +21,16 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "bench"))
+
+from screenshots import Server as RootServer  # noqa: E402 — manage.py runserver, waited for
 
 CHROMIUM = "/usr/bin/chromium"
 USERNAME, PASSWORD = "reader", "readme-images-password-1"
@@ -207,39 +208,6 @@ def seed_web() -> tuple[int, int]:
     return chat.pk, last_user
 
 
-class Server:
-    """`manage.py runserver` on a free loopback port, with the given environment."""
-
-    def __init__(self, env: dict[str, str]):
-        from tests.servers import free_port
-
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [str(ROOT / ".venv" / "bin" / "python"), "manage.py", "runserver", "--noreload", f"127.0.0.1:{self.port}"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-
-    def __enter__(self):
-        import httpx
-
-        deadline = time.monotonic() + 90
-        while True:
-            if self.process.poll() is not None:
-                raise SystemExit("the server exited while starting")
-            try:
-                httpx.get(f"{self.url}/", timeout=5)
-                return self
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("the server did not start within 90 s") from None
-                time.sleep(0.3)
-
-    def __exit__(self, *exc):
-        self.process.terminate()
-        self.process.wait(timeout=30)
-
-
 def save(page, target: Path) -> Path:
     """A PNG, or a JPEG of quality 85 (the same name ending .jpg) when the PNG would be over LIMIT."""
     data = page.screenshot(type="png")
@@ -269,7 +237,7 @@ def shoot_web(env: dict[str, str], out: Path) -> Path:
     from playwright.sync_api import sync_playwright
 
     chat_id, last_user = seed_web()
-    with Server(env) as server, sync_playwright() as playwright:
+    with RootServer(ROOT, env) as server, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}).new_page()
         page.goto(f"{server.url}/accounts/login/")
@@ -320,7 +288,7 @@ def shoot_sillytavern(env: dict[str, str], out: Path) -> Path:
     env = env | {"LOREKEEPER_CORS_ORIGINS": st.origin}
     extension = {"server_url": "", "api_token": token, "sync": True, "inject": True, "timeout_ms": 20_000}
     try:
-        with Server(env) as server:
+        with RootServer(ROOT, env) as server:
             extension["server_url"] = server.url
             settings = harness.user_settings(install, model_url=model.url, extension=extension)
             settings["power_user"]["persona_description"] = "A courier who reads the tides better than maps."

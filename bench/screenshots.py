@@ -247,8 +247,12 @@ def _seeded(root: Path, env: dict[str, str]) -> dict:
     return json.loads(line[4:])
 
 
-class _Server:
-    def __init__(self, root: Path, env: dict[str, str]):
+class Server:
+    """`manage.py runserver` of the checkout at `root` on a free loopback port, with the given environment, waited
+    for up to `seconds` (bench/readme_images.py uses it too)."""
+
+    def __init__(self, root: Path, env: dict[str, str], seconds: float = 90):
+        self.seconds = seconds
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [str(root / ".venv" / "bin" / "python"), "manage.py", "runserver", "--noreload"]
@@ -263,7 +267,7 @@ class _Server:
     def __enter__(self):
         import httpx
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + self.seconds
         while True:
             if self.process.poll() is not None:
                 raise SystemExit("the server exited while starting")
@@ -272,7 +276,7 @@ class _Server:
                 return self
             except httpx.TransportError:
                 if time.monotonic() > deadline:
-                    raise SystemExit("the server did not start within 60 s") from None
+                    raise SystemExit(f"the server did not start within {self.seconds:g} s") from None
                 time.sleep(0.3)
 
     def __exit__(self, *exc):
@@ -331,7 +335,7 @@ def main() -> None:
     started = time.perf_counter()
     ids = _seeded(root, env)
     print(f"account made in {args.database} by {root} in {time.perf_counter() - started:.0f} s")
-    with _Server(root, env) as server:
+    with Server(root, env) as server:
         taken = _shoot(server.url, ids, args.out.resolve(), args.format)
     total = sum((args.out / name).stat().st_size for name in taken)
     print(f"{len(taken)} screenshots in {args.out} ({total / 2**20:.1f} MB)")
