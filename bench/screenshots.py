@@ -69,6 +69,7 @@ def pages(ids: dict) -> dict[str, str]:
         "context": f"/chats/{chat}/context/?message=What+did+Corvin+do+with+the+seal%3F",
         "devices": "/devices/",
         "settings": "/settings/",
+        "api-docs": "/api/v1/docs/",
     }
 
 
