@@ -6,12 +6,16 @@
    person's first one (the greeting and the first words), each with whitespace normalised. Those never change as
    the story grows, so every request of a story has the same fingerprint; two stories of the same card part at the
    person's first message. The fingerprint is kept as the chat's client key (`gateway:<system>:<story>`).
-3. Else a front end that sends only the newest messages (the oldest trimmed to fit its context) is found where its
+3. Else the person edited their first message (or the greeting): the fingerprint is new, but a chat with the same
+   system prompt holds the same speakers message by message, and at least one message after the person's first
+   one word for word (two stories of one card part at the person's first message, so their replies differ). That
+   chat is the story; the new fingerprint becomes its key.
+4. Else a front end that sends only the newest messages (the oldest trimmed to fit its context) is found where its
    first two messages stand, in that order, past the start of a chat with the same system prompt.
-4. Else a new chat, named after the character the system prompt names.
+5. Else a new chat, named after the character the system prompt names.
 
-An edited first message changes the fingerprint: the story continues in a new chat rather than merging into
-another (the header keeps it in one).
+An edited first message with nothing after it to recognise the story by (edited, then regenerated at once) starts
+a new chat rather than risk merging two stories (the header keeps it in one).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import MD5
 from django.utils import timezone
 
 from apps.chats.models import Character, Chat, Message
@@ -39,6 +44,7 @@ MAX_KEY = 500
 WINDOW_CHECK = 2  # messages that must stand in order for a trimmed history to be found in a chat
 WINDOW_SLACK = 50  # messages deleted in the front end since, that a trimmed history may still be found past
 WINDOW_CHATS = 20  # the chats of the same system prompt searched, the most recently written first
+OPENING_CHECK = 50  # messages from a story's start compared to recognise it after its opening was edited
 CAPITALISED = r"([A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,3})"
 NAMED = [
     re.compile(r"\bWrite (.{1,60}?)'s next reply"),
@@ -51,7 +57,7 @@ NAMED = [
 class Found:
     chat: Chat
     start: int  # the index of the chat's message the request's history starts at
-    how: str  # header | fingerprint | window | new
+    how: str  # header | fingerprint | edited | window | new
 
 
 def _digest(value) -> str:
@@ -170,10 +176,38 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
         .order_by("-updated_at")
         .values_list("pk", "message_count")[:WINDOW_CHATS]
     )
-    window = _window_in(list(same_system), _history(lines))
+    same_system = list(same_system)
+    edited = _edited_opening([pk for pk, _ in same_system], _history(lines))
+    if edited is not None:
+        Chat.objects.filter(pk=edited).update(client_key=key)  # its opening as it now reads
+        return Found(Chat.objects.get(pk=edited), 0, "edited")
+    window = _window_in(same_system, _history(lines))
     if window is not None:
         return Found(Chat.objects.get(pk=window[0]), window[1], "window")
     return Found(_new_chat(user, lines, key), 0, "new")
+
+
+def _edited_opening(chats: list[int], history: list[Line]) -> int | None:
+    """The chat (of `chats`, the most recently written first) that is this story with its opening edited: over the
+    first OPENING_CHECK messages, the same speakers in the same order, and after the person's first message at least
+    one message the same word for word."""
+    first_user = next((n for n, line in enumerate(history) if line.role == "user"), None)
+    if first_user is None:
+        return None
+    head = history[:OPENING_CHECK]
+    digests = [hashlib.md5(line.content.encode()).hexdigest() for line in head]
+    for chat_id in chats:
+        rows = list(
+            Message.objects.filter(chat_id=chat_id, is_system=False)
+            .order_by("index")
+            .values_list("is_user", MD5("mes"))[: len(head)]
+        )
+        shared = min(len(rows), len(head))
+        if shared <= first_user + 1 or any(rows[n][0] != (head[n].role == "user") for n in range(shared)):
+            continue
+        if any(rows[n][1] == digests[n] for n in range(first_user + 1, shared)):
+            return chat_id
+    return None
 
 
 def _moved(chat: Chat, lines: list[Line]) -> bool:
