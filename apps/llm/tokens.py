@@ -20,8 +20,6 @@ import importlib.util
 import logging
 import math
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -80,29 +78,25 @@ class Tokenizer:
 
 
 class _Counted:
-    """The token counts of the texts last counted, by tokenizer and the text's digest (the texts themselves are
-    not kept), the least recently used forgotten past COUNTED_KEPT. Shared by a process's threads."""
+    """The token counts of the texts last counted, by tokenizer, the text's length and its hash (the texts themselves
+    are not kept; two texts of one length and one 64-bit hash would share a count, a harmless error in an estimate
+    that sizes a prompt). Past COUNTED_KEPT they are all forgotten at once. Shared by a process's threads: a dict's
+    get and set are atomic, and a race only counts a text twice."""
 
     def __init__(self, kept: int) -> None:
         self.kept = kept
-        self.counts: OrderedDict[tuple[str, bytes], int] = OrderedDict()
-        self.lock = threading.Lock()
+        self.counts: dict[tuple[str, int, int], int] = {}
 
     def count(self, tokenizer: Tokenizer, text: str) -> int:
         if len(text) < COUNTED_FROM:
             return tokenizer.count(text)
-        key = (tokenizer.name, hashlib.blake2b(text.encode(), digest_size=16).digest())
-        with self.lock:
-            found = self.counts.get(key)
-            if found is not None:
-                self.counts.move_to_end(key)
-                return found
-        counted = tokenizer.count(text)
-        with self.lock:
-            self.counts[key] = counted
-            if len(self.counts) > self.kept:
-                self.counts.popitem(last=False)
-        return counted
+        key = (tokenizer.name, len(text), hash(text))
+        found = self.counts.get(key)
+        if found is None:
+            if len(self.counts) >= self.kept:
+                self.counts = {}
+            found = self.counts[key] = tokenizer.count(text)
+        return found
 
 
 _COUNTED = _Counted(COUNTED_KEPT)
