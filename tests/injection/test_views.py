@@ -62,7 +62,7 @@ def test_the_chat_page_shows_the_recall_card_under_a_user_message_that_has_one(w
     page = html(web.get(f"/chats/{recalled.pk}/"))
     card = slot(page)
     assert f'<pre class="recall-text">{escape(RECALLED)}</pre>' in card
-    assert "Recall: 1 memory · about" in card
+    assert "Recall: 1 memory, about" in card
     assert "Show the graph" in card and f'hx-get="{recall_url(recalled, "graph/")}"' in card
     assert "Re-run recall" in card and f'action="{recall_url(recalled, "rerun/")}"' in card
     assert ">Delete</button>" in card and f'action="{recall_url(recalled, "delete/")}"' in card
@@ -82,7 +82,7 @@ def test_the_card_says_a_memory_reached_the_prompt_through_the_long_term_slot_wh
     say(story, ("Mira", "Welcome back."), ("Rowan", ASK))
     context_build(user=user, chat=story, message=ASK)
     card = slot(html(web.get(f"/chats/{story.pk}/")))
-    assert "Long-term: 1 memory · Recall: 0 memories" in card
+    assert "Long-term: 1 memory · Recall: 0 memories</summary>" in card  # no "about 0 tokens" beside the memory
     assert f'<span class="recall-prompt-slot">Long-term</span> {escape(keeper.content)}' in card
 
 
