@@ -30,6 +30,22 @@ def free_port() -> int:
 _STATIC: dict[str, str] = {}
 
 
+def serving(server: subprocess.Popen, url: str, *, status: int, seconds: float, what: str, log: Path | None = None):
+    """Wait until `url` answers `status`, failing if `server` exits (with the end of its `log`, when given) or
+    `seconds` pass first."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if server.poll() is not None:
+            raise AssertionError(f"{what} exited while starting" + (f":\n{log.read_text()[-3000:]}" if log else ""))
+        try:
+            if httpx.get(url, timeout=5).status_code == status:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"{what} did not start within {seconds:g} s"
+        time.sleep(0.2)
+
+
 def collected_static(env: dict[str, str]) -> str:
     """The static files collected as a release does (`collectstatic`, the manifest the production settings serve
     from), once per test run: pages render only with it."""
@@ -87,16 +103,8 @@ def gunicorn(
     server = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:  # until a worker answers (the master listens before its workers have booted)
-            assert server.poll() is None, "gunicorn exited while starting"
-            try:
-                if httpx.get(f"{url}/api/v1/chats/", timeout=5).status_code == 401:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "gunicorn did not start within 60 s"
-            time.sleep(0.2)
+        # until a worker answers (the master listens before its workers have booted)
+        serving(server, f"{url}/api/v1/chats/", status=401, seconds=60, what="gunicorn")
         yield url
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # the master and its workers

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -19,7 +18,7 @@ import pytest
 from apps.chats.models import Character, Chat, Message
 from apps.llm.services import connection_create
 from apps.memories.services.memories import memory_create
-from tests.servers import free_port, gunicorn
+from tests.servers import free_port, gunicorn, serving
 
 COMMAND = os.environ.get("LOREKEEPER_OPEN_WEBUI", "")
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -63,16 +62,7 @@ def open_webui(lorekeeper, token, tmp_path):
                               stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert server.poll() is None, (tmp_path / "open-webui.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "Open WebUI did not start within 180 s"
-            time.sleep(1)
+        serving(server, f"{url}/health", status=200, seconds=180, what="Open WebUI", log=tmp_path / "open-webui.log")
         signed = httpx.post(f"{url}/api/v1/auths/signin", json={"email": "", "password": ""}, timeout=30).json()
         yield httpx.Client(base_url=url, headers={"Authorization": f"Bearer {signed['token']}"}, timeout=60)
     finally:
