@@ -38,8 +38,9 @@ def _fingerprint(view, request) -> str:
     return hashlib.sha256(f"{request.method} {request.get_full_path()} {body}".encode()).hexdigest()
 
 
-def _lock(user_id: int, key: str) -> None:
-    """Serialise requests carrying the same key, so two concurrent retries cannot both apply."""
+def idempotency_lock(user_id: int, key: str) -> None:
+    """Serialise requests carrying the same key until the transaction ends, so two concurrent retries cannot both
+    apply."""
     digest = hashlib.sha256(f"{user_id}:{key}".encode()).digest()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest[:8], "big", signed=True)])
@@ -59,7 +60,7 @@ def idempotent(method):
             )
         fingerprint = _fingerprint(self, request)
         with transaction.atomic():
-            _lock(request.user.pk, key)
+            idempotency_lock(request.user.pk, key)
             record = IdempotencyRecord.objects.filter(user=request.user, key=key).first()
             if record is not None:
                 if record.fingerprint != fingerprint:

@@ -369,6 +369,24 @@ def test_a_retry_with_the_same_idempotency_key_replays_the_reply_not_a_swipe(sdk
     assert said(chat) == said(only_chat())  # the refused request wrote nothing
 
 
+def test_a_retry_while_the_first_still_streams_is_a_409_and_writes_nothing(sdk, gateway, token, connection):
+    connection.server.rules.clear()
+    connection.server.on(lambda prompt: True, Reply(" ".join(f"wave{n}" for n in range(40)), tokens_per_second=20))
+    first = sdk.chat.completions.create(
+        model="scripted", messages=opening(person("Any ships?")), stream=True, extra_headers={"Idempotency-Key": "k2"}
+    )
+    next(iter(first))  # the first request is prepared and streaming
+    again = httpx.post(
+        f"{gateway}/chat/completions", json={"model": "scripted", "messages": opening(person("Any ships?"))},
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "k2"},
+    )  # fmt: skip
+    assert again.status_code == 409 and again.json()["error"]["code"] == "generation_in_progress"
+    assert len(connection.server.requests) == 1
+    list(first)
+    assert [m.mes for m in Message.objects.filter(chat=only_chat()).order_by("index")][:2] == [GREETING, "Any ships?"]
+    assert Message.objects.filter(chat=only_chat()).count() == 3
+
+
 def test_a_body_that_is_not_json_is_a_400_in_openais_shape(gateway, token, connection):
     response = httpx.post(
         f"{gateway}/chat/completions",

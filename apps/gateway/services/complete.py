@@ -17,6 +17,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 
 from apps.common.exceptions import ApplicationError
+from apps.common.idempotency import idempotency_lock
 from apps.gateway.selectors import connection_for_model
 from apps.gateway.services.match import chat_for_request
 from apps.gateway.services.request import Line, messages_parse, options_parse
@@ -143,6 +144,7 @@ def completion_prepare(
     generation the first one made (`fresh` False)."""
     digest = _digest(body) if idempotency_key else ""
     if idempotency_key:
+        idempotency_lock(user.pk, idempotency_key)  # a retry sent while the first is preparing waits for it
         earlier = _replayed(user, idempotency_key, digest)
         if earlier is not None:
             used = earlier.connection  # None once the person deleted it
