@@ -110,3 +110,11 @@ def test_sillytaverns_impersonate_is_a_draft_that_is_not_stored(stored):
     nudge = Line("system", "[Write your next reply from the point of view of Rowan, using the chat history so far.]")
     synced = history_sync(chat=stored, lines=[*HISTORY, nudge])
     assert (synced.mode, synced.message) == ("impersonate", None) and len(texts(stored)) == 3
+
+
+def test_sillytaverns_continue_nudge_continues_and_a_quiet_prompt_after_a_reply_is_not_stored(stored):
+    nudge = Line("system", "[Continue your last message without repeating its original content.]")
+    assert history_sync(chat=stored, lines=[*HISTORY, nudge]).mode == "continue"
+    quiet = Line("system", "[Pause your roleplay. Summarize the most important facts and events in the story so far.]")
+    synced = history_sync(chat=stored, lines=[*HISTORY, quiet])
+    assert (synced.mode, synced.message) == ("impersonate", None) and texts(stored)[-1] == "One."

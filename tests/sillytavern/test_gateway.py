@@ -124,6 +124,12 @@ def test_sillytavern_without_the_extension_chats_through_the_gateway(st, st_open
     assert said(chat) == shown(page)  # the continuation is in Lorekeeper's message too
     assert all(MEMORY in str(request["body"]["messages"]) for request in llm_server.requests)
 
+    llm_server.on(lambda prompt: True, "Mira waits for ships in the fog.")
+    asked = len(llm_server.requests)
+    assert harness.run_command(page, "/gen Sum the story up in one line.") == "Mira waits for ships in the fog."
+    assert len(llm_server.requests) == asked + 1  # a quiet prompt (as a summary asks): answered through the gateway
+    assert said(chat) == shown(page)  # and nothing of it stored, in either
+
     for width in (1280, 390):
         shoot(page, "sillytavern-chat", width)
     # The server runs production settings, whose hashers do not read the tests' fast one.

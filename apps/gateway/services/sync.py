@@ -11,7 +11,9 @@ From where the request's history starts in the chat (services/match.py), message
 - messages past the chat's end are appended; the last, the person's, is their turn (appended with the reply's
   generation, as the web chat does, so its recall is kept on it); a history ending with a reply asks to continue it;
 - a request whose last message is SillyTavern's Impersonate instruction asks for a draft of the person's next
-  message: answered, never stored (generation's impersonate mode).
+  message, and a history ending with a reply followed by another instruction than SillyTavern's continue nudge
+  asks for something else than the story's next words (a quiet prompt: a summary, `/gen`): answered, never stored
+  (generation's impersonate mode).
 Messages SillyTavern hides from the model (`is_system`) are not compared; a request with no history (only system
 messages) changes nothing.
 """
@@ -35,6 +37,7 @@ from apps.gateway.services.request import Line, said
 from apps.generation.models import Generation
 
 IMPERSONATION = re.compile(r"\s*\[?Write your next reply from the point of view of", re.IGNORECASE)
+CONTINUE_NUDGE = re.compile(r"\s*\[?Continue your last message", re.IGNORECASE)
 
 
 @dataclass
@@ -49,10 +52,13 @@ class Synced:
     indices: list[int | None] = field(default_factory=list)
 
 
-def _impersonating(lines: list[Line]) -> bool:
-    """Whether the front end asks for a draft of the person's next message (SillyTavern's Impersonate: its
-    instruction is the request's last message), which is answered and never stored."""
-    return bool(lines) and lines[-1].role == "system" and IMPERSONATION.match(lines[-1].content) is not None
+def _answered_only(lines: list[Line], history: list[Line]) -> bool:
+    """Whether the request asks for text that is not the story's next message (see the module's docstring)."""
+    if not lines or lines[-1].role != "system":
+        return False
+    if IMPERSONATION.match(lines[-1].content):
+        return True
+    return bool(history) and history[-1].role == "assistant" and CONTINUE_NUDGE.match(lines[-1].content) is None
 
 
 def _changed(chat: Chat, index: int, line: Line) -> bool:
@@ -121,7 +127,7 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
             operations += _edit(chat, row[0], line.content)
             synced.written["edited"] += 1
             synced.indices[n] = row[0]
-    impersonate = _impersonating(lines)
+    impersonate = _answered_only(lines, history)
     regenerate = not impersonate and (
         cut == len(history) == len(stored) - 1 and history and history[-1].role == "user" and not stored[-1][1]
     )
