@@ -26,8 +26,9 @@ def stored(user, lines: list[Line]) -> Chat:
 
 
 def test_an_edited_first_message_stays_in_its_story_and_becomes_its_key(user):
-    chat = stored(user, story("Any ships?", "One, at dawn.", Line("user", "Which?")))
-    edited = story("Any ships tonight, Mira?", "One, at dawn.", Line("user", "Which?"), Line("user", "And then?"))
+    reply, then = "One came in at dawn, sails torn.", Line("user", "Which?")
+    chat = stored(user, story("Any ships?", reply, then))
+    edited = story("Any ships tonight, Mira?", reply, then, Line("user", "And then?"))
     found = chat_for_request(user=user, lines=edited)
     assert (found.chat.pk, found.how) == (chat.pk, "edited")
     assert Chat.objects.get(pk=chat.pk).client_key == fingerprint(edited)
@@ -44,4 +45,12 @@ def test_another_story_of_the_same_card_is_not_merged(user):
 def test_an_edited_opening_with_nothing_after_it_starts_a_new_chat(user):
     chat = stored(user, story("Any ships?", "One, at dawn."))
     found = chat_for_request(user=user, lines=[SYSTEM, GREETING, Line("user", "Any ships tonight?")])
+    assert found.how == "new" and found.chat.pk != chat.pk
+
+
+def test_a_short_message_both_stories_share_does_not_merge_them(user):
+    ok, dots = Line("user", "ok"), Line("assistant", "...")
+    chat = stored(user, story("Any ships?", "One, at dawn, her sails torn.", ok, dots))
+    other = story("A room, please.", "Up the stairs, second door.", ok, dots)
+    found = chat_for_request(user=user, lines=[*other, Line("user", "Thanks.")])
     assert found.how == "new" and found.chat.pk != chat.pk

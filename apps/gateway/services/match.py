@@ -7,9 +7,9 @@
    the story grows, so every request of a story has the same fingerprint; two stories of the same card part at the
    person's first message. The fingerprint is kept as the chat's client key (`gateway:<system>:<story>`).
 3. Else the person edited their first message (or the greeting): the fingerprint is new, but a chat with the same
-   system prompt holds the same speakers message by message, and at least one message after the person's first
-   one word for word (two stories of one card part at the person's first message, so their replies differ). That
-   chat is the story; the new fingerprint becomes its key.
+   system prompt holds the same speakers message by message, and at least one reply after the person's first
+   message word for word (two stories of one card part at the person's first message, so their replies differ).
+   That chat is the story; the new fingerprint becomes its key.
 4. Else a front end that sends only the newest messages (the oldest trimmed to fit its context) is found where its
    first two messages stand, in that order, past the start of a chat with the same system prompt.
 5. Else a new chat, named after the character the system prompt names.
@@ -45,6 +45,7 @@ WINDOW_CHECK = 2  # messages that must stand in order for a trimmed history to b
 WINDOW_SLACK = 50  # messages deleted in the front end since, that a trimmed history may still be found past
 WINDOW_CHATS = 20  # the chats of the same system prompt searched, the most recently written first
 OPENING_CHECK = 50  # messages from a story's start compared to recognise it after its opening was edited
+DISTINCT_REPLY = 20  # characters of a reply, at least, for it to recognise a story
 CAPITALISED = r"([A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,3})"
 NAMED = [
     re.compile(r"\bWrite (.{1,60}?)'s next reply"),
@@ -190,12 +191,14 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
 def _edited_opening(chats: list[int], history: list[Line]) -> int | None:
     """The chat (of `chats`, the most recently written first) that is this story with its opening edited: over the
     first OPENING_CHECK messages, the same speakers in the same order, and after the person's first message at least
-    one message the same word for word."""
+    one reply (of DISTINCT_REPLY characters or more) the same word for word."""
     first_user = next((n for n, line in enumerate(history) if line.role == "user"), None)
     if first_user is None:
         return None
     head = history[:OPENING_CHECK]
     digests = [hashlib.md5(line.content.encode()).hexdigest() for line in head]
+    # The replies that can tell a story apart: a person's short "ok" or a reply of "..." may stand in two stories.
+    replies = {n for n, line in enumerate(head) if line.role == "assistant" and len(line.said) >= DISTINCT_REPLY}
     for chat_id in chats:
         rows = list(
             Message.objects.filter(chat_id=chat_id, is_system=False)
@@ -205,7 +208,7 @@ def _edited_opening(chats: list[int], history: list[Line]) -> int | None:
         shared = min(len(rows), len(head))
         if shared <= first_user + 1 or any(rows[n][0] != (head[n].role == "user") for n in range(shared)):
             continue
-        if any(rows[n][1] == digests[n] for n in range(first_user + 1, shared)):
+        if any(rows[n][1] == digests[n] for n in range(first_user + 1, shared) if n in replies):
             return chat_id
     return None
 
