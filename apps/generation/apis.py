@@ -191,4 +191,5 @@ class MessagePromptApi(APIView):
     def get(self, request, chat_id: int, index: int):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
         generation = selectors.generation_for_message(user=request.user, chat=chat, index=index)
+        generation.prompt = selectors.prompt_messages(generation=generation)  # the chat's runs, read out
         return Response(GenerationPromptSerializer(generation).data)

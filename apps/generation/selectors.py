@@ -48,3 +48,26 @@ def generations_streaming_count(*, user: AbstractUser, now) -> int:
     """The person's generations streaming now: under a lease that has not run out (a dead process's do not
     count)."""
     return Generation.objects.filter(user=user, state=Generation.State.STREAMING, lease_until__gte=now).count()
+
+
+def prompt_messages(*, generation: Generation) -> list[dict]:
+    """The prompt as role and content messages: a run of the chat's messages kept by reference
+    (`{"role": "chat", "from", "to"}`, a front end's history through the gateway) read from the chat as it stands,
+    its system messages aside."""
+    runs = [item for item in generation.prompt if item.get("role") == "chat"]
+    if not runs:
+        return generation.prompt
+    rows = (
+        Message.objects.filter(chat_id=generation.chat_id, is_system=False)
+        .filter(index__gte=min(run["from"] for run in runs), index__lte=max(run["to"] for run in runs))
+        .order_by("index")
+        .values_list("index", "is_user", "mes")
+    )
+    said = [(index, {"role": "user" if is_user else "assistant", "content": mes}) for index, is_user, mes in rows]
+    messages: list[dict] = []
+    for item in generation.prompt:
+        if item.get("role") != "chat":
+            messages.append(item)
+            continue
+        messages += [message for index, message in said if item["from"] <= index <= item["to"]]
+    return messages

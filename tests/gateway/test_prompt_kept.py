@@ -107,3 +107,17 @@ def test_the_prompt_page_shows_the_runs_and_the_memory_added(user, character, co
     page = client.get(f"/chats/{chat.pk}/messages/41/prompt/").content.decode()
     assert "#0 to #41: 42 messages of this chat" in page
     assert "Mira owes Hale eleven crowns." in page and page.count(" · added") == len(generation.prompt_info["added"])
+
+
+def test_the_prompt_api_gives_every_message_the_model_was_sent(user, character, connection, chat, client):
+    memory_create(user=user, kind="fact", content="Mira owes Hale eleven crowns.", character=character)
+    sent = [*history(chat), {"role": "user", "content": "What do you owe?"}]
+    generation = ask(user, chat, sent)
+    full = generation.prompt  # as the model was sent it
+    generation.state, generation.message_index = Generation.State.DONE, 42
+    generation.save(update_fields=["state", "message_index"])
+    Message.objects.filter(chat=chat, index=41).update(extra={"lorekeeper": {"generation": str(generation.uid)}})
+    client.force_login(user)
+    answer = client.get(f"/api/v1/chats/{chat.pk}/messages/41/prompt")
+    assert answer.status_code == 200
+    assert answer.json()["prompt"] == full
