@@ -1,0 +1,488 @@
+"""Which World Info entries a chat activates, step for step as SillyTavern 1.19.0's `checkWorldInfo` decides
+(docs/LOREBOOKS.md, "Activation"): the order the books' entries are tried in, the scan of the newest messages,
+keys with their selective logic, constant entries, decorators, timed effects (sticky, cooldown, delay), recursion
+with its per-entry rules and delay levels, inclusion groups, probability, and the token budget.
+
+`scan` is a plain function of what it is given: the caller reads the books, the messages and the settings, and
+keeps the timed effects it answers (SillyTavern keeps them in the chat's metadata, `timedWorldInfo`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.lorebooks.services.fields import DEFAULT_DEPTH, MAX_SCAN_DEPTH
+from apps.lorebooks.services.groups import groups_filter
+from apps.lorebooks.services.keys import Haystack, RegexBudget, key_matches, plain_kind
+from apps.lorebooks.services.timed import TimedEffects
+
+NONE, INITIAL, RECURSION, MIN_ACTIVATIONS = 0, 1, 2, 3
+MATCHER = "\x01"
+JOINER = "\n" + MATCHER
+KNOWN_DECORATORS = ("@@activate", "@@dont_activate")
+LORE_ORDER = ("chat", "persona", "character", "global")  # chat lore first, then persona lore, then the rest
+
+
+@dataclass(frozen=True)
+class Settings:
+    """SillyTavern's World Info settings, with its defaults (default/content/settings.json)."""
+
+    depth: int = 2
+    budget: int = 25  # percent of the context
+    budget_cap: int = 0
+    include_names: bool = True
+    recursive: bool = True
+    case_sensitive: bool = False
+    match_whole_words: bool = True
+    use_group_scoring: bool = False
+    character_strategy: int = 1  # 0 evenly, 1 character first, 2 global first
+    min_activations: int = 0
+    min_activations_depth_max: int = 0
+    max_recursion_steps: int = 0
+
+
+@dataclass
+class Book:
+    name: str
+    kind: str  # chat, persona, character or global
+    entries: list[dict[str, Any]]
+
+
+@dataclass
+class Scanned:
+    """What one scan is given besides the books."""
+
+    messages: list[str]  # the chat's lines, newest first ("Name: text" when names are included)
+    settings: Settings
+    max_context: int
+    count_tokens: Callable[[str], int]
+    resolve: Callable[[str], str] = lambda text: text  # the macros ({{char}}, {{user}}) of keys and content
+    trigger: str = "normal"
+    globals: dict[str, str] = field(default_factory=dict)  # personaDescription, characterDescription, …
+    character: str = ""  # the character's file name, for an entry's character filter
+    character_tags: tuple[str, ...] = ()
+    timed: dict[str, Any] = field(default_factory=dict)  # the chat's timedWorldInfo, changed in place
+    dry_run: bool = False
+    length: int | None = None  # the chat's messages the model sees, when `messages` holds only the newest
+    rng: random.Random = field(default_factory=random.Random)
+
+
+@dataclass
+class Activation:
+    entries: list[dict[str, Any]] = field(default_factory=list)  # activated, each with `world` and `why`
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+    examples: list[tuple[str, str]] = field(default_factory=list)  # ("before" | "after", content)
+    an_top: list[str] = field(default_factory=list)
+    an_bottom: list[str] = field(default_factory=list)
+    depth: list[dict[str, Any]] = field(default_factory=list)  # {"depth", "role", "entries"}
+    outlets: dict[str, list[str]] = field(default_factory=dict)
+    budget: int = 0
+    overflowed: bool = False
+    loops: int = 0
+    regex: RegexBudget = field(default_factory=RegexBudget)
+    timed_state: dict[str, Any] = field(default_factory=dict)
+    timed_changed: bool = False
+
+
+def _sort_key(entry: dict[str, Any]) -> float:
+    return -entry["order"]
+
+
+def entries_sorted(books: list[Book], strategy: int) -> list[dict[str, Any]]:
+    """The order SillyTavern tries entries in (`getSortedEntries`): chat lore, persona lore, then character and
+    global lore by the strategy; within each, by `order`, highest first (a stable sort: ties keep the book's
+    order, by uid)."""
+    lore: dict[str, list[dict[str, Any]]] = {kind: [] for kind in LORE_ORDER}
+    for book in books:
+        lore[book.kind] += [dict(entry, world=book.name) for entry in book.entries]
+    if strategy == 1:
+        rest = sorted(lore["character"], key=_sort_key) + sorted(lore["global"], key=_sort_key)
+    elif strategy == 2:
+        rest = sorted(lore["global"], key=_sort_key) + sorted(lore["character"], key=_sort_key)
+    else:
+        rest = sorted(lore["global"] + lore["character"], key=_sort_key)
+    ordered = sorted(lore["chat"], key=_sort_key) + sorted(lore["persona"], key=_sort_key) + rest
+    for entry in ordered:
+        entry["decorators"], entry["content"] = decorators_parse(entry.get("content") or "")
+        if "hash" not in entry:  # the books' loader gives each entry its hash once (selectors.py)
+            entry["hash"] = entry_hash(entry)
+    return ordered
+
+
+def entry_hash(entry: dict[str, Any]) -> str:
+    """What a timed effect remembers its entry by: a change to the entry ends the effect, as in SillyTavern."""
+    return hashlib.sha1(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def decorators_parse(content: str) -> tuple[list[str], str]:
+    """`@@activate` / `@@dont_activate` lines at the start of an entry's content, and the content without them."""
+    if not content.startswith("@@"):
+        return [], content
+    lines = content.split("\n")
+    decorators: list[str] = []
+    fallback = False
+    for n, line in enumerate(lines):
+        if not line.startswith("@@"):
+            return decorators, "\n".join(lines[n:])
+        if line.startswith("@@@") and not fallback:
+            continue
+        bare = line[1:] if line.startswith("@@@") else line
+        if bare.startswith(KNOWN_DECORATORS):
+            decorators.append(bare)
+            fallback = False
+        else:
+            fallback = True
+    return decorators, content
+
+
+class Buffer:
+    """The text one entry scans: the newest messages to its depth, the card fields it asks for, and what recursion
+    added (`WorldInfoBuffer`)."""
+
+    def __init__(self, scanned: Scanned):
+        self.messages = [message.strip() for message in scanned.messages[:MAX_SCAN_DEPTH]]
+        self.globals = scanned.globals
+        self.settings = scanned.settings
+        self.recurse: list[str] = []
+        self.skew = 0
+        self._cache: dict[tuple, Haystack] = {}
+        self._views: dict[int, View] = {}
+        self._resolved: dict[str, str] = {}
+        self._resolve = scanned.resolve
+
+    def view(self, entry: dict[str, Any]) -> View:
+        """What of an entry decides its text and its matching, worked out once a scan."""
+        view = self._views.get(id(entry))
+        if view is None:
+            depth = None if entry.get("scanDepth") is None else min(int(entry["scanDepth"]), MAX_SCAN_DEPTH)
+            extras = tuple(flag for flag, name in _GLOBAL_FIELDS.items() if entry.get(flag) and self.globals.get(name))
+            case, whole = _case(entry, self.settings), _whole(entry, self.settings)
+            primary = [self.resolved(key) for key in entry.get("key") or []]
+            secondary = [self.resolved(key) for key in entry.get("keysecondary") or []]
+            words = (*_split(primary, case, whole), *_split(primary + secondary, case, whole))
+            view = View(depth, extras, case, whole, *words, any(key.startswith("/") for key in primary + secondary))
+            self._views[id(entry)] = view
+        return view
+
+    def resolved(self, key: str) -> str:
+        found = self._resolved.get(key)
+        if found is None:
+            found = self._resolved[key] = self._resolve(key).strip()
+        return found
+
+    def depth(self) -> int:
+        return self.settings.depth + self.skew
+
+    def added_since(self, count: int) -> Haystack:
+        """The text recursion added after its first `count` texts, as the scanned text ends with it."""
+        key = ("added", count, len(self.recurse))
+        if key not in self._cache:
+            self._cache[key] = Haystack(JOINER + JOINER.join(self.recurse[count:]))
+        return self._cache[key]
+
+    def text(self, entry: dict[str, Any], state: int) -> Haystack:
+        view = self.view(entry)
+        depth, extras = view.depth, view.extras
+        depth = min(self.depth(), MAX_SCAN_DEPTH) if depth is None else depth
+        if depth <= 0:
+            return _EMPTY
+        key = (depth, extras, state == MIN_ACTIVATIONS, len(self.recurse))
+        if key not in self._cache:
+            text = MATCHER + JOINER.join(self.messages[:depth])
+            for flag in extras:
+                text += JOINER + self.globals[_GLOBAL_FIELDS[flag]]
+            if self.recurse and state != MIN_ACTIVATIONS:
+                text += JOINER + JOINER.join(self.recurse)
+            self._cache[key] = Haystack(text)
+        return self._cache[key]
+
+
+_EMPTY = Haystack("")
+_GLOBAL_FIELDS = {
+    "matchPersonaDescription": "personaDescription",
+    "matchCharacterDescription": "characterDescription",
+    "matchCharacterPersonality": "characterPersonality",
+    "matchCharacterDepthPrompt": "characterDepthPrompt",
+    "matchScenario": "scenario",
+    "matchCreatorNotes": "creatorNotes",
+}
+
+
+def _why_key(buffer: Buffer, entry: dict[str, Any], key: str, scanned: Scanned) -> dict[str, Any]:
+    """Where a matching key was found: the newest message holding it (its depth, 0 the newest), else the card
+    field or the text recursion added."""
+    depth = entry["scanDepth"] if entry.get("scanDepth") is not None else buffer.depth()
+    case, whole = _case(entry, scanned.settings), _whole(entry, scanned.settings)
+    for n, message in enumerate(buffer.messages[: int(depth)]):
+        if key_matches(Haystack(MATCHER + message), key, case_sensitive=case, whole_words=whole, budget=RegexBudget()):
+            return {"why": "key", "key": key, "depth": n}
+    for flag, name in _GLOBAL_FIELDS.items():
+        text = buffer.globals.get(name) or ""
+        if entry.get(flag) and text and key_matches(Haystack(text), key, case_sensitive=case, whole_words=whole,
+                                                    budget=RegexBudget()):  # fmt: skip
+            return {"why": "key", "key": key, "field": name}
+    return {"why": "key", "key": key, "recursion": True}
+
+
+def _case(entry: dict[str, Any], settings: Settings) -> bool:
+    return settings.case_sensitive if entry.get("caseSensitive") is None else entry["caseSensitive"]
+
+
+def _whole(entry: dict[str, Any], settings: Settings) -> bool:
+    return settings.match_whole_words if entry.get("matchWholeWords") is None else entry["matchWholeWords"]
+
+
+def _matches(buffer: Buffer, entry: dict[str, Any], key: str, state: int, scanned: Scanned, budget) -> bool:
+    key = buffer.resolved(key)
+    if not key:
+        return False
+    view = buffer.view(entry)
+    return key_matches(buffer.text(entry, state), key, case_sensitive=view.case, whole_words=view.whole, budget=budget)
+
+
+def _score(buffer: Buffer, entry: dict[str, Any], *, state: int, scanned: Scanned, budget: RegexBudget) -> int:
+    """How many of the entry's keys the scanned text holds (`getScore`): primary keys, plus the secondary ones
+    under AND ANY, or under AND ALL when all of them are found."""
+    if not entry.get("key"):
+        return 0
+    primary = sum(1 for key in entry["key"] if _matches(buffer, entry, key, state, scanned, budget))
+    secondary_keys = entry.get("keysecondary") or []
+    secondary = sum(1 for key in secondary_keys if _matches(buffer, entry, key, state, scanned, budget))
+    logic = entry.get("selectiveLogic") or 0
+    if secondary_keys and (logic == 0 or (logic == 3 and secondary == len(secondary_keys))):
+        return primary + secondary
+    return primary
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    depth: int | None  # the entry's own scan depth
+    extras: tuple[str, ...]  # the card fields it scans
+    case: bool
+    whole: bool
+    # Its primary keys, then all its keys, split in two: those that are a run of word characters matched as a whole
+    # word (such a key is found exactly when it is one of the text's word runs: a set tells at once whether any
+    # can hold), and the others.
+    primary_words: frozenset[str]
+    primary_other: tuple[str, ...]
+    all_words: frozenset[str]
+    all_other: tuple[str, ...]
+    has_regex: bool
+
+    def may_hold(self, haystack: Haystack, *, every: bool, budget: RegexBudget) -> bool:
+        """Whether any of its primary keys (`every`: of all its keys) can be found in `haystack`."""
+        words, other = (self.all_words, self.all_other) if every else (self.primary_words, self.primary_other)
+        if words and not words.isdisjoint(haystack.words(not self.case)):
+            return True
+        for key in other:
+            if key_matches(haystack, key, case_sensitive=self.case, whole_words=self.whole, budget=budget):
+                return True
+        return False
+
+
+def _split(keys: list[str], case: bool, whole: bool) -> tuple[frozenset[str], tuple[str, ...]]:
+    words, other = set(), []
+    for key in keys:
+        if key:
+            how, plain = ("regex", key) if key.startswith("/") else plain_kind(key, case, whole)
+            if how == "word":
+                words.add(plain)
+            else:
+                other.append(key)
+    return frozenset(words), tuple(other)
+
+
+PRUNE = True  # recursion rescans only the entries its new text can change (`_may_change`); tests compare both
+MISSED: dict[str, Any] = {"missed": True}  # the entry passed every rule but its keys did not hold
+
+
+def _may_change(entry: dict[str, Any], missed: tuple[int, int] | None, buffer: Buffer) -> bool:
+    """Whether a recursion step can change the answer for an entry whose plain keys did not hold before. Recursion
+    only appends text, after a separator no key can span (a newline and \\x01: not word characters), so a key is
+    found in the longer text only if it is found in what was appended; with none of its keys there, the entry
+    misses again, and is not scanned again. Regex keys can span it: their entries are always scanned."""
+    if missed is None or missed[0] != buffer.skew:
+        return True
+    added = buffer.added_since(missed[1])
+    return buffer.view(entry).may_hold(added, every=True, budget=RegexBudget())
+
+
+def _candidate(entry, *, buffer, state, scanned, timed, level, budget) -> dict[str, Any] | None:
+    """Why `entry` activates in this loop, or None (the checks of SillyTavern's entry loop, in its order)."""
+    settings = scanned.settings
+    if entry.get("disable"):
+        return None
+    if entry.get("triggers") and scanned.trigger not in entry["triggers"]:
+        return None
+    wanted = entry.get("characterFilter") or {}
+    if wanted.get("names"):
+        if (scanned.character in wanted["names"]) == bool(wanted.get("isExclude")):
+            return None
+    if wanted.get("tags") and scanned.character_tags:
+        if bool(set(scanned.character_tags) & set(wanted["tags"])) == bool(wanted.get("isExclude")):
+            return None
+    sticky = timed.is_active("sticky", entry)
+    if timed.is_active("delay", entry) or (timed.is_active("cooldown", entry) and not sticky):
+        return None
+    delay = entry.get("delayUntilRecursion")
+    if delay and not sticky and (state != RECURSION or (delay is not True and delay > level)):
+        return None
+    if state == RECURSION and settings.recursive and entry.get("excludeRecursion") and not sticky:
+        return None
+    if "@@activate" in entry["decorators"]:
+        return {"why": "decorator"}
+    if "@@dont_activate" in entry["decorators"]:
+        return None
+    if entry.get("constant"):
+        return {"why": "constant"}
+    if sticky:
+        return {"why": "sticky"}
+    if not entry.get("key"):
+        return None
+    if not buffer.view(entry).may_hold(buffer.text(entry, state), every=False, budget=budget):
+        return MISSED
+    primary = next((key for key in entry["key"] if _matches(buffer, entry, key, state, scanned, budget)), None)
+    if primary is None:
+        return MISSED
+    secondary = entry.get("keysecondary") or []
+    why = {"primary": scanned.resolve(primary).strip()}
+    if not (entry.get("selective") and secondary):
+        return why
+    logic = entry.get("selectiveLogic") or 0
+    any_found, all_found = False, True
+    for key in secondary:
+        found = _matches(buffer, entry, key, state, scanned, budget)
+        any_found, all_found = any_found or found, all_found and found
+        if (logic == 0 and found) or (logic == 1 and not found):
+            return why | {"secondary": scanned.resolve(key).strip(), "logic": logic}
+    if (logic == 2 and not any_found) or (logic == 3 and all_found):
+        return why | {"logic": logic}
+    return MISSED
+
+
+def scan(books: list[Book], scanned: Scanned) -> Activation:
+    """The entries `books` activate for the chat in `scanned`, and where each goes (SillyTavern's `checkWorldInfo`
+    and `getWorldInfoPrompt`)."""
+    settings = scanned.settings
+    result = Activation()
+    budget = round(settings.budget * scanned.max_context / 100) or 1
+    if settings.budget_cap > 0 and budget > settings.budget_cap:
+        budget = settings.budget_cap
+    result.budget = budget
+    ordered = entries_sorted(books, settings.character_strategy)
+    length = len(scanned.messages) if scanned.length is None else scanned.length
+    timed = TimedEffects(scanned.timed, ordered, length, dry_run=scanned.dry_run)
+    timed.check()
+    if not ordered:
+        return result
+    buffer = Buffer(scanned)
+    levels = sorted({1 if entry["delayUntilRecursion"] is True else entry["delayUntilRecursion"]
+                     for entry in ordered if entry.get("delayUntilRecursion")})  # fmt: skip
+    level = levels.pop(0) if levels else 0
+    index = {id(entry): n for n, entry in enumerate(ordered)}
+    activated: dict[str, dict[str, Any]] = {}
+    failed: set[int] = set()
+    missed: dict[int, tuple[int, int]] = {}  # entries whose keys did not hold: (the skew, the recursion texts) then
+    activated_text = ""
+    state, count = INITIAL, 0
+    while state:
+        if settings.max_recursion_steps and settings.max_recursion_steps <= count:
+            break
+        count += 1
+        next_state = NONE
+        now: list[dict[str, Any]] = []
+        for entry in ordered:
+            if id(entry) in failed or f"{entry['world']}.{entry['uid']}" in activated:
+                continue
+            if PRUNE and state == RECURSION and not _may_change(entry, missed.get(id(entry)), buffer):
+                missed[id(entry)] = (buffer.skew, len(buffer.recurse))  # next time, only what is added after
+                continue
+            why = _candidate(entry, buffer=buffer, state=state, scanned=scanned, timed=timed, level=level,
+                             budget=result.regex)  # fmt: skip
+            if why is MISSED:
+                if state != MIN_ACTIVATIONS and not buffer.view(entry).has_regex:
+                    missed[id(entry)] = (buffer.skew, len(buffer.recurse))
+                continue
+            if why is not None:
+                if "primary" in why:
+                    why = _why_key(buffer, entry, why["primary"], scanned) | why
+                entry["why"] = why | ({"loop": count} if count > 1 else {})
+                now.append(entry)
+        if len(now) > 1:
+            now.sort(key=lambda entry: (not timed.is_active("sticky", entry), index[id(entry)]))
+        text_tokens = scanned.count_tokens(activated_text)
+        scoring = functools.partial(_score, buffer, state=state, scanned=scanned, budget=result.regex)
+        groups_filter(now, activated, timed=timed, settings=settings, rng=scanned.rng, score=scoring)
+        new_content = ""
+        ignoring = sum(1 for entry in now if entry.get("ignoreBudget"))
+        for entry in now:
+            ignoring -= 1 if entry.get("ignoreBudget") else 0
+            if result.overflowed and not entry.get("ignoreBudget"):
+                if ignoring > 0:
+                    continue
+                break
+            if entry.get("useProbability") and entry.get("probability", 100) != 100:
+                if not timed.is_active("sticky", entry) and scanned.rng.random() * 100 > entry["probability"]:
+                    failed.add(id(entry))
+                    continue
+            entry["content"] = scanned.resolve(entry["content"])
+            new_content += entry["content"] + "\n"
+            if not entry.get("ignoreBudget") and text_tokens + scanned.count_tokens(new_content) >= budget:
+                result.overflowed = True
+                continue
+            activated[f"{entry['world']}.{entry['uid']}"] = entry
+        successful = [entry for entry in now if id(entry) not in failed]
+        for_recursion = [entry for entry in successful if not entry.get("preventRecursion")]
+        if settings.recursive and not result.overflowed and for_recursion:
+            next_state = RECURSION
+        if settings.recursive and not result.overflowed and state == MIN_ACTIVATIONS and buffer.recurse:
+            next_state = RECURSION
+        if not next_state and not result.overflowed and 0 < settings.min_activations > len(activated):
+            over = settings.min_activations_depth_max > 0 and buffer.depth() > settings.min_activations_depth_max
+            if not (over or buffer.depth() > length):
+                next_state = MIN_ACTIVATIONS
+                buffer.skew += 1
+        if next_state == NONE and levels:
+            next_state = RECURSION
+            level = levels.pop(0)
+        state = next_state
+        if state:
+            text = "\n".join(entry["content"] for entry in for_recursion)
+            if text:
+                buffer.recurse.append(text)
+                activated_text = text + "\n" + activated_text
+    result.loops = count
+    result.entries = list(activated.values())
+    _place(result, result.entries)
+    timed.set(list(activated.values()))
+    return result
+
+
+def _place(result: Activation, activated: list[dict[str, Any]]) -> None:
+    """Each activated entry in its position: by `order`, lowest first, nearer the chat the higher (SillyTavern
+    sorts highest first and puts each one in front)."""
+    for entry in sorted(activated, key=_sort_key):
+        content = entry["content"]
+        if not content:
+            continue
+        position = entry.get("position", 0)
+        if position in (0, 1, 2, 3):
+            [result.before, result.after, result.an_top, result.an_bottom][position].insert(0, content)
+        elif position in (5, 6):
+            result.examples.insert(0, ("before" if position == 5 else "after", content))
+        elif position == 4:
+            depth, role = entry.get("depth", DEFAULT_DEPTH), entry.get("role") or 0
+            group = next((g for g in result.depth if g["depth"] == depth and g["role"] == role), None)
+            if group is None:
+                result.depth.append({"depth": depth, "role": role, "entries": [content]})
+            else:
+                group["entries"].insert(0, content)
+        elif position == 7 and entry.get("outletName"):
+            result.outlets.setdefault(entry["outletName"], []).append(content)
