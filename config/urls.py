@@ -10,6 +10,7 @@ api_urlpatterns = [
     path("", include("apps.memories.api_urls")),
     path("", include("apps.llm.api_urls")),
     path("", include("apps.extraction.api_urls")),
+    path("", include("apps.lorebooks.api_urls")),
     path("", include("apps.injection.api_urls")),
     path("", include("apps.generation.api_urls")),
     path("", include("apps.archives.api_urls")),

@@ -36,6 +36,8 @@ def staff(client):
         "/admin/generation/generation/?q=alice&state__exact=stopped",
         "/admin/chats/persona/?q=x",
         "/admin/llm/samplerpreset/",
+        "/admin/lorebooks/lorebook/?q=x&scope__exact=global",
+        "/admin/lorebooks/lorebookentry/?q=x",
     ],
 )
 def test_admin_lists_with_search_and_filters(staff, group_chat, path):

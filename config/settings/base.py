@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "apps.memories",
     "apps.llm",
     "apps.extraction",
+    "apps.lorebooks",
     "apps.injection",
     "apps.generation",
     "apps.gateway",

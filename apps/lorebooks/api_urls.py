@@ -1,0 +1,9 @@
+from django.urls import path
+
+from apps.lorebooks import apis
+
+urlpatterns = [
+    path("lorebooks/", apis.LorebookListApi.as_view(), name="lorebook-list"),
+    path("lorebooks/<int:lorebook_id>/", apis.LorebookDetailApi.as_view(), name="lorebook-detail"),
+    path("lorebooks/<int:lorebook_id>/export", apis.LorebookExportApi.as_view(), name="lorebook-export"),
+]

@@ -1,0 +1,124 @@
+"""Lorebooks over the API: list, import a World Info file, read, rename or change scope, export, delete."""
+
+from __future__ import annotations
+
+import json
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.common.exceptions import ApplicationError
+from apps.common.serializers import DictField
+from apps.lorebooks import selectors
+from apps.lorebooks.models import Lorebook
+from apps.lorebooks.services.books import lorebook_delete, lorebook_export, lorebook_import, lorebook_update
+
+MAX_FILE_BYTES = 20 * 1024 * 1024
+
+
+class LorebookOutputSerializer(serializers.ModelSerializer):
+    entry_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Lorebook
+        ref_name = "Lorebook"
+        fields = ["id", "uid", "name", "scope", "entry_count", "created_at", "updated_at"]
+
+
+class LorebookImportInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False, help_text="Default: the file's name.")
+    data = DictField(required=False, help_text='The World Info file\'s JSON (`{"entries": {...}}`).')
+    file = serializers.FileField(required=False, help_text="Multipart: the World Info file.")
+    replace = serializers.BooleanField(
+        required=False, default=False, help_text="Put it in place of a same-named book."
+    )
+
+    class Meta:
+        ref_name = "LorebookImportInput"
+
+
+class LorebookUpdateInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False)
+    scope = serializers.ChoiceField(choices=Lorebook.Scope.choices, required=False)
+
+    class Meta:
+        ref_name = "LorebookUpdateInput"
+
+
+class LorebookListApi(APIView):
+    """Your lorebooks; POST imports a SillyTavern World Info file (JSON `{"name", "data"}`, or multipart `file`).
+    One bad entry refuses the file: the answer names the entry and the field, and nothing is stored."""
+
+    parser_classes = [JSONParser, MultiPartParser]
+
+    @extend_schema(operation_id="lorebooks_list", responses={200: LorebookOutputSerializer(many=True)})
+    def get(self, request):
+        books = selectors.lorebook_list(user=request.user)
+        return Response(LorebookOutputSerializer(books, many=True).data)
+
+    @extend_schema(
+        operation_id="lorebooks_import",
+        request={
+            "application/json": LorebookImportInputSerializer,
+            "multipart/form-data": LorebookImportInputSerializer,
+        },
+        responses={201: LorebookOutputSerializer},
+    )
+    def post(self, request):
+        checked = LorebookImportInputSerializer(data=request.data)
+        checked.is_valid(raise_exception=True)
+        given = checked.validated_data
+        upload, data, name = given.get("file"), given.get("data"), given.get("name")
+        if upload is not None:
+            if upload.size > MAX_FILE_BYTES:
+                raise ApplicationError("The file is larger than 20 MB.", {"field": "file"}, status=413)
+            try:
+                data = json.loads(upload.read().decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise ApplicationError(f"The file is not JSON: {error}.", {"field": "file"}) from None
+            name = name or upload.name
+        if data is None:
+            raise ApplicationError("Send the World Info file as `data` or as the multipart `file`.", {"field": "data"})
+        book = lorebook_import(user=request.user, name=name or data.get("name") or "", data=data,
+                               replace=given["replace"])  # fmt: skip
+        book = selectors.lorebook_get(user=request.user, lorebook_id=book.pk)
+        return Response(LorebookOutputSerializer(book).data, status=status.HTTP_201_CREATED)
+
+
+class LorebookDetailApi(APIView):
+    @extend_schema(operation_id="lorebooks_get", responses={200: LorebookOutputSerializer})
+    def get(self, request, lorebook_id: int):
+        book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
+        return Response(LorebookOutputSerializer(book).data)
+
+    @extend_schema(
+        operation_id="lorebooks_update",
+        request=LorebookUpdateInputSerializer,
+        responses={200: LorebookOutputSerializer},
+    )
+    def patch(self, request, lorebook_id: int):
+        book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
+        checked = LorebookUpdateInputSerializer(data=request.data)
+        checked.is_valid(raise_exception=True)
+        book = lorebook_update(book=book, **checked.validated_data)
+        return Response(LorebookOutputSerializer(selectors.lorebook_get(user=request.user, lorebook_id=book.pk)).data)
+
+    @extend_schema(operation_id="lorebooks_delete", responses={204: None})
+    def delete(self, request, lorebook_id: int):
+        lorebook_delete(book=selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class LorebookExportApi(APIView):
+    """The book as SillyTavern's World Info file (`worlds/<name>.json`), every key it was imported with."""
+
+    @extend_schema(operation_id="lorebooks_export", responses={(200, "application/json"): OpenApiTypes.OBJECT})
+    def get(self, request, lorebook_id: int):
+        book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
+        response = Response(lorebook_export(book=book))
+        response["Content-Disposition"] = f'attachment; filename="{book.name.replace(chr(34), "")}.json"'
+        return response

@@ -1,0 +1,49 @@
+"""Lorebooks (SillyTavern's World Info) and their entries, per account (docs/LOREBOOKS.md).
+
+An entry is kept as SillyTavern's JSON object (`data`), checked on the way in (services/fields.py): the activation
+reads the same fields SillyTavern reads, and an export gives back every key that was imported.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Lorebook(models.Model):
+    class Scope(models.TextChoices):
+        LINKED = "linked", "When a chat or character links it"
+        GLOBAL = "global", "In every chat"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lorebooks")
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(
+        max_length=200, help_text="SillyTavern's file name without .json: chats and cards link a book by it."
+    )
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.LINKED)
+    extra = models.JSONField(default=dict, blank=True, help_text="The file's keys besides `entries`, kept as given.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="lorebook_name_unique_per_user")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LorebookEntry(models.Model):
+    lorebook = models.ForeignKey(Lorebook, on_delete=models.CASCADE, related_name="entries")
+    uid = models.PositiveIntegerField(help_text="SillyTavern's uid: the key of the entry in the file.")
+    data = models.JSONField(help_text="The entry as SillyTavern writes it, checked.")
+
+    class Meta:
+        ordering = ["uid"]
+        constraints = [models.UniqueConstraint(fields=["lorebook", "uid"], name="lorebook_entry_uid_unique")]
+        verbose_name_plural = "lorebook entries"
+
+    def __str__(self) -> str:
+        return self.data.get("comment") or ", ".join(self.data.get("key") or []) or f"entry {self.uid}"

@@ -1,0 +1,132 @@
+"""Lorebooks in and out: a SillyTavern World Info file imported whole or not at all, and exported as SillyTavern
+loads it; a character card's embedded book (`character_book`) read as SillyTavern converts it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractUser
+from django.db import transaction
+
+from apps.common.exceptions import ApplicationError
+from apps.lorebooks.models import Lorebook, LorebookEntry
+from apps.lorebooks.services.fields import DEFAULT_DEPTH, DEFAULT_WEIGHT, FIELDS, entries_clean
+
+MAX_NAME = 200
+
+
+def _name_clean(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ApplicationError("A lorebook needs a name.", {"field": "name"})
+    name = name.strip().removesuffix(".json")
+    if len(name) > MAX_NAME or any(char in name for char in "/\\\x00"):
+        raise ApplicationError(
+            f"A lorebook's name has at most {MAX_NAME} characters and no slashes.", {"field": "name"}
+        )
+    return name
+
+
+@transaction.atomic
+def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool = False) -> Lorebook:
+    """A World Info file (`{"entries": {uid: entry}}`, SillyTavern's `worlds/<name>.json`) as the account's book
+    `name`. Every entry is checked first: one bad entry refuses the whole file and nothing is stored. A book of
+    the same name is refused (409) unless `replace`, which puts the file's entries in place of the book's."""
+    name = _name_clean(name)
+    if not isinstance(data, dict) or "entries" not in data:
+        raise ApplicationError("A World Info file is an object with `entries`.", {"field": "entries"})
+    entries = entries_clean(data["entries"])
+    book = Lorebook.objects.select_for_update().filter(user=user, name=name).first()
+    if book is not None and not replace:
+        raise ApplicationError(f"You already have a lorebook named {name!r}.", {"field": "name"}, status=409)
+    extra = {key: value for key, value in data.items() if key != "entries"}
+    if book is None:
+        book = Lorebook.objects.create(user=user, name=name, extra=extra)
+    else:
+        book.extra = extra
+        book.save(update_fields=["extra", "updated_at"])
+        book.entries.all().delete()
+    LorebookEntry.objects.bulk_create(
+        [LorebookEntry(lorebook=book, uid=entry["uid"], data=entry) for entry in entries], batch_size=500
+    )
+    return book
+
+
+def lorebook_export(*, book: Lorebook) -> dict[str, Any]:
+    """The book as SillyTavern's World Info file: the keys it came with, and its entries keyed by uid."""
+    return {**book.extra, "entries": {str(entry.uid): entry.data for entry in book.entries.order_by("uid")}}
+
+
+@transaction.atomic
+def lorebook_update(*, book: Lorebook, scope: str | None = None, name: str | None = None) -> Lorebook:
+    if scope is not None:
+        if scope not in Lorebook.Scope.values:
+            raise ApplicationError(f"`scope` is one of {', '.join(Lorebook.Scope.values)}.", {"field": "scope"})
+        book.scope = scope
+    if name is not None:
+        name = _name_clean(name)
+        if Lorebook.objects.filter(user_id=book.user_id, name=name).exclude(id=book.id).exists():
+            raise ApplicationError(f"You already have a lorebook named {name!r}.", {"field": "name"}, status=409)
+        book.name = name
+    book.save()
+    return book
+
+
+@transaction.atomic
+def lorebook_delete(*, book: Lorebook) -> None:
+    book.delete()
+
+
+def card_book_entries(book: Any) -> list[dict[str, Any]]:
+    """A card's `character_book` as World Info entries, field for field as SillyTavern's `convertCharacterBook`
+    converts it, then checked like any entry. A book that is not a list of entries gives none."""
+    if not isinstance(book, dict) or not isinstance(book.get("entries"), list):
+        return []
+    converted = {}
+    for index, entry in enumerate(book["entries"]):
+        if not isinstance(entry, dict):
+            raise ApplicationError(f"The card's book, entry {index}: must be an object.", {"entry": index})
+        ext = entry.get("extensions") if isinstance(entry.get("extensions"), dict) else {}
+        uid = entry.get("id", index)
+        converted[str(uid)] = {
+            **{field: default for field, (_, default) in FIELDS.items()},
+            "uid": uid,
+            "key": entry.get("keys") or [],
+            "keysecondary": entry.get("secondary_keys") or [],
+            "comment": entry.get("comment") or "",
+            "content": entry.get("content") or "",
+            "constant": entry.get("constant") or False,
+            "selective": entry.get("selective") or False,
+            "order": entry.get("insertion_order", 100),
+            "position": ext.get("position", 0 if entry.get("position") == "before_char" else 1),
+            "excludeRecursion": ext.get("exclude_recursion", False),
+            "preventRecursion": ext.get("prevent_recursion", False),
+            "delayUntilRecursion": ext.get("delay_until_recursion", False),
+            "disable": not entry.get("enabled", True),
+            "probability": ext.get("probability", 100),
+            "useProbability": ext.get("useProbability", True),
+            "depth": ext.get("depth", DEFAULT_DEPTH),
+            "selectiveLogic": ext.get("selectiveLogic", 0),
+            "outletName": ext.get("outlet_name", ""),
+            "group": ext.get("group", ""),
+            "groupOverride": ext.get("group_override", False),
+            "groupWeight": ext.get("group_weight", DEFAULT_WEIGHT),
+            "scanDepth": ext.get("scan_depth"),
+            "caseSensitive": ext.get("case_sensitive"),
+            "matchWholeWords": ext.get("match_whole_words"),
+            "useGroupScoring": ext.get("use_group_scoring"),
+            "automationId": ext.get("automation_id", ""),
+            "role": ext.get("role", 0),
+            "vectorized": ext.get("vectorized", False),
+            "sticky": ext.get("sticky"),
+            "cooldown": ext.get("cooldown"),
+            "delay": ext.get("delay"),
+            "matchPersonaDescription": ext.get("match_persona_description", False),
+            "matchCharacterDescription": ext.get("match_character_description", False),
+            "matchCharacterPersonality": ext.get("match_character_personality", False),
+            "matchCharacterDepthPrompt": ext.get("match_character_depth_prompt", False),
+            "matchScenario": ext.get("match_scenario", False),
+            "matchCreatorNotes": ext.get("match_creator_notes", False),
+            "triggers": ext.get("triggers") or [],
+            "ignoreBudget": ext.get("ignore_budget", False),
+        }
+    return entries_clean(converted, label="the card's book, entry")
