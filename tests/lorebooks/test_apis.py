@@ -39,7 +39,7 @@ def test_a_world_info_file_is_imported_and_exported_with_every_key(api):
     assert set(body["entries"]) == {"0", "7"}
     first = body["entries"]["0"]
     assert first["customField"] == "kept" and first["content"] == "The lantern burns whale oil."
-    assert first["selectiveLogic"] == 0 and first["probability"] == 100  # SillyTavern's defaults filled in
+    assert "selectiveLogic" not in first and "probability" not in first  # kept as given: absent stays absent
     # exported again, it imports to the same entries
     again = api.post("/api/v1/lorebooks/", {"name": "Copy", "data": body}, format="json")
     copy = Lorebook.objects.get(id=again.json()["id"])
@@ -62,6 +62,7 @@ def test_a_file_upload_takes_its_name_from_the_file(api):
         ({"selectiveLogic": 5}, "selectiveLogic"),
         ({"role": "narrator"}, "role"),
         ({"probability": "often"}, "probability"),
+        ({"order": True}, "order"),
         ({"constant": "yes"}, "constant"),
         ({"scanDepth": 5000}, "scanDepth"),
         ({"triggers": ["sometimes"]}, "triggers"),

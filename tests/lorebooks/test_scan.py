@@ -12,7 +12,10 @@ from apps.lorebooks.services.scan import Book, Scanned, Settings, scan
 
 
 def _book(*entries, name="World", kind="global"):
-    return Book(name, kind, entries_clean({str(n): dict(uid=n, **entry) for n, entry in enumerate(entries)}))
+    """A book as SillyTavern's editor saves one: every field present, its defaults where not given."""
+    return Book(
+        name, kind, entries_clean({str(n): dict(uid=n, **entry) for n, entry in enumerate(entries)}, fill=True)
+    )
 
 
 def _scan(books, messages, *, settings=None, max_context=100_000, timed=None, **kwargs):
@@ -73,6 +76,16 @@ def test_scan_depth_global_and_per_entry():
 def test_selective_logic(logic, text, activates):
     book = _book({"key": ["apple"], "keysecondary": ["banana", "cherry"], "selectiveLogic": logic, "content": "x"})
     assert _uids(_scan(book, [text])) == ([0] if activates else [])
+
+
+def test_a_field_the_file_lacks_reads_as_javascripts_undefined():
+    raw = {"0": {"uid": 0, "key": ["salt"], "keysecondary": ["vinegar"], "content": "not selective: no secondary"},
+           "1": {"uid": 1, "key": ["salt"], "content": "no useProbability: never rolled", "probability": 0},
+           "2": {"uid": 2, "key": ["salt"], "content": "no position: activated, placed nowhere"}}  # fmt: skip
+    raw["0"]["position"] = raw["1"]["position"] = 0
+    result = _scan(Book("W", "global", entries_clean(raw)), ["salt"])
+    assert _uids(result) == [0, 1, 2]
+    assert result.before == ["no useProbability: never rolled", "not selective: no secondary"]
 
 
 def test_constant_and_disabled():

@@ -28,6 +28,7 @@ ROLES = {0: "system", 1: "user", 2: "assistant"}
 TRIGGERS = ("normal", "continue", "impersonate", "swipe", "regenerate", "quiet")
 DEFAULT_DEPTH = 4
 DEFAULT_WEIGHT = 100
+DEFAULT_ORDER = 100
 MAX_SCAN_DEPTH = 1000
 MAX_ENTRIES = 10_000  # a book with more is refused whole
 MAX_KEYS = 200  # per list (primary, secondary)
@@ -79,6 +80,13 @@ FIELDS: dict[str, tuple[str, Any]] = {
 }
 
 
+def order_of(entry: dict[str, Any]) -> float:
+    """An entry's insertion order. Without one SillyTavern compares NaN, which its sort takes as "equal" to any
+    other; Lorekeeper sorts such an entry as the default order, 100."""
+    order = entry.get("order")
+    return DEFAULT_ORDER if order is None else order
+
+
 def _refuse(where: str, field: str, message: str) -> ApplicationError:
     return ApplicationError(f"{where}, field {field}: {message}", {"entry": where, "field": field})
 
@@ -102,7 +110,7 @@ def _check(kind: str, value: Any, where: str, field: str) -> Any:
             raise _refuse(where, field, "must be true or false" + (" or null." if kind == "bool?" else "."))
         return value
     if kind in ("num", "num?"):
-        if value is None and kind == "num?":
+        if value is None:  # null reads as SillyTavern reads it (`?? default` where it has one)
             return None
         if isinstance(value, str) and value.strip():  # SillyTavern's inputs sometimes save numbers as strings
             try:
@@ -130,6 +138,8 @@ def _check(kind: str, value: Any, where: str, field: str) -> Any:
                 raise _refuse(where, field, f"the regular expression {key!r} does not compile: {error}.") from None
         return value
     if kind in ("position", "logic", "role"):
+        if value is None:
+            return None
         allowed = {"position": POSITIONS, "logic": LOGICS, "role": ROLES}[kind]
         if not _number(value) or value not in allowed:
             names = ", ".join(f"{number} ({label})" for number, label in allowed.items())
@@ -148,18 +158,20 @@ def _check(kind: str, value: Any, where: str, field: str) -> Any:
     raise AssertionError(kind)
 
 
-def entry_clean(raw: Any, *, where: str) -> dict[str, Any]:
-    """One entry, checked, with SillyTavern's defaults for the fields it lacks (as SillyTavern fills them when it
-    loads a book). Unknown keys are kept. `where` names the entry in an error ("entry 12")."""
+def entry_clean(raw: Any, *, where: str, fill: bool = False) -> dict[str, Any]:
+    """One entry, its fields checked; unknown keys are kept. A field the entry lacks stays absent, and activation
+    reads it as SillyTavern does, as JavaScript's `undefined` (no `selective`: the secondary keys are not
+    consulted; no `position`: placed nowhere). With `fill`, lacking fields take SillyTavern's defaults, as its
+    editor gives them when it opens a book (the entry form does the same). `where` names the entry in an error
+    ("entry 12")."""
     if not isinstance(raw, dict):
         raise ApplicationError(f"{where}: must be an object.", {"entry": where})
     entry = dict(raw)
     for field, (kind, default) in FIELDS.items():
-        value = entry.get(field, default)
-        if kind in ("num", "position", "logic", "role") and value is None:
-            value = default  # SillyTavern's loader fills an absent or null number with its default
-        entry[field] = _check(kind, value, where, field)
-    entry["key"] = list(entry["key"])
+        if field in entry:
+            entry[field] = _check(kind, entry[field], where, field)
+        elif fill:
+            entry[field] = _check(kind, default, where, field)
     character_filter = entry.get("characterFilter")
     if character_filter is not None and not (
         isinstance(character_filter, dict)
@@ -169,7 +181,7 @@ def entry_clean(raw: Any, *, where: str) -> dict[str, Any]:
     return entry
 
 
-def entries_clean(raw: Any, *, label: str = "entry") -> list[dict[str, Any]]:
+def entries_clean(raw: Any, *, label: str = "entry", fill: bool = False) -> list[dict[str, Any]]:
     """A book's `entries`: SillyTavern's object keyed by uid (or a list), each entry checked. Answers them with
     an integer `uid` each, in the order SillyTavern iterates them (by uid). The whole book is refused at the
     first bad entry."""
@@ -187,7 +199,7 @@ def entries_clean(raw: Any, *, label: str = "entry") -> list[dict[str, Any]]:
     seen: set[int] = set()
     for name, raw_entry in items:
         where = f"{label} {name}"
-        entry = entry_clean(raw_entry, where=where)
+        entry = entry_clean(raw_entry, where=where, fill=fill)
         uid = entry.get("uid", name)
         if isinstance(uid, str) and uid.strip().lstrip("-").isdigit():
             uid = int(uid)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from apps.lorebooks.services.fields import DEFAULT_WEIGHT
+from apps.lorebooks.services.fields import DEFAULT_WEIGHT, order_of
 
 _SPLIT = re.compile(r",\s*")
 
@@ -71,7 +71,7 @@ def groups_filter(
             continue
         if len(group) <= 1:
             continue
-        first = sorted((entry for entry in group if entry.get("groupOverride")), key=lambda entry: -entry["order"])
+        first = sorted((entry for entry in group if entry.get("groupOverride")), key=lambda entry: -order_of(entry))
         if first:
             winner = first[0]
         else:

@@ -17,34 +17,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.lorebooks.services.fields import DEFAULT_DEPTH, MAX_SCAN_DEPTH
+from apps.lorebooks.services.buffer import (
+    INITIAL,
+    MIN_ACTIVATIONS,
+    NONE,
+    RECURSION,
+    Buffer,
+    Settings,
+    matches,
+    may_change,
+    score,
+    why_key,
+)
+from apps.lorebooks.services.fields import DEFAULT_DEPTH, order_of
 from apps.lorebooks.services.groups import groups_filter
-from apps.lorebooks.services.keys import Haystack, RegexBudget, key_matches, plain_kind
+from apps.lorebooks.services.keys import RegexBudget
 from apps.lorebooks.services.timed import TimedEffects
 
-NONE, INITIAL, RECURSION, MIN_ACTIVATIONS = 0, 1, 2, 3
-MATCHER = "\x01"
-JOINER = "\n" + MATCHER
 KNOWN_DECORATORS = ("@@activate", "@@dont_activate")
+PRUNE = True  # recursion rescans only the entries its new text can change (`may_change`); tests compare both
+MISSED: dict[str, Any] = {"missed": True}  # the entry passed every rule but its keys did not hold
 LORE_ORDER = ("chat", "persona", "character", "global")  # chat lore first, then persona lore, then the rest
-
-
-@dataclass(frozen=True)
-class Settings:
-    """SillyTavern's World Info settings, with its defaults (default/content/settings.json)."""
-
-    depth: int = 2
-    budget: int = 25  # percent of the context
-    budget_cap: int = 0
-    include_names: bool = True
-    recursive: bool = True
-    case_sensitive: bool = False
-    match_whole_words: bool = True
-    use_group_scoring: bool = False
-    character_strategy: int = 1  # 0 evenly, 1 character first, 2 global first
-    min_activations: int = 0
-    min_activations_depth_max: int = 0
-    max_recursion_steps: int = 0
 
 
 @dataclass
@@ -92,7 +85,7 @@ class Activation:
 
 
 def _sort_key(entry: dict[str, Any]) -> float:
-    return -entry["order"]
+    return -order_of(entry)
 
 
 def entries_sorted(books: list[Book], strategy: int) -> list[dict[str, Any]]:
@@ -142,178 +135,6 @@ def decorators_parse(content: str) -> tuple[list[str], str]:
     return decorators, content
 
 
-class Buffer:
-    """The text one entry scans: the newest messages to its depth, the card fields it asks for, and what recursion
-    added (`WorldInfoBuffer`)."""
-
-    def __init__(self, scanned: Scanned):
-        self.messages = [message.strip() for message in scanned.messages[:MAX_SCAN_DEPTH]]
-        self.globals = scanned.globals
-        self.settings = scanned.settings
-        self.recurse: list[str] = []
-        self.skew = 0
-        self._cache: dict[tuple, Haystack] = {}
-        self._views: dict[int, View] = {}
-        self._resolved: dict[str, str] = {}
-        self._resolve = scanned.resolve
-
-    def view(self, entry: dict[str, Any]) -> View:
-        """What of an entry decides its text and its matching, worked out once a scan."""
-        view = self._views.get(id(entry))
-        if view is None:
-            depth = None if entry.get("scanDepth") is None else min(int(entry["scanDepth"]), MAX_SCAN_DEPTH)
-            extras = tuple(flag for flag, name in _GLOBAL_FIELDS.items() if entry.get(flag) and self.globals.get(name))
-            case, whole = _case(entry, self.settings), _whole(entry, self.settings)
-            primary = [self.resolved(key) for key in entry.get("key") or []]
-            secondary = [self.resolved(key) for key in entry.get("keysecondary") or []]
-            words = (*_split(primary, case, whole), *_split(primary + secondary, case, whole))
-            view = View(depth, extras, case, whole, *words, any(key.startswith("/") for key in primary + secondary))
-            self._views[id(entry)] = view
-        return view
-
-    def resolved(self, key: str) -> str:
-        found = self._resolved.get(key)
-        if found is None:
-            found = self._resolved[key] = self._resolve(key).strip()
-        return found
-
-    def depth(self) -> int:
-        return self.settings.depth + self.skew
-
-    def added_since(self, count: int) -> Haystack:
-        """The text recursion added after its first `count` texts, as the scanned text ends with it."""
-        key = ("added", count, len(self.recurse))
-        if key not in self._cache:
-            self._cache[key] = Haystack(JOINER + JOINER.join(self.recurse[count:]))
-        return self._cache[key]
-
-    def text(self, entry: dict[str, Any], state: int) -> Haystack:
-        view = self.view(entry)
-        depth, extras = view.depth, view.extras
-        depth = min(self.depth(), MAX_SCAN_DEPTH) if depth is None else depth
-        if depth <= 0:
-            return _EMPTY
-        key = (depth, extras, state == MIN_ACTIVATIONS, len(self.recurse))
-        if key not in self._cache:
-            text = MATCHER + JOINER.join(self.messages[:depth])
-            for flag in extras:
-                text += JOINER + self.globals[_GLOBAL_FIELDS[flag]]
-            if self.recurse and state != MIN_ACTIVATIONS:
-                text += JOINER + JOINER.join(self.recurse)
-            self._cache[key] = Haystack(text)
-        return self._cache[key]
-
-
-_EMPTY = Haystack("")
-_GLOBAL_FIELDS = {
-    "matchPersonaDescription": "personaDescription",
-    "matchCharacterDescription": "characterDescription",
-    "matchCharacterPersonality": "characterPersonality",
-    "matchCharacterDepthPrompt": "characterDepthPrompt",
-    "matchScenario": "scenario",
-    "matchCreatorNotes": "creatorNotes",
-}
-
-
-def _why_key(buffer: Buffer, entry: dict[str, Any], key: str, scanned: Scanned) -> dict[str, Any]:
-    """Where a matching key was found: the newest message holding it (its depth, 0 the newest), else the card
-    field or the text recursion added."""
-    depth = entry["scanDepth"] if entry.get("scanDepth") is not None else buffer.depth()
-    case, whole = _case(entry, scanned.settings), _whole(entry, scanned.settings)
-    for n, message in enumerate(buffer.messages[: int(depth)]):
-        if key_matches(Haystack(MATCHER + message), key, case_sensitive=case, whole_words=whole, budget=RegexBudget()):
-            return {"why": "key", "key": key, "depth": n}
-    for flag, name in _GLOBAL_FIELDS.items():
-        text = buffer.globals.get(name) or ""
-        if entry.get(flag) and text and key_matches(Haystack(text), key, case_sensitive=case, whole_words=whole,
-                                                    budget=RegexBudget()):  # fmt: skip
-            return {"why": "key", "key": key, "field": name}
-    return {"why": "key", "key": key, "recursion": True}
-
-
-def _case(entry: dict[str, Any], settings: Settings) -> bool:
-    return settings.case_sensitive if entry.get("caseSensitive") is None else entry["caseSensitive"]
-
-
-def _whole(entry: dict[str, Any], settings: Settings) -> bool:
-    return settings.match_whole_words if entry.get("matchWholeWords") is None else entry["matchWholeWords"]
-
-
-def _matches(buffer: Buffer, entry: dict[str, Any], key: str, state: int, scanned: Scanned, budget) -> bool:
-    key = buffer.resolved(key)
-    if not key:
-        return False
-    view = buffer.view(entry)
-    return key_matches(buffer.text(entry, state), key, case_sensitive=view.case, whole_words=view.whole, budget=budget)
-
-
-def _score(buffer: Buffer, entry: dict[str, Any], *, state: int, scanned: Scanned, budget: RegexBudget) -> int:
-    """How many of the entry's keys the scanned text holds (`getScore`): primary keys, plus the secondary ones
-    under AND ANY, or under AND ALL when all of them are found."""
-    if not entry.get("key"):
-        return 0
-    primary = sum(1 for key in entry["key"] if _matches(buffer, entry, key, state, scanned, budget))
-    secondary_keys = entry.get("keysecondary") or []
-    secondary = sum(1 for key in secondary_keys if _matches(buffer, entry, key, state, scanned, budget))
-    logic = entry.get("selectiveLogic") or 0
-    if secondary_keys and (logic == 0 or (logic == 3 and secondary == len(secondary_keys))):
-        return primary + secondary
-    return primary
-
-
-@dataclass(frozen=True, slots=True)
-class View:
-    depth: int | None  # the entry's own scan depth
-    extras: tuple[str, ...]  # the card fields it scans
-    case: bool
-    whole: bool
-    # Its primary keys, then all its keys, split in two: those that are a run of word characters matched as a whole
-    # word (such a key is found exactly when it is one of the text's word runs: a set tells at once whether any
-    # can hold), and the others.
-    primary_words: frozenset[str]
-    primary_other: tuple[str, ...]
-    all_words: frozenset[str]
-    all_other: tuple[str, ...]
-    has_regex: bool
-
-    def may_hold(self, haystack: Haystack, *, every: bool, budget: RegexBudget) -> bool:
-        """Whether any of its primary keys (`every`: of all its keys) can be found in `haystack`."""
-        words, other = (self.all_words, self.all_other) if every else (self.primary_words, self.primary_other)
-        if words and not words.isdisjoint(haystack.words(not self.case)):
-            return True
-        for key in other:
-            if key_matches(haystack, key, case_sensitive=self.case, whole_words=self.whole, budget=budget):
-                return True
-        return False
-
-
-def _split(keys: list[str], case: bool, whole: bool) -> tuple[frozenset[str], tuple[str, ...]]:
-    words, other = set(), []
-    for key in keys:
-        if key:
-            how, plain = ("regex", key) if key.startswith("/") else plain_kind(key, case, whole)
-            if how == "word":
-                words.add(plain)
-            else:
-                other.append(key)
-    return frozenset(words), tuple(other)
-
-
-PRUNE = True  # recursion rescans only the entries its new text can change (`_may_change`); tests compare both
-MISSED: dict[str, Any] = {"missed": True}  # the entry passed every rule but its keys did not hold
-
-
-def _may_change(entry: dict[str, Any], missed: tuple[int, int] | None, buffer: Buffer) -> bool:
-    """Whether a recursion step can change the answer for an entry whose plain keys did not hold before. Recursion
-    only appends text, after a separator no key can span (a newline and \\x01: not word characters), so a key is
-    found in the longer text only if it is found in what was appended; with none of its keys there, the entry
-    misses again, and is not scanned again. Regex keys can span it: their entries are always scanned."""
-    if missed is None or missed[0] != buffer.skew:
-        return True
-    added = buffer.added_since(missed[1])
-    return buffer.view(entry).may_hold(added, every=True, budget=RegexBudget())
-
-
 def _candidate(entry, *, buffer, state, scanned, timed, level, budget) -> dict[str, Any] | None:
     """Why `entry` activates in this loop, or None (the checks of SillyTavern's entry loop, in its order)."""
     settings = scanned.settings
@@ -348,7 +169,7 @@ def _candidate(entry, *, buffer, state, scanned, timed, level, budget) -> dict[s
         return None
     if not buffer.view(entry).may_hold(buffer.text(entry, state), every=False, budget=budget):
         return MISSED
-    primary = next((key for key in entry["key"] if _matches(buffer, entry, key, state, scanned, budget)), None)
+    primary = next((key for key in entry["key"] if matches(buffer, entry, key, state, scanned, budget)), None)
     if primary is None:
         return MISSED
     secondary = entry.get("keysecondary") or []
@@ -358,7 +179,7 @@ def _candidate(entry, *, buffer, state, scanned, timed, level, budget) -> dict[s
     logic = entry.get("selectiveLogic") or 0
     any_found, all_found = False, True
     for key in secondary:
-        found = _matches(buffer, entry, key, state, scanned, budget)
+        found = matches(buffer, entry, key, state, scanned, budget)
         any_found, all_found = any_found or found, all_found and found
         if (logic == 0 and found) or (logic == 1 and not found):
             return why | {"secondary": scanned.resolve(key).strip(), "logic": logic}
@@ -383,7 +204,7 @@ def scan(books: list[Book], scanned: Scanned) -> Activation:
     if not ordered:
         return result
     buffer = Buffer(scanned)
-    levels = sorted({1 if entry["delayUntilRecursion"] is True else entry["delayUntilRecursion"]
+    levels = sorted({1 if entry.get("delayUntilRecursion") is True else entry["delayUntilRecursion"]
                      for entry in ordered if entry.get("delayUntilRecursion")})  # fmt: skip
     level = levels.pop(0) if levels else 0
     index = {id(entry): n for n, entry in enumerate(ordered)}
@@ -401,7 +222,7 @@ def scan(books: list[Book], scanned: Scanned) -> Activation:
         for entry in ordered:
             if id(entry) in failed or f"{entry['world']}.{entry['uid']}" in activated:
                 continue
-            if PRUNE and state == RECURSION and not _may_change(entry, missed.get(id(entry)), buffer):
+            if PRUNE and state == RECURSION and not may_change(entry, missed.get(id(entry)), buffer):
                 missed[id(entry)] = (buffer.skew, len(buffer.recurse))  # next time, only what is added after
                 continue
             why = _candidate(entry, buffer=buffer, state=state, scanned=scanned, timed=timed, level=level,
@@ -412,13 +233,13 @@ def scan(books: list[Book], scanned: Scanned) -> Activation:
                 continue
             if why is not None:
                 if "primary" in why:
-                    why = _why_key(buffer, entry, why["primary"], scanned) | why
+                    why = why_key(buffer, entry, why["primary"], scanned) | why
                 entry["why"] = why | ({"loop": count} if count > 1 else {})
                 now.append(entry)
         if len(now) > 1:
             now.sort(key=lambda entry: (not timed.is_active("sticky", entry), index[id(entry)]))
         text_tokens = scanned.count_tokens(activated_text)
-        scoring = functools.partial(_score, buffer, state=state, scanned=scanned, budget=result.regex)
+        scoring = functools.partial(score, buffer, state=state, scanned=scanned, budget=result.regex)
         groups_filter(now, activated, timed=timed, settings=settings, rng=scanned.rng, score=scoring)
         new_content = ""
         ignoring = sum(1 for entry in now if entry.get("ignoreBudget"))
@@ -428,8 +249,9 @@ def scan(books: list[Book], scanned: Scanned) -> Activation:
                 if ignoring > 0:
                     continue
                 break
-            if entry.get("useProbability") and entry.get("probability", 100) != 100:
-                if not timed.is_active("sticky", entry) and scanned.rng.random() * 100 > entry["probability"]:
+            chance = entry.get("probability")
+            if entry.get("useProbability") and chance != 100 and not timed.is_active("sticky", entry):
+                if chance is None or scanned.rng.random() * 100 > chance:  # none: JavaScript's `roll <= undefined`
                     failed.add(id(entry))
                     continue
             entry["content"] = scanned.resolve(entry["content"])
@@ -472,13 +294,14 @@ def _place(result: Activation, activated: list[dict[str, Any]]) -> None:
         content = entry["content"]
         if not content:
             continue
-        position = entry.get("position", 0)
+        position = entry.get("position")  # none: activated (budget, recursion) but placed nowhere, as in SillyTavern
         if position in (0, 1, 2, 3):
             [result.before, result.after, result.an_top, result.an_bottom][position].insert(0, content)
         elif position in (5, 6):
             result.examples.insert(0, ("before" if position == 5 else "after", content))
         elif position == 4:
-            depth, role = entry.get("depth", DEFAULT_DEPTH), entry.get("role") or 0
+            depth = DEFAULT_DEPTH if entry.get("depth") is None else entry["depth"]
+            role = entry.get("role") or 0
             group = next((g for g in result.depth if g["depth"] == depth and g["role"] == role), None)
             if group is None:
                 result.depth.append({"depth": depth, "role": role, "entries": [content]})
