@@ -21,7 +21,7 @@ from apps.chats.models import Character, Chat, Message
 from apps.chats.selectors import chat_characters_in_order
 from apps.chats.services.chats import chat_lock
 from apps.chats.services.start import next_speaker, send_date
-from apps.chats.services.writes import chat_append
+from apps.chats.services.writes import chat_append, chat_metadata_patch
 from apps.common.exceptions import ApplicationError
 from apps.generation.models import Generation
 from apps.generation.services.bounds import MAX_MESSAGE
@@ -152,6 +152,9 @@ def generation_prepare(
     timings |= {f"context_{step}": ms for step, ms in context.timings_ms.items() if step != "total"}
     mark = time.perf_counter()
     prompt = compose(Composing(chat, context, responder, speakers, connection, mode))
+    if prompt.timed is not None:  # World Info's sticky and cooldown, kept in the chat as SillyTavern keeps them
+        patch = [{"op": "add", "path": "/timedWorldInfo", "value": prompt.timed}]
+        chat = chat_metadata_patch(chat=chat, patch=patch, kind="json", integrity=chat.integrity)
     timings["prompt"] = _ms(mark)
     prompt.info["timings_ms"] = timings | {"total": _ms(started)}
     streams_check(user=user, open_in_process=len(open_streams), locked=True)

@@ -27,6 +27,8 @@ from apps.injection.services.context import Context
 from apps.llm.models import Connection
 from apps.llm.profiles import connection_context_size
 from apps.llm.tokens import Tokenizer, tokenizer_for
+from apps.lorebooks.services.lore import chat_lore
+from apps.lorebooks.services.scan import Activation
 
 DEFAULT_SYSTEM = "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}."
 CONTINUE_NUDGE = "[Continue your last message without repeating its original content.]"
@@ -50,6 +52,8 @@ class Prompt:
     # What is kept with the reply (Generation.prompt) when not `messages` itself: another client's prompt keeps
     # the chat's messages it repeats by reference (apps/gateway/services/complete.py, `prompt_kept`).
     kept: list[dict[str, Any]] | None = None
+    # The chat's World Info timed effects after this prompt's scan, when they changed (kept in its metadata).
+    timed: dict[str, Any] | None = None
 
 
 @dataclass
@@ -80,10 +84,43 @@ def _story(character: Character | None, speakers: Speakers) -> list[str]:
     return [part.strip() for part in parts if part and part.strip()]
 
 
-def _examples(character: Character | None) -> str:
+def _examples(character: Character | None, lore: Activation | None = None) -> str:
+    """The card's example messages, with World Info's before and after them (positions 5 and 6)."""
     text = (character.mes_example if character else "") or ""
     blocks = [block.strip() for block in _START.split(text) if block.strip()]
+    for where, content in lore.examples if lore else []:
+        added = [block.strip() for block in _START.split(content) if block.strip()]
+        blocks = added + blocks if where == "before" else blocks + added
     return EXAMPLES_HEADING + "\n\n" + "\n\n".join(blocks) if blocks else ""
+
+
+ROLES = ("system", "user", "assistant")
+
+
+def _lore_in_chat(lore: Activation | None, metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    """World Info that goes into the chat, as SillyTavern puts it there: the author's note (at its depth, with
+    World Info's top and bottom entries around the chat's own note) and the entries at a depth, one message per
+    depth and role, the note first where they meet (SillyTavern joins its injections of one depth and role). Where
+    several land in one place (a depth past the oldest message, or one depth in several roles), SillyTavern's order:
+    the deeper first, then assistant, user, system."""
+    if lore is None:
+        return []
+    at: dict[tuple[int, int], list[str]] = {}
+    note = metadata.get("note_prompt") if isinstance(metadata.get("note_prompt"), str) else ""
+    if lore.an_top or lore.an_bottom:
+        text = "\n".join(lore.an_top) + "\n" + note + "\n" + "\n".join(lore.an_bottom)
+        text = re.sub(r"^\n|\n$", "", text)
+        depth, role = _number(metadata.get("note_depth"), 4), _number(metadata.get("note_role"), 0)
+        if text.strip() and _number(metadata.get("note_position"), 1) == 1:
+            at.setdefault((depth, role), []).append(text)
+    for group in lore.depth:
+        at.setdefault((int(group["depth"]), int(group["role"])), []).append("\n".join(group["entries"]))
+    return [{"depth": depth, "role": ROLES[role] if 0 <= role < 3 else "system", "text": "\n".join(texts)}
+            for (depth, role), texts in sorted(at.items(), key=lambda item: (-item[0][0], -item[0][1]))]  # fmt: skip
+
+
+def _number(value: Any, default: int) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
 def _line(message: Message, speakers: Speakers) -> dict[str, str]:
@@ -148,14 +185,20 @@ def prompt_build(
     context_size: int,
     reply_tokens: int,
     mode: str,
+    lore: Activation | None = None,
 ) -> Prompt:
     """The messages for the model. `slots`: the context's slots (the context builder's answer); `mode`: new,
     swipe (the last reply is left out: it is being redone), continue (the last reply is the end of the prompt) or
-    impersonate."""
+    impersonate; `lore`: the World Info the chat activated, put where SillyTavern puts it (before the card's
+    description, after the card, around the examples, in the chat)."""
     active = [slot for slot in slots.values() if slot["enabled"] and slot["text"].strip()]
     head = [{"role": "system", "content": part} for part in _story(character, speakers)]
+    if lore is not None and lore.before:
+        head.insert(1, {"role": "system", "content": "\n".join(lore.before)})
+    if lore is not None and lore.after:
+        head.append({"role": "system", "content": "\n".join(lore.after)})
     head += [{"role": "system", "content": slot["text"]} for slot in active if slot["position"] == "in_prompt"]
-    examples = _examples(character)
+    examples = _examples(character, lore)
     if examples:
         head.append({"role": "system", "content": examples})
     tail = []
@@ -167,6 +210,7 @@ def prompt_build(
     elif mode == "impersonate":
         tail.append({"role": "system", "content": IMPERSONATE_NUDGE})
     in_chat = [slot for slot in active if slot["position"] == "in_chat"]
+    in_chat += _lore_in_chat(lore, chat.chat_metadata or {})
     for line in (*head, *tail):
         line["content"] = _resolve(line["content"], speakers, macros)
     in_chat = [slot | {"text": _resolve(slot["text"], speakers, macros)} for slot in in_chat]
@@ -236,10 +280,23 @@ class Composing:
 
 
 def card_prompt(composing: Composing) -> Prompt:
-    """The web chat's prompt: the card, the memory slots and the history that fits (`prompt_build`)."""
-    connection = composing.connection
-    return prompt_build(
-        chat=composing.chat, slots=composing.context.slots, macros=composing.context.macros,
-        character=composing.responder, speakers=composing.speakers, tokenizer=tokenizer_for(connection),
-        context_size=connection_context_size(connection), reply_tokens=connection.reply_tokens, mode=composing.mode,
+    """The web chat's prompt: the card, the World Info the chat activates, the memory slots and the history that
+    fits (`prompt_build`)."""
+    connection, speakers = composing.connection, composing.speakers
+    tokenizer, context_size = tokenizer_for(connection), connection_context_size(connection)
+    lore, lore_info = chat_lore(
+        chat=composing.chat, character=composing.responder, names=(speakers.char, speakers.user),
+        persona=speakers.persona, max_context=max(context_size - connection.reply_tokens, 0),
+        count_tokens=tokenizer.count, resolve=lambda text: _resolve(text, speakers, composing.context.macros),
+        mode=composing.mode,
     )  # fmt: skip
+    prompt = prompt_build(
+        chat=composing.chat, slots=composing.context.slots, macros=composing.context.macros,
+        character=composing.responder, speakers=speakers, tokenizer=tokenizer, context_size=context_size,
+        reply_tokens=connection.reply_tokens, mode=composing.mode, lore=lore,
+    )  # fmt: skip
+    if lore_info:
+        prompt.info["lorebook"] = lore_info
+    if lore is not None and lore.timed_changed:
+        prompt.timed = lore.timed_state
+    return prompt

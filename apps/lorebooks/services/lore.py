@@ -1,0 +1,156 @@
+"""The books a chat scans and the scan of a chat (docs/LOREBOOKS.md): what the prompt of a reply asks for."""
+
+from __future__ import annotations
+
+import copy
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth.models import AbstractUser
+
+from apps.chats.models import Character, Chat, Message
+from apps.common.exceptions import ApplicationError
+from apps.lorebooks.models import Lorebook
+from apps.lorebooks.services.books import card_book_entries
+from apps.lorebooks.services.fields import MAX_SCAN_DEPTH, POSITION_LABELS
+from apps.lorebooks.services.scan import Activation, Book, Scanned, Settings, decorators_parse, entry_hash, scan
+
+_cache: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
+_cache_lock = threading.Lock()
+CACHE_BOOKS = 256
+
+
+def _entries(book: Lorebook) -> list[dict[str, Any]]:
+    """The book's entries as the scan reads them, each with its hash, kept per process until the book changes
+    (`updated_at`): a context build reads a 500-entry book without a query for its entries."""
+    with _cache_lock:
+        cached = _cache.get(book.id)
+    if cached is not None and cached[0] == book.updated_at:
+        return cached[1]
+    entries = [_prepared(entry.data) for entry in book.entries.order_by("uid")]
+    with _cache_lock:
+        if len(_cache) >= CACHE_BOOKS:
+            _cache.pop(next(iter(_cache)))
+        _cache[book.id] = (book.updated_at, entries)
+    return entries
+
+
+def _prepared(data: dict[str, Any]) -> dict[str, Any]:
+    entry = dict(data)
+    entry["hash"] = entry_hash(entry)
+    entry["decorators"], entry["content"] = decorators_parse(entry.get("content") or "")
+    return entry
+
+
+def chat_books(*, user: AbstractUser, chat: Chat, character: Character | None) -> tuple[list[Book], list[str]]:
+    """The books a chat scans, as SillyTavern gathers them: the account's global books, the book the chat links
+    (`chat_metadata.world_info`), and the character's (the book its card links in `extensions.world`, else the
+    book embedded in the card). A book is read once, in the first of global, chat, character. Answers the books
+    and what could not be read (a link to a missing book, a card book that does not pass the checks)."""
+    problems: list[str] = []
+    owned = {book.name: book for book in Lorebook.objects.filter(user=user)}
+    books: list[Book] = []
+    used: set[str] = set()
+    for book in owned.values():
+        if book.scope == Lorebook.Scope.GLOBAL:
+            books.append(Book(book.name, "global", _entries(book)))
+            used.add(book.name)
+    wanted = [("chat", (chat.chat_metadata or {}).get("world_info"))]
+    card = character.card_data if character is not None and isinstance(character.card_data, dict) else {}
+    body = card.get("data") if isinstance(card.get("data"), dict) else card
+    extensions = body.get("extensions") if isinstance(body.get("extensions"), dict) else {}
+    wanted.append(("character", extensions.get("world")))
+    for kind, name in wanted:
+        if not isinstance(name, str) or not name or name in used:
+            continue
+        used.add(name)
+        if name in owned:
+            books.append(Book(name, kind, _entries(owned[name])))
+        else:
+            problems.append(f"The {kind} links the lorebook {name!r}, which you have not imported.")
+    if not extensions.get("world") and body.get("character_book") and character is not None:
+        try:
+            entries = [_prepared(entry) for entry in card_book_entries(body["character_book"])]
+        except ApplicationError as error:
+            problems.append(f"{character.name}'s card book was left out: {error.message}")
+        else:
+            name = (body["character_book"].get("name") or f"{character.name}'s book") if entries else ""
+            books.append(Book(str(name), "character", entries))
+    return books, problems
+
+
+TRIGGERS = {"new": "normal", "swipe": "swipe", "continue": "continue", "impersonate": "impersonate"}
+
+
+def chat_lore(
+    *,
+    chat: Chat,
+    character: Character | None,
+    names: tuple[str, str],
+    persona: str,
+    max_context: int,
+    count_tokens: Callable[[str], int],
+    resolve: Callable[[str], str],
+    mode: str = "new",
+    dry_run: bool = False,
+    rng: random.Random | None = None,
+) -> tuple[Activation | None, dict[str, Any]]:
+    """The World Info a reply's prompt holds, scanned over the chat as SillyTavern scans it: its newest messages
+    the model sees ("Name: text"), newest first, without the reply being redone in a swipe. Answers the activation
+    (None when the chat uses no book) and what the Prompt page shows of it. The timed effects are read from the
+    chat's metadata and, unless `dry_run`, written back there (`timed_effects_keep`)."""
+    books, problems = chat_books(user=chat.user, chat=chat, character=character)
+    if not any(book.entries for book in books):
+        return None, {"problems": problems} if problems else {}
+    settings = Settings()
+    depth = max([settings.depth] + [int(e["scanDepth"]) for b in books for e in b.entries if e.get("scanDepth")])
+    before = chat.message_count - 1 if mode == "swipe" else chat.message_count
+    seen = Message.objects.filter(chat=chat, index__lt=before, is_system=False)
+    newest = seen.order_by("-index").values_list("name", "mes")[: min(depth, MAX_SCAN_DEPTH)]
+    lines = [f"{name}: {mes}" if settings.include_names else mes for name, mes in newest]
+    card = character.card_data if character is not None and isinstance(character.card_data, dict) else {}
+    body = card.get("data") if isinstance(card.get("data"), dict) else card
+    depth_prompt = (body.get("extensions") or {}).get("depth_prompt") if isinstance(body, dict) else None
+    timed = copy.deepcopy((chat.chat_metadata or {}).get("timedWorldInfo") or {})
+    scanned = Scanned(
+        messages=lines, settings=settings, max_context=max_context, count_tokens=count_tokens, resolve=resolve,
+        trigger=TRIGGERS.get(mode, "normal"), timed=timed, dry_run=dry_run, length=seen.count(),
+        rng=rng or random.Random(),
+        character=names[0], character_tags=tuple(character.tags or []) if character is not None else (),
+        globals={
+            "personaDescription": persona,
+            "characterDescription": character.description if character else "",
+            "characterPersonality": character.personality if character else "",
+            "characterDepthPrompt": depth_prompt.get("prompt", "") if isinstance(depth_prompt, dict) else "",
+            "scenario": character.scenario if character else "",
+            "creatorNotes": character.creator_notes if character else "",
+        },
+    )  # fmt: skip
+    activation = scan(books, scanned)
+    info = {
+        "entries": [_shown(entry) for entry in activation.entries],
+        "budget": activation.budget,
+        "overflowed": activation.overflowed,
+        "books": [book.name for book in books],
+        "regex_ms": round(activation.regex.spent * 1000, 2),
+        "regex_timed_out": activation.regex.timed_out,
+        "regex_exhausted": activation.regex.exhausted,
+    }
+    if problems:
+        info["problems"] = problems
+    activation.timed_changed = timed != ((chat.chat_metadata or {}).get("timedWorldInfo") or {})
+    activation.timed_state = timed
+    return activation, info
+
+
+def _shown(entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "world": entry["world"],
+        "uid": entry["uid"],
+        "comment": entry.get("comment") or ", ".join(entry.get("key") or []),
+        "position": POSITION_LABELS.get(entry.get("position", 0), ""),
+        "depth": entry.get("depth") if entry.get("position") == 4 else None,
+        "why": entry.get("why") or {},
+    }

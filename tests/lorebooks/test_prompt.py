@@ -1,0 +1,113 @@
+"""World Info in the web chat's prompt: the books a chat links, its character's card book and the account's global
+books scanned as SillyTavern scans them, each activated entry where SillyTavern puts it, listed on the Prompt page
+with why it fired, and sticky entries kept in the chat's metadata."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from apps.chats.models import Chat
+from apps.chats.services.chats import chat_create
+from apps.chats.services.writes import chat_append
+from apps.lorebooks.services.books import lorebook_import
+from tests.chats.factories import CharacterFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _entries(*entries):
+    """A file as SillyTavern saves one: the fields its editor always writes, then the entry's own."""
+    saved = {"position": 0, "selective": True, "useProbability": True, "probability": 100, "order": 100}
+    return {"entries": {str(n): {"uid": n, **saved, **entry} for n, entry in enumerate(entries)}}
+
+
+@pytest.fixture
+def mira(user):
+    card = {"spec": "chara_card_v2", "data": {"name": "Mira", "character_book": {"name": "Mira's book", "entries": [
+        {"keys": ["lantern"], "content": "CARD: the lantern is older than the town.", "insertion_order": 5,
+         "enabled": True, "position": "after_char", "extensions": {}},
+    ]}}}  # fmt: skip
+    return CharacterFactory(user=user, name="Mira", description="Keeps the lantern.", card_data=card)
+
+
+def _chat(user, mira, *lines, world="Harbour"):
+    chat = chat_create(user=user, title="Harbour", character_ids=[mira.pk], user_name="Rowan")
+    chat.chat_metadata = {"world_info": world}
+    chat.save(update_fields=["chat_metadata"])
+    messages = [{"name": name, "is_user": name == "Rowan", "mes": text} for name, text in lines]
+    return chat_append(chat=chat, messages=messages, integrity=chat.integrity).chat
+
+
+def _generate(api, chat, message):
+    response = api.post(f"/api/v1/chats/{chat.pk}/generate", {"stream": False, "message": message}, format="json")
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def test_activated_entries_are_placed_where_sillytavern_puts_them(api, user, mira, llm):
+    lorebook_import(user=user, name="Harbour", data=_entries(
+        {"key": ["gull"], "content": "BEFORE: the Gull is Hale's ship.", "position": 0},
+        {"key": ["storm"], "content": "DEPTH: storms come from the west.", "position": 4, "depth": 1, "role": 1},
+        {"key": ["ghost"], "content": "never: nobody said ghost", "position": 1},
+        {"constant": True, "content": "NOTE: the harbour is closed at night.", "position": 2},
+    ))  # fmt: skip
+    chat = _chat(user, mira, ("Mira", "The lantern is lit."), ("Rowan", "A storm is coming."))
+    _generate(api, chat, "Did the Gull pass the lantern?")
+    sent = llm.server.requests[-1]["body"]["messages"]
+    contents = [m["content"] for m in sent]
+    before = contents.index("BEFORE: the Gull is Hale's ship.")
+    assert before == 1 and contents[2] == "Keeps the lantern."  # after the system prompt, before the card
+    assert contents.index("CARD: the lantern is older than the town.") > contents.index("Keeps the lantern.")
+    depth = next(m for m in sent if m["content"] == "DEPTH: storms come from the west.")
+    assert depth["role"] == "user" and sent[sent.index(depth) + 1]["content"] == "Did the Gull pass the lantern?"
+    assert {"role": "system", "content": "NOTE: the harbour is closed at night."} in sent  # the author's note
+    assert "never: nobody said ghost" not in json.dumps(sent)
+
+    page = api.get(f"/chats/{chat.pk}/messages/3/prompt/")
+    assert page.status_code in (200, 302)
+
+
+def test_the_prompt_page_lists_each_entry_and_why_it_fired(web, user, mira, llm):
+    lorebook_import(user=user, name="Harbour", data=_entries(
+        {"key": ["gull"], "content": "The Gull is Hale's ship.", "comment": "The Gull"},
+        {"constant": True, "content": "Closed at night.", "comment": "Night rule"},
+    ))  # fmt: skip
+    chat = _chat(user, mira, ("Mira", "The lantern is lit."))
+    response = web.post(f"/api/v1/chats/{chat.pk}/generate", {"stream": False, "message": "The gull?"},
+                        content_type="application/json")  # fmt: skip
+    assert response.status_code == 200
+    page = web.get(f"/chats/{chat.pk}/messages/2/prompt/").content.decode()
+    assert "World Info" in page and "The Gull" in page and "Night rule" in page
+    assert "key <code>gull</code> in the message 0 from the newest" in page
+    assert "constant" in page and "Harbour" in page and "Mira&#x27;s book" in page
+
+
+def test_a_sticky_entry_stays_for_its_messages_and_is_kept_in_the_chat(api, user, mira, llm):
+    lorebook_import(user=user, name="Harbour", data=_entries(
+        {"key": ["gull"], "content": "STICKY: the Gull is in port.", "sticky": 3},
+    ))  # fmt: skip
+    chat = _chat(user, mira, ("Mira", "Evening."))
+    _generate(api, chat, "Is the gull in?")
+    timed = Chat.objects.get(pk=chat.pk).chat_metadata["timedWorldInfo"]
+    assert timed["sticky"]["Harbour.0"]["start"] == 2 and timed["sticky"]["Harbour.0"]["end"] == 5
+    _generate(api, Chat.objects.get(pk=chat.pk), "What about the weather?")  # no key: still sticky
+    assert "STICKY: the Gull is in port." in json.dumps(llm.server.requests[-1]["body"]["messages"])
+    _generate(api, Chat.objects.get(pk=chat.pk), "And now?")  # 6 messages: the stickiness is over
+    assert "STICKY" not in json.dumps(llm.server.requests[-1]["body"]["messages"])
+
+
+def test_a_link_to_a_missing_book_is_shown_not_fatal(api, user, mira, llm):
+    chat = _chat(user, mira, ("Mira", "Evening."), world="Nowhere")
+    body = _generate(api, chat, "Hello")
+    assert body["state"] == "done"
+    page = api.get(f"/chats/{chat.pk}/messages/2/prompt/")
+    assert page.status_code in (200, 302)
+
+
+def test_another_users_book_of_the_linked_name_is_never_read(api, user, other_user, mira, llm):
+    lorebook_import(user=other_user, name="Harbour", data=_entries({"constant": True, "content": "THEIRS"}))
+    chat = _chat(user, mira, ("Mira", "Evening."))
+    _generate(api, chat, "Hello")
+    assert "THEIRS" not in json.dumps(llm.server.requests[-1]["body"]["messages"])
