@@ -29,6 +29,7 @@ urlpatterns = [
     path("", include("apps.memories.urls")),
     path("", include("apps.llm.urls")),
     path("", include("apps.extraction.urls")),
+    path("", include("apps.lorebooks.urls")),
     path("", include("apps.injection.urls")),
     path("", include("apps.generation.urls")),
     path("", include("apps.gateway.urls")),  # /v1/models, /v1/chat/completions: OpenAI's paths, at the root

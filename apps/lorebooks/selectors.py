@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractUser
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
 from apps.lorebooks.models import Lorebook, LorebookEntry
@@ -21,5 +21,15 @@ def lorebook_get(*, user: AbstractUser, lorebook_id: int) -> Lorebook:
     return book
 
 
-def lorebook_entries(*, book: Lorebook) -> QuerySet[LorebookEntry]:
-    return book.entries.order_by("uid")
+def lorebook_entries(*, book: Lorebook, query: str = "") -> QuerySet[LorebookEntry]:
+    """The book's entries by uid; with `query`, those whose title, keys or content hold it."""
+    entries = book.entries.order_by("uid")
+    if query:
+        entries = entries.filter(
+            Q(data__comment__icontains=query) | Q(data__content__icontains=query) | Q(data__key__icontains=query)
+        )
+    return entries
+
+
+def lorebook_entry(*, book: Lorebook, uid: int) -> LorebookEntry | None:
+    return book.entries.filter(uid=uid).first()

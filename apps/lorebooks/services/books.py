@@ -7,10 +7,18 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
+from django.utils import timezone
 
 from apps.common.exceptions import ApplicationError
 from apps.lorebooks.models import Lorebook, LorebookEntry
-from apps.lorebooks.services.fields import DEFAULT_DEPTH, DEFAULT_WEIGHT, FIELDS, entries_clean
+from apps.lorebooks.services.fields import (
+    DEFAULT_DEPTH,
+    DEFAULT_WEIGHT,
+    FIELDS,
+    MAX_ENTRIES,
+    entries_clean,
+    entry_clean,
+)
 
 MAX_NAME = 200
 
@@ -130,3 +138,33 @@ def card_book_entries(book: Any) -> list[dict[str, Any]]:
             "ignoreBudget": ext.get("ignore_budget", False),
         }
     return entries_clean(converted, label="the card's book, entry")
+
+
+@transaction.atomic
+def entry_save(*, book: Lorebook, uid: int | None, changes: dict[str, Any]) -> LorebookEntry:
+    """Sets `changes` (SillyTavern's field names) on the book's entry `uid`, or on a new entry (the first free
+    uid, SillyTavern's defaults) when `uid` is None; the result is checked as an imported entry is. The book's
+    `updated_at` moves, so activation reads the entry anew."""
+    book = Lorebook.objects.select_for_update().get(pk=book.pk)
+    if uid is None:
+        taken = set(book.entries.values_list("uid", flat=True))
+        uid = next(n for n in range(len(taken) + 1) if n not in taken)
+        if len(taken) >= MAX_ENTRIES:
+            raise ApplicationError(f"A lorebook holds at most {MAX_ENTRIES:,} entries.", {"field": "entries"})
+        entry = LorebookEntry(lorebook=book, uid=uid, data={})
+    else:
+        entry = book.entries.filter(uid=uid).first()
+        if entry is None:
+            raise ApplicationError("No such entry.", {"field": "uid"}, status=404)
+    entry.data = entry_clean({**entry.data, **changes, "uid": uid}, where=f"entry {uid}", fill=True)
+    entry.save()
+    book.save(update_fields=["updated_at"])
+    return entry
+
+
+@transaction.atomic
+def entry_delete(*, book: Lorebook, uid: int) -> None:
+    deleted, _ = LorebookEntry.objects.filter(lorebook=book, uid=uid).delete()
+    if not deleted:
+        raise ApplicationError("No such entry.", {"field": "uid"}, status=404)
+    Lorebook.objects.filter(pk=book.pk).update(updated_at=timezone.now())

@@ -1,0 +1,66 @@
+"""The entry form of the lorebook page: the fields a person sets most, in SillyTavern's words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from apps.lorebooks.services.fields import LOGICS, POSITION_LABELS, ROLES
+
+
+def _keys(text: str) -> list[str]:
+    """Keys as SillyTavern's plain key input takes them: comma-separated, a `/regex/` kept whole."""
+    keys, current, in_regex = [], "", False
+    for char in text:
+        if char == "/" and not current.strip():
+            in_regex = True
+        elif char == "/" and in_regex and not current.endswith("\\"):
+            in_regex = False
+            current += char
+            continue
+        if char == "," and not in_regex:
+            keys.append(current.strip())
+            current = ""
+            continue
+        current += char
+    keys.append(current.strip())
+    return [key for key in keys if key]
+
+
+class EntryForm(forms.Form):
+    comment = forms.CharField(label="Title", required=False, max_length=500)
+    key = forms.CharField(label="Keys", required=False, help_text="Comma-separated; /pattern/flags for a regex.")
+    keysecondary = forms.CharField(label="Secondary keys", required=False)
+    selectiveLogic = forms.TypedChoiceField(label="Secondary logic", choices=list(LOGICS.items()), coerce=int)
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), required=False)
+    constant = forms.BooleanField(required=False, help_text="Always in the prompt, without keys.")
+    disable = forms.BooleanField(label="Disabled", required=False)
+    position = forms.TypedChoiceField(choices=list(POSITION_LABELS.items()), coerce=int)
+    depth = forms.IntegerField(min_value=0, max_value=1000, help_text="For “at a depth”: 0 is after the newest.")
+    role = forms.TypedChoiceField(choices=list(ROLES.items()), coerce=int, help_text="For “at a depth”.")
+    order = forms.IntegerField(label="Insertion order", min_value=-(10**6), max_value=10**6)
+    probability = forms.IntegerField(min_value=0, max_value=100)
+    scanDepth = forms.IntegerField(label="Scan depth", required=False, min_value=0, max_value=1000,
+                                   help_text="Empty: the setting's.")  # fmt: skip
+    group = forms.CharField(label="Inclusion group", required=False, max_length=500)
+    sticky = forms.IntegerField(required=False, min_value=0, max_value=10**6)
+    cooldown = forms.IntegerField(required=False, min_value=0, max_value=10**6)
+    delay = forms.IntegerField(required=False, min_value=0, max_value=10**6)
+
+    @classmethod
+    def for_entry(cls, data: dict[str, Any] | None = None, **kwargs) -> EntryForm:
+        data = data or {}
+        initial = {name: data.get(name, field.initial) for name, field in cls.base_fields.items()}
+        initial |= {"key": ", ".join(data.get("key") or []), "keysecondary": ", ".join(data.get("keysecondary") or [])}
+        for name, default in (("position", 0), ("depth", 4), ("role", 0), ("order", 100), ("probability", 100),
+                              ("selectiveLogic", 0)):  # fmt: skip
+            if initial.get(name) is None:
+                initial[name] = default
+        return cls(initial=initial, **kwargs)
+
+    def changes(self) -> dict[str, Any]:
+        data = dict(self.cleaned_data)
+        data["key"], data["keysecondary"] = _keys(data["key"]), _keys(data["keysecondary"])
+        data["useProbability"] = True
+        return data

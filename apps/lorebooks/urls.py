@@ -1,0 +1,15 @@
+from django.urls import path
+
+from apps.lorebooks import views
+
+app_name = "lorebooks"
+urlpatterns = [
+    path("lorebooks/", views.lorebook_list, name="list"),
+    path("lorebooks/<int:lorebook_id>/", views.lorebook_detail, name="detail"),
+    path("lorebooks/<int:lorebook_id>/change/", views.lorebook_change, name="change"),
+    path("lorebooks/<int:lorebook_id>/delete/", views.lorebook_delete_view, name="delete"),
+    path("lorebooks/<int:lorebook_id>/export/", views.lorebook_export_view, name="export"),
+    path("lorebooks/<int:lorebook_id>/entries/new/", views.entry_edit, name="entry-new"),
+    path("lorebooks/<int:lorebook_id>/entries/<int:uid>/", views.entry_edit, name="entry"),
+    path("lorebooks/<int:lorebook_id>/entries/<int:uid>/delete/", views.entry_delete_view, name="entry-delete"),
+]

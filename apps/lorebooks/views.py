@@ -1,0 +1,130 @@
+"""The lorebooks pages: your books (import a World Info file, make one global, export, delete), a book's entries
+(searched, a page at a time) and the entry form."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from apps.common.exceptions import ApplicationError
+from apps.lorebooks import selectors
+from apps.lorebooks.forms import EntryForm
+from apps.lorebooks.models import Lorebook
+from apps.lorebooks.services.books import (
+    entry_delete,
+    entry_save,
+    lorebook_delete,
+    lorebook_export,
+    lorebook_import,
+    lorebook_update,
+)
+from apps.lorebooks.services.fields import LOGICS, POSITION_LABELS
+
+ENTRIES_PER_PAGE = 50
+MAX_FILE_BYTES = 20 * 1024 * 1024
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def lorebook_list(request):
+    if request.method == "POST":
+        upload = request.FILES.get("file")
+        try:
+            if upload is None:
+                raise ApplicationError("Choose a World Info file (.json) to import.", {"field": "file"})
+            if upload.size > MAX_FILE_BYTES:
+                raise ApplicationError("The file is larger than 20 MB.", {"field": "file"})
+            try:
+                data = json.loads(upload.read().decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise ApplicationError(f"The file is not JSON: {error}.", {"field": "file"}) from None
+            name = request.POST.get("name", "").strip() or upload.name
+            book = lorebook_import(user=request.user, name=name, data=data, replace=bool(request.POST.get("replace")))
+        except ApplicationError as error:
+            messages.error(request, f"Nothing was imported. {error.message}")
+        else:
+            messages.success(request, f"Imported “{book.name}”.")
+            return redirect("lorebooks:detail", lorebook_id=book.pk)
+    books = selectors.lorebook_list(user=request.user)
+    return render(request, "lorebooks/lorebook_list.html", {"books": books})
+
+
+@login_required
+@require_GET
+def lorebook_detail(request, lorebook_id: int):
+    book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
+    query = request.GET.get("q", "").strip()
+    entries = selectors.lorebook_entries(book=book, query=query)
+    page = Paginator(entries, ENTRIES_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"book": book, "page": page, "query": query, "positions": POSITION_LABELS, "logics": LOGICS,
+               "scopes": Lorebook.Scope.choices}  # fmt: skip
+    return render(request, "lorebooks/lorebook_detail.html", context)
+
+
+@login_required
+@require_POST
+def lorebook_change(request, lorebook_id: int):
+    book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
+    try:
+        lorebook_update(book=book, scope=request.POST.get("scope") or None, name=request.POST.get("name") or None)
+    except ApplicationError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "Saved.")
+    return redirect("lorebooks:detail", lorebook_id=book.pk)
+
+
+@login_required
+@require_POST
+def lorebook_delete_view(request, lorebook_id: int):
+    book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
+    lorebook_delete(book=book)
+    messages.success(request, f"Deleted “{book.name}”.")
+    return redirect("lorebooks:list")
+
+
+@login_required
+@require_GET
+def lorebook_export_view(request, lorebook_id: int):
+    book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
+    response = JsonResponse(lorebook_export(book=book), json_dumps_params={"ensure_ascii": False, "indent": 4})
+    response["Content-Disposition"] = f'attachment; filename="{book.name.replace(chr(34), "")}.json"'
+    return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def entry_edit(request, lorebook_id: int, uid: int | None = None):
+    book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
+    entry = None if uid is None else selectors.lorebook_entry(book=book, uid=uid)
+    if uid is not None and entry is None:
+        raise Http404("No such entry.")
+    form = EntryForm(request.POST) if request.method == "POST" else EntryForm.for_entry(entry.data if entry else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = entry_save(book=book, uid=uid, changes=form.changes())
+        except ApplicationError as error:
+            form.add_error(None, error.message)
+        else:
+            messages.success(request, f"Saved entry {saved.uid}.")
+            return redirect("lorebooks:detail", lorebook_id=book.pk)
+    context = {"book": book, "entry": entry, "form": form}
+    return render(request, "lorebooks/entry_edit.html", context, status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def entry_delete_view(request, lorebook_id: int, uid: int):
+    book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
+    try:
+        entry_delete(book=book, uid=uid)
+    except ApplicationError as error:
+        raise Http404(error.message) from None
+    messages.success(request, f"Deleted entry {uid}.")
+    return redirect("lorebooks:detail", lorebook_id=book.pk)

@@ -1,0 +1,97 @@
+"""The lorebooks pages: import a file through the form, a book's entries searched and paged, the entry form, and
+another user's book a 404."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from apps.lorebooks.models import Lorebook, LorebookEntry
+from apps.lorebooks.services.books import lorebook_import
+
+pytestmark = pytest.mark.django_db
+
+WORLD = {"entries": {"0": {"uid": 0, "key": ["lantern"], "content": "Whale oil.", "comment": "The lantern"},
+                     "1": {"uid": 1, "key": ["gull"], "content": "Hale's ship.", "comment": "The Gull"}}}  # fmt: skip
+
+
+def _file(data, name="Harbour.json"):
+    upload = io.BytesIO(json.dumps(data).encode())
+    upload.name = name
+    return upload
+
+
+def test_a_file_imported_through_the_form_opens_its_book(web, user):
+    response = web.post("/lorebooks/", {"file": _file(WORLD)})
+    book = Lorebook.objects.get(user=user)
+    assert response.status_code == 302 and response["Location"] == f"/lorebooks/{book.pk}/"
+    page = web.get(f"/lorebooks/{book.pk}/").content.decode()
+    assert "The lantern" in page and "The Gull" in page and "Export for SillyTavern" in page
+    assert "Harbour" in web.get("/lorebooks/").content.decode()
+
+
+def test_a_bad_file_says_which_entry_and_field_and_stores_nothing(web, user):
+    bad = {"entries": {"4": {"uid": 4, "key": ["x"], "position": 12}}}
+    page = web.post("/lorebooks/", {"file": _file(bad)}, follow=True).content.decode()
+    assert "Nothing was imported" in page and "entry 4, field position" in page
+    assert not Lorebook.objects.exists()
+
+
+def test_the_entries_are_searched(web, user):
+    book = lorebook_import(user=user, name="Harbour", data=WORLD)
+    page = web.get(f"/lorebooks/{book.pk}/?q=whale").content.decode()
+    assert "The lantern" in page and "The Gull" not in page
+
+
+def test_the_entry_form_changes_an_entry_and_keeps_its_other_fields(web, user):
+    data = {"entries": {"0": {"uid": 0, "key": ["lantern"], "content": "x", "excludeRecursion": True, "custom": 7}}}
+    book = lorebook_import(user=user, name="Harbour", data=data)
+    form = web.get(f"/lorebooks/{book.pk}/entries/0/").content.decode()
+    assert 'value="lantern"' in form
+    response = web.post(f"/lorebooks/{book.pk}/entries/0/", {
+        "comment": "Lantern", "key": "lantern, /lamps?/i", "keysecondary": "", "selectiveLogic": 0,
+        "content": "It burns whale oil.", "position": 4, "depth": 2, "role": 1, "order": 50, "probability": 100,
+    })  # fmt: skip
+    assert response.status_code == 302
+    entry = LorebookEntry.objects.get(lorebook=book, uid=0).data
+    assert entry["key"] == ["lantern", "/lamps?/i"] and entry["content"] == "It burns whale oil."
+    assert (entry["position"], entry["depth"], entry["role"]) == (4, 2, 1)
+    assert entry["excludeRecursion"] is True and entry["custom"] == 7
+
+
+def test_a_regex_key_that_does_not_compile_is_shown_and_not_saved(web, user):
+    book = lorebook_import(user=user, name="Harbour", data=WORLD)
+    response = web.post(f"/lorebooks/{book.pk}/entries/0/", {
+        "key": "/(unclosed/", "selectiveLogic": 0, "position": 0, "depth": 4, "role": 0, "order": 100,
+        "probability": 100,
+    })  # fmt: skip
+    assert response.status_code == 400 and "does not compile" in response.content.decode()
+    assert LorebookEntry.objects.get(lorebook=book, uid=0).data["key"] == ["lantern"]
+
+
+def test_a_new_entry_takes_the_first_free_uid_and_delete_removes_it(web, user):
+    book = lorebook_import(user=user, name="Harbour", data=WORLD)
+    web.post(f"/lorebooks/{book.pk}/entries/new/", {"key": "bell", "content": "Rings at dusk.", "selectiveLogic": 0,
+             "position": 1, "depth": 4, "role": 0, "order": 100, "probability": 100})  # fmt: skip
+    assert LorebookEntry.objects.get(lorebook=book, uid=2).data["content"] == "Rings at dusk."
+    web.post(f"/lorebooks/{book.pk}/entries/2/delete/")
+    assert not LorebookEntry.objects.filter(lorebook=book, uid=2).exists()
+
+
+def test_the_export_downloads_the_file_sillytavern_loads(web, user):
+    book = lorebook_import(user=user, name="Harbour", data=WORLD)
+    response = web.get(f"/lorebooks/{book.pk}/export/")
+    assert response["Content-Disposition"] == 'attachment; filename="Harbour.json"'
+    assert set(json.loads(response.content)["entries"]) == {"0", "1"}
+
+
+def test_another_users_book_is_a_404_on_every_page(client, other_user, user):
+    book = lorebook_import(user=user, name="Harbour", data=WORLD)
+    client.force_login(other_user)
+    for path in ("", "export/", "entries/0/", "entries/new/"):
+        assert client.get(f"/lorebooks/{book.pk}/{path}").status_code == 404
+    for path in ("change/", "delete/", "entries/0/delete/"):
+        assert client.post(f"/lorebooks/{book.pk}/{path}", {"scope": "global"}).status_code == 404
+    assert Lorebook.objects.get(pk=book.pk).scope == "linked" and book.entries.count() == 2
