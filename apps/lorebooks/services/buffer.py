@@ -44,13 +44,20 @@ class Buffer:
         self.recurse: list[str] = []
         self.skew = 0
         self._cache: dict[tuple, Haystack] = {}
-        self._views: dict[int, View] = {}
         self._resolved: dict[str, str] = {}
         self._resolve = scanned.resolve
+        self._messages: dict[int, Haystack] = {}
+
+    def message(self, depth: int) -> Haystack:
+        """One scanned message alone (0: the newest), to say which message a key was found in."""
+        if depth not in self._messages:
+            self._messages[depth] = Haystack(MATCHER + self.messages[depth])
+        return self._messages[depth]
 
     def view(self, entry: dict[str, Any]) -> View:
-        """What of an entry decides its text and its matching, worked out once a scan."""
-        view = self._views.get(id(entry))
+        """What of an entry decides its text and its matching, worked out once a scan (and kept on the scan's copy
+        of the entry)."""
+        view = entry.get("_view")
         if view is None:
             depth = None if entry.get("scanDepth") is None else min(int(entry["scanDepth"]), MAX_SCAN_DEPTH)
             extras = tuple(flag for flag, name in _GLOBAL_FIELDS.items() if entry.get(flag) and self.globals.get(name))
@@ -59,7 +66,7 @@ class Buffer:
             secondary = [self.resolved(key) for key in entry.get("keysecondary") or []]
             words = (*_split(primary, case, whole), *_split(primary + secondary, case, whole))
             view = View(depth, extras, case, whole, *words, any(key.startswith("/") for key in primary + secondary))
-            self._views[id(entry)] = view
+            entry["_view"] = view
         return view
 
     def resolved(self, key: str) -> str:
@@ -111,8 +118,8 @@ def why_key(buffer: Buffer, entry: dict[str, Any], key: str, scanned: Any) -> di
     field or the text recursion added."""
     depth = entry["scanDepth"] if entry.get("scanDepth") is not None else buffer.depth()
     case, whole = _case(entry, scanned.settings), _whole(entry, scanned.settings)
-    for n, message in enumerate(buffer.messages[: int(depth)]):
-        if key_matches(Haystack(MATCHER + message), key, case_sensitive=case, whole_words=whole, budget=RegexBudget()):
+    for n in range(min(int(depth), len(buffer.messages))):
+        if key_matches(buffer.message(n), key, case_sensitive=case, whole_words=whole, budget=RegexBudget()):
             return {"why": "key", "key": key, "depth": n}
     for flag, name in _GLOBAL_FIELDS.items():
         text = buffer.globals.get(name) or ""

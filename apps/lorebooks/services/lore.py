@@ -116,7 +116,7 @@ def chat_lore(
     timed = copy.deepcopy((chat.chat_metadata or {}).get("timedWorldInfo") or {})
     scanned = Scanned(
         messages=lines, settings=settings, max_context=max_context, count_tokens=count_tokens, resolve=resolve,
-        trigger=TRIGGERS.get(mode, "normal"), timed=timed, dry_run=dry_run, length=seen.count(),
+        trigger=TRIGGERS.get(mode, "normal"), timed=timed, dry_run=dry_run, length=_length(seen, books, timed, lines),
         rng=rng or random.Random(),
         character=names[0], character_tags=tuple(character.tags or []) if character is not None else (),
         globals={
@@ -143,6 +143,22 @@ def chat_lore(
     activation.timed_changed = timed != ((chat.chat_metadata or {}).get("timedWorldInfo") or {})
     activation.timed_state = timed
     return activation, info
+
+
+def _length(seen, books: list[Book], timed: dict[str, Any], lines: list[str]) -> int:
+    """The chat's length as timed effects count it (the messages the model sees): a count over the whole chat, made
+    only when an entry or the chat's metadata has a timed effect."""
+    if (
+        timed.get("sticky")
+        or timed.get("cooldown")
+        or any(
+            entry.get("sticky") or entry.get("cooldown") or entry.get("delay")
+            for book in books
+            for entry in book.entries
+        )
+    ):
+        return seen.count()
+    return len(lines)
 
 
 def _shown(entry: dict[str, Any]) -> dict[str, Any]:

@@ -135,20 +135,25 @@ def decorators_parse(content: str) -> tuple[list[str], str]:
     return decorators, content
 
 
+def _never(entry: dict[str, Any], scanned: Scanned) -> bool:
+    """Whether the entry is out of this whole build: disabled, not for this kind of generation, or filtered out
+    for this character."""
+    if entry.get("disable"):
+        return True
+    if entry.get("triggers") and scanned.trigger not in entry["triggers"]:
+        return True
+    wanted = entry.get("characterFilter") or {}
+    if wanted.get("names") and (scanned.character in wanted["names"]) == bool(wanted.get("isExclude")):
+        return True
+    if wanted.get("tags") and scanned.character_tags:
+        if bool(set(scanned.character_tags) & set(wanted["tags"])) == bool(wanted.get("isExclude")):
+            return True
+    return False
+
+
 def _candidate(entry, *, buffer, state, scanned, timed, level, budget) -> dict[str, Any] | None:
     """Why `entry` activates in this loop, or None (the checks of SillyTavern's entry loop, in its order)."""
     settings = scanned.settings
-    if entry.get("disable"):
-        return None
-    if entry.get("triggers") and scanned.trigger not in entry["triggers"]:
-        return None
-    wanted = entry.get("characterFilter") or {}
-    if wanted.get("names"):
-        if (scanned.character in wanted["names"]) == bool(wanted.get("isExclude")):
-            return None
-    if wanted.get("tags") and scanned.character_tags:
-        if bool(set(scanned.character_tags) & set(wanted["tags"])) == bool(wanted.get("isExclude")):
-            return None
     sticky = timed.is_active("sticky", entry)
     if timed.is_active("delay", entry) or (timed.is_active("cooldown", entry) and not sticky):
         return None
@@ -208,6 +213,9 @@ def scan(books: list[Book], scanned: Scanned) -> Activation:
                      for entry in ordered if entry.get("delayUntilRecursion")})  # fmt: skip
     level = levels.pop(0) if levels else 0
     index = {id(entry): n for n, entry in enumerate(ordered)}
+    tried = [entry for entry in ordered if not _never(entry, scanned)]
+    for entry in tried:
+        entry["_key"] = f"{entry['world']}.{entry['uid']}"
     activated: dict[str, dict[str, Any]] = {}
     failed: set[int] = set()
     missed: dict[int, tuple[int, int]] = {}  # entries whose keys did not hold: (the skew, the recursion texts) then
@@ -219,8 +227,8 @@ def scan(books: list[Book], scanned: Scanned) -> Activation:
         count += 1
         next_state = NONE
         now: list[dict[str, Any]] = []
-        for entry in ordered:
-            if id(entry) in failed or f"{entry['world']}.{entry['uid']}" in activated:
+        for entry in tried:
+            if id(entry) in failed or entry["_key"] in activated:
                 continue
             if PRUNE and state == RECURSION and not may_change(entry, missed.get(id(entry)), buffer):
                 missed[id(entry)] = (buffer.skew, len(buffer.recurse))  # next time, only what is added after
@@ -241,7 +249,7 @@ def scan(books: list[Book], scanned: Scanned) -> Activation:
         text_tokens = scanned.count_tokens(activated_text)
         scoring = functools.partial(score, buffer, state=state, scanned=scanned, budget=result.regex)
         groups_filter(now, activated, timed=timed, settings=settings, rng=scanned.rng, score=scoring)
-        new_content = ""
+        new_tokens = 0  # of this step's contents so far, each with its newline: counted entry by entry, not again
         ignoring = sum(1 for entry in now if entry.get("ignoreBudget"))
         for entry in now:
             ignoring -= 1 if entry.get("ignoreBudget") else 0
@@ -255,11 +263,11 @@ def scan(books: list[Book], scanned: Scanned) -> Activation:
                     failed.add(id(entry))
                     continue
             entry["content"] = scanned.resolve(entry["content"])
-            new_content += entry["content"] + "\n"
-            if not entry.get("ignoreBudget") and text_tokens + scanned.count_tokens(new_content) >= budget:
+            new_tokens += scanned.count_tokens(entry["content"] + "\n")
+            if not entry.get("ignoreBudget") and text_tokens + new_tokens >= budget:
                 result.overflowed = True
                 continue
-            activated[f"{entry['world']}.{entry['uid']}"] = entry
+            activated[entry["_key"]] = entry
         successful = [entry for entry in now if id(entry) not in failed]
         for_recursion = [entry for entry in successful if not entry.get("preventRecursion")]
         if settings.recursive and not result.overflowed and for_recursion:
