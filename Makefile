@@ -60,6 +60,7 @@ bench: install
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/consent.py
 	$(BIN)/python bench/pages.py
+	$(BIN)/python bench/lorebooks.py
 
 # Every bench of `make bench` at a small size, each followed by its wall time; CI runs it after `make test`, so that
 # no bench rots unseen. A bench that crashes or finds a broken result (a lost write, a failed job) fails it; a figure
@@ -85,6 +86,7 @@ bench-small: install
 	$(call timed,bench/gateway.py --messages 500 --requests 10)
 	$(call timed,bench/consent.py --messages 200)
 	$(call timed,bench/pages.py --runs 1)
+	$(call timed,bench/lorebooks.py --small)
 
 # One step of the install: its name, then the command; how long it took after it.
 step = @echo "== $(1) ..." && started=$$(date +%s) && $(2) && echo "== $(1): $$(($$(date +%s) - started)) s"
