@@ -19,6 +19,8 @@ from apps.chats.models import Character, Chat, ChatRevision, Message, Persona
 from apps.chats.services.chats import chat_import
 from apps.extraction.models import ModelTest, PipelineJob, Recap, Scene
 from apps.llm.services import connection_create, sampler_preset_save
+from apps.lorebooks.models import Lorebook, LorebookEntry
+from apps.lorebooks.services.books import lorebook_import
 from apps.memories.models import Entity, LifecycleJob, Memory
 from apps.memories.services.memories import memory_create
 from apps.sync.models import Instance
@@ -58,6 +60,9 @@ def owned(user, scripted):
     instance, _ = instance_register(user=user, key="laptop")
     token, _ = api_token_create(user=user, name="mine")
     backup = Backup.objects.create(user=user, kind="backup", trigger="manual", state="done")
+    lorebook = lorebook_import(
+        user=user, name="Secret", data={"entries": {"7": {"uid": 7, "key": ["vault"], "content": "Private lore."}}}
+    )
     values = {
         "chat_id": chat.pk,
         "character_id": character.pk,
@@ -81,6 +86,8 @@ def owned(user, scripted):
         "pipeline_job_id": PipelineJob.objects.create(user=user, chat=chat, tier="session").pk,
         "persona_id": Persona.objects.create(user=user, name="Secret", description="Private fact.").pk,
         "preset_id": sampler_preset_save(user=user, name="Secret", values={"temperature": 0.5}).pk,
+        "lorebook_id": lorebook.pk,
+        "uid": 7,
     }
     return values
 
@@ -114,6 +121,8 @@ def snapshot(user) -> tuple:
         list(PipelineJob.objects.filter(user=user).values_list("id", "state")),
         list(LifecycleJob.objects.filter(user=user).values_list("id", "state")),
         list(Persona.objects.filter(user=user).values_list("id", "name", "description", "is_default")),
+        list(Lorebook.objects.filter(user=user).values_list("id", "name", "scope", "extra", "updated_at")),
+        list(LorebookEntry.objects.filter(lorebook__user=user).values_list("id", "uid", "data")),
     )
 
 
