@@ -80,7 +80,7 @@ def test_the_prompt_page_lists_each_entry_and_why_it_fired(web, user, mira, llm)
     assert response.status_code == 200
     page = web.get(f"/chats/{chat.pk}/messages/2/prompt/").content.decode()
     assert "World Info" in page and "The Gull" in page and "Night rule" in page
-    assert "key <code>gull</code> in the message 0 from the newest" in page
+    assert "key <code>gull</code> in the newest message" in page
     assert "constant" in page and "Harbour" in page and "Mira&#x27;s book" in page
 
 
