@@ -1,0 +1,83 @@
+"""The lorebooks pages and a reply's Prompt page in a real headless Chromium, at a desktop's and a phone's width, as a
+person uses them: a World Info file chosen in the import form, an entry changed by typing into its form, and the
+Prompt page of a reply listing the entries that fired and why. No page is wider than the screen, and none logs an
+error. Screenshots in var/test-artifacts/lorebooks/."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from apps.chats.services.chats import chat_create
+from apps.chats.services.writes import chat_append
+from apps.generation.models import Generation
+from apps.generation.services.generate import generation_prepare
+from apps.generation.services.store import reply_store
+from apps.lorebooks.models import Lorebook, LorebookEntry
+from tests.browsers import screenshot, session_cookie, watched_page
+from tests.chats.factories import CharacterFactory
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+
+FOLDER = "lorebooks"
+SAVED = {"selective": True, "useProbability": True, "probability": 100, "order": 100, "position": 0}
+WORLD = {"entries": {
+    "0": {**SAVED, "uid": 0, "key": ["gull", "Gull's"], "comment": "The Gull", "content": "The Gull is Hale's ship."},
+    "1": {**SAVED, "uid": 1, "constant": True, "comment": "Night rule", "content": "The harbour closes at night."},
+    "2": {**SAVED, "uid": 2, "key": ["/storms?/i"], "comment": "Storms", "position": 4, "depth": 1, "role": 0,
+          "content": "Storms come from the west, and the bells ring twice."},
+    **{str(n): {**SAVED, "uid": n, "key": [f"key{n}"], "comment": f"Entry {n}", "content": f"Lore {n}."}
+       for n in range(3, 60)},
+}}  # fmt: skip
+
+
+def _fits(page, width: int) -> None:
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, "the page is wider than the screen"
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_person_imports_a_book_edits_an_entry_and_reads_why_it_fired(browser, live_server, client, user, llm,
+                                                                      tmp_path, width):  # fmt: skip
+    page = watched_page(browser, width, live_server, session_cookie(client, user))
+    path = tmp_path / "Harbour.json"
+    path.write_text(json.dumps(WORLD))
+    page.goto(f"{live_server.url}/lorebooks/")
+    page.set_input_files("input[type=file][name=file]", str(path))
+    page.get_by_role("button", name="Import", exact=True).click()
+    page.wait_for_load_state()
+    book = Lorebook.objects.get(user=user, name="Harbour")
+    assert page.url.endswith(f"/lorebooks/{book.pk}/") and "The Gull" in page.content()
+    _fits(page, width)
+    screenshot(page, f"book-{width}", FOLDER)
+    page.get_by_role("button", name="Use in every chat").click()
+    page.wait_for_load_state()
+    assert Lorebook.objects.get(pk=book.pk).scope == "global"
+
+    page.get_by_role("link", name="The Gull").click()
+    page.fill("textarea[name=content]", "The Gull is Hale's ship, back from the north.")
+    page.fill("input[name=key]", "gull, Gull's, /the north/i")
+    _fits(page, width)
+    screenshot(page, f"entry-{width}", FOLDER)
+    page.get_by_role("button", name="Save entry").click()
+    page.wait_for_load_state()
+    entry = LorebookEntry.objects.get(lorebook=book, uid=0).data
+    assert entry["content"] == "The Gull is Hale's ship, back from the north."
+    assert entry["key"] == ["gull", "Gull's", "/the north/i"]
+
+    mira = CharacterFactory(user=user, name="Mira", description="Keeps the harbour lantern.")
+    chat = chat_create(user=user, title="Harbour", character_ids=[mira.pk], user_name="Rowan")
+    lines = [("Mira", "The lantern is lit."), ("Rowan", "Keep it lit."), ("Mira", "A storm is coming, I think.")]
+    chat = chat_append(chat=chat, messages=[{"name": n, "is_user": n == "Rowan", "mes": t} for n, t in lines],
+                       integrity=chat.integrity).chat  # fmt: skip
+    prepared = generation_prepare(user=user, chat=chat, message="Did the Gull come in?")
+    reply_store(generation=prepared.generation, text="At dawn.", state=Generation.State.DONE)
+    page.goto(f"{live_server.url}/chats/{chat.pk}/messages/4/prompt/")
+    lore = page.locator(".prompt-lore")
+    text = lore.inner_text()
+    assert "The Gull" in text and "key gull in the newest message" in text
+    assert "Night rule" in text and "constant" in text
+    assert "Storms" in text and "key /storms?/i in the message 1 before the newest" in text
+    _fits(page, width)
+    screenshot(page, f"prompt-{width}", FOLDER)
