@@ -22,7 +22,7 @@ from django.db import connections
 from tests.sillytavern import harness
 
 HERE = Path(__file__).resolve().parent
-USER_FOLDERS = ("characters", "chats", "groups", "group chats", "backups", "extensions")
+USER_FOLDERS = ("characters", "chats", "groups", "group chats", "backups", "extensions", "worlds")
 
 
 def pytest_collection_modifyitems(items) -> None:
