@@ -19,6 +19,7 @@ from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import (
     entry_delete,
     entry_save,
+    export_disposition,
     lorebook_delete,
     lorebook_export,
     lorebook_import,
@@ -94,7 +95,7 @@ def lorebook_delete_view(request, lorebook_id: int):
 def lorebook_export_view(request, lorebook_id: int):
     book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
     response = JsonResponse(lorebook_export(book=book), json_dumps_params={"ensure_ascii": False, "indent": 4})
-    response["Content-Disposition"] = f'attachment; filename="{book.name.replace(chr(34), "")}.json"'
+    response["Content-Disposition"] = export_disposition(book.name)
     return response
 
 

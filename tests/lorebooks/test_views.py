@@ -87,6 +87,15 @@ def test_the_export_downloads_the_file_sillytavern_loads(web, user):
     assert set(json.loads(response.content)["entries"]) == {"0", "1"}
 
 
+def test_a_book_named_in_any_script_downloads_under_its_own_name(web, user):
+    book = lorebook_import(user=user, name='Мира\'s "harbour"', data=WORLD)
+    response = web.get(f"/lorebooks/{book.pk}/export/")
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == (
+        "attachment; filename*=utf-8''%D0%9C%D0%B8%D1%80%D0%B0%27s%20%22harbour%22.json"
+    )
+
+
 def test_another_users_book_is_a_404_on_every_page(client, other_user, user):
     book = lorebook_import(user=user, name="Harbour", data=WORLD)
     client.force_login(other_user)

@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 from django.utils import timezone
+from django.utils.http import content_disposition_header
 
 from apps.common.exceptions import ApplicationError
 from apps.lorebooks.models import Lorebook, LorebookEntry
@@ -62,6 +63,13 @@ def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool =
 def lorebook_export(*, book: Lorebook) -> dict[str, Any]:
     """The book as SillyTavern's World Info file: the keys it came with, and its entries keyed by uid."""
     return {**book.extra, "entries": {str(entry.uid): entry.data for entry in book.entries.order_by("uid")}}
+
+
+def export_disposition(name: str) -> str:
+    """The Content-Disposition of a book downloaded as `<name>.json`: SillyTavern names a book it imports after
+    its file, so the name is kept (only control characters and slashes are replaced)."""
+    safe = "".join("_" if char < " " or char in "/\\\x7f" else char for char in name).strip() or "lorebook"
+    return content_disposition_header(True, f"{safe}.json")
 
 
 @transaction.atomic
