@@ -1,11 +1,12 @@
-"""Lorebooks over the API: list, import a World Info file, read, rename or change scope, export, delete."""
+"""Lorebooks over the API: list, import a World Info file, read, rename or change scope, export, delete; and a
+character's or chat's memories as a World Info file."""
 
 from __future__ import annotations
 
 import json
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
@@ -15,7 +16,14 @@ from apps.common.exceptions import ApplicationError
 from apps.common.serializers import DictField
 from apps.lorebooks import selectors
 from apps.lorebooks.models import Lorebook
-from apps.lorebooks.services.books import lorebook_delete, lorebook_export, lorebook_import, lorebook_update
+from apps.lorebooks.services.books import (
+    export_disposition,
+    lorebook_delete,
+    lorebook_export,
+    lorebook_import,
+    lorebook_update,
+)
+from apps.lorebooks.services.from_memories import memories_world
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
 
@@ -47,6 +55,25 @@ class LorebookUpdateInputSerializer(serializers.Serializer):
 
     class Meta:
         ref_name = "LorebookUpdateInput"
+
+
+class MemoriesWorldInputSerializer(serializers.Serializer):
+    character_id = serializers.IntegerField(required=False, min_value=1)
+    chat_id = serializers.IntegerField(required=False, min_value=1)
+
+    class Meta:
+        ref_name = "MemoriesWorldInput"
+
+    def validate(self, attrs):
+        if ("character_id" in attrs) == ("chat_id" in attrs):
+            raise serializers.ValidationError({"character_id": "Give a character_id or a chat_id (one of them)."})
+        return attrs
+
+
+def attachment(data: dict, name: str) -> Response:
+    response = Response(data)
+    response["Content-Disposition"] = export_disposition(name)
+    return response
 
 
 class LorebookListApi(APIView):
@@ -119,6 +146,24 @@ class LorebookExportApi(APIView):
     @extend_schema(operation_id="lorebooks_export", responses={(200, "application/json"): OpenApiTypes.OBJECT})
     def get(self, request, lorebook_id: int):
         book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
-        response = Response(lorebook_export(book=book))
-        response["Content-Disposition"] = f'attachment; filename="{book.name.replace(chr(34), "")}.json"'
-        return response
+        return attachment(lorebook_export(book=book), book.name)
+
+
+class MemoriesWorldApi(APIView):
+    """A character's memories (its own and its chats') or a chat's (its own and its characters' persistent ones) as
+    a World Info file SillyTavern loads as it is: one entry per active fact, relationship, scene, arc (and the like),
+    keyed by the names and aliases of its entities; one without entities is `vectorized`."""
+
+    @extend_schema(
+        operation_id="lorebooks_from_memories",
+        parameters=[
+            OpenApiParameter("character_id", int, description="Export this character's memories."),
+            OpenApiParameter("chat_id", int, description="Or this chat's."),
+        ],
+        responses={(200, "application/json"): OpenApiTypes.OBJECT},
+    )
+    def get(self, request):
+        checked = MemoriesWorldInputSerializer(data=request.query_params)
+        checked.is_valid(raise_exception=True)
+        name, world = memories_world(user=request.user, **checked.validated_data)
+        return attachment(world, name)

@@ -26,6 +26,7 @@ from apps.lorebooks.services.books import (
     lorebook_update,
 )
 from apps.lorebooks.services.fields import LOGICS, POSITION_LABELS
+from apps.lorebooks.services.from_memories import memories_world
 
 ENTRIES_PER_PAGE = 50
 MAX_FILE_BYTES = 20 * 1024 * 1024
@@ -96,6 +97,25 @@ def lorebook_export_view(request, lorebook_id: int):
     book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
     response = JsonResponse(lorebook_export(book=book), json_dumps_params={"ensure_ascii": False, "indent": 4})
     response["Content-Disposition"] = export_disposition(book.name)
+    return response
+
+
+@login_required
+@require_GET
+def memories_world_view(request):
+    """The memories page's "Export as World Info": `?character=<id>` or `?chat=<id>`."""
+    ids = {}
+    for field in ("character", "chat"):
+        value = request.GET.get(field, "")
+        if value:
+            if not value.isdigit():
+                raise Http404(f"No such {field}.")
+            ids[f"{field}_id"] = int(value)
+    if len(ids) != 1:
+        raise Http404("Export the memories of a character or of a chat.")
+    name, world = memories_world(user=request.user, **ids)
+    response = JsonResponse(world, json_dumps_params={"ensure_ascii": False, "indent": 4})
+    response["Content-Disposition"] = export_disposition(name)
     return response
 
 
