@@ -25,7 +25,7 @@ from apps.gateway.services.sync import Synced, history_sync
 from apps.generation.models import Generation
 from apps.generation.services.generate import generation_prepare
 from apps.generation.services.lease import generation_lapse
-from apps.generation.services.prompt import Composing, Prompt, memory_placed
+from apps.generation.services.prompt import Composing, Prompt, composing_lore, lore_unsent, memory_placed
 from apps.generation.services.stream import Event, replay_event
 from apps.llm.profiles import connection_context_size
 from apps.llm.tokens import ESTIMATE, Tokenizer, tokenizer_for
@@ -51,13 +51,21 @@ class Completion:
 
 
 def _composer(lines: list[Line], synced: Synced):
-    """The prompt: the front end's messages as it sent them, the memory slots placed in them."""
+    """The prompt: the front end's messages as it sent them, the memory slots and the World Info the chat activates
+    placed in them (an entry the front end's prompt already holds is not given twice)."""
 
     def compose(composing: Composing) -> Prompt:
         context = composing.context
         sent = [{"role": line.role, "content": line.content} for line in lines]
-        messages, added = memory_placed(sent, slots=context.slots, macros=context.macros, speakers=composing.speakers)
         tokenizer = tokenizer_for(composing.connection)
+        lore, lore_info = composing_lore(composing, tokenizer, connection_context_size(composing.connection))
+        held: set = set()
+        if lore is not None:
+            lore, held = lore_unsent(lore, sent)
+        messages, added = memory_placed(
+            sent, slots=context.slots, macros=context.macros, speakers=composing.speakers, lore=lore,
+            metadata=composing.chat.chat_metadata,
+        )  # fmt: skip
         indices = list(synced.indices)
         if synced.message is not None and indices and synced.message == synced.message.strip():
             indices[-1] = composing.chat.message_count - 1  # the person's turn, appended since as it was sent
@@ -71,8 +79,15 @@ def _composer(lines: list[Line], synced: Synced):
             "left_out": 0,
             "slots": [name for name, slot in context.slots.items() if slot["enabled"] and slot["text"].strip()],
         }
+        if lore_info:
+            for shown in lore_info.get("entries", []):
+                shown["held"] = (shown["world"], shown["uid"]) in held
+            info["lorebook"] = lore_info
         count = tokenizer.count_messages(messages)
-        return Prompt(messages, count, tokenizer.name, tokenizer.exact, info["context_size"], info, kept=kept)
+        prompt = Prompt(messages, count, tokenizer.name, tokenizer.exact, info["context_size"], info, kept=kept)
+        if lore is not None and lore.timed_changed:
+            prompt.timed = lore.timed_state
+        return prompt
 
     return compose
 

@@ -16,6 +16,7 @@ the model (`is_system`) are left out; in a group, a line of another character is
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -236,13 +237,43 @@ def prompt_build(
     return Prompt(messages, total, tokenizer.name, tokenizer.exact, budget, info)
 
 
+def lore_unsent(lore: Activation, sent: list[dict[str, str]]) -> tuple[Activation, set[tuple[str, Any]]]:
+    """The activation without the entries another client's prompt already holds word for word, and those entries
+    (book, uid): a front end with World Info of its own (SillyTavern through the gateway) has put in the entries it
+    activated, and the same book imported here would otherwise give them twice."""
+    text = "\n".join(str(line.get("content", "")) for line in sent)
+    held = {
+        (entry["world"], entry["uid"]) for entry in lore.entries if entry.get("content") and entry["content"] in text
+    }
+
+    def new(contents: list[str]) -> list[str]:
+        return [content for content in contents if content.strip() and content not in text]
+
+    depth = [group | {"entries": new(group["entries"])} for group in lore.depth]
+    unsent = dataclasses.replace(
+        lore, before=new(lore.before), after=new(lore.after), an_top=new(lore.an_top), an_bottom=new(lore.an_bottom),
+        examples=[(where, content) for where, content in lore.examples if new([content])],
+        depth=[group for group in depth if group["entries"]],
+    )  # fmt: skip
+    return unsent, held
+
+
 def memory_placed(
-    messages: list[dict[str, str]], *, slots: dict[str, dict[str, Any]], macros: dict[str, str], speakers: Speakers
+    messages: list[dict[str, str]],
+    *,
+    slots: dict[str, dict[str, Any]],
+    macros: dict[str, str],
+    speakers: Speakers,
+    lore: Activation | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, str]], list[int]]:
     """Another client's own prompt with the memory slots placed as `prompt_build` places them: the in-prompt
     slots as system messages after its leading system messages, the in-chat slots in the messages after those at
-    their depth and role. What the client wrote is kept as it is, its `{{smartmemory-*}}` macros resolved. Answers
-    the messages and the positions of those added (the Prompt page marks them)."""
+    their depth and role. What the client wrote is kept as it is, its `{{smartmemory-*}}` macros resolved. `lore`,
+    the World Info the chat activated (`lore_unsent` of it): its entries before and after the character and around
+    the examples as one system message before the slots (the client's card is somewhere in its own system
+    messages), those at a depth and of the author's note at theirs (`metadata`: the chat's, for the note's depth).
+    Answers the messages and the positions of those added (the Prompt page marks them)."""
     active = [slot for slot in slots.values() if slot["enabled"] and slot["text"].strip()]
     lines = [dict(line, content=_macros_only(line["content"], macros)) for line in messages]
     lead = 0
@@ -252,6 +283,12 @@ def memory_placed(
             for slot in active if slot["position"] == "in_prompt"]  # fmt: skip
     in_chat = [slot | {"text": _resolve(slot["text"], speakers, macros)} for slot in active
                if slot["position"] == "in_chat"]  # fmt: skip
+    if lore is not None:
+        told = [*lore.before, *lore.after, *(content for _, content in lore.examples)]
+        if told:
+            head.insert(0, {"role": "system", "content": _resolve("\n".join(told), speakers, macros)})
+        in_chat += [slot | {"text": _resolve(slot["text"], speakers, macros)}
+                    for slot in _lore_in_chat(lore, metadata or {})]  # fmt: skip
     placed = lines[:lead] + head + _in_chat(lines[lead:], in_chat)
     theirs = {id(line) for line in lines}
     return placed, [n for n, line in enumerate(placed) if id(line) not in theirs]
@@ -279,17 +316,25 @@ class Composing:
     mode: str
 
 
-def card_prompt(composing: Composing) -> Prompt:
-    """The web chat's prompt: the card, the World Info the chat activates, the memory slots and the history that
-    fits (`prompt_build`)."""
-    connection, speakers = composing.connection, composing.speakers
-    tokenizer, context_size = tokenizer_for(connection), connection_context_size(connection)
-    lore, lore_info = chat_lore(
+def composing_lore(
+    composing: Composing, tokenizer: Tokenizer, context_size: int
+) -> tuple[Activation | None, dict[str, Any]]:
+    """The World Info the chat activates for this reply (apps/lorebooks/services/lore.py `chat_lore`)."""
+    speakers, connection = composing.speakers, composing.connection
+    return chat_lore(
         chat=composing.chat, character=composing.responder, names=(speakers.char, speakers.user),
         persona=speakers.persona, max_context=max(context_size - connection.reply_tokens, 0),
         count_tokens=tokenizer.count, resolve=lambda text: _resolve(text, speakers, composing.context.macros),
         mode=composing.mode,
     )  # fmt: skip
+
+
+def card_prompt(composing: Composing) -> Prompt:
+    """The web chat's prompt: the card, the World Info the chat activates, the memory slots and the history that
+    fits (`prompt_build`)."""
+    connection, speakers = composing.connection, composing.speakers
+    tokenizer, context_size = tokenizer_for(connection), connection_context_size(connection)
+    lore, lore_info = composing_lore(composing, tokenizer, context_size)
     prompt = prompt_build(
         chat=composing.chat, slots=composing.context.slots, macros=composing.context.macros,
         character=composing.responder, speakers=speakers, tokenizer=tokenizer, context_size=context_size,
