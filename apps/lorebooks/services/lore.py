@@ -166,7 +166,8 @@ def _shown(entry: dict[str, Any]) -> dict[str, Any]:
         "world": entry["world"],
         "uid": entry["uid"],
         "comment": entry.get("comment") or ", ".join(entry.get("key") or []),
-        "position": POSITION_LABELS.get(entry.get("position", 0), ""),
+        # an entry saved without a position is activated and placed nowhere, as in SillyTavern (docs/LOREBOOKS.md)
+        "position": POSITION_LABELS.get(entry.get("position"), "placed nowhere (the entry has no position)"),
         "depth": entry.get("depth") if entry.get("position") == 4 else None,
         "why": entry.get("why") or {},
     }
