@@ -15,6 +15,7 @@ from apps.common.exceptions import ApplicationError
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import card_book_entries
 from apps.lorebooks.services.fields import MAX_SCAN_DEPTH, POSITION_LABELS
+from apps.lorebooks.services.meaning import entries_by_meaning
 from apps.lorebooks.services.scan import Activation, Book, Scanned, Settings, decorators_parse, entry_hash, scan
 
 _cache: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
@@ -108,16 +109,20 @@ def chat_lore(
     depth = max([settings.depth] + [int(e["scanDepth"]) for b in books for e in b.entries if e.get("scanDepth")])
     before = chat.message_count - 1 if mode == "swipe" else chat.message_count
     seen = Message.objects.filter(chat=chat, index__lt=before, is_system=False)
-    newest = seen.order_by("-index").values_list("name", "mes")[: min(depth, MAX_SCAN_DEPTH)]
+    newest = list(seen.order_by("-index").values_list("name", "mes")[: min(depth, MAX_SCAN_DEPTH)])
     lines = [f"{name}: {mes}" if settings.include_names else mes for name, mes in newest]
     card = character.card_data if character is not None and isinstance(character.card_data, dict) else {}
     body = card.get("data") if isinstance(card.get("data"), dict) else card
     depth_prompt = (body.get("extensions") or {}).get("depth_prompt") if isinstance(body, dict) else None
     timed = copy.deepcopy((chat.chat_metadata or {}).get("timedWorldInfo") or {})
+    vectorized = [(book.name, entry) for book in books for entry in book.entries
+                  if entry.get("vectorized") and not entry.get("disable")]  # fmt: skip
+    query = "\n".join(mes for _, mes in reversed(newest[: settings.depth]))  # the newest messages
+    meaning = entries_by_meaning(user=chat.user, query=query, entries=vectorized) if vectorized else {}
     scanned = Scanned(
         messages=lines, settings=settings, max_context=max_context, count_tokens=count_tokens, resolve=resolve,
         trigger=TRIGGERS.get(mode, "normal"), timed=timed, dry_run=dry_run, length=_length(seen, books, timed, lines),
-        rng=rng or random.Random(),
+        rng=rng or random.Random(), meaning=meaning,
         character=names[0], character_tags=tuple(character.tags or []) if character is not None else (),
         globals={
             "personaDescription": persona,

@@ -64,6 +64,9 @@ class Scanned:
     dry_run: bool = False
     length: int | None = None  # the chat's messages the model sees, when `messages` holds only the newest
     rng: random.Random = field(default_factory=random.Random)
+    # (book, uid) → relevance of the vectorized entries the chat matches by meaning (services/meaning.py): activated
+    # as SillyTavern activates what its Vector Storage finds (an external activation, after the decorators)
+    meaning: dict[tuple[str, Any], float] = field(default_factory=dict)
 
 
 @dataclass
@@ -166,6 +169,9 @@ def _candidate(entry, *, buffer, state, scanned, timed, level, budget) -> dict[s
         return {"why": "decorator"}
     if "@@dont_activate" in entry["decorators"]:
         return None
+    relevance = scanned.meaning.get((entry["world"], entry["uid"]))
+    if relevance is not None:
+        return {"why": "meaning", "relevance": round(relevance, 2)}
     if entry.get("constant"):
         return {"why": "constant"}
     if sticky:

@@ -1,0 +1,118 @@
+"""Vectorized entries activated by meaning (docs/LOREBOOKS.md, "Vectorized entries"): what SillyTavern's Vector
+Storage does for an entry flagged `vectorized`, done with the relevance of Lorekeeper's memory search
+(apps/memories/search/ranking.py, docs/SEARCH.md) and its rule that nothing matches when nothing is near.
+
+The query is the chat's newest messages (as many as the scan depth); each of its sentences (at most five) is
+embedded with the account's embedding model, and each vectorized entry's content too (cached). An entry's
+relevance is, as a memory's:
+
+    relevance = (text weight · words + vector weight · meaning) / (text weight + vector weight)
+
+- words: the share of the query's word weight the entry holds (each word weighs its rarity among the vectorized
+  entries, IDF; stemmed as PostgreSQL stems the memories' text);
+- meaning: the best cosine similarity over the query's sentences, from the model's floor (0) to identical (1);
+  0 under the floor.
+
+With no vector possible (embeddings off, the provider down, a query the local model reads no word of) relevance is
+the words alone. An entry activates from relevance above 0 (and the search's `min_score`, when one is set): one that
+shares no word with the chat and comes close to none of its sentences does not activate.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.db import connection
+
+from apps.memories.embeddings import EmbeddingUnavailable, config_for, embed_query, embed_texts, reads_words
+from apps.memories.models import SEARCH_CONFIG
+from apps.memories.search.candidates import MAX_QUERY_LEXEMES
+from apps.memories.search.ranking import split_sentences
+
+log = logging.getLogger(__name__)
+
+
+def _lexemes(texts: list[str]) -> list[list[str]]:
+    """Each text's distinct stemmed words, in the order they first come (PostgreSQL's, as memories are searched)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT n, ARRAY(SELECT lexeme FROM unnest(to_tsvector('{SEARCH_CONFIG}', t)) ORDER BY positions[1], "
+            f"lexeme) FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n) ORDER BY n",
+            [texts],
+        )
+        return [list(words) for _, words in cursor.fetchall()]
+
+
+def _idf(total: float, df: float) -> float:
+    return math.log(1 + (total - df + 0.5) / (df + 0.5))
+
+
+def _words(query_words: list[str], entry_words: list[list[str]]) -> list[float]:
+    held = [set(words) for words in entry_words]
+    weights = {}
+    for word in query_words[:MAX_QUERY_LEXEMES]:
+        df = sum(word in words for words in held)
+        if df:
+            weights[word] = _idf(len(held), df)
+    total = sum(weights.values())
+    if not total:
+        return [0.0] * len(held)
+    return [sum(weight for word, weight in weights.items() if word in words) / total for words in held]
+
+
+def _meaning(user: AbstractUser, query: str, contents: list[str], config: dict) -> list[float] | None:
+    embedding = config_for(user)
+    if not embedding.enabled:
+        return None
+    if config["meaning_needs_a_known_word"] and not reads_words(embedding, query):
+        return None
+    sentences = split_sentences(query, limit=config["max_sentences"]) or [query]
+    asked = embed_query(embedding, sentences)
+    if not asked:
+        return None
+    try:
+        vectors = embed_texts(embedding, contents)
+    except EmbeddingUnavailable as error:
+        log.warning("vectorized entries by their words alone: %s", error)
+        return None
+    floor = config["min_similarity_by_model"].get(embedding.key, config["min_similarity"])
+    span = max(1.0 - floor, 1e-9)
+    queries, entries = np.asarray(asked, dtype=np.float32), np.asarray(vectors, dtype=np.float32)
+    queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+    entries /= np.maximum(np.linalg.norm(entries, axis=1, keepdims=True), 1e-12)
+    best = (entries @ queries.T).max(axis=1)
+    return [max(float(similarity) - floor, 0.0) / span if similarity >= floor else 0.0 for similarity in best]
+
+
+def entries_by_meaning(
+    *, user: AbstractUser, query: str, entries: list[tuple[str, dict[str, Any]]]
+) -> dict[tuple[str, Any], float]:
+    """(book, uid) → relevance of each of the vectorized `entries` ((book name, entry)) that the chat's newest
+    messages (`query`) match; the others are left out."""
+    query = query.replace("\x00", "").strip()
+    entries = [(book, entry) for book, entry in entries if (entry.get("content") or "").strip()]
+    if not query or not entries:
+        return {}
+    config = settings.LOREKEEPER_SEARCH
+    contents = [entry["content"].replace("\x00", "") for _, entry in entries]
+    query_words, *entry_words = _lexemes([query, *contents])
+    words = _words(query_words, entry_words)
+    weights = config["fusion"]
+    meaning = _meaning(user, query, contents, config)
+    if meaning is None:
+        relevance = words
+    else:
+        total = (weights["text"] + weights["vector"]) or 1.0
+        pairs = zip(words, meaning, strict=True)
+        relevance = [(weights["text"] * word + weights["vector"] * near) / total for word, near in pairs]
+    least = config["min_score"]
+    return {
+        (book, entry["uid"]): value
+        for (book, entry), value in zip(entries, relevance, strict=True)
+        if value > 0 and config["weights"]["relevance"] * value >= least
+    }
