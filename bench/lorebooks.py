@@ -1,7 +1,7 @@
 """What World Info activation adds to building a reply's prompt: a 5,000-message chat linked to a 500-entry
 lorebook, scanned as the web chat scans it before every reply.
 
-    .venv/bin/python bench/lorebooks.py [--messages 5000] [--entries 500] [--builds 200] [--small]
+    .venv/bin/python bench/lorebooks.py [--messages 5000] [--entries 500] [--builds 200] [--vectorized 0] [--small]
 
 Data lives in its own database, `lorekeeper_bench_lorebooks`, made again each run. The book is shaped like the
 ones people share: entries keyed by names, places and things (one in five with secondary keys and a selective
@@ -13,6 +13,10 @@ account's books and the chat's links read, the newest messages read, the scan (k
 the entries placed. The first build reads the book's entries from the database; later ones find them in the
 process's cache until the book changes, so the first is printed apart. Prints p50/p95 (goal: p95 at most 20 ms)
 and what the scans activated. Fails (exit 1) only on a broken result: a build that activates nothing.
+
+`--vectorized N` flags N of the entries `vectorized` (apps/lorebooks/services/meaning.py): each build then also
+embeds the newest messages with the local model and compares them with those entries. A new message is added to
+the chat before each build (outside its time), as before every reply, so no build finds its query embedded already.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ def _setup_django() -> None:
     call_command("migrate", verbosity=0)
 
 
-def book_entries(count: int, rng: random.Random) -> dict:
+def book_entries(count: int, rng: random.Random, vectorized: int = 0) -> dict:
     """A book as SillyTavern's editor saves one (every field present), shaped as described above."""
     from apps.lorebooks.services.fields import FIELDS
 
@@ -77,11 +81,13 @@ def book_entries(count: int, rng: random.Random) -> dict:
             entry |= {"position": 4, "depth": rng.randint(0, 4), "role": rng.randint(0, 2)}
         if uid % 25 == 9:
             entry["sticky"] = 2
+        if uid >= count - vectorized:
+            entry["vectorized"] = True
         entries[str(uid)] = entry
     return {"entries": entries}
 
 
-def build(messages: int, entries: int, rng: random.Random):
+def build(messages: int, entries: int, rng: random.Random, vectorized: int = 0):
     from django.contrib.auth import get_user_model
 
     from apps.chats.services.chats import chat_create
@@ -100,7 +106,7 @@ def build(messages: int, entries: int, rng: random.Random):
                   "mes": f"{rng.choice(PEOPLE)} took the {rng.choice(THINGS)} to the {rng.choice(PLACES)}. Turn {n}."}
                  for n in range(start, min(start + 500, messages))]  # fmt: skip
         chat = chat_append(chat=chat, messages=lines, integrity=chat.integrity).chat
-    lorebook_import(user=user, name="Bench World", data=book_entries(entries, rng))
+    lorebook_import(user=user, name="Bench World", data=book_entries(entries, rng, vectorized))
     return chat, character
 
 
@@ -109,20 +115,26 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--entries", type=int, default=500)
     parser.add_argument("--builds", type=int, default=200)
+    parser.add_argument("--vectorized", type=int, default=0, help="entries activated by meaning as well")
     parser.add_argument("--small", action="store_true", help="500 messages, 100 entries, 50 builds")
     args = parser.parse_args()
     if args.small:
         args.messages, args.entries, args.builds = 500, 100, 50
     _setup_django()
     from apps.chats.models import Chat
+    from apps.chats.services.writes import chat_append
     from apps.llm.tokens import count_tokens
     from apps.lorebooks.services.lore import chat_lore
 
     rng = random.Random(7)
-    chat, character = build(args.messages, args.entries, rng)
-    times, activated = [], []
+    chat, character = build(args.messages, args.entries, rng, args.vectorized)
+    times, activated, by_meaning = [], [], []
     for n in range(args.builds + 1):
         chat = Chat.objects.get(pk=chat.pk)
+        if args.vectorized:
+            said = f"{rng.choice(PEOPLE)} asked about the {rng.choice(THINGS)} by the {rng.choice(PLACES)}, turn {n}."
+            chat = chat_append(chat=chat, messages=[{"name": "Rowan", "is_user": True, "mes": said}],
+                               integrity=chat.integrity).chat  # fmt: skip
         started = time.perf_counter()
         activation, info = chat_lore(
             chat=chat, character=character, names=("Mira", "Rowan"), persona="", max_context=16_000,
@@ -137,12 +149,15 @@ def main() -> int:
             continue
         times.append(took)
         activated.append(len(activation.entries))
+        by_meaning.append(sum(entry["why"].get("why") == "meaning" for entry in activation.entries))
     times.sort()
     p50, p95 = statistics.median(times), times[int(0.95 * (len(times) - 1))]
-    print(f"{args.messages:,} messages, {args.entries} entries, {args.builds} builds")
+    print(f"{args.messages:,} messages, {args.entries} entries ({args.vectorized} vectorized), {args.builds} builds")
     print(f"activation per build: p50 {p50:.2f} ms, p95 {p95:.2f} ms (goal: p95 at most 20 ms)")
     print(f"entries activated per build: {min(activated)}–{max(activated)}, budget {info['budget']} tokens, "
           f"regex time p95-build {info['regex_ms']} ms")  # fmt: skip
+    if args.vectorized:
+        print(f"activated by meaning per build: {min(by_meaning)}–{max(by_meaning)}")
     return 0
 
 
