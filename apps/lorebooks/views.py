@@ -27,6 +27,7 @@ from apps.lorebooks.services.books import (
 )
 from apps.lorebooks.services.fields import LOGICS, POSITION_LABELS
 from apps.lorebooks.services.from_memories import memories_world
+from apps.lorebooks.services.search import lorebook_entries_search
 
 ENTRIES_PER_PAGE = 50
 MAX_FILE_BYTES = 20 * 1024 * 1024
@@ -100,10 +101,8 @@ def lorebook_export_view(request, lorebook_id: int):
     return response
 
 
-@login_required
-@require_GET
-def memories_world_view(request):
-    """The memories page's "Export as World Info": `?character=<id>` or `?chat=<id>`."""
+def _scope(request) -> dict[str, int]:
+    """`?character=<id>` or `?chat=<id>` (or neither) as the ids services take; anything else is a 404."""
     ids = {}
     for field in ("character", "chat"):
         value = request.GET.get(field, "")
@@ -111,7 +110,27 @@ def memories_world_view(request):
             if not value.isdigit():
                 raise Http404(f"No such {field}.")
             ids[f"{field}_id"] = int(value)
-    if len(ids) != 1:
+    if len(ids) > 1:
+        raise Http404("Search the lorebooks of a character or of a chat.")
+    return ids
+
+
+@login_required
+@require_GET
+def lorebook_search_view(request):
+    """The memories page's lorebook entries for its search (`?q=`, with its `character` or `chat`), loaded beside
+    its results."""
+    query = request.GET.get("q", "").strip()[:2000]
+    found = lorebook_entries_search(user=request.user, query=query, **_scope(request)) if query else None
+    return render(request, "lorebooks/partials/entry_hits.html", {"found": found, "query": query})
+
+
+@login_required
+@require_GET
+def memories_world_view(request):
+    """The memories page's "Export as World Info": `?character=<id>` or `?chat=<id>`."""
+    ids = _scope(request)
+    if not ids:
         raise Http404("Export the memories of a character or of a chat.")
     name, world = memories_world(user=request.user, **ids)
     response = JsonResponse(world, json_dumps_params={"ensure_ascii": False, "indent": 4})

@@ -81,3 +81,30 @@ def test_a_person_imports_a_book_edits_an_entry_and_reads_why_it_fired(browser, 
     assert "Storms" in text and "key /storms?/i in the message 1 before the newest" in text
     _fits(page, width)
     screenshot(page, f"prompt-{width}", FOLDER)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_person_finds_lorebook_entries_beside_memories_and_exports_memories(browser, live_server, client, user,
+                                                                               width):  # fmt: skip
+    from apps.lorebooks.services.books import lorebook_import
+    from apps.memories.services.memories import memory_create
+
+    page = watched_page(browser, width, live_server, session_cookie(client, user))
+    book = lorebook_import(user=user, name="Harbour", data=WORLD)
+    Lorebook.objects.filter(pk=book.pk).update(scope=Lorebook.Scope.GLOBAL)
+    mira = CharacterFactory(user=user, name="Mira", description="Keeps the harbour lantern.")
+    memory_create(user=user, character=mira, kind="fact", content="Hale sails the Gull to the north each spring.",
+                  entities=[{"name": "Hale"}])  # fmt: skip
+    page.goto(f"{live_server.url}/characters/{mira.pk}/memories/")
+    page.locator("#memory-q").press_sequentially("Where does the Gull sail?")  # results come as a person types
+    page.locator(".lore-hits .lorebook-entry").first.wait_for()
+    assert "Hale sails the Gull" in page.locator("#memory-results").inner_text()
+    hits = page.locator(".lore-hits").inner_text()
+    assert "In your lorebooks" in hits and "The Gull is Hale's ship." in hits
+    _fits(page, width)
+    screenshot(page, f"memories-search-{width}", FOLDER)
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export as World Info").click()
+    exported = json.loads(download.value.path().read_text())
+    assert download.value.suggested_filename == "Mira memories.json"
+    assert [entry["key"] for entry in exported["entries"].values()] == [["Hale"]]

@@ -23,7 +23,7 @@ _cache_lock = threading.Lock()
 CACHE_BOOKS = 256
 
 
-def _entries(book: Lorebook) -> list[dict[str, Any]]:
+def book_entries(book: Lorebook) -> list[dict[str, Any]]:
     """The book's entries as the scan reads them, each with its hash, kept per process until the book changes
     (`updated_at`): a context build reads a 500-entry book without a query for its entries."""
     with _cache_lock:
@@ -45,20 +45,21 @@ def _prepared(data: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def chat_books(*, user: AbstractUser, chat: Chat, character: Character | None) -> tuple[list[Book], list[str]]:
+def chat_books(*, user: AbstractUser, chat: Chat | None, character: Character | None) -> tuple[list[Book], list[str]]:
     """The books a chat scans, as SillyTavern gathers them: the account's global books, the book the chat links
     (`chat_metadata.world_info`), and the character's (the book its card links in `extensions.world`, else the
-    book embedded in the card). A book is read once, in the first of global, chat, character. Answers the books
-    and what could not be read (a link to a missing book, a card book that does not pass the checks)."""
+    book embedded in the card). A book is read once, in the first of global, chat, character. Without `chat`, the
+    books a character's chats scan. Answers the books and what could not be read (a link to a missing book, a card
+    book that does not pass the checks)."""
     problems: list[str] = []
     owned = {book.name: book for book in Lorebook.objects.filter(user=user)}
     books: list[Book] = []
     used: set[str] = set()
     for book in owned.values():
         if book.scope == Lorebook.Scope.GLOBAL:
-            books.append(Book(book.name, "global", _entries(book)))
+            books.append(Book(book.name, "global", book_entries(book)))
             used.add(book.name)
-    wanted = [("chat", (chat.chat_metadata or {}).get("world_info"))]
+    wanted = [("chat", ((chat.chat_metadata if chat is not None else None) or {}).get("world_info"))]
     card = character.card_data if character is not None and isinstance(character.card_data, dict) else {}
     body = card.get("data") if isinstance(card.get("data"), dict) else card
     extensions = body.get("extensions") if isinstance(body.get("extensions"), dict) else {}
@@ -68,7 +69,7 @@ def chat_books(*, user: AbstractUser, chat: Chat, character: Character | None) -
             continue
         used.add(name)
         if name in owned:
-            books.append(Book(name, kind, _entries(owned[name])))
+            books.append(Book(name, kind, book_entries(owned[name])))
         else:
             problems.append(f"The {kind} links the lorebook {name!r}, which you have not imported.")
     if not extensions.get("world") and body.get("character_book") and character is not None:

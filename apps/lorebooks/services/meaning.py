@@ -89,27 +89,36 @@ def _meaning(user: AbstractUser, query: str, contents: list[str], config: dict) 
     return [max(float(similarity) - floor, 0.0) / span if similarity >= floor else 0.0 for similarity in best]
 
 
+def entries_relevance(*, user: AbstractUser, query: str, texts: list[str], meaning: bool = True) -> list[float]:
+    """Each text's relevance to `query` (0: no word shared, nothing near), as described above; `meaning` False:
+    by the words alone."""
+    config = settings.LOREKEEPER_SEARCH
+    query = query.replace("\x00", "").strip()
+    texts = [text.replace("\x00", "") for text in texts]
+    if not query or not texts:
+        return [0.0] * len(texts)
+    query_words, *text_words = _lexemes([query, *texts])
+    words = _words(query_words, text_words)
+    near = _meaning(user, query, texts, config) if meaning else None
+    if near is None:
+        return words
+    weights = config["fusion"]
+    total = (weights["text"] + weights["vector"]) or 1.0
+    return [
+        (weights["text"] * word + weights["vector"] * close) / total for word, close in zip(words, near, strict=True)
+    ]
+
+
 def entries_by_meaning(
     *, user: AbstractUser, query: str, entries: list[tuple[str, dict[str, Any]]]
 ) -> dict[tuple[str, Any], float]:
     """(book, uid) → relevance of each of the vectorized `entries` ((book name, entry)) that the chat's newest
     messages (`query`) match; the others are left out."""
-    query = query.replace("\x00", "").strip()
     entries = [(book, entry) for book, entry in entries if (entry.get("content") or "").strip()]
-    if not query or not entries:
+    if not entries:
         return {}
     config = settings.LOREKEEPER_SEARCH
-    contents = [entry["content"].replace("\x00", "") for _, entry in entries]
-    query_words, *entry_words = _lexemes([query, *contents])
-    words = _words(query_words, entry_words)
-    weights = config["fusion"]
-    meaning = _meaning(user, query, contents, config)
-    if meaning is None:
-        relevance = words
-    else:
-        total = (weights["text"] + weights["vector"]) or 1.0
-        pairs = zip(words, meaning, strict=True)
-        relevance = [(weights["text"] * word + weights["vector"] * near) / total for word, near in pairs]
+    relevance = entries_relevance(user=user, query=query, texts=[entry["content"] for _, entry in entries])
     least = config["min_score"]
     return {
         (book, entry["uid"]): value
