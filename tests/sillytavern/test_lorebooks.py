@@ -30,7 +30,9 @@ from apps.lorebooks.services.books import lorebook_import
 from apps.lorebooks.services.fields import FIELDS
 from tests.sillytavern import harness
 
-pytestmark = pytest.mark.django_db
+# Transactional: the ORM calls made while Playwright runs use connections of their own (tests/sillytavern/conftest.py),
+# outside a test transaction, so only a flush after the test takes their rows away.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 GREETING = "The lantern is lit. What brings you to the harbour tonight?"
 TAG = re.compile(r"\[W\d\d\]")
