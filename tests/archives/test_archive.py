@@ -72,7 +72,8 @@ def test_an_archive_holds_the_whole_account(user, account):
     manifest = json.loads(archive.read("manifest.json"))
     assert manifest["format"] == "lorekeeper-archive" and manifest["version"] == 1
     assert manifest["counts"] == {
-        "characters": 1, "chats": 1, "messages": account["chat"].message_count, "memories": 6, "tombstones": 1,
+        "characters": 1, "chats": 1, "messages": account["chat"].message_count, "memories": 6, "lorebooks": 0,
+        "tombstones": 1,
     }  # fmt: skip
     chat = account["chat"]
     assert archive.read(f"chats/{chat.uid}.jsonl") == b"".join(chat_export_lines(chat=Chat.objects.get(pk=chat.pk)))

@@ -84,7 +84,8 @@ class BackupDownloadApi(APIView):
         operation_id="backups_download",
         responses={(200, "application/zip"): OpenApiTypes.BINARY},
         description="The archive (zip): manifest.json, characters.jsonl, chats.jsonl and chats/<uid>.jsonl "
-        "(SillyTavern JSONL), entities.jsonl, memories.jsonl, settings.json, tombstones.jsonl.",
+        "(SillyTavern JSONL), entities.jsonl, memories.jsonl, lorebooks.jsonl and lorebooks/<uid>.jsonl (each "
+        "book's World Info entries), settings.json, tombstones.jsonl.",
     )
     def get(self, request, backup_id: int):
         backup = selectors.backup_get(user=request.user, backup_id=backup_id)

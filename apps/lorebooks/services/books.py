@@ -3,6 +3,7 @@ loads it; a character card's embedded book (`character_book`) read as SillyTaver
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.contrib.auth.models import AbstractUser
@@ -58,6 +59,42 @@ def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool =
         [LorebookEntry(lorebook=book, uid=entry["uid"], data=entry) for entry in entries], batch_size=500
     )
     return book
+
+
+@transaction.atomic
+def lorebook_put(
+    *, user: AbstractUser, uid: uuid.UUID, name: str, scope: str, data: dict[str, Any], rename: bool = True
+) -> tuple[Lorebook, str]:
+    """The book `uid` of the account made `data` (a World Info file, every entry checked as at import), with
+    `name` and `scope`: created, or its entries replaced (an archive's book, apps/archives). A name another of the
+    account's books holds is refused, or with `rename` the book takes the first free "<name> (2)", "(3)"…: nothing
+    is lost. Answers the book and what happened: created, updated or renamed."""
+    if scope not in Lorebook.Scope.values:
+        raise ApplicationError(f"`scope` is one of {', '.join(Lorebook.Scope.values)}.", {"field": "scope"})
+    wanted = _name_clean(name)
+    if not isinstance(data, dict) or "entries" not in data:
+        raise ApplicationError("A World Info file is an object with `entries`.", {"field": "entries"})
+    entries = entries_clean(data["entries"])
+    book = Lorebook.objects.select_for_update().filter(user=user, uid=uid).first()
+    taken = set(Lorebook.objects.filter(user=user).exclude(uid=uid).values_list("name", flat=True))
+    name, number = wanted, 1
+    while name in taken:
+        if not rename:
+            raise ApplicationError(f"You already have a lorebook named {wanted!r}.", {"field": "name"}, status=409)
+        number += 1
+        name = _name_clean(f"{wanted[: MAX_NAME - 8]} ({number})")
+    extra = {key: value for key, value in data.items() if key != "entries"}
+    outcome = "updated" if book is not None else ("renamed" if name != wanted else "created")
+    if book is None:
+        book = Lorebook.objects.create(user=user, uid=uid, name=name, scope=scope, extra=extra)
+    else:
+        book.name, book.scope, book.extra = name, scope, extra
+        book.save(update_fields=["name", "scope", "extra", "updated_at"])
+        book.entries.all().delete()
+    LorebookEntry.objects.bulk_create(
+        [LorebookEntry(lorebook=book, uid=entry["uid"], data=entry) for entry in entries], batch_size=500
+    )
+    return book, outcome
 
 
 def lorebook_export(*, book: Lorebook) -> dict[str, Any]:

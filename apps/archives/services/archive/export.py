@@ -18,6 +18,7 @@ from apps.archives.services.archive.format import BATCH, FORMAT, VERSION, Progre
 from apps.chats.models import Character, Chat
 from apps.chats.services.characters import CHARACTER_FIELDS
 from apps.chats.services.chats import chat_export_lines, repeatable_read
+from apps.lorebooks.models import Lorebook
 from apps.memories.models import Entity, Kind, Memory
 from apps.sync.models import FeedEntry
 from apps.sync.services.feed import MEMORY_FIELDS as FEED_MEMORY_FIELDS
@@ -166,6 +167,33 @@ def _settings_write(archive: zipfile.ZipFile, user: AbstractUser) -> None:
     )
 
 
+def _lorebooks_write(archive: zipfile.ZipFile, user: AbstractUser) -> int:
+    """lorebooks.jsonl, a line per book, then each book's entries in its own file, one per line (an entry as
+    SillyTavern writes it, apps/lorebooks/)."""
+    books = list(Lorebook.objects.filter(user=user).order_by("id"))
+    with archive.open("lorebooks.jsonl", "w") as out:
+        for book in books:
+            out.write(
+                _line(
+                    {
+                        "uid": str(book.uid),
+                        "name": book.name,
+                        "scope": book.scope,
+                        "extra": book.extra,
+                        "created_at": _iso(book.created_at),
+                        "updated_at": _iso(book.updated_at),
+                        "entries": book.entries.count(),
+                        "file": f"lorebooks/{book.uid}.jsonl",
+                    }
+                )
+            )
+    for book in books:
+        with archive.open(f"lorebooks/{book.uid}.jsonl", "w") as out:
+            for data in book.entries.order_by("uid").values_list("data", flat=True).iterator(chunk_size=BATCH):
+                out.write(_line(data))
+    return len(books)
+
+
 def _tombstones_write(archive: zipfile.ZipFile, user: AbstractUser) -> int:
     tombstones = FeedEntry.objects.filter(user=user, deleted_at__isnull=False).order_by("id")
     written = 0
@@ -206,6 +234,8 @@ def archive_write(*, user: AbstractUser, target: BinaryIO, progress: Progress = 
         _entities_write(archive, user, uid_of)
         progress("memories", 65)
         counts["memories"] = _memories_write(archive, user)
+        progress("lorebooks", 90)
+        counts["lorebooks"] = _lorebooks_write(archive, user)
         progress("settings", 95)
         _settings_write(archive, user)
         counts["tombstones"] = _tombstones_write(archive, user)

@@ -16,6 +16,7 @@ from apps.accounts.models import SettingsDocument
 from apps.accounts.services import settings_document_get
 from apps.archives.services.archive.format import Progress, quiet
 from apps.archives.services.archive.import_chats import characters_in, chats_in
+from apps.archives.services.archive.import_lorebooks import lorebooks_in
 from apps.archives.services.archive.import_memories import entities_in, memories_in
 from apps.archives.services.archive.merge import ArchiveImport
 from apps.archives.services.archive.reader import ArchiveReader
@@ -93,6 +94,8 @@ def archive_import(
         progress("entities", 50)
         entities_in(job)
         memories_in(job)
+        progress("lorebooks", 90)
+        lorebooks_in(job)
         progress("settings", 95)
         _settings_in(job)
         _tombstones_in(job)

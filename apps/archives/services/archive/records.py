@@ -98,6 +98,20 @@ class SettingsRecordSerializer(_Synced, SettingsDataSerializer):
         ref_name = None
 
 
+class LorebookRecordSerializer(StorableInputSerializer):
+    uid = serializers.UUIDField()
+    name = serializers.CharField(max_length=200)
+    scope = serializers.ChoiceField(choices=["linked", "global"])
+    extra = DictField(required=False, default=dict)
+    created_at = serializers.DateTimeField(required=False, allow_null=True)
+    updated_at = serializers.DateTimeField()
+    entries = serializers.IntegerField(required=False, min_value=0)
+    file = serializers.CharField(max_length=1000)
+
+    class Meta:
+        ref_name = None
+
+
 class TombstoneRecordSerializer(StorableInputSerializer, _Clocked):
     type = serializers.CharField(max_length=20)
     uid = serializers.UUIDField()
