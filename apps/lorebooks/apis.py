@@ -12,11 +12,13 @@ from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
 from apps.common.serializers import DictField
 from apps.lorebooks import selectors
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import (
+    chat_books_put,
     export_disposition,
     lorebook_delete,
     lorebook_export,
@@ -55,6 +57,32 @@ class LorebookUpdateInputSerializer(serializers.Serializer):
 
     class Meta:
         ref_name = "LorebookUpdateInput"
+
+
+class ChatBookSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    data = DictField(help_text='The World Info file (`{"entries": {...}}`) as the client has it.')
+    use = serializers.ChoiceField(choices=["chat", "character", "global"])
+
+    class Meta:
+        ref_name = "ChatLorebookInput"
+
+
+class ChatBooksInputSerializer(serializers.Serializer):
+    books = ChatBookSerializer(many=True, help_text="At most 50.")
+
+    class Meta:
+        ref_name = "ChatLorebooksInput"
+
+
+class ChatBookOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    scope = serializers.CharField()
+    use = serializers.CharField()
+
+    class Meta:
+        ref_name = "ChatLorebook"
 
 
 class MemoriesWorldInputSerializer(serializers.Serializer):
@@ -147,6 +175,25 @@ class LorebookExportApi(APIView):
     def get(self, request, lorebook_id: int):
         book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
         return attachment(lorebook_export(book=book), book.name)
+
+
+class ChatLorebooksApi(APIView):
+    """The books a client's open chat uses, sent as the client has them (the SillyTavern extension sends them as it
+    sends the chat): each imported in place of the book of its name, a globally active one made global, a
+    character's linked to the chat's characters (apps/lorebooks/services/books.py `chat_books_put`)."""
+
+    @extend_schema(
+        operation_id="chats_lorebooks_put",
+        request=ChatBooksInputSerializer,
+        responses={200: ChatBookOutputSerializer(many=True)},
+    )
+    def post(self, request, chat_id: int):
+        chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
+        raw = request.data.get("books") if isinstance(request.data, dict) else None
+        checked = ChatBooksInputSerializer(data={"books": raw})
+        checked.is_valid(raise_exception=True)
+        done = chat_books_put(user=request.user, chat=chat, books=raw)
+        return Response([{"id": book.pk, "name": book.name, "scope": book.scope, "use": use} for book, use in done])
 
 
 class MemoriesWorldApi(APIView):

@@ -11,6 +11,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 
+from apps.chats.models import Chat
+from apps.chats.services.characters import character_update
 from apps.common.exceptions import ApplicationError
 from apps.lorebooks.models import Lorebook, LorebookEntry
 from apps.lorebooks.services.fields import (
@@ -95,6 +97,51 @@ def lorebook_put(
         [LorebookEntry(lorebook=book, uid=entry["uid"], data=entry) for entry in entries], batch_size=500
     )
     return book, outcome
+
+
+USES = ("chat", "character", "global")
+MAX_SENT = 50  # books in one request from a client
+
+
+@transaction.atomic
+def chat_books_put(*, user: AbstractUser, chat: Chat, books: Any) -> list[tuple[Lorebook, str]]:
+    """The books a client's open chat uses, as the client has them (`[{"name", "data", "use"}]`, SillyTavern's
+    World Info files): each imported under its name, in place of the book of that name. `use` says how the chat
+    uses it, as SillyTavern does: `global` (active in every chat: the book's scope becomes global), `chat` (the
+    chat's own lore, linked by its metadata, which the chat's sync brings), `character` (its character's lore: each
+    of the chat's characters is linked to it, as the card's `extensions.world` links it, unless its card links
+    another). A book the same as the one here is not written again. All or nothing: one bad book refuses the
+    request, naming the book and the entry."""
+    if not isinstance(books, list) or len(books) > MAX_SENT:
+        raise ApplicationError(f"`books` is a list of at most {MAX_SENT} books.", {"field": "books"})
+    done = []
+    for position, item in enumerate(books):
+        if not isinstance(item, dict) or item.get("use") not in USES or not isinstance(item.get("name"), str):
+            wanted = f"Book {position}: give `name`, `data` and `use` ({', '.join(USES)})."
+            raise ApplicationError(wanted, {"field": "books", "book": position})
+        held = Lorebook.objects.filter(user=user, name=item["name"].strip()).first()
+        if held is not None and lorebook_export(book=held) == item.get("data"):
+            book = held  # as the client has it already: not written again (activation keeps its cache)
+        else:
+            try:
+                book = lorebook_import(user=user, name=item["name"], data=item.get("data"), replace=True)
+            except ApplicationError as error:
+                where = {**error.extra, "book": position}
+                raise ApplicationError(f"{item['name']}: {error.message}", where) from None
+        if item["use"] == "global" and book.scope != Lorebook.Scope.GLOBAL:
+            book = lorebook_update(book=book, scope=Lorebook.Scope.GLOBAL)
+        if item["use"] == "character":
+            for character in chat.characters.all():
+                card = character.card_data if isinstance(character.card_data, dict) else {}
+                body = card.get("data") if isinstance(card.get("data"), dict) else card
+                extensions = body.get("extensions") if isinstance(body.get("extensions"), dict) else {}
+                if extensions.get("world"):
+                    continue
+                linked = {**body, "extensions": {**extensions, "world": book.name}}
+                card = {**card, "data": linked} if isinstance(card.get("data"), dict) else linked
+                character_update(character=character, data={"card_data": card})
+        done.append((book, item["use"]))
+    return done
 
 
 def lorebook_export(*, book: Lorebook) -> dict[str, Any]:
