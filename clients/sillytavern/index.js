@@ -3,6 +3,7 @@
 // to SillyTavern: settings, the panel, events, the generate interceptor, macros and recall cards.
 
 import { Api, LorekeeperError } from './lib/api.js';
+import { booksOfChat, sendBooks } from './lib/books.js';
 import { checkConnection, cleartextWarning, describeConnection } from './lib/connection.js';
 import { renderRecallCards } from './lib/recall.js';
 import { notSyncedReason, storedSettings } from './lib/settings.js';
@@ -32,6 +33,8 @@ let macroValues = {};
 let outageToastShown = false;
 /** @type {Api|null} */
 let apiCache = null;
+/** What was last sent of each World Info book, per server, chat and use (lib/books.js). */
+const booksSent = new Map();
 
 /** The SillyTavern context, fresh each time (its `chat` and `chatMetadata` are replaced when a chat opens). */
 function ctx() {
@@ -222,6 +225,7 @@ async function bindOpenChat() {
         preloadMacros(sync);
         await sync.flush();
         outageToastShown = false;
+        syncBooks();
     } catch (error) {
         if (current !== sync) return;
         if (error instanceof Superseded || error instanceof NotNow) {
@@ -243,6 +247,31 @@ async function bindOpenChat() {
 
 function changed() {
     if (current?.chatId) current.schedule();
+}
+
+// ------------------------------------------------------------------------------------------------ World Info
+
+/** The names of the books active in every chat: SillyTavern's "Active World(s) for all chats" list. */
+function globalBookNames() {
+    return Array.from(document.querySelectorAll('#world_info option:checked'), (option) => option.textContent ?? '');
+}
+
+/** Send the open chat's World Info books to Lorekeeper where they changed; a failure waits for the next change. */
+async function syncBooks() {
+    const sync = current;
+    if (!sync?.chatId || !settings().sync) return;
+    const c = ctx();
+    const used = booksOfChat({
+        metadata: c.chatMetadata,
+        character: c.groupId ? null : c.characters[c.characterId],
+        isGroup: Boolean(c.groupId),
+        globalNames: globalBookNames(),
+    });
+    try {
+        await sendBooks({ api: api(), chatId: sync.chatId, used, load: (name) => c.loadWorldInfo(name), sent: booksSent });
+    } catch (error) {
+        console.warn('[Lorekeeper] World Info not sent:', error instanceof Error ? error.message : error);
+    }
 }
 
 // ------------------------------------------------------------------------------------------------ injection
@@ -511,6 +540,7 @@ globalThis.lorekeeperState = () => ({
     });
     const ended = () => {
         changed();
+        syncBooks(); // a chat lore linked since, or a book edited without an event: sent where it differs
         setTimeout(drawCards, 0);
         if (document.getElementById('lorekeeper_story')?.offsetParent) setTimeout(refreshStory, 1000);
     };
@@ -522,7 +552,11 @@ globalThis.lorekeeperState = () => ({
     for (const name of ['USER_MESSAGE_RENDERED', 'MORE_MESSAGES_LOADED']) {
         if (events[name]) c.eventSource.on(events[name], () => setTimeout(drawCards, 0));
     }
-    // /hide and moving messages emit nothing: compare with the last synced state every few seconds as well.
+    // A book edited in the World Info panel, or the books active in every chat changed: sent again where they differ.
+    for (const name of ['WORLDINFO_UPDATED', 'WORLDINFO_SETTINGS_UPDATED']) {
+        if (events[name]) c.eventSource.on(events[name], () => setTimeout(syncBooks, 0));
+    }
+        // /hide and moving messages emit nothing: compare with the last synced state every few seconds as well.
     setInterval(() => {
         if (document.visibilityState !== 'hidden') changed();
     }, POLL_MS);

@@ -116,6 +116,15 @@ export class Api {
         return body.results?.[0] ?? null;
     }
 
+    /**
+     * The World Info books the chat uses, as SillyTavern has them (`[{name, use, data}]`).
+     * @param {number} chatId
+     * @param {{name: string, use: string, data: any}[]} books
+     */
+    async putChatBooks(chatId, books) {
+        return (await this.request('POST', `chats/${chatId}/lorebooks`, { body: { books }, timeoutMs: Math.max(this.timeoutMs, 60000) })).body;
+    }
+
     /** @param {number} chatId */
     async getChat(chatId) {
         return (await this.request('GET', `chats/${chatId}/`)).body;

@@ -1,0 +1,62 @@
+// The World Info books the open chat uses, sent to Lorekeeper as SillyTavern has them, so that Lorekeeper's own
+// prompts (its web chat, its gateway) activate the same lore (docs/LOREBOOKS.md, "From SillyTavern"). A book is sent
+// when the chat opens and when it changes, and only when it differs from what was last sent for that chat.
+
+/** @typedef {{name: string, use: 'chat'|'character'|'global'}} Used */
+
+/**
+ * The books a chat uses, as SillyTavern gathers them: its chat lore (`chat_metadata.world_info`), its character's
+ * book (the card's `extensions.world`; a group's members are left out), and the books active in every chat. A book
+ * is named once, by the first of chat, character, global.
+ * @param {{metadata?: any, character?: any, isGroup?: boolean, globalNames?: string[]}} open
+ * @returns {Used[]}
+ */
+export function booksOfChat({ metadata, character, isGroup = false, globalNames = [] }) {
+    /** @type {Used[]} */
+    const used = [];
+    /** @param {any} name @param {Used['use']} use */
+    const add = (name, use) => {
+        if (typeof name === 'string' && name.trim() && !used.some((book) => book.name === name)) used.push({ name, use });
+    };
+    add(metadata?.world_info, 'chat');
+    if (!isGroup) add(character?.data?.extensions?.world, 'character');
+    for (const name of globalNames) add(name, 'global');
+    return used;
+}
+
+/**
+ * A short fingerprint of a book's JSON (FNV-1a over its text, with its length): what was sent is not sent again.
+ * @param {any} data
+ */
+export function bookDigest(data) {
+    const text = JSON.stringify(data) ?? '';
+    let hash = 0x811c9dc5;
+    for (let i = 0; i < text.length; i++) {
+        hash ^= text.charCodeAt(i);
+        hash = Math.imul(hash, 0x01000193) >>> 0;
+    }
+    return `${text.length}:${hash.toString(16)}`;
+}
+
+/**
+ * Send the chat's books that changed since they were last sent for it, one request each (a book may be large).
+ * `sent` remembers, per server, chat, use and name, the digest last sent. A book SillyTavern cannot load is
+ * skipped. Answers the names sent; a refusal or an outage throws (the next change or chat opening tries again).
+ * @param {{api: {putChatBooks: (chatId: number, books: any[]) => Promise<any>, serverUrl: string}, chatId: number,
+ *   used: Used[], load: (name: string) => Promise<any>, sent: Map<string, string>}} options
+ * @returns {Promise<string[]>}
+ */
+export async function sendBooks({ api, chatId, used, load, sent }) {
+    const names = [];
+    for (const book of used) {
+        const data = await load(book.name);
+        if (!data || typeof data !== 'object' || !data.entries) continue;
+        const key = `${api.serverUrl}|${chatId}|${book.use}|${book.name}`;
+        const digest = bookDigest(data);
+        if (sent.get(key) === digest) continue;
+        await api.putChatBooks(chatId, [{ name: book.name, use: book.use, data }]);
+        sent.set(key, digest);
+        names.push(book.name);
+    }
+    return names;
+}

@@ -1,0 +1,60 @@
+"""The extension sends the World Info books the open chat uses to Lorekeeper (docs/LOREBOOKS.md, "From SillyTavern"),
+in a real SillyTavern 1.19.0 in Chromium: the book active in every chat arrives global, the character's book
+arrives and is linked to the character, and an entry a person edits in SillyTavern's World Info panel arrives
+edited. Lorekeeper's own prompt for the chat then activates them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from apps.chats.models import Chat
+from apps.lorebooks.models import Lorebook, LorebookEntry
+from apps.lorebooks.services.lore import chat_books
+from tests.sillytavern.harness import open_character, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TIMEOUT = 45.0  # a ceiling, reached only on a loaded machine
+
+
+def _world(content: str, key: str) -> dict:
+    return {"entries": {"0": {"uid": 0, "key": [key], "content": content, "comment": key, "position": 0,
+                              "selective": True, "constant": False, "order": 100, "disable": False}}}  # fmt: skip
+
+
+def test_the_books_of_the_open_chat_reach_lorekeeper_and_an_edit_follows(st, st_open, lorekeeper):
+    worlds = st.user_dir / "worlds"
+    worlds.mkdir(parents=True, exist_ok=True)
+    (worlds / "World.json").write_text(json.dumps(_world("The harbour closes at night.", "harbour")))
+    (worlds / "Mira lore.json").write_text(json.dumps(_world("Mira keeps the lantern.", "lantern")))
+    extensions = {"talkativeness": "0.5", "fav": False, "world": "Mira lore", "depth_prompt": {}}  # the card's link
+    st.add_character("Mira", first_mes="The lantern is lit.", chat="Mira - books", extensions=extensions)
+
+    def active_world(data: dict) -> None:
+        data["world_info_settings"]["world_info"] = {"globalSelect": ["World"]}
+
+    page = st_open(extension=lorekeeper.extension_settings(inject=False), settings=active_world)
+    open_character(page, "Mira")
+    user = lorekeeper.user
+    wait_until(lambda: Lorebook.objects.filter(user=user, name__in=["World", "Mira lore"]).count() == 2,
+               timeout=TIMEOUT, message="the chat's books did not reach Lorekeeper")  # fmt: skip
+    assert Lorebook.objects.get(user=user, name="World").scope == "global"
+    chat = Chat.objects.get(user=user)
+    mira = chat.characters.get()
+    assert mira.card_data["extensions"]["world"] == "Mira lore"
+    books, _ = chat_books(user=user, chat=chat, character=mira)
+    assert sorted((book.name, book.kind) for book in books) == [("Mira lore", "character"), ("World", "global")]
+
+    # A person edits the World entry in SillyTavern's World Info panel.
+    page.click("#WIDrawerIcon")
+    page.select_option("#world_editor_select", label="World")
+    entry = page.locator("#world_popup_entries_list .world_entry").first
+    entry.locator(".inline-drawer-toggle").first.click()
+    entry.locator('textarea[name="content"]').fill("The harbour closes at dusk now.")
+    wait_until(
+        lambda: LorebookEntry.objects.get(lorebook__user=user, lorebook__name="World", uid=0).data["content"]
+        == "The harbour closes at dusk now.",
+        timeout=TIMEOUT, message="the edit did not reach Lorekeeper",
+    )  # fmt: skip
