@@ -1,4 +1,5 @@
-"""The entry form of the lorebook page: the fields a person sets most, in SillyTavern's words."""
+"""The entry form of the lorebook page (the fields a person sets most, in SillyTavern's words) and the World Info
+settings form of the lorebooks page."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 from django import forms
 
 from apps.lorebooks.services.fields import LOGICS, POSITION_LABELS, ROLES
+from apps.lorebooks.services.settings import FIELDS as SETTINGS
+from apps.lorebooks.services.settings import STRATEGIES
 
 
 def _keys(text: str) -> list[str]:
@@ -64,3 +67,19 @@ class EntryForm(forms.Form):
         data["key"], data["keysecondary"] = _keys(data["key"]), _keys(data["keysecondary"])
         data["useProbability"] = True
         return data
+
+
+class LoreSettingsForm(forms.Form):
+    """SillyTavern's World Info settings (apps/lorebooks/services/settings.py), with its bounds."""
+
+    integrity = forms.UUIDField(widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, (kind, low, high, label) in SETTINGS.items():
+            if name == "character_strategy":
+                self.fields[name] = forms.TypedChoiceField(label=label, choices=list(STRATEGIES.items()), coerce=int)
+            elif kind is bool:
+                self.fields[name] = forms.BooleanField(label=label, required=False)
+            else:
+                self.fields[name] = forms.IntegerField(label=label, min_value=low, max_value=high)

@@ -5,6 +5,7 @@ from apps.lorebooks import views
 app_name = "lorebooks"
 urlpatterns = [
     path("lorebooks/", views.lorebook_list, name="list"),
+    path("lorebooks/settings/", views.lore_settings_view, name="settings"),
     path("lorebooks/search/", views.lorebook_search_view, name="search"),
     path("lorebooks/from-memories/", views.memories_world_view, name="from-memories"),
     path("lorebooks/<int:lorebook_id>/", views.lorebook_detail, name="detail"),

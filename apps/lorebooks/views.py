@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from django.contrib import messages
@@ -12,9 +13,10 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from apps.accounts.services import SettingsConflict, settings_document_get
 from apps.common.exceptions import ApplicationError
 from apps.lorebooks import selectors
-from apps.lorebooks.forms import EntryForm
+from apps.lorebooks.forms import EntryForm, LoreSettingsForm
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import (
     entry_delete,
@@ -28,6 +30,7 @@ from apps.lorebooks.services.books import (
 from apps.lorebooks.services.fields import LOGICS, POSITION_LABELS
 from apps.lorebooks.services.from_memories import memories_world
 from apps.lorebooks.services.search import lorebook_entries_search
+from apps.lorebooks.services.settings import NAMESPACE, lore_settings_read, lore_settings_save
 
 ENTRIES_PER_PAGE = 50
 MAX_FILE_BYTES = 20 * 1024 * 1024
@@ -55,7 +58,36 @@ def lorebook_list(request):
             messages.success(request, f"Imported “{book.name}”.")
             return redirect("lorebooks:detail", lorebook_id=book.pk)
     books = selectors.lorebook_list(user=request.user)
-    return render(request, "lorebooks/lorebook_list.html", {"books": books})
+    return render(request, "lorebooks/lorebook_list.html", {"books": books, **_settings_context(request.user)})
+
+
+def _settings_context(user, form: LoreSettingsForm | None = None) -> dict:
+    document = settings_document_get(user=user)
+    current, problems = lore_settings_read((document.data or {}).get(NAMESPACE))
+    if form is None:
+        form = LoreSettingsForm(initial={**dataclasses.asdict(current), "integrity": document.integrity})
+    return {"settings_form": form, "settings_problems": problems}
+
+
+@login_required
+@require_POST
+def lore_settings_view(request):
+    """The lorebooks page's World Info settings."""
+    form = LoreSettingsForm(request.POST)
+    if form.is_valid():
+        values = {name: value for name, value in form.cleaned_data.items() if name != "integrity"}
+        try:
+            lore_settings_save(user=request.user, values=values, integrity=form.cleaned_data["integrity"])
+        except SettingsConflict:
+            messages.error(request, "The settings changed elsewhere meanwhile: nothing was saved. Here they are now.")
+        except ApplicationError as error:
+            messages.error(request, f"Nothing was saved. {error.message}")
+        else:
+            messages.success(request, "World Info settings saved.")
+        return redirect("lorebooks:list")
+    books = selectors.lorebook_list(user=request.user)
+    context = {"books": books, **_settings_context(request.user, form), "settings_open": True}
+    return render(request, "lorebooks/lorebook_list.html", context, status=400)
 
 
 @login_required

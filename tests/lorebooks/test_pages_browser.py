@@ -108,3 +108,22 @@ def test_a_person_finds_lorebook_entries_beside_memories_and_exports_memories(br
     exported = json.loads(download.value.path().read_text())
     assert download.value.suggested_filename == "Mira memories.json"
     assert [entry["key"] for entry in exported["entries"].values()] == [["Hale"]]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_person_changes_the_activation_settings(browser, live_server, client, user, width):
+    from apps.lorebooks.services.settings import lore_settings_get
+
+    page = watched_page(browser, width, live_server, session_cookie(client, user))
+    page.goto(f"{live_server.url}/lorebooks/")
+    page.get_by_text("Activation settings").click()
+    page.get_by_label("Scan depth (messages)").fill("6")
+    page.get_by_label("Match whole words").uncheck()
+    page.get_by_label("Insertion strategy").select_option(label="Global lore first")
+    _fits(page, width)
+    screenshot(page, f"settings-{width}", FOLDER)
+    page.get_by_role("button", name="Save settings").click()
+    page.wait_for_load_state()
+    assert "World Info settings saved." in page.content()
+    settings = lore_settings_get(user=user)
+    assert (settings.depth, settings.match_whole_words, settings.character_strategy) == (6, False, 2)

@@ -16,7 +16,8 @@ from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import card_book_entries
 from apps.lorebooks.services.fields import MAX_SCAN_DEPTH, POSITION_LABELS
 from apps.lorebooks.services.meaning import entries_by_meaning
-from apps.lorebooks.services.scan import Activation, Book, Scanned, Settings, decorators_parse, entry_hash, scan
+from apps.lorebooks.services.scan import Activation, Book, Scanned, decorators_parse, entry_hash, scan
+from apps.lorebooks.services.settings import lore_settings_get
 
 _cache: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
 _cache_lock = threading.Lock()
@@ -106,7 +107,7 @@ def chat_lore(
     books, problems = chat_books(user=chat.user, chat=chat, character=character)
     if not any(book.entries for book in books):
         return None, {"problems": problems} if problems else {}
-    settings = Settings()
+    settings = lore_settings_get(user=chat.user)
     depth = max([settings.depth] + [int(e["scanDepth"]) for b in books for e in b.entries if e.get("scanDepth")])
     before = chat.message_count - 1 if mode == "swipe" else chat.message_count
     seen = Message.objects.filter(chat=chat, index__lt=before, is_system=False)
