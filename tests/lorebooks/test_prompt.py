@@ -111,3 +111,51 @@ def test_another_users_book_of_the_linked_name_is_never_read(api, user, other_us
     chat = _chat(user, mira, ("Mira", "Evening."))
     _generate(api, chat, "Hello")
     assert "THEIRS" not in json.dumps(llm.server.requests[-1]["body"]["messages"])
+
+
+def _note_prompt(user, mira, metadata: dict, *lines) -> list[dict]:
+    from apps.generation.services.generate import generation_prepare
+
+    chat = _chat(user, mira, *lines)
+    Chat.objects.filter(pk=chat.pk).update(chat_metadata={"world_info": "Harbour", **metadata})
+    chat = Chat.objects.get(pk=chat.pk)
+    return generation_prepare(user=user, chat=chat, message="Is the harbour open?").generation.prompt
+
+
+@pytest.mark.parametrize(
+    ("metadata", "where"),
+    [
+        ({}, None),  # SillyTavern's defaults: in the chat, 4 deep, as system
+        ({"note_position": 0}, 1),  # "in prompt": right after the system prompt
+        ({"note_position": 2}, 0),  # "before prompt": before it
+    ],
+)
+def test_the_authors_note_goes_where_the_chat_says_with_its_world_info(user, mira, llm, metadata, where):
+    lorebook_import(user=user, name="Harbour", data=_entries(
+        {"constant": True, "content": "TOP: the bell rings twice.", "position": 2},
+        {"constant": True, "content": "BOTTOM: the tide is high.", "position": 3},
+    ))  # fmt: skip
+    lines = [("Mira", "Evening."), ("Rowan", "Evening."), ("Mira", "Cold tonight."), ("Rowan", "It is."),
+             ("Mira", "Tea?")]  # fmt: skip
+    prompt = _note_prompt(user, mira, {"note_prompt": "Mira is tired.", **metadata}, *lines)
+    note = {"role": "system", "content": "TOP: the bell rings twice.\nMira is tired.\nBOTTOM: the tide is high."}
+    assert note in prompt
+    at = prompt.index(note)
+    if where is None:
+        assert [line["content"] for line in prompt[at + 1 :]] == ["Cold tonight.", "It is.", "Tea?",
+                                                                   "Is the harbour open?"]  # fmt: skip
+    else:
+        assert at == where and prompt[1 - where]["content"].startswith("Write Mira's next reply")
+
+
+def test_a_note_without_world_info_is_placed_too_and_its_interval_holds(user, mira, llm):
+    lines = [("Mira", "Evening."), ("Rowan", "Evening.")]
+    every = _note_prompt(user, mira, {"note_prompt": "Mira is tired."}, *lines)
+    assert {"role": "system", "content": "Mira is tired."} in every
+    never = _note_prompt(user, mira, {"note_prompt": "Mira is tired.", "note_interval": 0}, *lines)
+    assert "Mira is tired." not in json.dumps(never)
+    # every 3rd message of the person's: they have sent 2 (one above, one now)
+    third = _note_prompt(user, mira, {"note_prompt": "Mira is tired.", "note_interval": 3}, *lines)
+    assert "Mira is tired." not in json.dumps(third)
+    second = _note_prompt(user, mira, {"note_prompt": "Mira is tired.", "note_interval": 2}, *lines)
+    assert {"role": "system", "content": "Mira is tired."} in second

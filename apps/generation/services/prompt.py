@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,23 +99,43 @@ def _examples(character: Character | None, lore: Activation | None = None) -> st
 ROLES = ("system", "user", "assistant")
 
 
-def _lore_in_chat(lore: Activation | None, metadata: dict[str, Any]) -> list[dict[str, Any]]:
-    """World Info that goes into the chat, as SillyTavern puts it there: the author's note (at its depth, with
-    World Info's top and bottom entries around the chat's own note) and the entries at a depth, one message per
-    depth and role, the note first where they meet (SillyTavern joins its injections of one depth and role). Where
-    several land in one place (a depth past the oldest message, or one depth in several roles), SillyTavern's order:
-    the deeper first, then assistant, user, system."""
-    if lore is None:
-        return []
-    at: dict[tuple[int, int], list[str]] = {}
+def author_note(lore: Activation | None, metadata: dict[str, Any], user_turns: Callable[[], int]) -> dict | None:
+    """The chat's author's note as SillyTavern places it, or None: its text (`note_prompt`) with World Info's top and
+    bottom entries around it, when its interval says so (`note_interval`, 1 by default: every reply; N: when the
+    person's messages are a multiple of N; 0: never; `user_turns` counts them only then), at its position
+    (`note_position`: 1 in the chat at `note_depth` (4) with `note_role` (system), 0 right after the system prompt,
+    2 before it). SillyTavern's Author's Note module gives these defaults to a chat that lacks them."""
+    interval = _number(metadata.get("note_interval"), 1)
+    if interval <= 0:
+        return None
+    if interval != 1:
+        turns = user_turns()
+        if turns <= 0 or (turns % interval if turns >= interval else interval - turns) != 0:
+            return None
     note = metadata.get("note_prompt") if isinstance(metadata.get("note_prompt"), str) else ""
-    if lore.an_top or lore.an_bottom:
-        text = "\n".join(lore.an_top) + "\n" + note + "\n" + "\n".join(lore.an_bottom)
-        text = re.sub(r"^\n|\n$", "", text)
-        depth, role = _number(metadata.get("note_depth"), 4), _number(metadata.get("note_role"), 0)
-        if text.strip() and _number(metadata.get("note_position"), 1) == 1:
-            at.setdefault((depth, role), []).append(text)
-    for group in lore.depth:
+    top, bottom = (lore.an_top, lore.an_bottom) if lore is not None else ([], [])
+    # World Info joins them with newlines, and SillyTavern trims an extension prompt as it puts it in
+    text = ("\n".join(top) + "\n" + note + "\n" + "\n".join(bottom)).strip()
+    if not text.strip():
+        return None
+    return {
+        "position": _number(metadata.get("note_position"), 1),
+        "depth": _number(metadata.get("note_depth"), 4),
+        "role": _number(metadata.get("note_role"), 0),
+        "text": text,
+    }
+
+
+def _lore_in_chat(lore: Activation | None, note: dict | None) -> list[dict[str, Any]]:
+    """What goes into the chat, as SillyTavern puts it there: the author's note (`author_note`) when it is in the
+    chat, and World Info's entries at a depth, one message per depth and role, the note first where they meet
+    (SillyTavern joins its injections of one depth and role). Where several land in one place (a depth past the
+    oldest message, or one depth in several roles), SillyTavern's order: the deeper first, then assistant, user,
+    system."""
+    at: dict[tuple[int, int], list[str]] = {}
+    if note is not None and note["position"] == 1:
+        at.setdefault((note["depth"], note["role"]), []).append(note["text"])
+    for group in lore.depth if lore is not None else []:
         at.setdefault((int(group["depth"]), int(group["role"])), []).append("\n".join(group["entries"]))
     return [{"depth": depth, "role": ROLES[role] if 0 <= role < 3 else "system", "text": "\n".join(texts)}
             for (depth, role), texts in sorted(at.items(), key=lambda item: (-item[0][0], -item[0][1]))]  # fmt: skip
@@ -211,7 +232,12 @@ def prompt_build(
     elif mode == "impersonate":
         tail.append({"role": "system", "content": IMPERSONATE_NUDGE})
     in_chat = [slot for slot in active if slot["position"] == "in_chat"]
-    in_chat += _lore_in_chat(lore, chat.chat_metadata or {})
+    metadata = chat.chat_metadata or {}
+    note = author_note(lore, metadata, lambda: Message.objects.filter(chat=chat, is_user=True).count())
+    if note is not None and note["position"] in (0, 2):  # "in prompt": after the system prompt; "before prompt"
+        line = {"role": ROLES[note["role"]] if 0 <= note["role"] < 3 else "system", "content": note["text"]}
+        head.insert(1 if note["position"] == 0 else 0, line)
+    in_chat += _lore_in_chat(lore, note)
     for line in (*head, *tail):
         line["content"] = _resolve(line["content"], speakers, macros)
     in_chat = [slot | {"text": _resolve(slot["text"], speakers, macros)} for slot in in_chat]
@@ -287,8 +313,9 @@ def memory_placed(
         told = [*lore.before, *lore.after, *(content for _, content in lore.examples)]
         if told:
             head.insert(0, {"role": "system", "content": _resolve("\n".join(told), speakers, macros)})
+        note = author_note(lore, metadata or {}, lambda: sum(line["role"] == "user" for line in messages))
         in_chat += [slot | {"text": _resolve(slot["text"], speakers, macros)}
-                    for slot in _lore_in_chat(lore, metadata or {})]  # fmt: skip
+                    for slot in _lore_in_chat(lore, note if lore.an_top or lore.an_bottom else None)]  # fmt: skip
     placed = lines[:lead] + head + _in_chat(lines[lead:], in_chat)
     theirs = {id(line) for line in lines}
     return placed, [n for n, line in enumerate(placed) if id(line) not in theirs]
