@@ -159,3 +159,26 @@ def test_a_note_without_world_info_is_placed_too_and_its_interval_holds(user, mi
     assert "Mira is tired." not in json.dumps(third)
     second = _note_prompt(user, mira, {"note_prompt": "Mira is tired.", "note_interval": 2}, *lines)
     assert {"role": "system", "content": "Mira is tired."} in second
+
+
+def test_an_outlet_macro_takes_the_entries_of_its_outlet(user, llm):
+    from apps.generation.services.generate import generation_prepare
+
+    lorebook_import(user=user, name="Harbour", data=_entries(
+        {"key": ["storm"], "content": "OUTLET: storms come from the west.", "position": 7, "outletName": "weather",
+         "order": 50},
+        {"constant": True, "content": "OUTLET: the sea is grey.", "position": 7, "outletName": "weather",
+         "order": 150},
+        {"constant": True, "content": "never placed: no outlet macro asks for it", "position": 7,
+         "outletName": "tides"},
+    ))  # fmt: skip
+    description = "Keeps the lantern. Weather: {{outlet::weather}}. Moon: {{outlet::moon}}."
+    mira = CharacterFactory(user=user, name="Mira", description=description)
+    chat = _chat(user, mira, ("Mira", "Evening."))
+    prompt = generation_prepare(user=user, chat=chat, message="A storm?").generation.prompt
+    description = next(line["content"] for line in prompt if line["content"].startswith("Keeps the lantern."))
+    # in SillyTavern's order for an outlet: the highest order first
+    assert description == (
+        "Keeps the lantern. Weather: OUTLET: the sea is grey.\nOUTLET: storms come from the west.. Moon: ."
+    )
+    assert "never placed" not in json.dumps(prompt)

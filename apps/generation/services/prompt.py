@@ -141,6 +141,18 @@ def _lore_in_chat(lore: Activation | None, note: dict | None) -> list[dict[str, 
             for (depth, role), texts in sorted(at.items(), key=lambda item: (-item[0][0], -item[0][1]))]  # fmt: skip
 
 
+_OUTLET = re.compile(r"\{\{outlet::(.+?)\}\}", re.IGNORECASE)
+
+
+def _outlets(text: str, lore: Activation | None) -> str:
+    """`{{outlet::name}}` replaced by World Info's entries in that outlet (position 7), one per line, or nothing,
+    as SillyTavern's macro does."""
+    if "{{" not in text:
+        return text
+    outlets = lore.outlets if lore is not None else {}
+    return _OUTLET.sub(lambda match: "\n".join(outlets.get(match.group(1).strip(), [])), text)
+
+
 def _number(value: Any, default: int) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
@@ -239,8 +251,8 @@ def prompt_build(
         head.insert(1 if note["position"] == 0 else 0, line)
     in_chat += _lore_in_chat(lore, note)
     for line in (*head, *tail):
-        line["content"] = _resolve(line["content"], speakers, macros)
-    in_chat = [slot | {"text": _resolve(slot["text"], speakers, macros)} for slot in in_chat]
+        line["content"] = _resolve(_outlets(line["content"], lore), speakers, macros)
+    in_chat = [slot | {"text": _resolve(_outlets(slot["text"], lore), speakers, macros)} for slot in in_chat]
 
     budget = max(context_size - reply_tokens, 0)
     fixed = tokenizer.count_messages(head + tail) + sum(tokenizer.count(slot["text"]) + 4 for slot in in_chat)
