@@ -59,3 +59,12 @@ def test_the_web_chats_prompt_holds_the_entry_and_says_why(user, llm):
     assert "Never: no key" not in str(generation.prompt)
     [shown] = generation.prompt_info["lorebook"]["entries"]
     assert shown["comment"] == "Ferry" and shown["why"]["why"] == "meaning" and shown["why"]["relevance"] > 0
+
+
+def test_past_the_most_compared_by_meaning_the_words_alone_decide(user, monkeypatch):
+    from apps.lorebooks.services import meaning
+
+    monkeypatch.setattr(meaning, "MEANING_MAX", 1)  # two entries here: no vector is made
+    monkeypatch.setattr(meaning, "embed_texts", lambda *args: pytest.fail("an entry was embedded"))
+    assert entries_by_meaning(user=user, query="What is the price for the boat trip?", entries=ENTRIES) == {}
+    assert list(entries_by_meaning(user=user, query="The kraken?", entries=ENTRIES)) == [("Harbour", 1)]

@@ -36,6 +36,11 @@ from apps.memories.search.ranking import split_sentences
 
 log = logging.getLogger(__name__)
 
+# Entries compared by meaning at most: an entry's vector is made the first time it is compared (then cached), in the
+# request that asks, so a book of thousands of vectorized entries would hold a reply for minutes. Past this many,
+# their words alone decide, and the log says so.
+MEANING_MAX = 500
+
 
 def _lexemes(texts: list[str]) -> list[list[str]]:
     """Each text's distinct stemmed words, in the order they first come (PostgreSQL's, as memories are searched)."""
@@ -118,7 +123,11 @@ def entries_by_meaning(
     if not entries:
         return {}
     config = settings.LOREKEEPER_SEARCH
-    relevance = entries_relevance(user=user, query=query, texts=[entry["content"] for _, entry in entries])
+    by_meaning = len(entries) <= MEANING_MAX
+    if not by_meaning:
+        log.warning("%d vectorized entries: by their words alone (at most %d by meaning)", len(entries), MEANING_MAX)
+    texts = [entry["content"] for _, entry in entries]
+    relevance = entries_relevance(user=user, query=query, texts=texts, meaning=by_meaning)
     least = config["min_score"]
     return {
         (book, entry["uid"]): value

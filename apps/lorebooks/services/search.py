@@ -13,10 +13,8 @@ from django.contrib.auth.models import AbstractUser
 from apps.chats import selectors as chat_selectors
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.lore import Book, book_entries, chat_books
-from apps.lorebooks.services.meaning import entries_relevance
+from apps.lorebooks.services.meaning import MEANING_MAX, entries_relevance
 from apps.memories.search.ranking import excerpt
-
-MEANING_MAX = 2_000  # entries compared by meaning; past that (first search embeds each one), by their words alone
 
 
 @dataclass
