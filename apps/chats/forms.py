@@ -127,6 +127,12 @@ class PersonaForm(forms.Form):
         help_text="Who you are in the story: the model reads it with every reply.",
     )
     is_default = forms.BooleanField(required=False, label="Default", help_text="New chats start with this persona.")
+    lorebook = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Lorebook",
+        help_text="The name of one of your lorebooks: its chats scan it too (SillyTavern's persona lore).",
+    )
 
 
 def _persona_choices(personas) -> list[tuple[str, str]]:

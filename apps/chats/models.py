@@ -60,6 +60,9 @@ class Persona(models.Model):
     name = models.CharField(max_length=100)
     description = models.TextField(blank=True, default="")
     is_default = models.BooleanField(default=False, help_text="New chats start with it (at most one per account).")
+    lorebook = models.CharField(
+        max_length=200, blank=True, default="", help_text="The lorebook it links by name (SillyTavern's persona lore)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

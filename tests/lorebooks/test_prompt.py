@@ -182,3 +182,26 @@ def test_an_outlet_macro_takes_the_entries_of_its_outlet(user, llm):
         "Keeps the lantern. Weather: OUTLET: the sea is grey.\nOUTLET: storms come from the west.. Moon: ."
     )
     assert "never placed" not in json.dumps(prompt)
+
+
+def test_the_personas_book_is_scanned_in_its_chats(web, user, mira, llm):
+    from apps.chats.models import Persona
+    from apps.generation.services.generate import generation_prepare
+
+    past = _entries({"key": ["ship"], "content": "PERSONA: Rowan sailed."})
+    lorebook_import(user=user, name="Rowan's past", data=past)
+    response = web.post("/personas/", {"name": "Rowan", "description": "A sailor.", "lorebook": "Rowan's past"})
+    assert response.status_code == 302
+    rowan = Persona.objects.get(user=user, name="Rowan")
+    assert rowan.lorebook == "Rowan's past"
+    chat = _chat(user, mira, ("Mira", "Evening."), world="")
+    Chat.objects.filter(pk=chat.pk).update(persona=rowan)
+    prompt = generation_prepare(user=user, chat=Chat.objects.get(pk=chat.pk), message="My ship?").generation
+    assert "PERSONA: Rowan sailed." in json.dumps(prompt.prompt)
+    assert [entry["world"] for entry in prompt.prompt_info["lorebook"]["entries"]] == ["Rowan's past"]
+    Persona.objects.filter(pk=rowan.pk).update(lorebook="Gone")
+    again = generation_prepare(user=user, chat=Chat.objects.get(pk=chat.pk), message="My ship?").generation
+    assert (
+        "The persona links the lorebook 'Gone', which you have not imported."
+        in again.prompt_info["lorebook"]["problems"]
+    )

@@ -19,6 +19,7 @@ class PersonaOutputSerializer(serializers.Serializer):
     name = serializers.CharField()
     description = serializers.CharField()
     is_default = serializers.BooleanField()
+    lorebook = serializers.CharField()
     created_at = serializers.DateTimeField()
 
     class Meta:
@@ -30,6 +31,9 @@ class PersonaInputSerializer(StorableInputSerializer):
     description = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
     is_default = serializers.BooleanField(
         required=False, help_text="New chats start with it; making it the default unmakes the one that was."
+    )
+    lorebook = serializers.CharField(
+        max_length=200, allow_blank=True, required=False, help_text="The lorebook its chats scan too, by name."
     )
 
     class Meta:

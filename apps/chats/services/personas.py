@@ -12,7 +12,7 @@ from apps.chats.models import Persona
 from apps.common.exceptions import ApplicationError
 from apps.common.services import model_update
 
-PERSONA_FIELDS = ("name", "description", "is_default")
+PERSONA_FIELDS = ("name", "description", "is_default", "lorebook")
 MAX_NAME = 100
 
 
@@ -38,12 +38,17 @@ def _unset_other_defaults(*, user_id: int, keep: int | None) -> None:
 
 
 @transaction.atomic
-def persona_create(*, user: AbstractUser, name: str, description: str = "", is_default: bool = False) -> Persona:
-    """A new persona; made the default, it takes the place of the one that was."""
+def persona_create(
+    *, user: AbstractUser, name: str, description: str = "", is_default: bool = False, lorebook: str = ""
+) -> Persona:
+    """A new persona; made the default, it takes the place of the one that was. `lorebook` names the book its chats
+    scan besides their own (SillyTavern's persona lore)."""
     name = _clean_name(name)
     if is_default:
         _unset_other_defaults(user_id=user.pk, keep=None)
-    return Persona.objects.create(user=user, name=name, description=description or "", is_default=is_default)
+    return Persona.objects.create(
+        user=user, name=name, description=description or "", is_default=is_default, lorebook=(lorebook or "").strip()
+    )
 
 
 @transaction.atomic
@@ -55,6 +60,8 @@ def persona_update(*, persona: Persona, data: dict[str, Any]) -> Persona:
     persona = Persona.objects.select_for_update().get(pk=persona.pk)
     if "name" in data:
         data["name"] = _clean_name(data["name"])
+    if "lorebook" in data:
+        data["lorebook"] = (data["lorebook"] or "").strip()
     if data.get("is_default"):
         _unset_other_defaults(user_id=persona.user_id, keep=persona.pk)
     persona, _ = model_update(instance=persona, fields=list(PERSONA_FIELDS), data=data)

@@ -40,7 +40,8 @@ def persona_list(request):
 @require_http_methods(["GET", "POST"])
 def persona_detail(request, persona_id: int):
     persona = selectors.persona_get(user=request.user, persona_id=persona_id)
-    initial = {"name": persona.name, "description": persona.description, "is_default": persona.is_default}
+    initial = {"name": persona.name, "description": persona.description, "is_default": persona.is_default,
+               "lorebook": persona.lorebook}  # fmt: skip
     form = PersonaForm(request.POST or None, initial=initial)
     if request.method == "POST" and _saved(request, form, lambda data: persona_update(persona=persona, data=data)):
         return redirect("chats:personas")

@@ -48,8 +48,9 @@ def _prepared(data: dict[str, Any]) -> dict[str, Any]:
 
 def chat_books(*, user: AbstractUser, chat: Chat | None, character: Character | None) -> tuple[list[Book], list[str]]:
     """The books a chat scans, as SillyTavern gathers them: the account's global books, the book the chat links
-    (`chat_metadata.world_info`), and the character's (the book its card links in `extensions.world`, else the
-    book embedded in the card). A book is read once, in the first of global, chat, character. Without `chat`, the
+    (`chat_metadata.world_info`), its persona's (SillyTavern's persona lore), and the character's (the book its card
+    links in `extensions.world`, else the book embedded in the card). A book is read once, in the first of global,
+    chat, persona, character. Without `chat`, the
     books a character's chats scan. Answers the books and what could not be read (a link to a missing book, a card
     book that does not pass the checks)."""
     problems: list[str] = []
@@ -61,6 +62,8 @@ def chat_books(*, user: AbstractUser, chat: Chat | None, character: Character | 
             books.append(Book(book.name, "global", book_entries(book)))
             used.add(book.name)
     wanted = [("chat", ((chat.chat_metadata if chat is not None else None) or {}).get("world_info"))]
+    persona = chat.persona if chat is not None and chat.persona_id else None
+    wanted.append(("persona", persona.lorebook if persona is not None else ""))
     card = character.card_data if character is not None and isinstance(character.card_data, dict) else {}
     body = card.get("data") if isinstance(card.get("data"), dict) else card
     extensions = body.get("extensions") if isinstance(body.get("extensions"), dict) else {}
