@@ -122,7 +122,9 @@ def chat_lore(
     timed = copy.deepcopy((chat.chat_metadata or {}).get("timedWorldInfo") or {})
     vectorized = [(book.name, entry) for book in books for entry in book.entries
                   if entry.get("vectorized") and not entry.get("disable")]  # fmt: skip
-    query = "\n".join(mes for _, mes in reversed(newest[: settings.depth]))  # the newest messages
+    # the newest messages, the newest first: a query is cut at five sentences, and those of the person's message are
+    # the ones its recall has embedded already
+    query = "\n".join(mes for _, mes in newest[: settings.depth])
     meaning = entries_by_meaning(user=chat.user, query=query, entries=vectorized) if vectorized else {}
     scanned = Scanned(
         messages=lines, settings=settings, max_context=max_context, count_tokens=count_tokens, resolve=resolve,
