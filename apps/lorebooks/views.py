@@ -139,7 +139,7 @@ def _scope(request) -> dict[str, int]:
     for field in ("character", "chat"):
         value = request.GET.get(field, "")
         if value:
-            if not value.isdigit():
+            if not (value.isascii() and value.isdigit()):
                 raise Http404(f"No such {field}.")
             ids[f"{field}_id"] = int(value)
     if len(ids) > 1:

@@ -123,3 +123,22 @@ def test_a_bad_index_line_is_refused(user):
     with pytest.raises(ArchiveError, match=r"lorebooks.jsonl, line 1: scope"):
         archive_import(user=user, source=_archive(index, []))
     assert not Lorebook.objects.exists()
+
+
+def test_an_entry_postgresql_cannot_store_names_its_file_and_line(user):
+    uid = str(uuid.uuid4())
+    index = {"uid": uid, "name": "Bad", "scope": "linked", "updated_at": "2026-11-24T00:00:00Z",
+             "file": f"lorebooks/{uid}.jsonl"}  # fmt: skip
+    entries = ['{"uid": 0, "content": "ok"}', '{"uid": 1, "content": "a\\u0000b"}']
+    with pytest.raises(ArchiveError, match=rf"lorebooks/{uid}.jsonl, line 2: .*content"):
+        archive_import(user=user, source=_archive(index, entries))
+    assert not Lorebook.objects.exists()
+
+
+def test_a_restore_keeps_a_newer_book_of_a_long_name_beside(user):
+    book = lorebook_import(user=user, name="A" * 195, data=WORLD)
+    archive = written(user).getvalue()
+    entry_save(book=book, uid=0, changes={"content": "Newer."})
+    counts = archive_import(user=user, source=io.BytesIO(archive), restore=True)
+    assert counts["lorebooks"] == {"kept beside": 1, "updated": 1}
+    assert Lorebook.objects.get(user=user, name__endswith="(before restore)").name == "A" * 183 + " (before restore)"

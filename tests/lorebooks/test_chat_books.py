@@ -5,6 +5,8 @@ bad book refused naming it and its entry with nothing stored; another user's cha
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from apps.chats.models import Character
@@ -76,3 +78,19 @@ def test_another_users_chat_is_a_404_and_gets_nothing(other_api, user, chat):
     books = [{"name": "World", "data": _book("Theirs."), "use": "global"}]
     assert other_api.post(f"/api/v1/chats/{chat.pk}/lorebooks", {"books": books}, format="json").status_code == 404
     assert not Lorebook.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"entries": {"²": {"content": "x"}}}, "uid"),  # a digit that is not an ASCII one
+        ({"entries": {"0": {"uid": 0, "content": "a\u0000b"}}}, "content"),  # PostgreSQL stores no NUL
+        ({"entries": {"0": {"uid": 0, "content": "x", "future": {"k": "\ud800"}}}}, "future"),  # a lone surrogate
+        ({"originalData": "a\u0000", "entries": {}}, "data"),
+    ],
+)
+def test_what_postgresql_cannot_store_is_refused_naming_the_field(api, user, chat, data, field):
+    body = json.dumps({"books": [{"name": "World", "data": data, "use": "chat"}]})  # \ud800 escaped, as JSON may
+    response = api.post(f"/api/v1/chats/{chat.pk}/lorebooks", body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert response.json()["extra"]["field"] == field and not Lorebook.objects.exists()

@@ -68,3 +68,9 @@ def test_another_users_books_are_never_found(client, other_user, user, mira):
     assert "fare" not in client.get("/lorebooks/search/?q=ferry+fare").content.decode()
     assert client.get(f"/lorebooks/search/?q=ferry&character={mira.pk}").status_code == 404
     assert client.get("/lorebooks/search/?q=ferry&character=x").status_code == 404
+
+
+def test_an_id_that_is_not_ascii_digits_is_a_404(web, mira):
+    for query in ("chat=²", "character=٣", "chat=1&character=1"):
+        assert web.get(f"/lorebooks/search/?q=x&{query}").status_code == 404, query
+        assert web.get(f"/lorebooks/from-memories/?{query}").status_code == 404, query

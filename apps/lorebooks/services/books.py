@@ -7,13 +7,14 @@ import uuid
 from typing import Any
 
 from django.contrib.auth.models import AbstractUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 
 from apps.chats.models import Chat
 from apps.chats.services.characters import character_update
 from apps.common.exceptions import ApplicationError
+from apps.common.jsonsafe import unstorable_reason
 from apps.lorebooks.models import Lorebook, LorebookEntry
 from apps.lorebooks.services.fields import (
     DEFAULT_DEPTH,
@@ -27,11 +28,20 @@ from apps.lorebooks.services.fields import (
 MAX_NAME = 200
 
 
+def _extra(data: dict[str, Any]) -> dict[str, Any]:
+    """The file's keys besides `entries`, kept as given if PostgreSQL can store them."""
+    extra = {key: value for key, value in data.items() if key != "entries"}
+    reason = unstorable_reason(extra)
+    if reason:
+        raise ApplicationError(f"The file's keys besides its entries: one {reason}.", {"field": "data"})
+    return extra
+
+
 def _name_clean(name: Any) -> str:
     if not isinstance(name, str) or not name.strip():
         raise ApplicationError("A lorebook needs a name.", {"field": "name"})
     name = name.strip().removesuffix(".json")
-    if len(name) > MAX_NAME or any(char in name for char in "/\\\x00"):
+    if len(name) > MAX_NAME or any(char in name for char in "/\\\x00") or unstorable_reason(name):
         raise ApplicationError(
             f"A lorebook's name has at most {MAX_NAME} characters and no slashes.", {"field": "name"}
         )
@@ -50,9 +60,15 @@ def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool =
     book = Lorebook.objects.select_for_update().filter(user=user, name=name).first()
     if book is not None and not replace:
         raise ApplicationError(f"You already have a lorebook named {name!r}.", {"field": "name"}, status=409)
-    extra = {key: value for key, value in data.items() if key != "entries"}
+    extra = _extra(data)
     if book is None:
-        book = Lorebook.objects.create(user=user, name=name, extra=extra)
+        try:
+            with transaction.atomic():
+                book = Lorebook.objects.create(user=user, name=name, extra=extra)
+        except IntegrityError:  # another request made a book of this name since the lookup
+            raise ApplicationError(
+                f"A lorebook named {name!r} was made meanwhile: send it again.", {"field": "name"}, status=409
+            ) from None
     else:
         book.extra = extra
         book.save(update_fields=["extra", "updated_at"])
@@ -85,7 +101,7 @@ def lorebook_put(
             raise ApplicationError(f"You already have a lorebook named {wanted!r}.", {"field": "name"}, status=409)
         number += 1
         name = _name_clean(f"{wanted[: MAX_NAME - 8]} ({number})")
-    extra = {key: value for key, value in data.items() if key != "entries"}
+    extra = _extra(data)
     outcome = "updated" if book is not None else ("renamed" if name != wanted else "created")
     if book is None:
         book = Lorebook.objects.create(user=user, uid=uid, name=name, scope=scope, extra=extra)

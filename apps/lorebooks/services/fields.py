@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from apps.common.exceptions import ApplicationError
+from apps.common.jsonsafe import unstorable_reason
 from apps.lorebooks.services.keys import KeyError_, key_compile
 
 POSITION_LABELS = {
@@ -172,6 +173,10 @@ def entry_clean(raw: Any, *, where: str, fill: bool = False) -> dict[str, Any]:
             entry[field] = _check(kind, entry[field], where, field)
         elif fill:
             entry[field] = _check(kind, default, where, field)
+    for field, value in entry.items():
+        reason = unstorable_reason({field: value})
+        if reason:
+            raise _refuse(where, str(field).encode("utf-8", "replace").decode().replace("\x00", ""), f"{reason}.")
     character_filter = entry.get("characterFilter")
     if character_filter is not None and not (
         isinstance(character_filter, dict)
@@ -201,7 +206,7 @@ def entries_clean(raw: Any, *, label: str = "entry", fill: bool = False) -> list
         where = f"{label} {name}"
         entry = entry_clean(raw_entry, where=where, fill=fill)
         uid = entry.get("uid", name)
-        if isinstance(uid, str) and uid.strip().lstrip("-").isdigit():
+        if isinstance(uid, str) and uid.strip().lstrip("-").isascii() and uid.strip().lstrip("-").isdigit():
             uid = int(uid)
         if not isinstance(uid, int) or isinstance(uid, bool) or not 0 <= uid < 2**31:
             raise _refuse(where, "uid", "must be a whole number from 0.")

@@ -14,7 +14,7 @@ from apps.archives.services.archive.merge import ArchiveImport, archived_uid
 from apps.archives.services.archive.records import LorebookRecordSerializer, record_check
 from apps.common.exceptions import ApplicationError
 from apps.lorebooks.models import Lorebook
-from apps.lorebooks.services.books import lorebook_export, lorebook_put
+from apps.lorebooks.services.books import MAX_NAME, lorebook_export, lorebook_put
 
 INDEX = "lorebooks.jsonl"
 
@@ -40,7 +40,7 @@ def lorebooks_in(job: ArchiveImport) -> None:
             continue
         try:
             if stored is not None and job.restore and stored.updated_at > record["updated_at"]:
-                lorebook_put(user=job.user, uid=uuid.uuid4(), name=f"{stored.name} (before restore)",
+                lorebook_put(user=job.user, uid=uuid.uuid4(), name=f"{stored.name[: MAX_NAME - 17]} (before restore)",
                              scope=Lorebook.Scope.LINKED, data=lorebook_export(book=stored))  # fmt: skip
                 job.count("lorebooks", "kept beside")
             _, outcome = lorebook_put(
