@@ -94,3 +94,10 @@ def test_what_postgresql_cannot_store_is_refused_naming_the_field(api, user, cha
     response = api.post(f"/api/v1/chats/{chat.pk}/lorebooks", body, content_type="application/json")
     assert response.status_code == 400, response.content
     assert response.json()["extra"]["field"] == field and not Lorebook.objects.exists()
+
+
+def test_a_character_linked_to_another_book_in_sillytavern_is_linked_to_it_here(api, user, chat):
+    url = f"/api/v1/chats/{chat.pk}/lorebooks"
+    for name in ("Mira v1", "Mira v2"):
+        api.post(url, {"books": [{"name": name, "data": _book(name), "use": "character"}]}, format="json")
+    assert Character.objects.get(pk=chat.characters.first().pk).card_data["extensions"]["world"] == "Mira v2"

@@ -125,9 +125,11 @@ def chat_books_put(*, user: AbstractUser, chat: Chat, books: Any) -> list[tuple[
     World Info files): each imported under its name, in place of the book of that name. `use` says how the chat
     uses it, as SillyTavern does: `global` (active in every chat: the book's scope becomes global), `chat` (the
     chat's own lore, linked by its metadata, which the chat's sync brings), `character` (its character's lore: each
-    of the chat's characters is linked to it, as the card's `extensions.world` links it, unless its card links
-    another). A book the same as the one here is not written again. All or nothing: one bad book refuses the
-    request, naming the book and the entry."""
+    of the chat's characters is linked to it, as the card's `extensions.world` links it, in place of a book it
+    linked before: the client's card is the one its chat uses). A book the client no longer uses globally stays
+    global here until changed on its page (the client does not say which it stopped using). A book the same as the
+    one here is not written again. All or nothing: one bad book refuses the request, naming the book and the
+    entry."""
     if not isinstance(books, list) or len(books) > MAX_SENT:
         raise ApplicationError(f"`books` is a list of at most {MAX_SENT} books.", {"field": "books"})
     done = []
@@ -151,7 +153,7 @@ def chat_books_put(*, user: AbstractUser, chat: Chat, books: Any) -> list[tuple[
                 card = character.card_data if isinstance(character.card_data, dict) else {}
                 body = card.get("data") if isinstance(card.get("data"), dict) else card
                 extensions = body.get("extensions") if isinstance(body.get("extensions"), dict) else {}
-                if extensions.get("world"):
+                if extensions.get("world") == book.name:
                     continue
                 linked = {**body, "extensions": {**extensions, "world": book.name}}
                 card = {**card, "data": linked} if isinstance(card.get("data"), dict) else linked
