@@ -88,3 +88,17 @@ def test_an_entry_the_front_end_already_sent_is_not_given_twice(user, book, clie
     client.force_login(user)
     page = client.get(f"/chats/{generation.chat_id}/messages/3/prompt/").content.decode()
     assert "already in the front end's prompt, not added again" in page
+
+
+def test_the_notes_world_info_is_added_without_the_note_the_front_end_sent(user, book):
+    lorebook_import(user=user, name="Notes", data={"entries": {
+        "0": {"uid": 0, "constant": True, "content": "TOP: the bell rings twice.", "position": 2}}})  # fmt: skip
+    Lorebook.objects.filter(name="Notes").update(scope=Lorebook.Scope.GLOBAL)
+    first = ask(user, TURNS)
+    Chat.objects.filter(pk=first.chat_id).update(chat_metadata={"note_prompt": "Keep replies short."})
+    Generation.objects.filter(pk=first.pk).update(state=Generation.State.DONE)
+    sent = [*TURNS[:-1], {"role": "user", "content": "[Keep replies short.]\nDid the Gull come in?"}]
+    generation = ask(user, sent)
+    contents = [line["content"] for line in generation.prompt]
+    assert sum("Keep replies short." in text for text in contents) == 1  # the front end's own, not added again
+    assert contents.count("TOP: the bell rings twice.") == 1

@@ -323,11 +323,18 @@ def memory_placed(
                if slot["position"] == "in_chat"]  # fmt: skip
     if lore is not None:
         told = [*lore.before, *lore.after, *(content for _, content in lore.examples)]
+        # The note's World Info entries only: the client has put the author's note itself in its own prompt.
+        note = (
+            author_note(lore, {**(metadata or {}), "note_prompt": "", "note_interval": 1}, lambda: 0)
+            if lore.an_top or lore.an_bottom
+            else None
+        )
+        if note is not None and note["position"] in (0, 2):
+            told.append(note["text"])
         if told:
             head.insert(0, {"role": "system", "content": _resolve("\n".join(told), speakers, macros)})
-        note = author_note(lore, metadata or {}, lambda: sum(line["role"] == "user" for line in messages))
         in_chat += [slot | {"text": _resolve(slot["text"], speakers, macros)}
-                    for slot in _lore_in_chat(lore, note if lore.an_top or lore.an_bottom else None)]  # fmt: skip
+                    for slot in _lore_in_chat(lore, note)]  # fmt: skip
     placed = lines[:lead] + head + _in_chat(lines[lead:], in_chat)
     theirs = {id(line) for line in lines}
     return placed, [n for n, line in enumerate(placed) if id(line) not in theirs]
