@@ -20,8 +20,10 @@ shares no word with the chat and comes close to none of its sentences does not a
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -42,15 +44,33 @@ log = logging.getLogger(__name__)
 MEANING_MAX = 500
 
 
+LEXEME_CACHE = 50_000  # texts whose stemmed words a process keeps (an entry's are worked out once, not per search)
+_lexeme_cache: dict[bytes, list[str]] = {}
+_lexeme_lock = threading.Lock()
+
+
 def _lexemes(texts: list[str]) -> list[list[str]]:
-    """Each text's distinct stemmed words, in the order they first come (PostgreSQL's, as memories are searched)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT n, ARRAY(SELECT lexeme FROM unnest(to_tsvector('{SEARCH_CONFIG}', t)) ORDER BY positions[1], "
-            f"lexeme) FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n) ORDER BY n",
-            [texts],
-        )
-        return [list(words) for _, words in cursor.fetchall()]
+    """Each text's distinct stemmed words, in the order they first come (PostgreSQL's, as memories are searched).
+    Entries' words are kept per process: a search over thousands of entries asks PostgreSQL only for the new ones."""
+    keys = [hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).digest() for text in texts]
+    with _lexeme_lock:
+        known = {key: _lexeme_cache[key] for key in keys if key in _lexeme_cache}
+    missing = list({key: text for key, text in zip(keys, texts, strict=True) if key not in known}.items())
+    if missing:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT n, ARRAY(SELECT lexeme FROM unnest(to_tsvector('{SEARCH_CONFIG}', t)) ORDER BY positions[1], "
+                f"lexeme) FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n) ORDER BY n",
+                [[text for _, text in missing]],
+            )
+            found = {missing[n - 1][0]: list(words) for n, words in cursor.fetchall()}
+        known.update(found)
+        with _lexeme_lock:
+            for key, words in found.items():
+                if len(_lexeme_cache) >= LEXEME_CACHE:
+                    _lexeme_cache.pop(next(iter(_lexeme_cache)))
+                _lexeme_cache[key] = words
+    return [known[key] for key in keys]
 
 
 def _idf(total: float, df: float) -> float:
