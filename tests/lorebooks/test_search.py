@@ -70,6 +70,15 @@ def test_another_users_books_are_never_found(client, other_user, user, mira):
     assert client.get("/lorebooks/search/?q=ferry&character=x").status_code == 404
 
 
+def test_a_cards_book_named_like_a_lorebook_is_searched_and_linked_to_its_character(web, user, mira):
+    lorebook_import(user=user, name="Mira's notes", data={"entries": {"0": {"uid": 0, "content": "Oil lamps."}}})
+    Lorebook.objects.filter(name="Mira's notes").update(scope=Lorebook.Scope.GLOBAL)
+    hits = lorebook_entries_search(user=user, query="lantern whale oil", character_id=mira.pk).hits
+    card = next(hit for hit in hits if hit.character_id == mira.pk)
+    assert card.lorebook_id is None and card.excerpt.startswith("Mira's lantern")
+    assert any(hit.lorebook_id for hit in hits if hit.book == "Mira's notes")
+
+
 def test_an_id_that_is_not_ascii_digits_is_a_404(web, mira):
     for query in ("chat=²", "character=٣", "chat=1&character=1"):
         assert web.get(f"/lorebooks/search/?q=x&{query}").status_code == 404, query

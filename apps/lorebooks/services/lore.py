@@ -83,7 +83,7 @@ def chat_books(*, user: AbstractUser, chat: Chat | None, character: Character | 
             problems.append(f"{character.name}'s card book was left out: {error.message}")
         else:
             name = (body["character_book"].get("name") or f"{character.name}'s book") if entries else ""
-            books.append(Book(str(name), "character", entries))
+            books.append(Book(str(name), "character", entries, card=True))
     return books, problems
 
 

@@ -45,6 +45,7 @@ class Book:
     name: str
     kind: str  # chat, persona, character or global
     entries: list[dict[str, Any]]
+    card: bool = False  # the book inside a character's card, not one of the account's lorebooks
 
 
 @dataclass

@@ -38,20 +38,20 @@ class EntrySearch:
 
 def _books(user: AbstractUser, character_id: int | None, chat_id: int | None) -> list[tuple[Book, Any]]:
     """(book, the character whose card holds it or None) of the scope."""
-    found: dict[str, tuple[Book, Any]] = {}
+    found: dict[tuple[str, bool], tuple[Book, Any]] = {}
     if chat_id is not None:
         chat = chat_selectors.chat_get(user=user, chat_id=chat_id)
         characters = list(chat.characters.all()) or [None]
         for character in characters:
             for book in chat_books(user=user, chat=chat, character=character)[0]:
-                found.setdefault(book.name, (book, character))
+                found.setdefault((book.name, book.card), (book, character))
     elif character_id is not None:
         character = chat_selectors.character_get(user=user, character_id=character_id)
         for book in chat_books(user=user, chat=None, character=character)[0]:
-            found.setdefault(book.name, (book, character))
+            found.setdefault((book.name, book.card), (book, character))
     else:
         for lorebook in Lorebook.objects.filter(user=user):
-            found[lorebook.name] = (Book(lorebook.name, "global", book_entries(lorebook)), None)
+            found[(lorebook.name, False)] = (Book(lorebook.name, "global", book_entries(lorebook)), None)
     return list(found.values())
 
 
@@ -79,7 +79,7 @@ def lorebook_entries_search(
     hits = []
     for value, n in ranked[:limit]:
         book, character, entry = rows[n]
-        card = book.kind == "character" and book.name not in ids
+        card = book.card
         hits.append(
             EntryHit(
                 book=book.name,
