@@ -256,22 +256,33 @@ function globalBookNames() {
     return Array.from(document.querySelectorAll('#world_info option:checked'), (option) => option.textContent ?? '');
 }
 
-/** Send the open chat's World Info books to Lorekeeper where they changed; a failure waits for the next change. */
-async function syncBooks() {
-    const sync = current;
-    if (!sync?.chatId || !settings().sync) return;
-    const c = ctx();
-    const used = booksOfChat({
-        metadata: c.chatMetadata,
-        character: c.groupId ? null : c.characters[c.characterId],
-        isGroup: Boolean(c.groupId),
-        globalNames: globalBookNames(),
+let booksRunning = Promise.resolve();
+
+/**
+ * Send the open chat's World Info books to Lorekeeper where they changed, one run at a time (two runs at once
+ * would send a new book twice); an outage waits for the next change, a refused book is said once.
+ */
+function syncBooks() {
+    booksRunning = booksRunning.then(async () => {
+        const sync = current;
+        if (!sync?.chatId || !settings().sync) return;
+        const c = ctx();
+        const used = booksOfChat({
+            metadata: c.chatMetadata,
+            character: c.groupId ? null : c.characters[c.characterId],
+            isGroup: Boolean(c.groupId),
+            globalNames: globalBookNames(),
+        });
+        try {
+            const { refused } = await sendBooks({ api: api(), chatId: sync.chatId, used, load: (name) => c.loadWorldInfo(name), sent: booksSent });
+            for (const book of refused) {
+                globalThis.toastr?.warning(`${book.reason} Lorekeeper's replies use the book as it had it.`, `Lorekeeper refused the World Info book ${book.name}`);
+            }
+        } catch (error) {
+            console.warn('[Lorekeeper] World Info not sent:', error instanceof Error ? error.message : error);
+        }
     });
-    try {
-        await sendBooks({ api: api(), chatId: sync.chatId, used, load: (name) => c.loadWorldInfo(name), sent: booksSent });
-    } catch (error) {
-        console.warn('[Lorekeeper] World Info not sent:', error instanceof Error ? error.message : error);
-    }
+    return booksRunning;
 }
 
 // ------------------------------------------------------------------------------------------------ injection

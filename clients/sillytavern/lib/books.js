@@ -41,22 +41,30 @@ export function bookDigest(data) {
 /**
  * Send the chat's books that changed since they were last sent for it, one request each (a book may be large).
  * `sent` remembers, per server, chat, use and name, the digest last sent. A book SillyTavern cannot load is
- * skipped. Answers the names sent; a refusal or an outage throws (the next change or chat opening tries again).
+ * skipped. A book Lorekeeper refuses (a 4xx: a regex key that does not compile, a book too large) is remembered
+ * too, and sent again only once it changes; an outage throws (the next change or chat opening tries again).
  * @param {{api: {putChatBooks: (chatId: number, books: any[]) => Promise<any>, serverUrl: string}, chatId: number,
  *   used: Used[], load: (name: string) => Promise<any>, sent: Map<string, string>}} options
- * @returns {Promise<string[]>}
+ * @returns {Promise<{sent: string[], refused: {name: string, reason: string}[]}>}
  */
 export async function sendBooks({ api, chatId, used, load, sent }) {
     const names = [];
+    const refused = [];
     for (const book of used) {
         const data = await load(book.name);
         if (!data || typeof data !== 'object' || !data.entries) continue;
         const key = `${api.serverUrl}|${chatId}|${book.use}|${book.name}`;
         const digest = bookDigest(data);
         if (sent.get(key) === digest) continue;
-        await api.putChatBooks(chatId, [{ name: book.name, use: book.use, data }]);
+        try {
+            await api.putChatBooks(chatId, [{ name: book.name, use: book.use, data }]);
+            names.push(book.name);
+        } catch (error) {
+            const status = /** @type {any} */ (error)?.status ?? 0;
+            if (!(status >= 400 && status < 500) || status === 409 || status === 429) throw error;
+            refused.push({ name: book.name, reason: error instanceof Error ? error.message : String(error) });
+        }
         sent.set(key, digest);
-        names.push(book.name);
     }
-    return names;
+    return { sent: names, refused };
 }

@@ -31,19 +31,34 @@ test('a book is sent once, again when it changes, and for each chat', async () =
     const load = async (name) => (name === 'Missing' ? null : world);
     const sent = new Map();
     const used = [{ name: 'World', use: 'global' }, { name: 'Missing', use: 'chat' }];
-    assert.deepEqual(await sendBooks({ api, chatId: 1, used, load, sent }), ['World']);
-    assert.deepEqual(await sendBooks({ api, chatId: 1, used, load, sent }), []);
+    const names = async (chatId) => (await sendBooks({ api, chatId, used, load, sent })).sent;
+    assert.deepEqual(await names(1), ['World']);
+    assert.deepEqual(await names(1), []);
     world.entries[0].content = 'Edited.';
-    assert.deepEqual(await sendBooks({ api, chatId: 1, used, load, sent }), ['World']);
-    assert.deepEqual(await sendBooks({ api, chatId: 2, used, load, sent }), ['World']);
+    assert.deepEqual(await names(1), ['World']);
+    assert.deepEqual(await names(2), ['World']);
     assert.deepEqual(calls, [[1, 'World', 'First.'], [1, 'World', 'Edited.'], [2, 'World', 'Edited.']]);
 });
 
-test('a refused book is not remembered as sent', async () => {
+test('a refused book is said once and not sent again until it changes; an outage is tried again', async () => {
     const sent = new Map();
-    const api = { serverUrl: 'http://lk', putChatBooks: async () => { throw new Error('400'); } };
-    await assert.rejects(sendBooks({ api, chatId: 1, used: [{ name: 'World', use: 'chat' }], load: async () => ({ entries: {} }), sent }));
-    assert.equal(sent.size, 0);
+    let calls = 0;
+    const refuse = async () => {
+        calls += 1;
+        throw Object.assign(new Error('entry 3, field key: does not compile'), { status: 400 });
+    };
+    const book = { entries: { 0: { content: 'x' } } };
+    const options = { api: { serverUrl: 'http://lk', putChatBooks: refuse }, chatId: 1, used: [{ name: 'World', use: 'chat' }], load: async () => book, sent };
+    assert.deepEqual(await sendBooks(options), { sent: [], refused: [{ name: 'World', reason: 'entry 3, field key: does not compile' }] });
+    assert.deepEqual(await sendBooks(options), { sent: [], refused: [] });
+    assert.equal(calls, 1);
+    book.entries[0].content = 'fixed';
+    await sendBooks(options);
+    assert.equal(calls, 2);
+    const offline = async () => { throw Object.assign(new Error('unreachable'), { status: 0, offline: true }); };
+    const later = new Map();
+    await assert.rejects(sendBooks({ ...options, api: { serverUrl: 'http://lk', putChatBooks: offline }, sent: later }));
+    assert.equal(later.size, 0);
 });
 
 test('the digest follows the content', () => {
