@@ -18,6 +18,7 @@ from apps.common.serializers import DictField
 from apps.lorebooks import selectors
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import (
+    MAX_SENT,
     chat_books_put,
     export_disposition,
     lorebook_delete,
@@ -69,7 +70,7 @@ class ChatBookSerializer(serializers.Serializer):
 
 
 class ChatBooksInputSerializer(serializers.Serializer):
-    books = ChatBookSerializer(many=True, help_text="At most 50.")
+    books = ChatBookSerializer(many=True, max_length=MAX_SENT, help_text=f"At most {MAX_SENT}.")
 
     class Meta:
         ref_name = "ChatLorebooksInput"
