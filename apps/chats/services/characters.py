@@ -35,6 +35,20 @@ def card_body(card_data: Any) -> dict[str, Any]:
     return body if isinstance(body, dict) else card_data
 
 
+def card_extensions(card_data: Any) -> dict[str, Any]:
+    """The card's `extensions` (SillyTavern's: `world`, `depth_prompt`, …), or an empty dict."""
+    extensions = card_body(card_data).get("extensions")
+    return extensions if isinstance(extensions, dict) else {}
+
+
+def card_with_world(card_data: Any, world: str) -> dict[str, Any]:
+    """`card_data` linked to the lorebook `world` (`extensions.world`), where the card keeps its fields."""
+    body = {**card_body(card_data), "extensions": {**card_extensions(card_data), "world": world}}
+    if isinstance(card_data, dict) and isinstance(card_data.get("data"), dict):
+        return {**card_data, "data": body}
+    return body
+
+
 def character_greetings(character: Character) -> list[str]:
     """The character's greetings, raw (macros unresolved): the first message, then the card's alternate greetings.
     Empty ones are left out, as SillyTavern does (a card with only alternate greetings opens with the first)."""

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.http import content_disposition_header
 
 from apps.chats.models import Chat
-from apps.chats.services.characters import character_update
+from apps.chats.services.characters import card_extensions, card_with_world, character_update
 from apps.common.exceptions import ApplicationError
 from apps.common.jsonsafe import unstorable_reason
 from apps.lorebooks.models import Lorebook, LorebookEntry
@@ -150,14 +150,10 @@ def chat_books_put(*, user: AbstractUser, chat: Chat, books: Any) -> list[tuple[
             book = lorebook_update(book=book, scope=Lorebook.Scope.GLOBAL)
         if item["use"] == "character":
             for character in chat.characters.all():
-                card = character.card_data if isinstance(character.card_data, dict) else {}
-                body = card.get("data") if isinstance(card.get("data"), dict) else card
-                extensions = body.get("extensions") if isinstance(body.get("extensions"), dict) else {}
-                if extensions.get("world") == book.name:
-                    continue
-                linked = {**body, "extensions": {**extensions, "world": book.name}}
-                card = {**card, "data": linked} if isinstance(card.get("data"), dict) else linked
-                character_update(character=character, data={"card_data": card})
+                if card_extensions(character.card_data).get("world") != book.name:
+                    character_update(
+                        character=character, data={"card_data": card_with_world(character.card_data, book.name)}
+                    )
         done.append((book, item["use"]))
     return done
 

@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractUser
 
 from apps.chats.models import Character, Chat, Message
+from apps.chats.services.characters import card_body, card_extensions
 from apps.common.exceptions import ApplicationError
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import card_book_entries
@@ -64,9 +65,8 @@ def chat_books(*, user: AbstractUser, chat: Chat | None, character: Character | 
     wanted = [("chat", ((chat.chat_metadata if chat is not None else None) or {}).get("world_info"))]
     persona = chat.persona if chat is not None and chat.persona_id else None
     wanted.append(("persona", persona.lorebook if persona is not None else ""))
-    card = character.card_data if character is not None and isinstance(character.card_data, dict) else {}
-    body = card.get("data") if isinstance(card.get("data"), dict) else card
-    extensions = body.get("extensions") if isinstance(body.get("extensions"), dict) else {}
+    card = character.card_data if character is not None else None
+    body, extensions = card_body(card), card_extensions(card)
     wanted.append(("character", extensions.get("world")))
     for kind, name in wanted:
         if not isinstance(name, str) or not name or name in used:
@@ -116,9 +116,7 @@ def chat_lore(
     seen = Message.objects.filter(chat=chat, index__lt=before, is_system=False)
     newest = list(seen.order_by("-index").values_list("name", "mes")[: min(depth, MAX_SCAN_DEPTH)])
     lines = [f"{name}: {mes}" if settings.include_names else mes for name, mes in newest]
-    card = character.card_data if character is not None and isinstance(character.card_data, dict) else {}
-    body = card.get("data") if isinstance(card.get("data"), dict) else card
-    depth_prompt = (body.get("extensions") or {}).get("depth_prompt") if isinstance(body, dict) else None
+    depth_prompt = card_extensions(character.card_data if character is not None else None).get("depth_prompt")
     timed = copy.deepcopy((chat.chat_metadata or {}).get("timedWorldInfo") or {})
     vectorized = [(book.name, entry) for book in books for entry in book.entries
                   if entry.get("vectorized") and not entry.get("disable")]  # fmt: skip
