@@ -128,8 +128,13 @@ def lorebook_delete_view(request, lorebook_id: int):
 @require_GET
 def lorebook_export_view(request, lorebook_id: int):
     book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
-    response = JsonResponse(lorebook_export(book=book), json_dumps_params={"ensure_ascii": False, "indent": 4})
-    response["Content-Disposition"] = export_disposition(book.name)
+    return _download(lorebook_export(book=book), book.name)
+
+
+def _download(world: dict, name: str) -> JsonResponse:
+    """A World Info file to save as `<name>.json`, indented as SillyTavern writes one."""
+    response = JsonResponse(world, json_dumps_params={"ensure_ascii": False, "indent": 4})
+    response["Content-Disposition"] = export_disposition(name)
     return response
 
 
@@ -165,9 +170,7 @@ def memories_world_view(request):
     if not ids:
         raise Http404("Export the memories of a character or of a chat.")
     name, world = memories_world(user=request.user, **ids)
-    response = JsonResponse(world, json_dumps_params={"ensure_ascii": False, "indent": 4})
-    response["Content-Disposition"] = export_disposition(name)
-    return response
+    return _download(world, name)
 
 
 @login_required
