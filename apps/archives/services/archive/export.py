@@ -11,6 +11,7 @@ from typing import Any, BinaryIO
 
 from django.contrib.auth.models import AbstractUser
 from django.db import connection, transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from apps.accounts.services import settings_document_get
@@ -170,7 +171,7 @@ def _settings_write(archive: zipfile.ZipFile, user: AbstractUser) -> None:
 def _lorebooks_write(archive: zipfile.ZipFile, user: AbstractUser) -> int:
     """lorebooks.jsonl, a line per book, then each book's entries in its own file, one per line (an entry as
     SillyTavern writes it, apps/lorebooks/)."""
-    books = list(Lorebook.objects.filter(user=user).order_by("id"))
+    books = list(Lorebook.objects.filter(user=user).annotate(entry_count=Count("entries")).order_by("id"))
     with archive.open("lorebooks.jsonl", "w") as out:
         for book in books:
             out.write(
@@ -182,7 +183,7 @@ def _lorebooks_write(archive: zipfile.ZipFile, user: AbstractUser) -> int:
                         "extra": book.extra,
                         "created_at": _iso(book.created_at),
                         "updated_at": _iso(book.updated_at),
-                        "entries": book.entries.count(),
+                        "entries": book.entry_count,
                         "file": f"lorebooks/{book.uid}.jsonl",
                     }
                 )
