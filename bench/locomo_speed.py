@@ -19,6 +19,10 @@ embedding cache of the conversations' turns and questions emptied, so every vect
 Points of comparison (issue 22, the same 2,447 turns on this machine class): mem0 OSS 2.2.1 with the same local
 model ingests 36.9–41.6 turns/s (one `add` per turn) and answers a search in p50/p95 21/39 ms (`make run`'s class of
 server). Goals: ingest at least 5x mem0's; search p95 at or below mem0's.
+
+3. With --mem0-python (a virtualenv with mem0; bench/mem0_speed.py says how to make it): mem0 on the same turns and
+   questions, on the same embedded PostgreSQL, after Lorekeeper's stack has stopped, in the same sitting; prints both
+   side by side and the ratios, in place of the figures above.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import sync as sync_bench  # noqa: E402 — production settings for a bench's pr
 from locomo_recall import CATEGORIES, DEFAULT_DATA, conversation_jsonl  # noqa: E402
 
 DATABASE = "lorekeeper_bench_speed"
+MEM0_DATABASE = "lorekeeper_bench_mem0"
 QUIET = {
     "PYTHONWARNINGS": "ignore::UserWarning",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
@@ -215,6 +220,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--questions", type=int, default=300)
     parser.add_argument("--conversations", type=int, default=6)
+    parser.add_argument("--mem0-python", type=Path, help="a virtualenv's python with mem0 installed: run it too")
     args = parser.parse_args()
     samples = json.loads(args.data.read_text())[: args.conversations]
     rng = random.Random(7)
@@ -266,10 +272,43 @@ def main() -> None:
             f"ratio p95 {p95 / MEM0['search_p95']:.2f}"
         )
         print(f"load average {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+        if args.mem0_python:
+            stop(children, valkey)
+            valkey = None
+            settle()
+            mem0 = mem0_figures(args, folder)
+            print(
+                f"side by side, one sitting: ingest {turns / seconds:.1f} against mem0's {mem0['ingest']:.1f} "
+                f"turns/s: "
+                f"{turns / seconds / mem0['ingest']:.2f}x (goal >= 5x); API search p95 {p95:.1f} against mem0's "
+                f"{mem0['search_p95']:.1f} ms: {p95 / mem0['search_p95']:.2f}x (goal <= 1x)"
+            )
     finally:
         if valkey is not None:
             stop(children, valkey)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def mem0_figures(args, folder: str) -> dict:
+    """bench/mem0_speed.py run in mem0's virtualenv on a database of its own in the embedded server."""
+    from django.db import connection
+
+    from apps.common import embedded
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [MEM0_DATABASE])
+        if not cursor.fetchone():
+            cursor.execute(f"CREATE DATABASE {MEM0_DATABASE}")
+    dsn = f"host={embedded.socket_dir()} user=postgres dbname={MEM0_DATABASE}"
+    command = [str(args.mem0_python), str(ROOT / "bench" / "mem0_speed.py"), "--dsn", dsn, "--folder", folder]
+    command += ["--data", str(args.data), "--questions", str(args.questions)]
+    command += ["--conversations", str(args.conversations)]
+    done = subprocess.run(command, env={**os.environ, **QUIET}, capture_output=True, text=True, check=False)
+    for line in done.stdout.splitlines()[:-1]:
+        print(line)
+    if done.returncode:
+        raise SystemExit(f"mem0's run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 if __name__ == "__main__":
