@@ -53,6 +53,23 @@ END $$;
 """
 
 
+def deleted_function(name: str, feed_type: str, skip: str = "FALSE") -> str:
+    """A deleted object's tombstone, its clock counting the deletion as the server's (a push's own deletion then
+    writes the instance's clock over it: apps/sync/services/push/state.py `tombstone`)."""
+    return f"""
+CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT ({skip}) THEN
+        PERFORM sync_feed_tombstone(
+            OLD.user_id, '{feed_type}', OLD.uid,
+            OLD.clock || jsonb_build_object('server', coalesce((OLD.clock ->> 'server')::bigint, 0) + 1), ''
+        );
+    END IF;
+    RETURN OLD;
+END $$;
+"""
+
+
 def changed_functions() -> str:
     return (
         changed_function("sync_memory_changed", "memory", MEMORY_COLUMNS, skip="NEW.kind = 'message'")

@@ -6,23 +6,13 @@ Written by hand; `sync_feed_seq` numbers the feed (see FeedEntry)."""
 
 from django.db import migrations
 
-from apps.sync.triggers import CHARACTER_COLUMNS, MEMORY_COLUMNS, SETTINGS_COLUMNS, changed_function
-
-
-def _deleted_function(name: str, feed_type: str, skip: str = "FALSE") -> str:
-    return f"""
-CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT ({skip}) THEN
-        PERFORM sync_feed_tombstone(
-            OLD.user_id, '{feed_type}', OLD.uid,
-            OLD.clock || jsonb_build_object('server', coalesce((OLD.clock ->> 'server')::bigint, 0) + 1), ''
-        );
-    END IF;
-    RETURN OLD;
-END $$;
-"""
-
+from apps.sync.triggers import (
+    CHARACTER_COLUMNS,
+    MEMORY_COLUMNS,
+    SETTINGS_COLUMNS,
+    changed_function,
+    deleted_function,
+)
 
 FORWARD = (
     """
@@ -52,9 +42,9 @@ BEGIN
 END $$;
 """
     + changed_function("sync_memory_changed", "memory", MEMORY_COLUMNS, skip="NEW.kind = 'message'")
-    + _deleted_function("sync_memory_deleted", "memory", skip="OLD.kind = 'message'")
+    + deleted_function("sync_memory_deleted", "memory", skip="OLD.kind = 'message'")
     + changed_function("sync_character_changed", "character", CHARACTER_COLUMNS)
-    + _deleted_function("sync_character_deleted", "character")
+    + deleted_function("sync_character_deleted", "character")
     + changed_function("sync_settings_changed", "settings", SETTINGS_COLUMNS)
     + """
 CREATE TRIGGER sync_memory_changed BEFORE INSERT OR UPDATE ON memories_memory
