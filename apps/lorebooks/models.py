@@ -6,24 +6,29 @@ reads the same fields SillyTavern reads, and an export gives back every key that
 
 from __future__ import annotations
 
-import uuid
-
 from django.conf import settings
 from django.db import models
 
+from apps.common.models import Synced
 
-class Lorebook(models.Model):
+
+class Lorebook(Synced):
+    """A World Info book. Multi-device sync carries it whole (apps/sync): its clock counts every change to the book
+    or to any of its entries, which a database trigger on the entries records by moving `entries_version`."""
+
     class Scope(models.TextChoices):
         LINKED = "linked", "When a chat or character links it"
         GLOBAL = "global", "In every chat"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lorebooks")
-    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(
         max_length=200, help_text="SillyTavern's file name without .json: chats and cards link a book by it."
     )
     scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.LINKED)
     extra = models.JSONField(default=dict, blank=True, help_text="The file's keys besides `entries`, kept as given.")
+    entries_version = models.BigIntegerField(
+        default=0, editable=False, help_text="Moved by a database trigger on every write to the book's entries."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -42,6 +42,7 @@ class FeedType(models.TextChoices):
     MEMORY = "memory"
     CHARACTER = "character"
     SETTINGS = "settings"
+    LOREBOOK = "lorebook"
 
 
 class FeedEntry(models.Model):

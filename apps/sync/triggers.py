@@ -11,6 +11,8 @@ CHARACTER_COLUMNS = (
     "card_data, source_instance, participating_instances"
 )
 SETTINGS_COLUMNS = "data, source_instance, participating_instances"
+# A book's entries are rows of their own: a write to any of them moves the book's entries_version (below).
+LOREBOOK_COLUMNS = "name, scope, extra, entries_version, source_instance, participating_instances"
 # Set (SET LOCAL) by a write that restores objects as they were elsewhere (an archive import): their clocks are
 # kept as written instead of counting the write as the server's.
 QUIET = "current_setting('lorekeeper.sync_quiet', true) = 'on'"
@@ -66,6 +68,22 @@ BEGIN
         );
     END IF;
     RETURN OLD;
+END $$;
+"""
+
+
+# Statement triggers: a book's thousands of entries written by one statement move its entries_version once.
+LOREBOOK_ENTRIES = """
+CREATE OR REPLACE FUNCTION sync_lorebook_entries_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        UPDATE lorebooks_lorebook SET entries_version = entries_version + 1
+        WHERE id IN (SELECT DISTINCT lorebook_id FROM old_rows);
+    ELSE
+        UPDATE lorebooks_lorebook SET entries_version = entries_version + 1
+        WHERE id IN (SELECT DISTINCT lorebook_id FROM new_rows);
+    END IF;
+    RETURN NULL;
 END $$;
 """
 

@@ -226,7 +226,8 @@ def test_uids_are_unique_per_row_after_the_migration(user, character, scripted):
     assert len({m.uid for m in made}) == 3
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'sync_%'")
-        assert cursor.fetchone()[0] == 5
+        # Memories, characters and lorebooks 2 each, the settings 1, a lorebook's entries 3.
+        assert cursor.fetchone()[0] == 10
     assert isinstance(made[0].uid, uuid.UUID)
 
 
