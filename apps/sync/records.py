@@ -1,5 +1,5 @@
-"""The shapes of the objects multi-device sync carries (memories, characters, the settings document), validated the
-same way wherever they come from: a push (apps/sync/apis/instances.py) or an archive
+"""The shapes of the objects multi-device sync carries (memories, characters, lorebooks, the settings document),
+validated the same way wherever they come from: a push (apps/sync/apis/instances.py) or an archive
 (apps/archives/services/archive/records.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,11 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from apps.chats.apis.characters import CharacterInputSerializer
+from apps.common.exceptions import ApplicationError
 from apps.common.serializers import DictField, StorableInputSerializer
+from apps.lorebooks.models import Lorebook
+from apps.lorebooks.services.books import MAX_NAME, lorebook_name_clean
+from apps.lorebooks.services.fields import entries_clean
 from apps.memories.apis import memories as memory_apis
 from apps.memories.apis.memories import MAX_ENTITIES, WRITABLE_KINDS
 from apps.memories.models import Kind, Status
@@ -82,8 +86,35 @@ class SettingsDataSerializer(StorableInputSerializer):
         return value
 
 
+class LorebookDataSerializer(StorableInputSerializer):
+    """A lorebook whole: its name, scope and World Info file, every entry checked as an import checks it."""
+
+    name = serializers.CharField(max_length=MAX_NAME)
+    scope = serializers.ChoiceField(Lorebook.Scope.choices, required=False)
+    book = DictField(help_text="The World Info file: `{entries: {uid: entry}, ...}`, as SillyTavern saves it.")
+
+    class Meta:
+        ref_name = "SyncLorebookData"
+
+    def validate_name(self, value):
+        try:
+            return lorebook_name_clean(value)
+        except ApplicationError as error:
+            raise serializers.ValidationError(error.message) from None
+
+    def validate_book(self, value):
+        if "entries" not in value:
+            raise serializers.ValidationError("A World Info file is an object with `entries`.")
+        try:
+            value["entries"] = {str(entry["uid"]): entry for entry in entries_clean(value["entries"])}
+        except ApplicationError as error:
+            raise serializers.ValidationError(error.message) from None
+        return value
+
+
 DATA_SERIALIZERS = {
     FeedType.MEMORY: MemoryDataSerializer,
     FeedType.CHARACTER: CharacterDataSerializer,
     FeedType.SETTINGS: SettingsDataSerializer,
+    FeedType.LOREBOOK: LorebookDataSerializer,
 }

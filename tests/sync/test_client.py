@@ -114,3 +114,24 @@ def test_queued_edits_survive_a_network_failure(live_server, user):
     handle.edit(0, "extra", {"k": 1})
     handle.flush()
     assert exported(chat)[1]["mes"] == "b" and exported(chat)[1]["extra"] == {"k": 1}
+
+
+def test_two_devices_share_a_lorebook_over_http(live_server, user, token):
+    """A book made offline on the laptop reaches the phone; the phone's entry edit and a deletion come back."""
+    client = SyncClient(live_server.url, token=token)
+    laptop, phone = client.instance("laptop"), client.instance("phone")
+    entries = {"0": {"uid": 0, "key": ["lantern"], "content": "Whale oil.", "custom": 7}}
+    uid = laptop.create("lorebook", {"name": "Harbour", "scope": "linked", "book": {"entries": entries}})
+    laptop.sync()
+    phone.sync()
+    book = phone.local("lorebook")[uid]
+    assert book["name"] == "Harbour" and book["book"]["entries"]["0"]["custom"] == 7
+    edited = {"0": {**book["book"]["entries"]["0"], "content": "Fish oil."}}
+    phone.update("lorebook", uid, {"book": {"entries": edited}})
+    phone.sync()
+    laptop.sync()
+    assert laptop.local("lorebook")[uid]["book"]["entries"]["0"]["content"] == "Fish oil."
+    laptop.delete("lorebook", uid)
+    laptop.sync()
+    phone.sync()
+    assert uid not in phone.local("lorebook")

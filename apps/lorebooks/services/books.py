@@ -37,7 +37,7 @@ def _extra(data: dict[str, Any]) -> dict[str, Any]:
     return extra
 
 
-def _name_clean(name: Any) -> str:
+def lorebook_name_clean(name: Any) -> str:
     if not isinstance(name, str) or not name.strip():
         raise ApplicationError("A lorebook needs a name.", {"field": "name"})
     name = name.strip().removesuffix(".json")
@@ -53,7 +53,7 @@ def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool =
     """A World Info file (`{"entries": {uid: entry}}`, SillyTavern's `worlds/<name>.json`) as the account's book
     `name`. Every entry is checked first: one bad entry refuses the whole file and nothing is stored. A book of
     the same name is refused (409) unless `replace`, which puts the file's entries in place of the book's."""
-    name = _name_clean(name)
+    name = lorebook_name_clean(name)
     if not isinstance(data, dict) or "entries" not in data:
         raise ApplicationError("A World Info file is an object with `entries`.", {"field": "entries"})
     entries = entries_clean(data["entries"])
@@ -81,26 +81,29 @@ def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool =
 
 @transaction.atomic
 def lorebook_put(
-    *, user: AbstractUser, uid: uuid.UUID, name: str, scope: str, data: dict[str, Any], rename: bool = True
+    *, user: AbstractUser, uid: uuid.UUID, name: str, scope: str, data: dict[str, Any] | None, rename: bool = True
 ) -> tuple[Lorebook, str]:
     """The book `uid` of the account made `data` (a World Info file, every entry checked as at import), with
-    `name` and `scope`: created, or its entries replaced (an archive's book, apps/archives). A name another of the
-    account's books holds is refused, or with `rename` the book takes the first free "<name> (2)", "(3)"…: nothing
-    is lost. Answers the book and what happened: created, updated or renamed."""
+    `name` and `scope`: created, or its entries replaced (an archive's book, apps/archives; a synced one,
+    apps/sync). `data` None keeps a stored book's entries. A name another of the account's books holds is refused,
+    or with `rename` the book takes the first free "<name> (2)", "(3)"…: nothing is lost. Answers the book and what
+    happened: created, updated or renamed."""
     if scope not in Lorebook.Scope.values:
         raise ApplicationError(f"`scope` is one of {', '.join(Lorebook.Scope.values)}.", {"field": "scope"})
-    wanted = _name_clean(name)
+    wanted = lorebook_name_clean(name)
+    book = Lorebook.objects.select_for_update().filter(user=user, uid=uid).first()
+    if data is None and book is not None:
+        data = {**book.extra, "entries": None}
     if not isinstance(data, dict) or "entries" not in data:
         raise ApplicationError("A World Info file is an object with `entries`.", {"field": "entries"})
-    entries = entries_clean(data["entries"])
-    book = Lorebook.objects.select_for_update().filter(user=user, uid=uid).first()
+    entries = entries_clean(data["entries"]) if data["entries"] is not None else None
     taken = set(Lorebook.objects.filter(user=user).exclude(uid=uid).values_list("name", flat=True))
     name, number = wanted, 1
     while name in taken:
         if not rename:
             raise ApplicationError(f"You already have a lorebook named {wanted!r}.", {"field": "name"}, status=409)
         number += 1
-        name = _name_clean(f"{wanted[: MAX_NAME - 8]} ({number})")
+        name = lorebook_name_clean(f"{wanted[: MAX_NAME - 8]} ({number})")
     extra = _extra(data)
     outcome = "updated" if book is not None else ("renamed" if name != wanted else "created")
     if book is None:
@@ -108,6 +111,8 @@ def lorebook_put(
     else:
         book.name, book.scope, book.extra = name, scope, extra
         book.save(update_fields=["name", "scope", "extra", "updated_at"])
+        if entries is None:
+            return book, outcome
         book.entries.all().delete()
     LorebookEntry.objects.bulk_create(
         [LorebookEntry(lorebook=book, uid=entry["uid"], data=entry) for entry in entries], batch_size=500
@@ -177,7 +182,7 @@ def lorebook_update(*, book: Lorebook, scope: str | None = None, name: str | Non
             raise ApplicationError(f"`scope` is one of {', '.join(Lorebook.Scope.values)}.", {"field": "scope"})
         book.scope = scope
     if name is not None:
-        name = _name_clean(name)
+        name = lorebook_name_clean(name)
         if Lorebook.objects.filter(user_id=book.user_id, name=name).exclude(id=book.id).exists():
             raise ApplicationError(f"You already have a lorebook named {name!r}.", {"field": "name"}, status=409)
         book.name = name

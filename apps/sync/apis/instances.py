@@ -16,7 +16,14 @@ from apps.sync.records import DATA_SERIALIZERS
 from apps.sync.services.feed import MAX_PULL_LIMIT, PULL_LIMIT, sync_pull
 from apps.sync.services.instances import instance_key_check, instance_register, instance_remove, instance_update
 from apps.sync.services.push.apply import sync_push
-from apps.sync.services.push.changes import MAX_CHANGES, MAX_PUSH_ENTITIES, Change, push_entities
+from apps.sync.services.push.changes import (
+    MAX_CHANGES,
+    MAX_PUSH_ENTITIES,
+    MAX_PUSH_LOREBOOK_ENTRIES,
+    Change,
+    push_entities,
+    push_lorebook_entries,
+)
 
 OPS = ("create", "update", "edit", "delete")
 
@@ -127,7 +134,7 @@ class ChangeSerializer(serializers.Serializer):
     def validate(self, attrs):
         kind, op = attrs["type"], attrs["op"]
         if kind != FeedType.SETTINGS and attrs.get("uid") is None:
-            raise serializers.ValidationError({"uid": ["Every memory and character change names its uid."]})
+            raise serializers.ValidationError({"uid": ["Every change but the settings' names its uid."]})
         if kind == FeedType.SETTINGS and op == "delete":
             raise serializers.ValidationError({"op": ["The settings document cannot be deleted."]})
         if op == "delete":
@@ -175,6 +182,16 @@ class PushInputSerializer(serializers.Serializer):
 
     class Meta:
         ref_name = "SyncPushInput"
+
+    def to_internal_value(self, data):
+        # Counted before each change is checked: checking a book's entries is the costly part.
+        changes = data.get("changes") if isinstance(data, dict) else None
+        datas = [c.get("data") for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
+        if push_lorebook_entries(d for d in datas if isinstance(d, dict)) > MAX_PUSH_LOREBOOK_ENTRIES:
+            raise serializers.ValidationError(
+                {"changes": [f"At most {MAX_PUSH_LOREBOOK_ENTRIES:,} lorebook entries per push: send fewer books."]}
+            )
+        return super().to_internal_value(data)
 
     def validate(self, attrs):
         if push_entities(change.get("data") or {} for change in attrs["changes"]) > MAX_PUSH_ENTITIES:

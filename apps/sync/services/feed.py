@@ -1,6 +1,7 @@
 """The sync feed: what a pull reads. Every synced object of a user (memories other than message memories,
-characters, the settings document) has one FeedEntry, kept by database triggers (migration sync 0004); a change
-puts it back on the feed unordered, and a pull numbers what is unordered before it reads past its cursor.
+characters, lorebooks, the settings document) has one FeedEntry, kept by database triggers (migrations sync 0004
+and 0011); a change puts it back on the feed unordered, and a pull numbers what is unordered before it reads past
+its cursor.
 
 Why number at read time: a sequence value taken when a change is written could be overtaken by a later one that
 commits first, and a cursor that passed it would never see it. Here only committed rows are numbered, under one
@@ -23,6 +24,7 @@ from django.utils import timezone
 from apps.accounts.models import SettingsDocument
 from apps.chats.models import Character
 from apps.chats.services.characters import CHARACTER_FIELDS as CARD_FIELDS
+from apps.lorebooks.models import Lorebook, LorebookEntry
 from apps.memories.models import Memory
 from apps.sync.models import FeedEntry, FeedType, Instance
 
@@ -54,6 +56,7 @@ MEMORY_FIELDS = (
     "created_at",
 )
 CHARACTER_FIELDS = (*CARD_FIELDS, "source_instance", "participating_instances")
+LOREBOOK_FIELDS = ("name", "scope", "extra", "source_instance", "participating_instances")
 
 
 def feed_order(*, user_id: int) -> None:
@@ -163,10 +166,39 @@ def settings_payloads(*, user_id: int, uids: list[UUID]) -> dict[UUID, dict[str,
     }
 
 
+def lorebook_payloads(*, user_id: int, uids: list[UUID]) -> dict[UUID, dict[str, Any]]:
+    """Each book whole: its name, scope and the World Info file SillyTavern loads (its entries read in one query
+    for all the books)."""
+    rows = list(
+        Lorebook.objects.filter(user_id=user_id, uid__in=uids).values(
+            "id", "uid", "clock", "changed_at", "changed_by", *LOREBOOK_FIELDS
+        )
+    )
+    entries: dict[int, dict[str, Any]] = {row["id"]: {} for row in rows}
+    for book_id, uid, data in (
+        LorebookEntry.objects.filter(lorebook_id__in=entries)
+        .order_by("lorebook_id", "uid")
+        .values_list("lorebook_id", "uid", "data")
+    ):
+        entries[book_id][str(uid)] = data
+    return {
+        row["uid"]: _item(
+            FeedType.LOREBOOK,
+            row,
+            {
+                **{field: row[field] for field in LOREBOOK_FIELDS if field != "extra"},
+                "book": {**row["extra"], "entries": entries[row["id"]]},
+            },
+        )
+        for row in rows
+    }
+
+
 PAYLOADS = {
     FeedType.MEMORY: memory_payloads,
     FeedType.CHARACTER: character_payloads,
     FeedType.SETTINGS: settings_payloads,
+    FeedType.LOREBOOK: lorebook_payloads,
 }
 
 

@@ -1,5 +1,5 @@
-"""InstanceSync: an offline instance's cache of the account's memories, characters and settings document, synced
-with push and pull (apps/sync/services/push/, apps/sync/services/feed.py)."""
+"""InstanceSync: an offline instance's cache of the account's memories, characters, lorebooks and settings document,
+synced with push and pull (apps/sync/services/push/, apps/sync/services/feed.py)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ WRITABLE = {
         "card_data",
     ),
     "settings": ("document",),
+    "lorebook": ("name", "scope", "book"),
 }
 
 

@@ -16,13 +16,19 @@ from apps.sync.models import FeedEntry, FeedType, Instance
 from apps.sync.services.feed import feed_head, feed_order
 from apps.sync.services.push.changes import Change, Pushed, changes_check
 from apps.sync.services.push.identity import apply_character, apply_settings
+from apps.sync.services.push.lorebooks import apply_lorebook
 from apps.sync.services.push.memories import apply_memory
 from apps.sync.services.push.state import Push
 
 PUSH_LOCK = 0x5350  # pg_advisory_xact_lock(PUSH_LOCK, user id): one push of a user at a time
 FEED_CONSTRAINT = "sync_feed_one_per_object"  # apps.sync.models.FeedEntry: one entry per object
 
-APPLY = {FeedType.MEMORY: apply_memory, FeedType.CHARACTER: apply_character, FeedType.SETTINGS: apply_settings}
+APPLY = {
+    FeedType.MEMORY: apply_memory,
+    FeedType.CHARACTER: apply_character,
+    FeedType.SETTINGS: apply_settings,
+    FeedType.LOREBOOK: apply_lorebook,
+}
 
 
 def _uid_clash(exc: IntegrityError) -> bool:

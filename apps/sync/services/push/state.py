@@ -13,6 +13,7 @@ from django.db import connection
 
 from apps.chats.models import Character, Chat
 from apps.common.exceptions import ApplicationError
+from apps.lorebooks.models import Lorebook
 from apps.memories.models import Kind, Memory
 from apps.sync import clocks
 from apps.sync.clocks import Order
@@ -34,6 +35,7 @@ class Push:
         self.entries: dict[tuple[str, UUID], FeedEntry | None] = {}
         self.memories: dict[UUID, Memory] = {}
         self.characters: dict[UUID, Character] = {}
+        self.lorebooks: dict[UUID, Lorebook] = {}
         self.chats: dict[int, Chat] = {}
         self.superseding: dict[UUID, int] = {}
         self.entity_names: dict[int, set[str]] = {}
@@ -86,6 +88,12 @@ class Push:
             c.uid: c
             for c in Character.objects.select_for_update().filter(user=self.user, uid__in=wanted).order_by("id")
         }
+        self.lorebooks = {
+            book.uid: book
+            for book in Lorebook.objects.select_for_update()
+            .filter(user=self.user, uid__in={c.uid for c in changes if c.type == FeedType.LOREBOOK and c.uid})
+            .order_by("id")
+        }
         chat_ids = {c.data.get("chat") for c in changes if c.type == FeedType.MEMORY} - {None}
         self.chats = {c.pk: c for c in Chat.objects.filter(user=self.user, pk__in=chat_ids)}
         through = Memory.entities.through.objects.filter(memory_id__in=[m.pk for m in self.memories.values()])
@@ -101,7 +109,11 @@ class Push:
 
     def preload_unavailable(self, changes: list[Change]) -> None:
         """The uids the push's creates name that are held by anything but this user's own synced objects."""
-        held = {FeedType.MEMORY: (Memory, self.memories), FeedType.CHARACTER: (Character, self.characters)}
+        held = {
+            FeedType.MEMORY: (Memory, self.memories),
+            FeedType.CHARACTER: (Character, self.characters),
+            FeedType.LOREBOOK: (Lorebook, self.lorebooks),
+        }
         for kind, (model, own) in held.items():
             created = {c.uid for c in changes if c.type == kind and c.op == "create"} - set(own)
             stored = set(model.objects.filter(uid__in=created).values_list("uid", flat=True))
