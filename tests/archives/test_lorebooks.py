@@ -17,6 +17,7 @@ from apps.archives.services.archive.format import ArchiveError
 from apps.archives.services.archive.importing import archive_import
 from apps.lorebooks.models import Lorebook, LorebookEntry
 from apps.lorebooks.services.books import entry_save, lorebook_export, lorebook_import, lorebook_update
+from apps.sync.models import FeedEntry
 
 pytestmark = pytest.mark.django_db
 
@@ -81,6 +82,9 @@ def test_a_deleted_book_comes_back_and_a_same_named_one_is_not_overwritten(user,
     assert counts["lorebooks"] == {"renamed": 1}
     assert sorted(Lorebook.objects.filter(user=user).values_list("name", flat=True)) == ["Harbour", "Harbour (2)"]
     assert LorebookEntry.objects.get(lorebook__name="Harbour", uid=0).data["content"] == "Another book."
+    # Back on the sync feed too: its tombstone went, so the account's devices get it again.
+    entry = FeedEntry.objects.get(type="lorebook", uid=harbour.uid)
+    assert entry.deleted_at is None and entry.seq is None
 
 
 def _archive(index: dict, entries: list[str]) -> io.BytesIO:

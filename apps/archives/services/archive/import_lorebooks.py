@@ -15,6 +15,8 @@ from apps.archives.services.archive.records import LorebookRecordSerializer, rec
 from apps.common.exceptions import ApplicationError
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import MAX_NAME, lorebook_export, lorebook_put
+from apps.sync.models import FeedType
+from apps.sync.services.feed import feed_revive
 
 INDEX = "lorebooks.jsonl"
 
@@ -51,4 +53,6 @@ def lorebooks_in(job: ArchiveImport) -> None:
             where = error.extra.get("entry") if isinstance(error.extra, dict) else None
             line = int(where.rsplit(" ", 1)[-1]) + 1 if isinstance(where, str) and where[-1:].isdigit() else None
             raise ArchiveError(error.message, file=path if where else INDEX, line=line if where else number) from None
+        if (FeedType.LOREBOOK, uid) in job.tombstoned:  # deleted here since: back on the sync feed as well
+            feed_revive(user_id=job.user.pk, kind=FeedType.LOREBOOK, uid=uid)
         job.count("lorebooks", outcome)
