@@ -15,7 +15,7 @@ def test_every_apps_tasks_are_registered_once_django_is_set_up():
         "import django; django.setup(); "
         "from apps.common.tasks import registered; "
         "names = ['memories.index_chat', 'extraction.run_chat', 'archives.backup', 'sync.prune_records', "
-        "'llm.prune_calls']; "
+        "'llm.prune_calls', 'lorebooks.prepare_vectors']; "
         "print(' '.join(registered(name).name for name in names))"
     )
     run = subprocess.run(
@@ -27,12 +27,13 @@ def test_every_apps_tasks_are_registered_once_django_is_set_up():
         timeout=120,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split()[-5:] == [
+    assert run.stdout.split()[-6:] == [
         "memories.index_chat",
         "extraction.run_chat",
         "archives.backup",
         "sync.prune_records",
         "llm.prune_calls",
+        "lorebooks.prepare_vectors",
     ]
 
 

@@ -11,7 +11,7 @@ from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.generation.services.generate import generation_prepare
 from apps.lorebooks.models import Lorebook
-from apps.lorebooks.services.books import lorebook_import
+from apps.lorebooks.services.books import entry_save, lorebook_import
 from apps.lorebooks.services.meaning import entries_by_meaning
 from tests.chats.factories import CharacterFactory
 
@@ -68,3 +68,24 @@ def test_past_the_most_compared_by_meaning_the_words_alone_decide(user, monkeypa
     monkeypatch.setattr(meaning, "embed_texts", lambda *args: pytest.fail("an entry was embedded"))
     assert entries_by_meaning(user=user, query="What is the price for the boat trip?", entries=ENTRIES) == {}
     assert list(entries_by_meaning(user=user, query="The kraken?", entries=ENTRIES)) == [("Harbour", 1)]
+
+
+def test_a_books_vectorized_entries_are_embedded_when_it_is_written(
+    user, scripted, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        book = lorebook_import(user=user, name="Harbour", data={"entries": {
+            "0": {"uid": 0, "key": [], "vectorized": True, "content": FERRY},
+            "1": {"uid": 1, "key": ["kraken"], "content": KRAKEN},  # found by its key: no vector needed
+        }})  # fmt: skip
+    assert scripted.embedded_texts() == [FERRY]
+    scripted.forget()
+    found = entries_by_meaning(user=user, query="What is the price for the boat trip?", entries=ENTRIES[:1])
+    assert list(found) == [("Harbour", 0)]
+    assert scripted.embedded_texts() == ["What is the price for the boat trip?"]  # the entry's vector was ready
+    with django_capture_on_commit_callbacks(execute=True):
+        entry_save(book=book, uid=1, changes={"vectorized": True})
+    assert scripted.embedded_texts()[-1] == KRAKEN
+    with django_capture_on_commit_callbacks(execute=True) as sent:
+        entry_save(book=book, uid=1, changes={"vectorized": False, "content": "A kraken, not by meaning."})
+    assert not sent  # an entry no longer vectorized asks for no vector

@@ -15,6 +15,7 @@ from apps.chats.models import Chat
 from apps.chats.services.characters import card_extensions, card_with_world, character_update
 from apps.common.exceptions import ApplicationError
 from apps.common.jsonsafe import unstorable_reason
+from apps.common.tasks import task_send
 from apps.lorebooks.models import Lorebook, LorebookEntry
 from apps.lorebooks.services.fields import (
     DEFAULT_DEPTH,
@@ -76,6 +77,7 @@ def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool =
     LorebookEntry.objects.bulk_create(
         [LorebookEntry(lorebook=book, uid=entry["uid"], data=entry) for entry in entries], batch_size=500
     )
+    _vectors_later(book, entries)
     return book
 
 
@@ -117,7 +119,16 @@ def lorebook_put(
     LorebookEntry.objects.bulk_create(
         [LorebookEntry(lorebook=book, uid=entry["uid"], data=entry) for entry in entries], batch_size=500
     )
+    _vectors_later(book, entries)
     return book, outcome
+
+
+def _vectors_later(book: Lorebook, entries: list[dict[str, Any]]) -> None:
+    """Once the transaction commits, the book's vectorized entries are embedded in the background
+    (services/meaning.py `vectors_prepare`)."""
+    if any(entry.get("vectorized") for entry in entries):
+        late = "the first chat to compare them embeds them"
+        transaction.on_commit(lambda: task_send("lorebooks.prepare_vectors", book.pk, catch_up=late))
 
 
 USES = ("chat", "character", "global")
@@ -270,6 +281,7 @@ def entry_save(*, book: Lorebook, uid: int | None, changes: dict[str, Any]) -> L
     entry.data = entry_clean({**entry.data, **changes, "uid": uid}, where=f"entry {uid}", fill=True)
     entry.save()
     book.save(update_fields=["updated_at"])
+    _vectors_later(book, [entry.data])
     return entry
 
 

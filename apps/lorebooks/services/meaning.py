@@ -31,6 +31,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import connection
 
+from apps.lorebooks.models import Lorebook
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, embed_query, embed_texts, reads_words
 from apps.memories.models import SEARCH_CONFIG
 from apps.memories.search.candidates import MAX_QUERY_LEXEMES
@@ -38,9 +39,10 @@ from apps.memories.search.ranking import split_sentences
 
 log = logging.getLogger(__name__)
 
-# Entries compared by meaning at most: an entry's vector is made the first time it is compared (then cached), in the
-# request that asks, so a book of thousands of vectorized entries would hold a reply for minutes. Past this many,
-# their words alone decide, and the log says so.
+# Entries compared by meaning at most: an entry's vector is made in the background when its book is written
+# (vectors_prepare), else the first time it is compared (then cached), in the request that asks, so a book of
+# thousands of vectorized entries would hold a reply for minutes. Past this many, their words alone decide, and the
+# log says so.
 MEANING_MAX = 500
 
 
@@ -112,6 +114,30 @@ def _meaning(user: AbstractUser, query: str, contents: list[str], config: dict) 
     entries /= np.maximum(np.linalg.norm(entries, axis=1, keepdims=True), 1e-12)
     best = (entries @ queries.T).max(axis=1)
     return [max(float(similarity) - floor, 0.0) / span if similarity >= floor else 0.0 for similarity in best]
+
+
+def vectors_prepare(*, book_id: int) -> int:
+    """Embed the book's vectorized entries ahead of the chats that compare them (the embedding cache keeps their
+    vectors, keyed by their text), so that the first reply after an import or an edit does not wait on them. At
+    most MEANING_MAX of them: past that many, words alone decide. Answers how many were asked for (those already
+    cached cost nothing)."""
+    book = Lorebook.objects.select_related("user").filter(pk=book_id).first()
+    if book is None:
+        return 0
+    texts = [
+        entry.data["content"]
+        for entry in book.entries.order_by("uid")
+        if entry.data.get("vectorized") and (entry.data.get("content") or "").strip()
+    ][:MEANING_MAX]
+    embedding = config_for(book.user)
+    if not texts or not embedding.enabled:
+        return 0
+    try:
+        embed_texts(embedding, texts)
+    except EmbeddingUnavailable as error:
+        log.warning("the vectorized entries of book %s wait for their first use: %s", book_id, error)
+        return 0
+    return len(texts)
 
 
 def entries_relevance(*, user: AbstractUser, query: str, texts: list[str], meaning: bool = True) -> list[float]:
