@@ -1,9 +1,12 @@
 """Applying a push's changes to the identity documents, characters and the settings document: last write wins
-between concurrent versions."""
+between concurrent versions. `apply_whole` holds the rules for any object that travels whole (lorebooks use it too:
+push/lorebooks.py)."""
 
 from __future__ import annotations
 
 import uuid as uuid_module
+from collections.abc import Callable
+from typing import Any
 
 from apps.accounts.models import SettingsDocument
 from apps.accounts.services import settings_document_get
@@ -17,43 +20,63 @@ from apps.sync.services.push.changes import APPLIED, RESOLVED, Change, Outcome
 from apps.sync.services.push.state import Push
 
 
-def apply_character(push: Push, change: Change) -> Outcome:
-    uid = change.uid
+def apply_whole(
+    push: Push,
+    change: Change,
+    stored,
+    *,
+    write: Callable[[Any, dict], dict[str, Any]],
+    remove: Callable[[Any], None],
+) -> Outcome:
+    """The rules for an object that travels whole (a character, a lorebook) against its `stored` version (None:
+    none here): a deletion is final; a create or a descendant is written; a retry changes nothing; a stale change is
+    rejected with the stored version; concurrent ones are settled by last write wins, the result's clock descending
+    from both. `write(stored, clock)` writes the change (answering what the outcome adds, such as an `item`),
+    `remove(stored)` deletes the stored object."""
+    uid, kind = change.uid, change.type
     push.check_available(change)
-    if push.tombstoned(FeedType.CHARACTER, uid):
+    if push.tombstoned(kind, uid):
         return push.refused(change, uid)
-    character = push.characters.get(uid)
     if change.op == "delete":
-        clock = clocks.merge(change.clock, character.clock) if character else change.clock
-        if character is not None:
-            push.flush()
-            character.delete()  # its persistent memories go with it, each leaving a tombstone
-            push.characters.pop(uid, None)
-            push.memories = {k: m for k, m in push.memories.items() if m.character_id != character.pk}
-        push.tombstone(FeedType.CHARACTER, uid, clock)
+        clock = clocks.merge(change.clock, stored.clock) if stored is not None else change.clock
+        if stored is not None:
+            remove(stored)
+        push.tombstone(kind, uid, clock)
         return push.outcome(change, uid, APPLIED, clock)
-    if character is None:
+    if stored is None:
         if change.op != "create":
             return push.rejected(change, uid, "unknown", clock={})
-        character = Character(user=push.user, uid=uid, source_instance=push.key)
-        _character_write(push, change, character, change.clock)
-        return push.outcome(change, uid, APPLIED, change.clock)
-    order = clocks.compare(change.clock, character.clock)
+        return push.outcome(change, uid, APPLIED, change.clock, **write(None, change.clock))
+    order = clocks.compare(change.clock, stored.clock)
     if order is Order.EQUAL:
-        return push.outcome(change, uid, APPLIED, character.clock)
-    merged = push.descending(clocks.merge(change.clock, character.clock), character.clock)
+        return push.outcome(change, uid, APPLIED, stored.clock)
+    merged = push.descending(clocks.merge(change.clock, stored.clock), stored.clock)
     if change.op == "edit" or order is Order.AFTER:
         clock = merged if change.op == "edit" else change.clock
-        _character_write(push, change, character, clock)
-        return push.outcome(change, uid, APPLIED, clock)
+        return push.outcome(change, uid, APPLIED, clock, **write(stored, clock))
     if order is Order.BEFORE:
         return push.rejected(change, uid, "stale")
-    if push.incoming_wins(change, character.changed_at, character.changed_by):
-        _character_write(push, change, character, merged)
-        return push.outcome(change, uid, RESOLVED, merged, winner="incoming")
-    Character.objects.filter(pk=character.pk).update(clock=merged)
-    character.clock = merged
-    return push.outcome(change, uid, RESOLVED, merged, winner="server", item=push.current(FeedType.CHARACTER, uid))
+    if push.incoming_wins(change, stored.changed_at, stored.changed_by):
+        return push.outcome(change, uid, RESOLVED, merged, winner="incoming", **write(stored, merged))
+    type(stored).objects.filter(pk=stored.pk).update(clock=merged)
+    stored.clock = merged
+    return push.outcome(change, uid, RESOLVED, merged, winner="server", item=push.current(kind, uid))
+
+
+def apply_character(push: Push, change: Change) -> Outcome:
+    def write(character: Character | None, clock: dict) -> dict[str, Any]:
+        if character is None:
+            character = Character(user=push.user, uid=change.uid, source_instance=push.key)
+        _character_write(push, change, character, clock)
+        return {}
+
+    def remove(character: Character) -> None:
+        push.flush()
+        character.delete()  # its persistent memories go with it, each leaving a tombstone
+        push.characters.pop(change.uid, None)
+        push.memories = {k: m for k, m in push.memories.items() if m.character_id != character.pk}
+
+    return apply_whole(push, change, push.characters.get(change.uid), write=write, remove=remove)
 
 
 def _character_write(push: Push, change: Change, character: Character, clock: dict) -> None:
