@@ -186,3 +186,14 @@ def test_another_accounts_book_is_out_of_reach(api, other_api, other_user):
     assert theirs.name == "Secret" and theirs.entries.count() == 1
     assert not pulled(api, "laptop", theirs.uid)
     assert pulled(other_api, "desk", theirs.uid)[0]["data"]["name"] == "Secret"
+
+
+def test_a_retried_push_changes_nothing(api, user):
+    uid = uuid.uuid4()
+    first = push(api, "laptop", harbour(uid))["results"]
+    book = Lorebook.objects.get(uid=uid)
+    entry_ids = sorted(book.entries.values_list("id", flat=True))
+    again = push(api, "laptop", harbour(uid))["results"]
+    assert again[0]["result"] == "applied" and again[0]["clock"] == first[0]["clock"] == {"laptop": 1}
+    book.refresh_from_db()
+    assert book.clock == {"laptop": 1} and sorted(book.entries.values_list("id", flat=True)) == entry_ids
