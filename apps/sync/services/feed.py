@@ -56,7 +56,7 @@ MEMORY_FIELDS = (
     "created_at",
 )
 CHARACTER_FIELDS = (*CARD_FIELDS, "source_instance", "participating_instances")
-LOREBOOK_FIELDS = ("name", "scope", "extra", "source_instance", "participating_instances")
+LOREBOOK_FIELDS = ("name", "scope", "source_instance", "participating_instances")
 
 
 def feed_order(*, user_id: int) -> None:
@@ -171,7 +171,7 @@ def lorebook_payloads(*, user_id: int, uids: list[UUID]) -> dict[UUID, dict[str,
     for all the books)."""
     rows = list(
         Lorebook.objects.filter(user_id=user_id, uid__in=uids).values(
-            "id", "uid", "clock", "changed_at", "changed_by", *LOREBOOK_FIELDS
+            "id", "uid", "clock", "changed_at", "changed_by", "extra", *LOREBOOK_FIELDS
         )
     )
     entries: dict[int, dict[str, Any]] = {row["id"]: {} for row in rows}
@@ -186,7 +186,7 @@ def lorebook_payloads(*, user_id: int, uids: list[UUID]) -> dict[UUID, dict[str,
             FeedType.LOREBOOK,
             row,
             {
-                **{field: row[field] for field in LOREBOOK_FIELDS if field != "extra"},
+                **{field: row[field] for field in LOREBOOK_FIELDS},
                 "book": {**row["extra"], "entries": entries[row["id"]]},
             },
         )
