@@ -1,7 +1,10 @@
 """Database work run beside the caller's, on a connection of its own: two independent queries of one request at once.
 
-Outside a transaction only. Inside one (an atomic block of the caller's, or a test's) another connection would not
-see its writes, so the work runs in the caller's thread, at once, as if called directly. A thread's connection is
+Outside a transaction only (`beside`). Inside one (an atomic block of the caller's, or a test's) another connection
+would not see its writes, so the work runs in the caller's thread, at once, as if called directly. Work that reads
+only what was committed before the caller's transaction began (a reply's recall search, inside the transaction that
+prepares the reply, reads memories that transaction does not write) runs beside it there too (`beside_committed`),
+except inside a test case's transaction, which holds the test's own data uncommitted. A thread's connection is
 closed after the work when the settings keep none (CONN_MAX_AGE 0: under `make run` that gives it back to the pool),
 else kept for the thread's next work, as a request would keep it."""
 
@@ -24,13 +27,26 @@ def beside(function: Callable[..., T], /, *args, **kwargs) -> Future[T]:
     """`function(*args, **kwargs)` in a thread of this process's few, its result (or error) from the answer's
     `.result()`."""
     if connection.in_atomic_block:
-        done: Future[T] = Future()
-        try:
-            done.set_result(function(*args, **kwargs))
-        except Exception as error:
-            done.set_exception(error)
-        return done
+        return _here(function, args, kwargs)
     return _threads().submit(_on_own_connection, function, args, kwargs)
+
+
+def beside_committed(function: Callable[..., T], /, *args, **kwargs) -> Future[T]:
+    """As `beside`, also inside the caller's transaction, for work that needs none of the caller's uncommitted
+    writes; in the caller's thread inside a test case's transaction (Django marks its atomic blocks, and tells
+    them apart by the same mark for `durable` blocks)."""
+    if any(getattr(block, "_from_testcase", False) for block in connection.atomic_blocks):
+        return _here(function, args, kwargs)
+    return _threads().submit(_on_own_connection, function, args, kwargs)
+
+
+def _here(function: Callable[..., T], args: tuple, kwargs: dict) -> Future[T]:
+    done: Future[T] = Future()
+    try:
+        done.set_result(function(*args, **kwargs))
+    except Exception as error:
+        done.set_exception(error)
+    return done
 
 
 def _on_own_connection(function: Callable[..., T], args: tuple, kwargs: dict) -> T:

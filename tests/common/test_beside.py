@@ -1,4 +1,5 @@
-"""apps/common/beside.py: work beside the caller's, on a connection of its own, only outside a transaction."""
+"""apps/common/beside.py: work beside the caller's, on a connection of its own: outside a transaction, or inside one
+for work that reads only what was committed before it (not inside a test case's transaction)."""
 
 import threading
 
@@ -6,7 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 
-from apps.common.beside import beside
+from apps.common.beside import beside, beside_committed
 
 
 def _where() -> tuple[int, int, bool]:
@@ -43,3 +44,29 @@ def test_inside_a_transaction_the_work_runs_here_and_sees_its_uncommitted_writes
         assert beside(_where).result(timeout=10) == here
         with pytest.raises(ValueError, match="from the other thread"):
             beside(_fails).result()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_committed_work_runs_beside_the_callers_transaction_and_sees_only_what_was_committed():
+    User.objects.create_user(username="seen", password="x" * 12)
+    with transaction.atomic():
+        User.objects.filter(username="seen").delete()  # the caller's own write, not committed
+        here = _where()
+
+        there = beside_committed(_where).result(timeout=10)
+
+        assert here[2] is False
+        assert there[0] != here[0] and there[1] != here[1]
+        assert there[2] is True  # the committed row, not the caller's uncommitted delete
+    assert not User.objects.filter(username="seen").exists()
+
+
+@pytest.mark.django_db
+def test_inside_a_test_cases_transaction_committed_work_runs_here():
+    """The test's own data is uncommitted: another connection would not see it."""
+    User.objects.create_user(username="seen", password="x" * 12)
+    here = _where()
+
+    assert beside_committed(_where).result(timeout=10) == here
+    with transaction.atomic():
+        assert beside_committed(_where).result(timeout=10) == here

@@ -85,6 +85,7 @@ def recall_search(
         kinds=RECALL_KINDS,
         limit=max(limit * 3, 10),
         scope_rows=scope_rows,
+        committed=True,  # a reply's preparation writes messages, never memories (they are indexed after it)
     )
     items: list[Item] = []
     for hit in outcome.results:

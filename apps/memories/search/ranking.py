@@ -35,7 +35,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db.models import BooleanField, FloatField
 from django.db.models.expressions import RawSQL
 
-from apps.common.beside import beside
+from apps.common.beside import beside, beside_committed
 from apps.common.exceptions import ApplicationError
 from apps.memories.embeddings import config_for, embed_query, reads_words
 from apps.memories.models import Kind, Memory
@@ -187,11 +187,13 @@ def memory_search(
     scope_rows: int | None = None,
     status: str | None = None,
     entity_id: int | None = None,
+    committed: bool = False,
 ) -> SearchOutcome:
     """`scope_rows`: how many memories the scope holds, when the caller already knows (about) it: the count that
     chooses between an exact scan and the HNSW index, and scales the text ranking's word frequencies, is then
     skipped. `status` (with `include_retired` for a retired one) and `entity_id` keep only the results of that
-    status and linked to that entity: the memory browser's filters."""
+    status and linked to that entity: the memory browser's filters. `committed`: the caller's transaction, if any,
+    wrote none of the scope's memories, so the text ranking runs beside its work there too (a reply's recall)."""
     config = settings.LOREKEEPER_SEARCH
     query = query.replace("\x00", "").strip()
     if not query:
@@ -208,8 +210,8 @@ def memory_search(
     started = time.perf_counter()
     size = scope_rows if scope_rows is not None else scope_size(scope)
     # The text ranking needs no vector: it runs on a connection of its own while the query is embedded and the
-    # vectors are ranked (outside a transaction; apps/common/beside.py).
-    text_ranked = beside(text_candidates, scope, query=query, k=k, size=size)
+    # vectors are ranked (outside a transaction, or inside one that wrote none of the memories; apps/common/beside.py).
+    text_ranked = (beside_committed if committed else beside)(text_candidates, scope, query=query, k=k, size=size)
     counted = time.perf_counter() - started
 
     started = time.perf_counter()
