@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 
 from celery import current_app, shared_task
+from django.db import connection, transaction
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,50 @@ def task_send(
             on_failure(exc)
         return False
     return True
+
+
+class _Once:
+    """`function(*args)` as a commit hook, equal to another hook of the same function and arguments."""
+
+    def __init__(self, function: Callable[..., object], args: tuple) -> None:
+        self.function, self.args = function, args
+
+    def __call__(self) -> None:
+        self.function(*self.args)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Once) and (other.function, other.args) == (self.function, self.args)
+
+    __hash__ = None  # equal by value, and mutable: not a dict key
+
+
+def on_commit_once(function: Callable[..., object], *args) -> None:
+    """`function(*args)` once the current transaction commits (at once outside one), and once only however often
+    the transaction asks: a reply's preparation writes its chat several times, and each write wakes the chat's
+    indexing and extraction, whose tasks each cost a round trip to the broker on the request's path. A hook
+    dropped with a savepoint rolled back is asked for again by the next write (Django's own list of the
+    transaction's hooks is what is looked in)."""
+    hook = _Once(function, args)
+    within = _own_transaction()
+    if within is not None and any(
+        registered == hook and within <= savepoints for savepoints, registered, _ in connection.run_on_commit
+    ):
+        return
+    transaction.on_commit(hook)
+
+
+def _own_transaction() -> set | None:
+    """The savepoints that mark a hook as asked for by the caller's own transaction: its outermost atomic block
+    that is not a test case's (empty: the transaction itself, as in production). None: no such block, or one
+    without a savepoint, where nothing is left out. Inside a test case's transaction, hooks that the test's setup
+    asked for are never run; the test's own request must still ask for its own."""
+    for position, block in enumerate(connection.atomic_blocks):
+        if not getattr(block, "_from_testcase", False):
+            if position == 0:
+                return set()
+            savepoint = connection.savepoint_ids[position - 1]
+            return {savepoint} if savepoint is not None else None
+    return None
 
 
 @shared_task(name="common.ping", ignore_result=False, soft_time_limit=10, time_limit=20)

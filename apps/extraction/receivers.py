@@ -3,10 +3,10 @@ apps/memories/signals.py). Connected in ExtractionConfig.ready."""
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.dispatch import receiver
 
 from apps.chats.signals import chat_written
+from apps.common.tasks import on_commit_once
 from apps.extraction.services import queue
 from apps.extraction.services.jobs import pipeline_wake
 from apps.memories.signals import chat_text_changed
@@ -16,7 +16,7 @@ from apps.memories.signals import chat_text_changed
 def _wake_on_write(sender, *, chat_id: int, **kwargs) -> None:
     """Woken at once: the pipeline reads the messages, not the recall index, so new messages need not wait for the
     index's debounce (the index wakes it again, durably, once it has noted what changed)."""
-    transaction.on_commit(lambda: queue.enqueue_run(chat_id))
+    on_commit_once(queue.enqueue_run, chat_id)
 
 
 @receiver(chat_text_changed, dispatch_uid="extraction.chat_text_changed")

@@ -13,6 +13,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.chats.models import Chat
+from apps.common.tasks import on_commit_once
 from apps.extraction.models import ChatPipeline, PipelineJob
 from apps.extraction.services import queue
 
@@ -48,7 +49,7 @@ def config() -> dict:
 def wake(*, chat_id: int) -> None:
     """Ask for the chat's runner once the current transaction commits. The durable half of the wake-up is
     `needs_plan` (or a queued job); this is the hint."""
-    transaction.on_commit(lambda: queue.enqueue_run(chat_id))
+    on_commit_once(queue.enqueue_run, chat_id)
 
 
 def pipeline_wake(*, chat_id: int) -> None:

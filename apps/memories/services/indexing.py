@@ -32,6 +32,7 @@ from django.db.models.functions import Coalesce, Least
 
 from apps.chats.models import Chat, Message
 from apps.chats.send_dates import parse_send_date
+from apps.common.tasks import on_commit_once
 from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash, vector_literal
 from apps.memories.models import Kind, Memory, MemoryScope
 from apps.memories.services import queue
@@ -60,7 +61,7 @@ def _lock_key(pk: int) -> int:
 def chat_index_schedule(*, chat_id: int) -> None:
     """Bring the chat's message memories in step once the current transaction commits (on every chat write:
     apps/memories/receivers.py)."""
-    transaction.on_commit(lambda: queue.enqueue_index_chat(chat_id))
+    on_commit_once(queue.enqueue_index_chat, chat_id)
 
 
 @transaction.atomic

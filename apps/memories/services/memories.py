@@ -18,6 +18,7 @@ from django.db.models.functions import Least
 
 from apps.chats.models import Character, Chat
 from apps.common.exceptions import ApplicationError
+from apps.common.tasks import on_commit_once
 from apps.memories.embeddings import text_hash
 from apps.memories.models import Kind, Memory, Status
 from apps.memories.services import queue
@@ -30,7 +31,7 @@ EDITABLE_FIELDS = ("content", "kind", "importance", "confidence", "time_scope", 
 
 
 def embed_later(*, user_id: int) -> None:
-    transaction.on_commit(lambda: queue.enqueue_embed_pending(user_id))
+    on_commit_once(queue.enqueue_embed_pending, user_id)
 
 
 def scope_check(*, user: AbstractUser, character: Character | None, chat: Chat | None, kind: str) -> None:
