@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractUser
-from django.db import connection
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
 
@@ -32,12 +31,12 @@ class Named:
 def query_named(
     *, user: AbstractUser, query: str, character_ids: list[int], rows: dict[int, tuple], config: dict
 ) -> Named:
-    """What the query names among the candidate `rows` (the speaker's names are read only when the speaker signal
-    weighs something)."""
+    """What the query names among the candidate `rows` (their speakers are read with them, only when the speaker
+    signal weighs something)."""
     entity_ids = _entities_named(user=user, query=query, character_ids=character_ids)
     return Named(
         linked=graph_linked(entity_ids=entity_ids, memory_ids=list(rows)),
-        spoken=_spoken_by_named(user=user, query=query, rows=rows) if config["weights"]["speaker"] else set(),
+        spoken=_spoken_by_named(query=query, rows=rows) if config["weights"]["speaker"] else set(),
         periods=query_periods(query, slack_days=config["time_slack_days"]),
     )
 
@@ -79,26 +78,20 @@ def _entities_named(*, user: AbstractUser, query: str, character_ids: list[int])
     ]
 
 
-def _spoken_by_named(*, user: AbstractUser, query: str, rows: dict[int, tuple]) -> set[int]:
-    """The chat turns among `rows` whose speaker (the message's name) the query names: who a question is about is
-    most often who told it ("What did Mira find?")."""
-    turns = [pk for pk, row in rows.items() if row.kind == Kind.MESSAGE]
-    if not turns:
+def _spoken_by_named(*, query: str, rows: dict[int, tuple]) -> set[int]:
+    """The chat turns among `rows` whose speaker (`row.speaker`, the message's name) the query names: who a
+    question is about is most often who told it ("What did Mira find?")."""
+    speakers: dict[str, list[int]] = {}
+    for pk, row in rows.items():
+        if row.kind == Kind.MESSAGE and row.speaker:
+            speakers.setdefault(row.speaker, []).append(pk)
+    if not speakers:
         return set()
-    with connection.cursor() as cursor:
-        # One row per speaker: the names are few, the turns many.
-        cursor.execute(
-            "SELECT msg.name, array_agg(m.id) FROM memories_memory m JOIN chats_message msg "
-            "ON msg.chat_id = m.chat_id AND msg.index = m.message_index "
-            "WHERE m.user_id = %s AND m.id = ANY(%s) AND msg.name <> '' GROUP BY msg.name",
-            [user.pk, turns],
-        )
-        speakers = cursor.fetchall()
     lowered = query.lower()
     words = set(_WORD.findall(lowered))
     return {
         pk
-        for name, pks in speakers
+        for name, pks in speakers.items()
         if name.lower().strip() not in _PRONOUNS and _names(name, lowered, words)
         for pk in pks
     }

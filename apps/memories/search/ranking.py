@@ -29,11 +29,11 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
-from django.db.models import BooleanField, FloatField
-from django.db.models.expressions import RawSQL
+from django.db import connection
 
 from apps.common.beside import beside, beside_committed
 from apps.common.exceptions import ApplicationError
@@ -85,52 +85,66 @@ def _ranks(scores: dict[int, float]) -> dict[int, int]:
     return {pk: rank for rank, pk in enumerate(sorted(scores, key=lambda pk: (-scores[pk], pk)), start=1)}
 
 
-# What scoring reads of each candidate, in one query with what the neighbour spread reads.
-_ROW_FIELDS = ("id", "kind", "chat_id", "message_index", "source_instance", "participating_instances", "status")
-# A candidate's times as seconds since the epoch: `occurred` (its time in the story, or None) and `moment` (that, else
-# when it last changed: what recency counts from). A search reads hundreds of rows, and loading two datetimes each
-# was 3 ms of its Python.
-_ROW_TIMES = {
-    "occurred": RawSQL('EXTRACT(EPOCH FROM "memories_memory"."occurred_at")::float8', (), output_field=FloatField()),
-    "moment": RawSQL(
-        'EXTRACT(EPOCH FROM COALESCE("memories_memory"."occurred_at", "memories_memory"."updated_at"))::float8',
-        (),
-        output_field=FloatField(),
-    ),
-}
+class Row(NamedTuple):
+    """What scoring reads of a candidate. `occurred` (its time in the story, or None) and `moment` (that, else when
+    it last changed: what recency counts from) are seconds since the epoch: a search reads hundreds of rows, and
+    loading two datetimes each was 3 ms of its Python. `speaker`: a chat turn's speaker (the message's name)."""
+
+    id: int
+    kind: str
+    chat_id: int | None
+    message_index: int | None
+    source_instance: str
+    participating_instances: list[str]
+    status: str
+    occurred: float | None
+    moment: float
+    speaker: str
 
 
-def _rows(memories) -> dict[int, tuple]:
-    """Id → the row search ranks with (_ROW_FIELDS and _ROW_TIMES, as a named tuple)."""
-    return {row.id: row for row in memories.annotate(**_ROW_TIMES).values_list(*_ROW_FIELDS, *_ROW_TIMES, named=True)}
+_ROW_COLUMNS = (
+    "m.id, m.kind, m.chat_id, m.message_index, m.source_instance, m.participating_instances, m.status, "
+    "EXTRACT(EPOCH FROM m.occurred_at)::float8 AS occurred, "
+    "EXTRACT(EPOCH FROM COALESCE(m.occurred_at, m.updated_at))::float8 AS moment"
+)
+# A chat turn's speaker, when the speaker signal weighs something (else '').
+_SPEAKER = (
+    "COALESCE((SELECT msg.name FROM chats_message msg WHERE m.kind = 'message' AND msg.chat_id = m.chat_id "
+    "AND msg.index = m.message_index), '') AS speaker"
+)
+# The candidates and, for the neighbour spread, the chat turns next to a candidate turn that are not candidates
+# themselves (same chat, so same scope): one round trip, not three (the rows, their neighbours, the speakers).
+_ROWS_SQL = (
+    "WITH c AS MATERIALIZED (SELECT {columns}, {speaker} FROM memories_memory m "
+    "WHERE m.user_id = %(user)s AND m.id = ANY(%(ids)s::bigint[])) SELECT * FROM c"
+)
+_NEIGHBOURS_SQL = (
+    " UNION ALL SELECT {columns}, {speaker} FROM memories_memory m JOIN (SELECT DISTINCT c.chat_id, "
+    "c.message_index + step.by AS message_index FROM c CROSS JOIN (VALUES (-1), (1)) step(by) "
+    "WHERE c.kind = 'message') n ON m.chat_id = n.chat_id AND m.message_index = n.message_index "
+    "WHERE m.user_id = %(user)s AND m.kind = 'message' AND NOT m.id = ANY(%(ids)s::bigint[])"
+)
 
 
-def _id_in(ids) -> RawSQL:
-    """The memories of these ids, as one array parameter: Django's `pk__in` makes a placeholder of each, and over a
-    search's hundreds of candidates resolving them cost more than the query."""
-    return RawSQL('"memories_memory"."id" = ANY(%s::bigint[])', (list(ids),), output_field=BooleanField())
+def _rows(user: AbstractUser, ids, *, neighbours: bool, speakers: bool) -> tuple[dict[int, Row], set[int]]:
+    """Id → the row search ranks with, for the candidates `ids` and (`neighbours`) the chat turns next to them;
+    and which of those are the candidates."""
+    speaker = _SPEAKER if speakers else "'' AS speaker"
+    sql = _ROWS_SQL + (_NEIGHBOURS_SQL if neighbours else "")
+    with connection.cursor() as cursor:
+        cursor.execute(sql.format(columns=_ROW_COLUMNS, speaker=speaker), {"user": user.pk, "ids": list(ids)})
+        rows = {row[0]: Row(*row) for row in cursor.fetchall()}
+    return rows, {pk for pk in ids if pk in rows}
 
 
 def _spread_to_neighbours(
-    fused: dict[int, float], rows: dict[int, tuple], share: float, *, user: AbstractUser
+    fused: dict[int, float], rows: dict[int, Row], candidates: set[int], share: float
 ) -> dict[int, float]:
     """A chat turn gains `share` of its best neighbour's fused score: the answer to a question is often the turn
-    after the one that shares the question's words. Neighbours not yet candidates join (same chat, so same scope);
-    their rows are added to `rows`."""
+    after the one that shares the question's words. Neighbours that were not candidates are among `rows`."""
     at = {(row.chat_id, row.message_index): pk for pk, row in rows.items() if row.kind == Kind.MESSAGE}
-    if not at:
+    if not any(rows[pk].kind == Kind.MESSAGE for pk in candidates):
         return fused
-    wanted = sorted({(chat_id, index + step) for chat_id, index in at for step in (-1, 1)} - at.keys())
-    if wanted:
-        pairs = RawSQL(
-            '("memories_memory"."chat_id", "memories_memory"."message_index") IN '
-            "(SELECT * FROM unnest(%s::bigint[], %s::bigint[]))",
-            ([chat_id for chat_id, _ in wanted], [index for _, index in wanted]),
-            output_field=BooleanField(),
-        )
-        for pk, row in _rows(Memory.objects.filter(pairs, user=user, kind=Kind.MESSAGE)).items():
-            at[(row.chat_id, row.message_index)] = pk
-            rows[pk] = row
     spread = dict(fused)
     for (chat_id, index), pk in at.items():
         best = max(fused.get(at.get((chat_id, index + step), -1), 0.0) for step in (-1, 1))
@@ -230,11 +244,10 @@ def memory_search(
     text_scores = text_ranked.result()
     method = "hybrid" if vectors and text_scores else ("vector" if vectors else "text")
     fused, best_possible = _fused(config, vector_scores if vectors else None, text_scores, floor=floor)
-    candidates = Memory.objects.filter(_id_in(fused), user=user)
-    rows = _rows(candidates)
     spread = config.get("neighbours", 0.0)
+    rows, candidates = _rows(user, fused, neighbours=bool(spread), speakers=bool(config["weights"]["speaker"]))
     if spread:
-        fused = _spread_to_neighbours(fused, rows, spread, user=user)  # may pass the best possible: shown as 1
+        fused = _spread_to_neighbours(fused, rows, candidates, spread)  # may pass the best possible: shown as 1
 
     named = query_named(user=user, query=query, character_ids=scope.character_ids, rows=rows, config=config)
     scored = _scored(
