@@ -17,6 +17,7 @@ from apps.common.uploads import limit_asgi_body  # noqa: E402
 
 application = body_time_limit(limit_asgi_body(admission(django_application)))
 
+from apps.common.heap import heap_settle  # noqa: E402
 from apps.llm.outbound import ssl_context  # noqa: E402 (needs the apps loaded)
 from apps.memories.embeddings import local_model_load  # noqa: E402
 
@@ -26,3 +27,6 @@ from apps.memories.embeddings import local_model_load  # noqa: E402
 # is ready. The first model stream's TLS context (its CA certificates, tens of milliseconds) is made here too.
 local_model_load(background=False)
 ssl_context()
+# Then what the start loaded is frozen out of the garbage collector's view (apps/common/heap.py): a full collection
+# walked it all, stopping the worker for about 300 ms every few dozen requests.
+heap_settle()
