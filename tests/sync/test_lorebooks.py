@@ -11,6 +11,8 @@ import pytest
 
 from apps.lorebooks.models import Lorebook, LorebookEntry
 from apps.lorebooks.services.books import lorebook_import
+from apps.sync import clocks
+from apps.sync.clocks import Order
 from apps.sync.models import FeedEntry
 
 pytestmark = pytest.mark.django_db
@@ -118,6 +120,29 @@ def test_stale_and_concurrent_versions_follow_last_write_wins(api, user):
         lost["result"] == "conflict_resolved" and lost["winner"] == "server" and lost["item"]["data"]["name"] == "Bay"
     )
     assert Lorebook.objects.get(uid=uid).name == "Bay"
+
+
+def test_a_persons_edit_overwrites_a_newer_book_and_its_clock_descends_from_both(api, user):
+    """`edit`: a person's correction, sent from a device that had not seen the latest version. An `update` on that
+    version would be rejected as stale; the edit is applied, whatever the clocks say, and every device learns it."""
+    uid = uuid.uuid4()
+    push(api, "laptop", harbour(uid))
+    push(api, "phone", book_change(uid, {"laptop": 1, "phone": 1}, op="update", name="Harbour at night"))
+    (stale,) = push(api, "laptop", book_change(uid, {"laptop": 1}, op="update", name="Harbour by day"))["results"]
+    assert stale["result"] == "rejected" and stale["reason"] == "stale"
+
+    entries = {"0": {**LANTERN, "content": "It burns fish oil."}}
+    (edited,) = push(api, "laptop", harbour(uid, {"laptop": 1}, op="edit", name="Harbour by day", book={
+        "entries": entries}))["results"]  # fmt: skip
+
+    assert edited["result"] == "applied"
+    book = Lorebook.objects.get(uid=uid)
+    assert book.name == "Harbour by day" and book.clock == edited["clock"]
+    assert clocks.compare(book.clock, {"laptop": 1, "phone": 1}) is Order.AFTER  # descends from both versions
+    assert [entry.data["content"] for entry in book.entries.all()] == ["It burns fish oil."]
+    (item,) = pulled(api, "tablet", uid)
+    assert item["data"]["name"] == "Harbour by day" and item["clock"] == edited["clock"]
+    assert item["data"]["book"]["entries"]["0"]["content"] == "It burns fish oil."
 
 
 def test_a_deleted_book_leaves_a_tombstone_and_never_comes_back(api, web, user):
