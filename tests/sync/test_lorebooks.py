@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from apps.lorebooks.models import Lorebook, LorebookEntry
-from apps.lorebooks.services.books import lorebook_import
+from apps.lorebooks.services.books import entry_save, lorebook_import, lorebook_update
 from apps.sync import clocks
 from apps.sync.clocks import Order
 from apps.sync.models import FeedEntry
@@ -222,3 +222,13 @@ def test_a_retried_push_changes_nothing(api, user):
     assert again[0]["result"] == "applied" and again[0]["clock"] == first[0]["clock"] == {"laptop": 1}
     book.refresh_from_db()
     assert book.clock == {"laptop": 1} and sorted(book.entries.values_list("id", flat=True)) == entry_ids
+
+
+def test_a_rename_of_a_book_read_before_its_entries_changed_counts_after_them(user):
+    book = lorebook_import(user=user, name="Harbour", data={"entries": {"0": LANTERN}})
+    entry_save(book=Lorebook.objects.get(pk=book.pk), uid=0, changes={"content": "It burns oil."})
+    stored = Lorebook.objects.get(pk=book.pk)
+    lorebook_update(book=book, name="Old harbour")  # `book` holds the clock and version of its import
+    renamed = Lorebook.objects.get(pk=book.pk)
+    assert renamed.name == "Old harbour" and renamed.entries_version == stored.entries_version
+    assert clocks.compare(renamed.clock, stored.clock) is Order.AFTER and renamed.changed_at > stored.changed_at

@@ -197,7 +197,9 @@ def lorebook_update(*, book: Lorebook, scope: str | None = None, name: str | Non
         if Lorebook.objects.filter(user_id=book.user_id, name=name).exclude(id=book.id).exists():
             raise ApplicationError(f"You already have a lorebook named {name!r}.", {"field": "name"}, status=409)
         book.name = name
-    book.save()
+    # Its own fields only: the clock and entries_version the object holds may be older than the stored ones (its
+    # triggers set them), and writing them back would count the write as a sync's, with a clock gone back.
+    book.save(update_fields=["scope", "name", "updated_at"])
     return book
 
 
