@@ -7,7 +7,7 @@
     entities.jsonl     the entity registry (name, type, aliases, the character's uid or none)
     memories.jsonl     one memory per line, message memories left out (they are made again from the chats),
                        with its chain by uid: superseded_by, contradicts; vectors left out (embedded again)
-    lorebooks.jsonl    one lorebook per line: uid, name, scope, the World Info file's own keys, file
+    lorebooks.jsonl    one lorebook per line: uid, clock, name, scope, the World Info file's own keys, file
     lorebooks/<uid>.jsonl  the book's entries, one per line, as SillyTavern writes an entry
     settings.json      the settings document with its clock
     tombstones.jsonl   what was deleted (type, uid, clock), so a merge does not bring it back
@@ -18,7 +18,8 @@ later write (then instance priority); tombstones hold. A restore is the same mer
 deleted since (tombstoned objects come back). A chat already here under the archive's uid is kept when its
 integrity differs, the archive's version saved beside it as a revision that can be restored (a restore does the
 opposite: the archive's version comes back, the current one saved as a revision). Nothing is ever lost.
-Lorebooks carry no clock: the later version wins (apps/archives/services/archive/import_lorebooks.py).
+A lorebook merges whole, as a character does; its clock counts changes to its entries too
+(apps/archives/services/archive/import_lorebooks.py).
 All of it in one transaction: an archive with a bad line changes nothing, and the error names the file and line.
 Every line is checked with the API's serializers before it is stored (apps/archives/services/archive/records.py), and
 every member is streamed, its bytes counted as they are unpacked (apps/archives/services/archive/reader.py).

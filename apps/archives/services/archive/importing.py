@@ -22,6 +22,7 @@ from apps.archives.services.archive.merge import ArchiveImport
 from apps.archives.services.archive.reader import ArchiveReader
 from apps.archives.services.archive.records import SettingsRecordSerializer, TombstoneRecordSerializer, record_check
 from apps.chats.models import Character
+from apps.lorebooks.models import Lorebook
 from apps.memories.models import Memory, Status
 from apps.memories.services.memories import embed_later
 from apps.sync import clocks
@@ -50,6 +51,10 @@ def _settings_in(job: ArchiveImport) -> None:
         job.counts["settings"] = {"kept": 1}
 
 
+# What an archive's tombstones delete here: a memory is retired, the others deleted.
+TOMBSTONED = {FeedType.MEMORY: Memory, FeedType.CHARACTER: Character, FeedType.LOREBOOK: Lorebook}
+
+
 def _tombstones_in(job: ArchiveImport) -> None:
     """What the archive's account deleted stays deleted here (a restore brings those back instead)."""
     if job.restore:
@@ -58,15 +63,15 @@ def _tombstones_in(job: ArchiveImport) -> None:
     for number, row in job.archive.lines(name):
         record = record_check(TombstoneRecordSerializer, row, file=name, line=number)
         kind = record["type"]
-        if kind not in (FeedType.MEMORY, FeedType.CHARACTER):
+        model = TOMBSTONED.get(kind)
+        if model is None:
             continue
-        model = Memory if kind == FeedType.MEMORY else Character
         uid = job.local(model, record["uid"])
         clock = record["clock"]
         target = model.objects.filter(user=job.user, uid=uid).first()
         if target is not None and clocks.compare(target.clock, clock) is Order.AFTER:
             continue  # changed here after the deletion it saw: kept
-        if target is not None and kind == FeedType.CHARACTER:
+        if target is not None and kind != FeedType.MEMORY:
             target.delete()
         elif target is not None and target.status == Status.ACTIVE:
             Memory.objects.filter(pk=target.pk).update(status=Status.RETIRED, retired_reason="deleted")

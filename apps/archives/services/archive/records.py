@@ -98,7 +98,7 @@ class SettingsRecordSerializer(_Synced, SettingsDataSerializer):
         ref_name = None
 
 
-class LorebookRecordSerializer(StorableInputSerializer):
+class LorebookRecordSerializer(_Synced, StorableInputSerializer):
     uid = serializers.UUIDField()
     name = serializers.CharField(max_length=200)
     scope = serializers.ChoiceField(choices=["linked", "global"])
