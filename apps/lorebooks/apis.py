@@ -18,6 +18,7 @@ from apps.common.serializers import DictField
 from apps.lorebooks import selectors
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import (
+    MAX_NOT_GLOBAL,
     MAX_SENT,
     chat_books_put,
     export_disposition,
@@ -71,6 +72,13 @@ class ChatBookSerializer(serializers.Serializer):
 
 class ChatBooksInputSerializer(serializers.Serializer):
     books = ChatBookSerializer(many=True, max_length=MAX_SENT, help_text=f"At most {MAX_SENT}.")
+    not_global = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        max_length=MAX_NOT_GLOBAL,
+        help_text="The client's other books, active in no chat unless linked: a global one of these names here "
+        f"becomes linked, as on the client. At most {MAX_NOT_GLOBAL}.",
+    )
 
     class Meta:
         ref_name = "ChatLorebooksInput"
@@ -181,7 +189,8 @@ class LorebookExportApi(APIView):
 class ChatLorebooksApi(APIView):
     """The books a client's open chat uses, sent as the client has them (the SillyTavern extension sends them as it
     sends the chat): each imported in place of the book of its name, a globally active one made global, a
-    character's linked to the chat's characters (apps/lorebooks/services/books.py `chat_books_put`)."""
+    character's linked to the chat's characters; a global book the client no longer uses globally made linked
+    (apps/lorebooks/services/books.py `chat_books_put`)."""
 
     @extend_schema(
         operation_id="chats_lorebooks_put",
@@ -190,10 +199,14 @@ class ChatLorebooksApi(APIView):
     )
     def post(self, request, chat_id: int):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
-        raw = request.data.get("books") if isinstance(request.data, dict) else None
-        checked = ChatBooksInputSerializer(data={"books": raw})
+        given = request.data if isinstance(request.data, dict) else {}
+        raw = given.get("books")
+        checked = ChatBooksInputSerializer(
+            data={"books": raw, **({"not_global": given["not_global"]} if "not_global" in given else {})}
+        )
         checked.is_valid(raise_exception=True)
-        done = chat_books_put(user=request.user, chat=chat, books=raw)
+        not_global = checked.validated_data.get("not_global")
+        done = chat_books_put(user=request.user, chat=chat, books=raw, not_global=not_global)
         return Response([{"id": book.pk, "name": book.name, "scope": book.scope, "use": use} for book, use in done])
 
 

@@ -12,6 +12,7 @@ import pytest
 from apps.chats.models import Character
 from apps.chats.services.chats import chat_create
 from apps.lorebooks.models import Lorebook, LorebookEntry
+from apps.lorebooks.services.books import lorebook_import
 from apps.lorebooks.services.lore import chat_books
 from tests.chats.factories import CharacterFactory
 
@@ -101,3 +102,41 @@ def test_a_character_linked_to_another_book_in_sillytavern_is_linked_to_it_here(
     for name in ("Mira v1", "Mira v2"):
         api.post(url, {"books": [{"name": name, "data": _book(name), "use": "character"}]}, format="json")
     assert Character.objects.get(pk=chat.characters.first().pk).card_data["extensions"]["world"] == "Mira v2"
+
+
+def test_a_book_taken_off_the_clients_global_list_becomes_linked_here(api, user, chat):
+    url = f"/api/v1/chats/{chat.pk}/lorebooks"
+    books = [{"name": name, "data": _book(name), "use": "global"} for name in ("World", "Sea")]
+    api.post(url, {"books": books}, format="json")
+    lorebook_import(user=user, name="Only here", data=_book("Made on the web."))
+    Lorebook.objects.filter(user=user, name="Only here").update(scope="global")
+    # The person takes World off SillyTavern's global list; Sea stays on it, and "Only here" SillyTavern lacks.
+    body = {"books": [books[1]], "not_global": ["World", "Mira's lore", "Sea"]}
+    response = api.post(url, body, format="json")
+    assert response.status_code == 200, response.json()
+    scopes = dict(Lorebook.objects.filter(user=user).values_list("name", "scope"))
+    assert scopes == {"World": "linked", "Sea": "global", "Only here": "global"}
+    scanned, _ = chat_books(user=user, chat=chat, character=None)
+    assert sorted(book.name for book in scanned) == ["Only here", "Sea"]
+
+
+@pytest.mark.parametrize(
+    ("not_global", "problem"),
+    [("World", "list"), (["W" * 201], "200"), (["a\u0000b"], "Null"), (["\ud800"], "not_global"),
+     (["x"] * 5001, "5000")],
+)  # fmt: skip
+def test_a_bad_not_global_list_is_refused_naming_it_and_changes_nothing(api, user, chat, not_global, problem):
+    api.post(f"/api/v1/chats/{chat.pk}/lorebooks", {"books": [{"name": "World", "data": _book("x"), "use": "global"}]},
+             format="json")  # fmt: skip
+    body = json.dumps({"books": [], "not_global": not_global})  # \ud800 escaped, as JSON may
+    response = api.post(f"/api/v1/chats/{chat.pk}/lorebooks", body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert "not_global" in response.content.decode() and problem in response.content.decode()
+    assert Lorebook.objects.get(user=user, name="World").scope == "global"
+
+
+def test_another_users_global_book_is_out_of_reach(api, other_user, chat):
+    theirs = lorebook_import(user=other_user, name="World", data=_book("Theirs."))
+    Lorebook.objects.filter(pk=theirs.pk).update(scope="global")
+    response = api.post(f"/api/v1/chats/{chat.pk}/lorebooks", {"books": [], "not_global": ["World"]}, format="json")
+    assert response.status_code == 200 and Lorebook.objects.get(pk=theirs.pk).scope == "global"

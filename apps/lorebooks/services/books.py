@@ -133,18 +133,22 @@ def _vectors_later(book: Lorebook, entries: list[dict[str, Any]]) -> None:
 
 USES = ("chat", "character", "global")
 MAX_SENT = 50  # books in one request from a client
+MAX_NOT_GLOBAL = 5000  # names of the client's other books
 
 
 @transaction.atomic
-def chat_books_put(*, user: AbstractUser, chat: Chat, books: Any) -> list[tuple[Lorebook, str]]:
+def chat_books_put(
+    *, user: AbstractUser, chat: Chat, books: Any, not_global: list[str] | None = None
+) -> list[tuple[Lorebook, str]]:
     """The books a client's open chat uses, as the client has them (`[{"name", "data", "use"}]`, SillyTavern's
     World Info files): each imported under its name, in place of the book of that name. `use` says how the chat
     uses it, as SillyTavern does: `global` (active in every chat: the book's scope becomes global), `chat` (the
     chat's own lore, linked by its metadata, which the chat's sync brings), `character` (its character's lore: each
     of the chat's characters is linked to it, as the card's `extensions.world` links it, in place of a book it
-    linked before: the client's card is the one its chat uses). A book the client no longer uses globally stays
-    global here until changed on its page (the client does not say which it stopped using). A book the same as the
-    one here is not written again. All or nothing: one bad book refuses the request, naming the book and the
+    linked before: the client's card is the one its chat uses). `not_global` names the client's other books, which
+    it does not use globally: a global book of one of those names becomes linked here too, as a book taken off
+    SillyTavern's global list is (a book the client does not have keeps the scope it has here). A book the same as
+    the one here is not written again. All or nothing: one bad book refuses the request, naming the book and the
     entry."""
     if not isinstance(books, list) or len(books) > MAX_SENT:
         raise ApplicationError(f"`books` is a list of at most {MAX_SENT} books.", {"field": "books"})
@@ -171,6 +175,11 @@ def chat_books_put(*, user: AbstractUser, chat: Chat, books: Any) -> list[tuple[
                         character=character, data={"card_data": card_with_world(character.card_data, book.name)}
                     )
         done.append((book, item["use"]))
+    if not_global:
+        sent_global = {book.name for book, use in done if use == "global"}
+        names = {name.strip() for name in not_global} - sent_global
+        for book in Lorebook.objects.filter(user=user, scope=Lorebook.Scope.GLOBAL, name__in=names):
+            lorebook_update(book=book, scope=Lorebook.Scope.LINKED)
     return done
 
 
