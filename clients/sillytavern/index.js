@@ -3,7 +3,7 @@
 // to SillyTavern: settings, the panel, events, the generate interceptor, macros and recall cards.
 
 import { Api, LorekeeperError } from './lib/api.js';
-import { booksOfChat, sendBooks } from './lib/books.js';
+import { booksOfChat, sendBooks, sendNotGlobal } from './lib/books.js';
 import { checkConnection, cleartextWarning, describeConnection } from './lib/connection.js';
 import { renderRecallCards } from './lib/recall.js';
 import { notSyncedReason, storedSettings } from './lib/settings.js';
@@ -256,6 +256,11 @@ function globalBookNames() {
     return Array.from(document.querySelectorAll('#world_info option:checked'), (option) => option.textContent ?? '');
 }
 
+/** The names of every book SillyTavern has: the options of that list. */
+function allBookNames() {
+    return Array.from(document.querySelectorAll('#world_info option'), (option) => option.textContent ?? '');
+}
+
 let booksRunning = Promise.resolve();
 
 /**
@@ -267,17 +272,19 @@ function syncBooks() {
         const sync = current;
         if (!sync?.chatId || !settings().sync) return;
         const c = ctx();
+        const globalNames = globalBookNames();
         const used = booksOfChat({
             metadata: c.chatMetadata,
             character: c.groupId ? null : c.characters[c.characterId],
             isGroup: Boolean(c.groupId),
-            globalNames: globalBookNames(),
+            globalNames,
         });
         try {
             const { refused } = await sendBooks({ api: api(), chatId: sync.chatId, used, load: (name) => c.loadWorldInfo(name), sent: booksSent });
             for (const book of refused) {
                 globalThis.toastr?.warning(`${book.reason} Lorekeeper's replies use the book as it had it.`, `Lorekeeper refused the World Info book ${book.name}`);
             }
+            await sendNotGlobal({ api: api(), chatId: sync.chatId, allNames: allBookNames(), globalNames, sent: booksSent });
         } catch (error) {
             console.warn('[Lorekeeper] World Info not sent:', error instanceof Error ? error.message : error);
         }

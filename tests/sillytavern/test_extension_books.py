@@ -1,7 +1,8 @@
 """The extension sends the World Info books the open chat uses to Lorekeeper (docs/LOREBOOKS.md, "From SillyTavern"),
 in a real SillyTavern 1.19.0 in Chromium: the book active in every chat arrives global, the character's book
-arrives and is linked to the character, and an entry a person edits in SillyTavern's World Info panel arrives
-edited. Lorekeeper's own prompt for the chat then activates them."""
+arrives and is linked to the character, an entry a person edits in SillyTavern's World Info panel arrives edited,
+and a book taken off SillyTavern's global list is taken off Lorekeeper's (and put back). Lorekeeper's own prompt
+for the chat then activates them."""
 
 from __future__ import annotations
 
@@ -58,3 +59,18 @@ def test_the_books_of_the_open_chat_reach_lorekeeper_and_an_edit_follows(st, st_
         == "The harbour closes at dusk now.",
         timeout=TIMEOUT, message="the edit did not reach Lorekeeper",
     )  # fmt: skip
+
+    # The person takes World off the books active in every chat: the × on its chip in SillyTavern's list.
+    page.locator("#world_info + .select2 .select2-selection__choice", has_text="World").locator(
+        ".select2-selection__choice__remove"
+    ).click()
+    wait_until(lambda: Lorebook.objects.get(user=user, name="World").scope == "linked",
+               timeout=TIMEOUT, message="World stayed global in Lorekeeper")  # fmt: skip
+    books, _ = chat_books(user=user, chat=chat, character=mira)
+    assert [(book.name, book.kind) for book in books] == [("Mira lore", "character")]
+    # And back on the list: global again.
+    page.keyboard.press("Escape")  # the list select2 opened as the chip went
+    page.locator("#world_info + .select2 .select2-selection").click()
+    page.locator(".select2-container--open .select2-results__option", has_text="World").click()
+    wait_until(lambda: Lorebook.objects.get(user=user, name="World").scope == "global",
+               timeout=TIMEOUT, message="World did not become global again")  # fmt: skip

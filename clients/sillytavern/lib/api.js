@@ -117,12 +117,15 @@ export class Api {
     }
 
     /**
-     * The World Info books the chat uses, as SillyTavern has them (`[{name, use, data}]`).
+     * The World Info books the chat uses, as SillyTavern has them (`[{name, use, data}]`), and, when given, the
+     * names of SillyTavern's books on no global list.
      * @param {number} chatId
      * @param {{name: string, use: string, data: any}[]} books
+     * @param {string[]} [notGlobal]
      */
-    async putChatBooks(chatId, books) {
-        return (await this.request('POST', `chats/${chatId}/lorebooks`, { body: { books }, timeoutMs: Math.max(this.timeoutMs, 60000) })).body;
+    async putChatBooks(chatId, books, notGlobal) {
+        const body = notGlobal ? { books, not_global: notGlobal } : { books };
+        return (await this.request('POST', `chats/${chatId}/lorebooks`, { body, timeoutMs: Math.max(this.timeoutMs, 60000) })).body;
     }
 
     /** @param {number} chatId */

@@ -1,6 +1,7 @@
 // The World Info books the open chat uses, sent to Lorekeeper as SillyTavern has them, so that Lorekeeper's own
 // prompts (its web chat, its gateway) activate the same lore (docs/LOREBOOKS.md, "From SillyTavern"). A book is sent
-// when the chat opens and when it changes, and only when it differs from what was last sent for that chat.
+// when the chat opens and when it changes, and only when it differs from what was last sent for that chat. A book
+// taken off SillyTavern's global list is taken off Lorekeeper's (`sendNotGlobal`).
 
 /** @typedef {{name: string, use: 'chat'|'character'|'global'}} Used */
 
@@ -67,4 +68,37 @@ export async function sendBooks({ api, chatId, used, load, sent }) {
         sent.set(key, digest);
     }
     return { sent: names, refused };
+}
+
+export const MAX_NOT_GLOBAL = 5000; // names in one request, as Lorekeeper takes them
+const MAX_NAME = 200;
+
+/**
+ * Tell Lorekeeper which of SillyTavern's books are on no global list (every book not active in every chat), when
+ * that changed since it was last said to this server: a book taken off SillyTavern's global list is then taken off
+ * Lorekeeper's. A book it names is forgotten as sent globally, so that it is sent again if it goes back on the list.
+ * A refusal (a 4xx) is remembered, so it is not repeated; an outage throws (the next change tries again).
+ * @param {{api: {putChatBooks: (chatId: number, books: any[], notGlobal?: string[]) => Promise<any>, serverUrl: string},
+ *   chatId: number, allNames: string[], globalNames: string[], sent: Map<string, string>}} options
+ * @returns {Promise<string[]|null>} the names said, or null when nothing changed
+ */
+export async function sendNotGlobal({ api, chatId, allNames, globalNames, sent }) {
+    const wanted = allNames.filter((name) => typeof name === 'string' && name.trim() && name.length <= MAX_NAME && !globalNames.includes(name));
+    const names = [...new Set(wanted)].sort().slice(0, MAX_NOT_GLOBAL);
+    const key = `${api.serverUrl}|not_global`;
+    const digest = bookDigest(names);
+    if (sent.get(key) === digest || (!names.length && !sent.has(key))) return null;
+    try {
+        await api.putChatBooks(chatId, [], names);
+    } catch (error) {
+        const status = /** @type {any} */ (error)?.status ?? 0;
+        if (!(status >= 400 && status < 500) || status === 409 || status === 429) throw error;
+    }
+    sent.set(key, digest);
+    const off = new Set(names.map((name) => `|global|${name}`));
+    for (const sentKey of [...sent.keys()]) {
+        const at = sentKey.indexOf('|global|');
+        if (at >= 0 && sentKey.startsWith(`${api.serverUrl}|`) && off.has(sentKey.slice(at))) sent.delete(sentKey);
+    }
+    return names;
 }

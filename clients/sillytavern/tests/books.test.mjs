@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { bookDigest, booksOfChat, sendBooks } from '../lib/books.js';
+import { bookDigest, booksOfChat, sendBooks, sendNotGlobal } from '../lib/books.js';
 
 test('a chat uses its chat lore, its character book and the global books, each once', () => {
     const used = booksOfChat({
@@ -64,4 +64,43 @@ test('a refused book is said once and not sent again until it changes; an outage
 test('the digest follows the content', () => {
     assert.equal(bookDigest({ entries: { 0: 'a' } }), bookDigest({ entries: { 0: 'a' } }));
     assert.notEqual(bookDigest({ entries: { 0: 'a' } }), bookDigest({ entries: { 0: 'b' } }));
+});
+
+test('the books on no global list are said when they change, and a book named is sent again when global', async () => {
+    const calls = [];
+    const api = { serverUrl: 'http://lk', putChatBooks: async (chatId, books, notGlobal) => calls.push([chatId, books, notGlobal]) };
+    const sent = new Map();
+    const world = { entries: { 0: { uid: 0, content: 'Everywhere.' } } };
+    const global = async (globalNames) => {
+        await sendBooks({ api, chatId: 1, used: globalNames.map((name) => ({ name, use: 'global' })), load: async () => world, sent });
+        return sendNotGlobal({ api, chatId: 1, allNames: ['World', 'Sea', ' ', 'x'.repeat(201)], globalNames, sent });
+    };
+    assert.equal(await global(['World', 'Sea']), null); // every book global, nothing was said before: no request
+    assert.deepEqual(await global(['Sea']), ['World']); // World taken off the list
+    assert.equal(await global(['Sea']), null); // the same again: not said again
+    assert.deepEqual(await global(['World', 'Sea']), []); // World back on it: sent as global again, then the list
+    assert.deepEqual(calls.map(([, books, notGlobal]) => [books.map((book) => `${book.name}:${book.use}`), notGlobal]), [
+        [['World:global'], undefined],
+        [['Sea:global'], undefined],
+        [[], ['World']],
+        [['World:global'], undefined],
+        [[], []],
+    ]);
+});
+
+test('a refused list is not repeated and an outage is tried again', async () => {
+    let calls = 0;
+    const refuse = async () => {
+        calls += 1;
+        throw Object.assign(new Error('not_global: too long'), { status: 400 });
+    };
+    const sent = new Map();
+    const options = { api: { serverUrl: 'http://lk', putChatBooks: refuse }, chatId: 1, allNames: ['World'], globalNames: [], sent };
+    await sendNotGlobal(options);
+    await sendNotGlobal(options);
+    assert.equal(calls, 1);
+    const offline = async () => { throw Object.assign(new Error('unreachable'), { status: 0 }); };
+    const later = new Map();
+    await assert.rejects(sendNotGlobal({ ...options, api: { serverUrl: 'http://lk', putChatBooks: offline }, sent: later }));
+    assert.equal(later.size, 0);
 });
