@@ -19,6 +19,7 @@ from apps.lorebooks import selectors
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import (
     MAX_NOT_GLOBAL,
+    MAX_OWNERS,
     MAX_SENT,
     chat_books_put,
     export_disposition,
@@ -65,6 +66,13 @@ class ChatBookSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     data = DictField(help_text='The World Info file (`{"entries": {...}}`) as the client has it.')
     use = serializers.ChoiceField(choices=["chat", "character", "global"])
+    characters = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        max_length=MAX_OWNERS,
+        help_text="With `use` character: the names of the chat's characters whose book it is (a group's members "
+        f"who link it). Without it, every character of the chat. At most {MAX_OWNERS}.",
+    )
 
     class Meta:
         ref_name = "ChatLorebookInput"

@@ -140,3 +140,27 @@ def test_another_users_global_book_is_out_of_reach(api, other_user, chat):
     Lorebook.objects.filter(pk=theirs.pk).update(scope="global")
     response = api.post(f"/api/v1/chats/{chat.pk}/lorebooks", {"books": [], "not_global": ["World"]}, format="json")
     assert response.status_code == 200 and Lorebook.objects.get(pk=theirs.pk).scope == "global"
+
+
+def test_a_groups_members_each_get_their_own_book(api, user):
+    mira, rowan = CharacterFactory(user=user, name="Mira"), CharacterFactory(user=user, name="Rowan")
+    group = chat_create(user=user, title="The crew", character_ids=[mira.pk, rowan.pk])
+    books = [
+        {"name": "Mira lore", "data": _book("Mira keeps the lantern."), "use": "character", "characters": ["Mira"]},
+        {"name": "Shared", "data": _book("Both sail."), "use": "character", "characters": ["Rowan", "Nobody here"]},
+    ]
+    response = api.post(f"/api/v1/chats/{group.pk}/lorebooks", {"books": books}, format="json")
+    assert response.status_code == 200, response.json()
+    linked = {c.name: c.card_data["extensions"]["world"] for c in Character.objects.filter(pk__in=[mira.pk, rowan.pk])}
+    assert linked == {"Mira": "Mira lore", "Rowan": "Shared"}
+    for character, name in ((mira, "Mira lore"), (rowan, "Shared")):
+        scanned, _ = chat_books(user=user, chat=group, character=Character.objects.get(pk=character.pk))
+        assert [(book.name, book.kind) for book in scanned] == [(name, "character")]
+
+
+@pytest.mark.parametrize("characters", ["Mira", [None], ["M" * 201], ["x"] * 101])
+def test_a_bad_list_of_characters_is_refused_naming_it(api, user, chat, characters):
+    books = [{"name": "Mira lore", "data": _book("x"), "use": "character", "characters": characters}]
+    response = api.post(f"/api/v1/chats/{chat.pk}/lorebooks", {"books": books}, format="json")
+    assert response.status_code == 400 and "characters" in response.content.decode(), response.content
+    assert not Lorebook.objects.exists()

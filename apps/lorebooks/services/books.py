@@ -134,6 +134,7 @@ def _vectors_later(book: Lorebook, entries: list[dict[str, Any]]) -> None:
 USES = ("chat", "character", "global")
 MAX_SENT = 50  # books in one request from a client
 MAX_NOT_GLOBAL = 5000  # names of the client's other books
+MAX_OWNERS = 100  # characters one book sent is linked to (a group's members)
 
 
 @transaction.atomic
@@ -144,12 +145,12 @@ def chat_books_put(
     World Info files): each imported under its name, in place of the book of that name. `use` says how the chat
     uses it, as SillyTavern does: `global` (active in every chat: the book's scope becomes global), `chat` (the
     chat's own lore, linked by its metadata, which the chat's sync brings), `character` (its character's lore: each
-    of the chat's characters is linked to it, as the card's `extensions.world` links it, in place of a book it
-    linked before: the client's card is the one its chat uses). `not_global` names the client's other books, which
-    it does not use globally: a global book of one of those names becomes linked here too, as a book taken off
-    SillyTavern's global list is (a book the client does not have keeps the scope it has here). A book the same as
-    the one here is not written again. All or nothing: one bad book refuses the request, naming the book and the
-    entry."""
+    of the chat's characters, or those `characters` names, a group's members, is linked to it, as the card's
+    `extensions.world` links it, in place of a book it linked before: the client's card is the one its chat uses).
+    `not_global` names the client's other books, which it does not use globally: a global book of one of those
+    names becomes linked here too, as a book taken off SillyTavern's global list is (a book the client does not
+    have keeps the scope it has here). A book the same as the one here is not written again. All or nothing: one
+    bad book refuses the request, naming the book and the entry."""
     if not isinstance(books, list) or len(books) > MAX_SENT:
         raise ApplicationError(f"`books` is a list of at most {MAX_SENT} books.", {"field": "books"})
     done = []
@@ -169,7 +170,10 @@ def chat_books_put(
         if item["use"] == "global" and book.scope != Lorebook.Scope.GLOBAL:
             book = lorebook_update(book=book, scope=Lorebook.Scope.GLOBAL)
         if item["use"] == "character":
-            for character in chat.characters.all():
+            owners = chat.characters.all()
+            if item.get("characters") is not None:
+                owners = owners.filter(name__in=item["characters"])
+            for character in owners:
                 if card_extensions(character.card_data).get("world") != book.name:
                     character_update(
                         character=character, data={"card_data": card_with_world(character.card_data, book.name)}
