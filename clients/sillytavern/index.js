@@ -273,10 +273,12 @@ function syncBooks() {
         if (!sync?.chatId || !settings().sync) return;
         const c = ctx();
         const globalNames = globalBookNames();
+        const members = c.groups?.find((group) => group.id === c.groupId)?.members ?? [];
         const used = booksOfChat({
             metadata: c.chatMetadata,
             character: c.groupId ? null : c.characters[c.characterId],
             isGroup: Boolean(c.groupId),
+            members: c.groupId ? c.characters.filter((character) => members.includes(character.avatar)) : [],
             globalNames,
         });
         try {

@@ -1,8 +1,8 @@
 """The extension sends the World Info books the open chat uses to Lorekeeper (docs/LOREBOOKS.md, "From SillyTavern"),
 in a real SillyTavern 1.19.0 in Chromium: the book active in every chat arrives global, the character's book
 arrives and is linked to the character, an entry a person edits in SillyTavern's World Info panel arrives edited,
-and a book taken off SillyTavern's global list is taken off Lorekeeper's (and put back). Lorekeeper's own prompt
-for the chat then activates them."""
+and a book taken off SillyTavern's global list is taken off Lorekeeper's (and put back); in a group chat each
+member's book is linked to that member. Lorekeeper's own prompt for the chat then activates them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from apps.chats.models import Chat
 from apps.lorebooks.models import Lorebook, LorebookEntry
 from apps.lorebooks.services.lore import chat_books
-from tests.sillytavern.harness import open_character, wait_until
+from tests.sillytavern.harness import open_character, open_group, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,3 +74,30 @@ def test_the_books_of_the_open_chat_reach_lorekeeper_and_an_edit_follows(st, st_
     page.locator(".select2-container--open .select2-results__option", has_text="World").click()
     wait_until(lambda: Lorebook.objects.get(user=user, name="World").scope == "global",
                timeout=TIMEOUT, message="World did not become global again")  # fmt: skip
+
+
+def test_each_member_of_a_group_gets_its_own_book(st, st_open, lorekeeper):
+    worlds = st.user_dir / "worlds"
+    worlds.mkdir(parents=True, exist_ok=True)
+    (worlds / "Mira lore.json").write_text(json.dumps(_world("Mira keeps the lantern.", "lantern")))
+    (worlds / "Tobin lore.json").write_text(json.dumps(_world("Tobin mends the nets.", "nets")))
+    link = {"talkativeness": "0.5", "fav": False, "depth_prompt": {}}
+    mira = st.add_character("Mira", first_mes="Hello.", extensions={**link, "world": "Mira lore"})
+    tobin = st.add_character("Tobin", first_mes="Hi.", extensions={**link, "world": "Tobin lore"})
+    st.add_group("Harbour", [mira, tobin], activation_strategy=1)
+    page = st_open(extension=lorekeeper.extension_settings(inject=False))
+    open_group(page, "Harbour")
+    user = lorekeeper.user
+
+    def linked() -> dict:
+        chat = Chat.objects.filter(user=user).first()
+        if chat is None:
+            return {}
+        return {c.name: (c.card_data.get("extensions") or {}).get("world") for c in chat.characters.all()}
+
+    wait_until(lambda: linked() == {"Mira": "Mira lore", "Tobin": "Tobin lore"},
+               timeout=TIMEOUT, message="the members' books were not linked to them")  # fmt: skip
+    chat = Chat.objects.get(user=user)
+    for member in chat.characters.all():
+        books, _ = chat_books(user=user, chat=chat, character=member)
+        assert [(book.name, book.kind) for book in books] == [(f"{member.name} lore", "character")]

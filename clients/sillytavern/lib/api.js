@@ -117,10 +117,10 @@ export class Api {
     }
 
     /**
-     * The World Info books the chat uses, as SillyTavern has them (`[{name, use, data}]`), and, when given, the
-     * names of SillyTavern's books on no global list.
+     * The World Info books the chat uses, as SillyTavern has them (`[{name, use, data, characters?}]`), and, when
+     * given, the names of SillyTavern's books on no global list.
      * @param {number} chatId
-     * @param {{name: string, use: string, data: any}[]} books
+     * @param {{name: string, use: string, data: any, characters?: string[]}[]} books
      * @param {string[]} [notGlobal]
      */
     async putChatBooks(chatId, books, notGlobal) {

@@ -3,25 +3,33 @@
 // when the chat opens and when it changes, and only when it differs from what was last sent for that chat. A book
 // taken off SillyTavern's global list is taken off Lorekeeper's (`sendNotGlobal`).
 
-/** @typedef {{name: string, use: 'chat'|'character'|'global'}} Used */
+/** @typedef {{name: string, use: 'chat'|'character'|'global', characters?: string[]}} Used */
 
 /**
- * The books a chat uses, as SillyTavern gathers them: its chat lore (`chat_metadata.world_info`), its character's
- * book (the card's `extensions.world`; a group's members are left out), and the books active in every chat. A book
- * is named once, by the first of chat, character, global.
- * @param {{metadata?: any, character?: any, isGroup?: boolean, globalNames?: string[]}} open
+ * The books a chat uses, as SillyTavern gathers them: the books active in every chat, its chat lore
+ * (`chat_metadata.world_info`), and its character's book (the card's `extensions.world`; in a group, each
+ * member's). A book is named once, by the first of global, chat, character, as SillyTavern reads it once (a
+ * character's book that is also global is read as global).
+ * @param {{metadata?: any, character?: any, isGroup?: boolean, members?: any[], globalNames?: string[]}} open
  * @returns {Used[]}
  */
-export function booksOfChat({ metadata, character, isGroup = false, globalNames = [] }) {
+export function booksOfChat({ metadata, character, isGroup = false, members = [], globalNames = [] }) {
     /** @type {Used[]} */
     const used = [];
     /** @param {any} name @param {Used['use']} use */
     const add = (name, use) => {
         if (typeof name === 'string' && name.trim() && !used.some((book) => book.name === name)) used.push({ name, use });
     };
+    for (const name of globalNames) add(name, 'global');
     add(metadata?.world_info, 'chat');
     if (!isGroup) add(character?.data?.extensions?.world, 'character');
-    for (const name of globalNames) add(name, 'global');
+    for (const member of isGroup ? members : []) {
+        const name = member?.data?.extensions?.world;
+        if (typeof member?.name !== 'string' || !member.name) continue;
+        add(name, 'character');
+        const book = used.find((held) => held.name === name && held.use === 'character');
+        if (book) (book.characters ??= []).push(member.name); // whose book it is: a group's members by name
+    }
     return used;
 }
 
@@ -55,10 +63,11 @@ export async function sendBooks({ api, chatId, used, load, sent }) {
         const data = await load(book.name);
         if (!data || typeof data !== 'object' || !data.entries) continue;
         const key = `${api.serverUrl}|${chatId}|${book.use}|${book.name}`;
-        const digest = bookDigest(data);
+        const owners = book.characters ? { characters: book.characters } : {};
+        const digest = bookDigest(data) + (book.characters ? `|${bookDigest(book.characters)}` : '');
         if (sent.get(key) === digest) continue;
         try {
-            await api.putChatBooks(chatId, [{ name: book.name, use: book.use, data }]);
+            await api.putChatBooks(chatId, [{ name: book.name, use: book.use, data, ...owners }]);
             names.push(book.name);
         } catch (error) {
             const status = /** @type {any} */ (error)?.status ?? 0;

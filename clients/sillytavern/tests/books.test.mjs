@@ -5,23 +5,43 @@ import { test } from 'node:test';
 
 import { bookDigest, booksOfChat, sendBooks, sendNotGlobal } from '../lib/books.js';
 
-test('a chat uses its chat lore, its character book and the global books, each once', () => {
+test('a chat uses the global books, its chat lore and its character book, each once and global first', () => {
     const used = booksOfChat({
         metadata: { world_info: 'Harbour' },
         character: { data: { extensions: { world: 'Mira' } } },
-        globalNames: ['World', 'Harbour'],
+        globalNames: ['World'],
     });
     assert.deepEqual(used, [
+        { name: 'World', use: 'global' },
         { name: 'Harbour', use: 'chat' },
         { name: 'Mira', use: 'character' },
-        { name: 'World', use: 'global' },
     ]);
+    // A character's book that is also global is read as global, as SillyTavern reads it.
+    const both = booksOfChat({ character: { data: { extensions: { world: 'World' } } }, globalNames: ['World'] });
+    assert.deepEqual(both, [{ name: 'World', use: 'global' }]);
 });
 
-test('a group leaves its members books out, and empty names are no books', () => {
-    const used = booksOfChat({ metadata: { world_info: '' }, character: { data: { extensions: { world: 'Mira' } } }, isGroup: true, globalNames: [' '] });
-    assert.deepEqual(used, []);
+test("a group's members each name their book, a book two share names both, and empty names are no books", () => {
+    const member = (name, world) => ({ name, data: { extensions: { world } } });
+    const members = [member('Mira', 'Mira lore'), member('Rowan', 'Sea'), member('Hale', 'Sea'), member('Ash', ''), member('Gull', 'World')];
+    const used = booksOfChat({ metadata: { world_info: '' }, character: member('Mira', 'Ignored'), isGroup: true, members, globalNames: ['World', ' '] });
+    assert.deepEqual(used, [
+        { name: 'World', use: 'global' },
+        { name: 'Mira lore', use: 'character', characters: ['Mira'] },
+        { name: 'Sea', use: 'character', characters: ['Rowan', 'Hale'] },
+    ]);
     assert.deepEqual(booksOfChat({}), []);
+});
+
+test("a member's book is sent with its owners, and again when they change", async () => {
+    const calls = [];
+    const api = { serverUrl: 'http://lk', putChatBooks: async (chatId, books) => calls.push(books[0].characters) };
+    const sent = new Map();
+    const load = async () => ({ entries: { 0: { uid: 0, content: 'Sea.' } } });
+    await sendBooks({ api, chatId: 1, used: [{ name: 'Sea', use: 'character', characters: ['Rowan'] }], load, sent });
+    await sendBooks({ api, chatId: 1, used: [{ name: 'Sea', use: 'character', characters: ['Rowan'] }], load, sent });
+    await sendBooks({ api, chatId: 1, used: [{ name: 'Sea', use: 'character', characters: ['Rowan', 'Hale'] }], load, sent });
+    assert.deepEqual(calls, [['Rowan'], ['Rowan', 'Hale']]);
 });
 
 test('a book is sent once, again when it changes, and for each chat', async () => {
