@@ -70,3 +70,22 @@ def test_inside_a_test_cases_transaction_committed_work_runs_here():
     assert beside_committed(_where).result(timeout=10) == here
     with transaction.atomic():
         assert beside_committed(_where).result(timeout=10) == here
+
+
+def _nested(depth: int) -> list[int]:
+    """This thread, and the threads of the work it asked beside, `depth` deep."""
+    inner = beside(_nested, depth - 1).result(timeout=10) if depth else []
+    return [threading.get_ident(), *inner]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_work_beside_asks_its_own_work_beside_in_its_own_thread_so_the_few_threads_never_wait_on_each_other():
+    # Every thread holds work that asks for more: queued behind them, it would never start.
+    from apps.common.beside import THREADS
+
+    outer = [beside(_nested, 2) for _ in range(THREADS * 2)]
+
+    for found in outer:
+        threads = found.result(timeout=10)
+        assert len(threads) == 3 and len(set(threads)) == 1
+    assert threading.get_ident() not in {found.result()[0] for found in outer}
