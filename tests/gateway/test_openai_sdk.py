@@ -236,29 +236,6 @@ def test_a_memory_written_in_lorekeeper_reaches_the_models_request_and_the_promp
     assert page.content.decode().count(" · added") == len(added)
 
 
-def test_a_new_turns_recall_is_searched_while_its_history_is_written_and_reaches_the_model(
-    sdk, connection, user, character
-):
-    def waited(generation) -> bool:
-        return "context_search_waited" in generation.prompt_info["timings_ms"]
-
-    sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
-    first = Generation.objects.get()
-    assert not waited(first)  # a chat this request made: no search on another connection could find it
-    memory_create(user=user, kind="fact", content="The Gull's captain hides smuggled amber below deck.",
-                  character=character)  # fmt: skip
-    history = opening(person("Any ships?"), reply(STORY), person("What does the Gull's captain hide?"))
-
-    sdk.chat.completions.create(model="scripted", messages=history)
-
-    second = Generation.objects.exclude(pk=first.pk).get()
-    assert waited(second)
-    assert "hides smuggled amber" in json.dumps(sent_to_model(connection)[:-1])
-    sdk.chat.completions.create(model="scripted", messages=history)  # the same again: a regenerate
-    swipe = Generation.objects.order_by("-pk").first()
-    assert swipe.mode == "swipe" and not waited(swipe)
-
-
 def test_without_a_key_or_with_a_wrong_one_the_answer_is_a_401_in_openais_shape(gateway, connection):
     for key in ("lk_not-a-token", None):
         headers = {"Authorization": f"Bearer {key}"} if key else {}

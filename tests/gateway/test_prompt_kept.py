@@ -121,38 +121,3 @@ def test_the_prompt_api_gives_every_message_the_model_was_sent(user, character, 
     answer = client.get(f"/api/v1/chats/{chat.pk}/messages/41/prompt")
     assert answer.status_code == 200
     assert answer.json()["prompt"] == full
-
-
-@pytest.fixture
-def started(monkeypatch):
-    """Who started a recall search ahead, and for which message: the gateway, before writing the history, or the
-    preparation of the reply."""
-    from apps.gateway.services import complete
-    from apps.generation.services import generate
-
-    seen: list[tuple[str, str]] = []
-    for module, name, who in ((complete, "recall_ahead", "gateway"), (generate, "recall_ahead_start", "prepare")):
-        start = getattr(module, name)
-
-        def recorded(*, _start=start, _who=who, **kwargs):
-            seen.append((_who, kwargs["message"]))
-            return _start(**kwargs)
-
-        monkeypatch.setattr(module, name, recorded)
-    return seen
-
-
-def test_the_gateway_searches_a_new_turns_recall_ahead_and_nothing_for_a_regenerate_or_a_new_chat(
-    user, connection, chat, started
-):
-    ask(user, chat, [*history(chat), {"role": "user", "content": "And then?"}])
-    assert started == [("gateway", "And then?")]  # once, before the history was written
-    started.clear()
-
-    ask(user, chat, history(chat)[:-1])  # a regenerate of the reply just made
-    assert started == []
-
-    body = {"model": "scripted", "messages": [{"role": "system", "content": SYSTEM},
-                                              {"role": "user", "content": "A new story."}]}  # fmt: skip
-    completion_prepare(user=user, body=body)  # no chat named, none like it: made by this request
-    assert started == []

@@ -19,7 +19,7 @@ from django.db import transaction
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotency_lock
 from apps.gateway.selectors import connection_for_model
-from apps.gateway.services.match import Found, chat_for_request
+from apps.gateway.services.match import chat_for_request
 from apps.gateway.services.request import Line, messages_parse, options_parse
 from apps.gateway.services.sync import Synced, history_sync
 from apps.generation.models import Generation
@@ -27,7 +27,6 @@ from apps.generation.services.generate import generation_prepare
 from apps.generation.services.lease import generation_lapse
 from apps.generation.services.prompt import Composing, Prompt, composing_lore, lore_unsent, memory_placed
 from apps.generation.services.stream import Event, replay_event
-from apps.injection.services.recall import RecallAhead, recall_ahead
 from apps.llm.profiles import connection_context_size
 from apps.llm.tokens import ESTIMATE, Tokenizer, tokenizer_for
 
@@ -176,29 +175,12 @@ def completion_prepare(
     if named is not None and (isinstance(named, bool) or not isinstance(named, str | int)):
         raise ApplicationError(f"`{CHAT_FIELD}` is a chat id or a client key.", {"field": CHAT_FIELD})
     found = chat_for_request(user=user, lines=lines, header=chat_header or str(named or ""))
-    ahead = _recall_ahead(user, found, lines)
     synced = history_sync(chat=found.chat, lines=lines, start=found.start)
     prepared = generation_prepare(
         user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection_id=connection.pk,
         compose=_composer(lines, synced), options=options, idempotency_key=idempotency_key, body_digest=digest,
-        recall_ahead=ahead, search_ahead=found.how != "new",
     )  # fmt: skip
     return Completion(prepared.generation, model or connection.name, tokenizer_for(connection))
-
-
-def _recall_ahead(user: AbstractUser, found: Found, lines: list[Line]) -> RecallAhead | None:
-    """The recall of the person's new message, searched while the history is written (injection's
-    `recall_ahead`), when the request looks like one: it ends with a message of the person's and holds more
-    messages than the chat from where it starts. A regenerate (the history ending before the chat's last reply)
-    or a deletion holds fewer, and asks no search. The build uses the search only if it asks the same; a guess
-    wrong here costs a search, never a different reply. Not in a chat this request made: it is not committed, so
-    the search's own connection would not find it."""
-    if found.how == "new" or not lines or lines[-1].role != "user":
-        return None
-    said = sum(1 for line in lines if line.role != "system")
-    if found.start + said <= found.chat.message_count:
-        return None
-    return recall_ahead(user=user, chat=found.chat, message=lines[-1].content)
 
 
 async def completion_replayed(completion: Completion) -> AsyncIterator[Event]:

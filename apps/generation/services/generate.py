@@ -34,8 +34,6 @@ from apps.generation.services.prompt import Composing, Prompt, Speakers, card_pr
 from apps.generation.services.store import extends_of
 from apps.generation.services.stream import open_streams
 from apps.injection.services.context import context_build
-from apps.injection.services.recall import RecallAhead
-from apps.injection.services.recall import recall_ahead as recall_ahead_start
 from apps.llm.models import Connection
 from apps.llm.selectors import connection_for_replies, connection_get
 
@@ -105,16 +103,12 @@ def generation_prepare(
     compose: Callable[[Composing], Prompt] = card_prompt,
     options: dict[str, Any] | None = None,
     body_digest: str = "",
-    recall_ahead: RecallAhead | None = None,
-    search_ahead: bool = True,
 ) -> Prepared:
     """Everything before the model is asked: the generation to stream, or for a retry the one the first request
     made (its state says whether it is still streaming or already stored). `compose` makes the prompt once the
     context is built (the web chat's: `card_prompt`); `options` (`max_tokens`, `sampler`) are asked of the model
     over the connection's own reply length and samplers, and kept with the request, as is `body_digest` (another
-    client's whole request, which its retries are compared by). A new message's recall is searched beside the
-    preparation's writes, from their start (`recall_ahead`, which a caller may have started sooner; not when
-    `search_ahead` is False: a chat the caller's transaction made, which the search's own connection cannot see)."""
+    client's whole request, which its retries are compared by)."""
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"}, status=404)  # selectors scope chats: a bug
     message = (message or "").replace("\x00", "").strip() or None
@@ -142,8 +136,6 @@ def generation_prepare(
     _check(chat, mode, message)
     streams_check(user=user, open_in_process=len(open_streams))  # before the work: a refusal costs nothing
     connection = _connection(user, connection_id)
-    if recall_ahead is None and search_ahead and mode == Generation.Mode.NEW:
-        recall_ahead = recall_ahead_start(user=user, chat=chat, message=message)
     chat = chat_lock(chat=chat, integrity=integrity)
     characters = chat_characters_in_order(chat=chat)
     responder = _responder(chat, characters, character, message or "")
@@ -153,9 +145,8 @@ def generation_prepare(
         chat = chat_append(chat=chat, messages=[line], integrity=chat.integrity).chat
     timings = {"append": _ms(started)}  # where the time before the first token goes (bench/chat.py reads them)
     context = context_build(
-        user=user, chat=chat, message=message if mode == Generation.Mode.NEW else None, character=responder,
-        ahead=recall_ahead,
-    )  # fmt: skip
+        user=user, chat=chat, message=message if mode == Generation.Mode.NEW else None, character=responder
+    )
     chat = context.chat
     timings["context"] = context.timings_ms.get("total", 0.0)
     timings |= {f"context_{step}": ms for step, ms in context.timings_ms.items() if step != "total"}

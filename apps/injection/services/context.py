@@ -103,13 +103,11 @@ def context_build(
     character: Character | str | None = None,
     preview: bool = False,
     mirror: bool = False,
-    ahead: recalls.RecallAhead | None = None,
 ) -> Context:
     """Build the context for the next generation of `chat`. `message`: the pending user message (its recall is
     made and kept on that user turn when it is the chat's last one); none: a regeneration, which reuses the stored
     recall of the turn. `preview`: nothing is written (no recall stored, no repair note consumed, no statistics).
-    `mirror`: the client writes the kept recall into its SillyTavern file too (see chat_touch). `ahead`: the
-    message's recall search, started before (recall.py `recall_ahead`)."""
+    `mirror`: the client writes the kept recall into its SillyTavern file too (see chat_touch)."""
     started = time.perf_counter()
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"})
@@ -133,7 +131,7 @@ def context_build(
     placed = {pk for name in shown for pk in filled[name].memory_ids}
     turn_recall = _turn_recall(
         user=user, chat=chat, scope=scope, message=message, settings=settings, placed=placed, gathered=gathered,
-        budget=budgets["long"] - filled["long"].injected, ahead=ahead,
+        budget=budgets["long"] - filled["long"].injected,
     )  # fmt: skip
     timings |= turn_recall.timings
     filled["triggered"] = turn_recall.triggered
@@ -204,7 +202,7 @@ class TurnRecall:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def _turn_recall(*, user, chat, scope, message, settings, placed, gathered, budget, ahead) -> TurnRecall:
+def _turn_recall(*, user, chat, scope, message, settings, placed, gathered, budget) -> TurnRecall:
     """The turn's triggered recall: a new search for the pending message, unless the stored recall of that same
     message was edited by a person; else the stored recall of the turn being answered, as kept; else nothing."""
     target = recalls.recall_target(chat=chat, message=message or None)
@@ -228,11 +226,8 @@ def _turn_recall(*, user, chat, scope, message, settings, placed, gathered, budg
             exclude=placed,
             recent_from=chat.message_count - settings.recent_messages if settings.recall_messages else -1,
             scope_rows=gathered.rows + chat.message_count,
-            ahead=ahead,
         )
         found.timings = {"embed": search.embed_ms, "search": search.search_ms}
-        if search.waited_ms is not None:  # searched ahead, beside the preparation: this is what it cost the reply
-            found.timings["search_waited"] = search.waited_ms
         if search.filled.items:
             found.triggered = search.filled
             text = recalls.recall_text(search)

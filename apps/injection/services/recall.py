@@ -11,11 +11,7 @@ re-running overwrites it.
 
 from __future__ import annotations
 
-import logging
-import time
 import uuid
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as WaitedTooLong
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +21,6 @@ from django.utils import timezone
 
 from apps.chats.models import Chat, Message
 from apps.chats.services.extension_data import extension_data_put
-from apps.common.beside import beside_committed
 from apps.common.exceptions import ApplicationError
 from apps.injection.models import InjectionState
 from apps.injection.services.budgets import budgets_for, classify_turn
@@ -33,19 +28,13 @@ from apps.injection.services.settings import SLOT, injection_settings_get
 from apps.injection.services.slots import Filled, Item, Scope, fit, render, responder_of
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Entity, Kind, Memory
-from apps.memories.search.ranking import SearchOutcome, memory_search
+from apps.memories.search.ranking import memory_search
 
 NAMESPACE = "bme_recall"
 LABEL = "Recalled for this turn"
 MAX_TEXT = 20000
 # What triggered recall searches: every extracted kind, and chat turns older than those in the prompt anyway.
 RECALL_KINDS = [k for k in Kind.values if k not in (Kind.SUMMARY, Kind.PROFILE, Kind.CANON)]
-# How long a build waits for a search started ahead (recall_ahead) before searching itself. A search ahead
-# never waits on the build's transaction (it writes only the query's embedding cache, which a build writes after
-# it), so this is a safety net, past a remote embedding provider's own limit (embeddings.QUERY_TIMEOUT).
-AHEAD_WAIT = 15.0
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,17 +44,6 @@ class Recalled:
     hits: list[dict] = field(default_factory=list)  # {id, kind, score} of what went in
     embed_ms: float = 0.0
     search_ms: float = 0.0
-    waited_ms: float | None = None  # searched ahead: how long the build waited for it
-
-
-@dataclass
-class RecallAhead:
-    """A turn's recall search started before the reply's preparation needs it (`recall_ahead`)."""
-
-    chat_id: int
-    query: str
-    limit: int
-    outcome: Future[SearchOutcome]
 
 
 def _normal(text: str) -> str:
@@ -86,53 +64,6 @@ def recall_stored(message: Message | None) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("injectionText"), str) else None
 
 
-def recall_ahead(*, user: AbstractUser, chat: Chat, message: str | None) -> RecallAhead | None:
-    """Start the search for the person's pending `message` (the triggered recall's, as the injection settings ask
-    it) on a connection of its own, while the reply's preparation writes the chat: the build takes its outcome if
-    it asks the same (`recall_search`'s `ahead`). None when the settings recall nothing. It reads only what was
-    committed, as the recall reads anyway (the preparation writes messages, never memories). The chat must be
-    committed, too: a chat made in the caller's transaction is not there for it to find. Not knowing the build's
-    count of the scope yet, it counts the scope itself."""
-    query = (message or "").replace("\x00", "").strip()
-    settings = injection_settings_get(user=user)
-    if not query or not (settings.enabled["triggered"] or settings.unified):
-        return None
-    limit = settings.triggered_limit
-    found = beside_committed(_candidates, user=user, chat_id=chat.pk, query=query, limit=limit, scope_rows=None)
-    return RecallAhead(chat.pk, query, limit, found)
-
-
-def _candidates(*, user: AbstractUser, chat_id: int, query: str, limit: int, scope_rows: int | None) -> SearchOutcome:
-    return memory_search(
-        user=user,
-        query=query,
-        chat_id=chat_id,
-        kinds=RECALL_KINDS,
-        limit=max(limit * 3, 10),
-        scope_rows=scope_rows,
-        committed=True,  # a reply's preparation writes messages, never memories (they are indexed after it)
-    )
-
-
-def _from_ahead(
-    ahead: RecallAhead | None, *, chat_id: int, query: str, limit: int
-) -> tuple[SearchOutcome | None, float]:
-    """The outcome of the search ahead, if it asked what the build asks and ended well, and how long the build
-    waited for it; else (None, 0)."""
-    if ahead is None or (ahead.chat_id, ahead.query, ahead.limit) != (chat_id, query, limit):
-        return None, 0.0
-    started = time.perf_counter()
-    try:
-        outcome = ahead.outcome.result(timeout=AHEAD_WAIT)
-    except WaitedTooLong:
-        log.warning("a recall searched ahead took over %s s; searching again", AHEAD_WAIT)
-        return None, 0.0
-    except Exception:  # what the search raises, the build's own search raises too, or answers
-        log.info("a recall searched ahead failed; searching again", exc_info=True)
-        return None, 0.0
-    return outcome, (time.perf_counter() - started) * 1000
-
-
 def recall_search(
     *,
     user: AbstractUser,
@@ -143,16 +74,19 @@ def recall_search(
     exclude: set[int],
     recent_from: int | None,
     scope_rows: int | None = None,
-    ahead: RecallAhead | None = None,
 ) -> Recalled:
     """The pending message (split into sentences by the search) against the chat's memories with the memory
     store's multi-signal ranking; memories already in another slot, and chat turns from `recent_from` on (they are
-    in the prompt anyway), are left out. `ahead`: the same search, started before (`recall_ahead`), taken when it
-    asked this."""
-    outcome, waited = _from_ahead(ahead, chat_id=scope.chat.pk, query=query, limit=limit)
-    searched_ahead = outcome is not None
-    if outcome is None:
-        outcome = _candidates(user=user, chat_id=scope.chat.pk, query=query, limit=limit, scope_rows=scope_rows)
+    in the prompt anyway), are left out."""
+    outcome = memory_search(
+        user=user,
+        query=query,
+        chat_id=scope.chat.pk,
+        kinds=RECALL_KINDS,
+        limit=max(limit * 3, 10),
+        scope_rows=scope_rows,
+        committed=True,  # a reply's preparation writes messages, never memories (they are indexed after it)
+    )
     items: list[Item] = []
     for hit in outcome.results:
         memory = hit.memory
@@ -166,10 +100,7 @@ def recall_search(
     filled = fit(items, budget)
     hits = [{"id": i.memory_id, "kind": i.kind, "score": round(i.score or 0.0, 4)} for i in filled.items]
     timings = outcome.timings_ms
-    return Recalled(
-        filled, outcome.method, hits, timings.get("embed", 0.0), timings.get("search", 0.0),
-        waited_ms=waited if searched_ahead else None,
-    )  # fmt: skip
+    return Recalled(filled, outcome.method, hits, timings.get("embed", 0.0), timings.get("search", 0.0))
 
 
 def recall_subgraph(*, user_id: int, memory_ids: list[int], scores: dict[int, float]) -> dict[str, list[dict]]:
