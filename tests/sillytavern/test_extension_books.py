@@ -13,6 +13,7 @@ import pytest
 from apps.chats.models import Chat
 from apps.lorebooks.models import Lorebook, LorebookEntry
 from apps.lorebooks.services.lore import chat_books
+from tests.browsers import ARTIFACTS
 from tests.sillytavern.harness import open_character, open_group, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -68,6 +69,8 @@ def test_the_books_of_the_open_chat_reach_lorekeeper_and_an_edit_follows(st, st_
                timeout=TIMEOUT, message="World stayed global in Lorekeeper")  # fmt: skip
     books, _ = chat_books(user=user, chat=chat, character=mira)
     assert [(book.name, book.kind) for book in books] == [("Mira lore", "character")]
+    (ARTIFACTS / "lorebooks").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "lorebooks" / "sillytavern-world-off-the-global-list.png"))
     # And back on the list: global again.
     page.keyboard.press("Escape")  # the list select2 opened as the chip went
     page.locator("#world_info + .select2 .select2-selection").click()
