@@ -2,6 +2,7 @@ from django import forms
 from django.utils.html import format_html, format_html_join
 
 from apps.chats.models import ReplyOrder
+from apps.chats.services.characters import MAX_EXTRA_BOOKS, extra_books_clean
 
 MAX_ALTERNATE_GREETINGS = 100
 
@@ -106,9 +107,24 @@ class CharacterForm(forms.Form):
     )
     creator_notes = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False, strip=False)
     tags = forms.CharField(required=False, help_text="Comma-separated.")
+    extra_books = forms.CharField(
+        label="Additional lorebooks",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        help_text="The names of your lorebooks its chats scan besides the one its card links, one a line "
+        "(SillyTavern's Additional Lorebooks).",
+    )
 
     def clean_tags(self) -> list[str]:
         return [tag.strip()[:100] for tag in self.cleaned_data["tags"].split(",") if tag.strip()]
+
+    def clean_extra_books(self) -> list[str]:
+        names = extra_books_clean(self.cleaned_data["extra_books"].splitlines())
+        if len(names) > MAX_EXTRA_BOOKS:
+            raise forms.ValidationError(f"At most {MAX_EXTRA_BOOKS} additional lorebooks, not {len(names)}.")
+        if any(len(name) > 200 for name in names):
+            raise forms.ValidationError("A lorebook's name is at most 200 characters.")
+        return names
 
 
 class AvatarForm(forms.Form):

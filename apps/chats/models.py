@@ -36,6 +36,12 @@ class Character(Synced):
     card_data = models.JSONField(
         default=dict, blank=True, help_text="The card as imported (V1/V2/V3 JSON), or any other card data, verbatim."
     )
+    extra_books = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Its additional lorebooks, by name, scanned with the book its card links (SillyTavern's "
+        "per-character Additional Lorebooks, which SillyTavern keeps beside the card, not in it).",
+    )
     avatar = models.FileField(
         upload_to=avatar_path,
         blank=True,

@@ -10,6 +10,9 @@ CHARACTER_COLUMNS = (
     "name, description, personality, scenario, first_mes, mes_example, system_prompt, creator_notes, tags, "
     "card_data, source_instance, participating_instances"
 )
+# A character's additional lorebooks, a column of chats 0009: sync 0012 makes the character's trigger with them. The
+# migrations before it make it without (CHARACTER_COLUMNS, which they import, stays as they knew it).
+CHARACTER_COLUMNS_WITH_BOOKS = f"{CHARACTER_COLUMNS}, extra_books"
 SETTINGS_COLUMNS = "data, source_instance, participating_instances"
 # A book's entries are rows of their own: a write to any of them moves the book's entries_version (below).
 LOREBOOK_COLUMNS = "name, scope, extra, entries_version, source_instance, participating_instances"

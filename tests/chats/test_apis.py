@@ -304,3 +304,17 @@ def test_changing_a_chats_characters_keeps_the_order_given(api, user, mira_chat)
     )
     assert response.status_code == 200, response.json()
     assert [c.pk for c in chat_characters_in_order(chat=mira_chat)] == order
+
+
+def test_a_characters_additional_lorebooks_are_kept_and_a_bad_list_is_refused_naming_it(api, user):
+    created = api.post(
+        "/api/v1/characters/", {"name": "Mira", "extra_books": ["Harbour", " Sea ", "Harbour"]}, format="json"
+    )
+    assert created.status_code == 201, created.json()
+    assert created.json()["extra_books"] == ["Harbour", "Sea"]
+    url = f"/api/v1/characters/{created.json()['id']}/"
+    for bad in (["x" * 201], ["x"] * 51, "Harbour", [None]):
+        refused = api.patch(url, {"extra_books": bad}, format="json")
+        assert refused.status_code == 400 and "extra_books" in refused.content.decode(), bad
+    assert api.get(url).json()["extra_books"] == ["Harbour", "Sea"]
+    assert api.patch(url, {"extra_books": []}, format="json").json()["extra_books"] == []

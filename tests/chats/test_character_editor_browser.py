@@ -33,3 +33,29 @@ def test_the_editor_shows_a_box_per_greeting_and_saves_a_new_one(browser, live_s
     assert page.locator("textarea[name=post_history_instructions]").input_value().startswith("Write one or two")
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     assert page.errors == []
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_person_types_a_characters_additional_lorebooks_and_a_bad_list_is_refused(
+    browser, live_server, client, user, width
+):
+    mira = character_create(user=user, name="Mira", extra_books=["Harbour"])
+    page = watched_page(browser, width, live_server, session_cookie(client, user))
+    page.goto(f"{live_server.url}/characters/{mira.pk}/")
+    books = page.get_by_label("Additional lorebooks")
+    assert books.input_value() == "Harbour"
+    books.fill("Harbour\n  Sea lore \n\nHarbour\n")
+    page.locator("form.stacked button[type=submit]").click()
+    page.wait_for_load_state()
+    mira.refresh_from_db()
+    assert mira.extra_books == ["Harbour", "Sea lore"]
+    assert page.get_by_label("Additional lorebooks").input_value() == "Harbour\nSea lore"
+    screenshot(page, f"character-extra-books-{width}")
+    page.get_by_label("Additional lorebooks").fill("x" * 201)
+    page.locator("form.stacked button[type=submit]").click()
+    page.wait_for_load_state()
+    assert "at most 200 characters" in page.locator("form.stacked").inner_text()
+    mira.refresh_from_db()
+    assert mira.extra_books == ["Harbour", "Sea lore"]  # unchanged
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.errors == []

@@ -12,7 +12,13 @@ from rest_framework.views import APIView
 from apps.chats import selectors
 from apps.chats.apis.common import ListPagination
 from apps.chats.services.cards import character_import_card
-from apps.chats.services.characters import character_create, character_delete, character_update
+from apps.chats.services.characters import (
+    MAX_EXTRA_BOOKS,
+    character_create,
+    character_delete,
+    character_update,
+    extra_books_clean,
+)
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
 from apps.common.serializers import DictField, StorableInputSerializer, paginated
@@ -31,6 +37,9 @@ class CharacterOutputSerializer(serializers.Serializer):
     creator_notes = serializers.CharField()
     tags = serializers.ListField(child=serializers.CharField())
     card_data = serializers.DictField()
+    extra_books = serializers.ListField(
+        child=serializers.CharField(), help_text="Its additional lorebooks, by name (SillyTavern's charLore)."
+    )
     avatar = serializers.SerializerMethodField(
         help_text="Where its avatar is served (to its owner, signed in), or null when it has none."
     )
@@ -52,6 +61,16 @@ class CharacterInputSerializer(StorableInputSerializer):
     creator_notes = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
     tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=100)
     card_data = DictField(required=False, help_text="Any other card data, kept verbatim.")
+    extra_books = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        max_length=MAX_EXTRA_BOOKS,
+        help_text="Its additional lorebooks, by name, scanned with the book its card links (SillyTavern's "
+        f"per-character Additional Lorebooks). At most {MAX_EXTRA_BOOKS}.",
+    )
+
+    def validate_extra_books(self, value: list[str]) -> list[str]:
+        return extra_books_clean(value)
 
 
 class CharacterListApi(APIView):

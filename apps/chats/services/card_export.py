@@ -17,7 +17,8 @@ from apps.chats.services.characters import CHARACTER_FIELDS, card_body
 from apps.chats.services.png import PNG_SIGNATURE, png_with_card
 
 # What the character's own columns hold (edited on the character page): they win over the card as imported.
-COLUMN_FIELDS = tuple(field for field in CHARACTER_FIELDS if field != "card_data")
+# Its additional lorebooks are not the card's: SillyTavern keeps them beside it, and a card carries none.
+COLUMN_FIELDS = tuple(field for field in CHARACTER_FIELDS if field not in ("card_data", "extra_books"))
 # The rest of a V2 card's fields, with the value a card without them gets.
 CARD_DEFAULTS: dict[str, Any] = {
     "post_history_instructions": "",

@@ -21,10 +21,22 @@ CHARACTER_FIELDS = (
     "creator_notes",
     "tags",
     "card_data",
+    "extra_books",
 )
+MAX_EXTRA_BOOKS = 50  # a character's additional lorebooks
 # Card fields without a column of their own: kept in `card_data` (the `data` of a V2/V3 card, else the flat card),
 # with the value a card without them has.
 CARD_ONLY_FIELDS = {"alternate_greetings": list, "post_history_instructions": str}
+
+
+def extra_books_clean(names: list[str]) -> list[str]:
+    """A character's additional lorebooks as kept: each name trimmed, empty ones and repeats left out, in order."""
+    kept: list[str] = []
+    for name in names:
+        name = name.strip()
+        if name and name not in kept:
+            kept.append(name)
+    return kept
 
 
 def card_body(card_data: Any) -> dict[str, Any]:

@@ -70,7 +70,11 @@ def character_detail(request, character_id: int | None = None):
         initial = {
             field: getattr(character, field) for field in CharacterForm.base_fields if hasattr(character, field)
         }
-        initial.update(character_card_fields(character), tags=", ".join(character.tags))
+        initial.update(
+            character_card_fields(character),
+            tags=", ".join(character.tags),
+            extra_books="\n".join(character.extra_books or []),
+        )
     form = CharacterForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         if character is None:

@@ -47,6 +47,7 @@ WRITABLE = {
         "creator_notes",
         "tags",
         "card_data",
+        "extra_books",
     ),
     "settings": ("document",),
     "lorebook": ("name", "scope", "book"),
