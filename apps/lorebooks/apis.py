@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
+from apps.chats.services.characters import MAX_EXTRA_BOOKS
 from apps.common.exceptions import ApplicationError
 from apps.common.serializers import DictField
 from apps.lorebooks import selectors
@@ -21,6 +22,7 @@ from apps.lorebooks.services.books import (
     MAX_NOT_GLOBAL,
     MAX_OWNERS,
     MAX_SENT,
+    USES,
     chat_books_put,
     export_disposition,
     lorebook_delete,
@@ -65,7 +67,12 @@ class LorebookUpdateInputSerializer(serializers.Serializer):
 class ChatBookSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     data = DictField(help_text='The World Info file (`{"entries": {...}}`) as the client has it.')
-    use = serializers.ChoiceField(choices=["chat", "character", "global"])
+    use = serializers.ChoiceField(
+        choices=list(USES),
+        help_text="How the chat uses it: `global` (active in every chat), `chat` (the chat's own lore), `character` "
+        "(the book its character's card links), `extra` (one of its characters' additional books: `extra_books` "
+        "says whose).",
+    )
     characters = serializers.ListField(
         child=serializers.CharField(max_length=200),
         required=False,
@@ -78,8 +85,27 @@ class ChatBookSerializer(serializers.Serializer):
         ref_name = "ChatLorebookInput"
 
 
+class ChatExtraBooksSerializer(serializers.Serializer):
+    character = serializers.CharField(max_length=200, help_text="The name of one of the chat's characters.")
+    books = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        max_length=MAX_EXTRA_BOOKS,
+        help_text=f"Its additional books, by name, in order: exactly these (at most {MAX_EXTRA_BOOKS}).",
+    )
+
+    class Meta:
+        ref_name = "ChatExtraLorebooksInput"
+
+
 class ChatBooksInputSerializer(serializers.Serializer):
     books = ChatBookSerializer(many=True, max_length=MAX_SENT, help_text=f"At most {MAX_SENT}.")
+    extra_books = ChatExtraBooksSerializer(
+        many=True,
+        required=False,
+        max_length=MAX_OWNERS,
+        help_text="The additional books of the chat's characters (SillyTavern's per-character Additional "
+        f"Lorebooks), each character's whole list. At most {MAX_OWNERS} characters.",
+    )
     not_global = serializers.ListField(
         child=serializers.CharField(max_length=200),
         required=False,
@@ -197,7 +223,8 @@ class LorebookExportApi(APIView):
 class ChatLorebooksApi(APIView):
     """The books a client's open chat uses, sent as the client has them (the SillyTavern extension sends them as it
     sends the chat): each imported in place of the book of its name, a globally active one made global, a
-    character's linked to the chat's characters; a global book the client no longer uses globally made linked
+    character's linked to the chat's characters, each character's additional books set as `extra_books` lists
+    them; a global book the client no longer uses globally made linked
     (apps/lorebooks/services/books.py `chat_books_put`)."""
 
     @extend_schema(
@@ -209,12 +236,16 @@ class ChatLorebooksApi(APIView):
         chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
         given = request.data if isinstance(request.data, dict) else {}
         raw = given.get("books")
-        checked = ChatBooksInputSerializer(
-            data={"books": raw, **({"not_global": given["not_global"]} if "not_global" in given else {})}
-        )
+        lists = {name: given[name] for name in ("not_global", "extra_books") if name in given}
+        checked = ChatBooksInputSerializer(data={"books": raw, **lists})
         checked.is_valid(raise_exception=True)
-        not_global = checked.validated_data.get("not_global")
-        done = chat_books_put(user=request.user, chat=chat, books=raw, not_global=not_global)
+        done = chat_books_put(
+            user=request.user,
+            chat=chat,
+            books=raw,
+            not_global=checked.validated_data.get("not_global"),
+            extra_books=checked.validated_data.get("extra_books"),
+        )
         return Response([{"id": book.pk, "name": book.name, "scope": book.scope, "use": use} for book, use in done])
 
 

@@ -164,3 +164,87 @@ def test_a_bad_list_of_characters_is_refused_naming_it(api, user, chat, characte
     response = api.post(f"/api/v1/chats/{chat.pk}/lorebooks", {"books": books}, format="json")
     assert response.status_code == 400 and "characters" in response.content.decode(), response.content
     assert not Lorebook.objects.exists()
+
+
+def test_a_characters_additional_books_are_scanned_after_its_own_as_sillytavern_reads_them(api, user, chat):
+    """SillyTavern's character lore is the card's book, then the character's Additional Lorebooks; a book already
+    read as global or as the chat's lore is not read again as the character's."""
+    books = [
+        {"name": "Mira's lore", "data": _book("From the card's book."), "use": "character"},
+        {"name": "Harbour", "data": _book("From an additional book."), "use": "extra"},
+        {"name": "World", "data": _book("From everywhere."), "use": "global"},
+        {"name": "Chat lore", "data": _book("From the chat."), "use": "chat"},
+    ]
+    extra = [{"character": "Mira", "books": ["Harbour", " World", "Chat lore", "Harbour", "Missing"]}]
+    response = api.post(f"/api/v1/chats/{chat.pk}/lorebooks", {"books": books, "extra_books": extra}, format="json")
+    assert response.status_code == 200, response.json()
+    assert [row["use"] for row in response.json()] == ["character", "extra", "global", "chat"]
+    mira = Character.objects.get(pk=chat.characters.first().pk)
+    assert mira.extra_books == ["Harbour", "World", "Chat lore", "Missing"]  # trimmed, a repeat left out
+    assert mira.card_data["extensions"]["world"] == "Mira's lore"  # the card's own link is untouched
+    assert Lorebook.objects.get(user=user, name="Harbour").scope == "linked"
+    scanned, problems = chat_books(user=user, chat=chat, character=mira)
+    assert [(book.name, book.kind) for book in scanned] == [
+        ("World", "global"), ("Chat lore", "chat"), ("Mira's lore", "character"), ("Harbour", "character"),
+    ]  # fmt: skip
+    assert problems == ["The character links the lorebook 'Missing', which you have not imported."]
+
+
+def test_an_additional_book_taken_off_in_sillytavern_is_taken_off_here(api, user, chat):
+    url = f"/api/v1/chats/{chat.pk}/lorebooks"
+    books = [{"name": name, "data": _book(name), "use": "extra"} for name in ("Harbour", "Sea")]
+    api.post(url, {"books": books, "extra_books": [{"character": "Mira", "books": ["Harbour", "Sea"]}]}, format="json")
+    mira = Character.objects.get(pk=chat.characters.first().pk)
+    clock = mira.clock
+    response = api.post(url, {"books": [], "extra_books": [{"character": "Mira", "books": ["Sea"]}]}, format="json")
+    assert response.status_code == 200
+    mira.refresh_from_db()
+    assert mira.extra_books == ["Sea"] and mira.clock != clock  # a change devices pull
+    assert [book.name for book in chat_books(user=user, chat=chat, character=mira)[0]] == ["Sea"]
+    api.post(url, {"books": [], "extra_books": [{"character": "Mira", "books": []}]}, format="json")
+    mira.refresh_from_db()
+    assert mira.extra_books == [] and Lorebook.objects.filter(user=user, name="Sea").exists()  # the book stays
+
+
+def test_a_card_book_is_read_before_the_additional_books(user):
+    card = {"spec": "chara_card_v2", "data": {"name": "Ash", "character_book": {"name": "Ash's own", "entries": [
+        {"id": 1, "keys": ["ember"], "content": "Ash tends the fire.", "enabled": True, "insertion_order": 10},
+    ]}}}  # fmt: skip
+    ash = CharacterFactory(user=user, name="Ash", card_data=card, extra_books=["Sea"])
+    lorebook_import(user=user, name="Sea", data=_book("The sea."))
+    scanned, problems = chat_books(user=user, chat=None, character=ash)
+    assert [(book.name, book.kind, book.card) for book in scanned] == [
+        ("Ash's own", "character", True), ("Sea", "character", False),
+    ] and problems == []  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra_books", "problem"),
+    [
+        ("Mira", "extra_books"),
+        ([{"character": "Mira"}], "books"),
+        ([{"character": "Mira", "books": "Sea"}], "books"),
+        ([{"character": "Mira", "books": ["S" * 201]}], "books"),
+        ([{"character": "Mira", "books": ["x"] * 51}], "books"),
+        ([{"character": None, "books": []}], "character"),
+        ([{"character": "Mira", "books": []}] * 101, "extra_books"),
+    ],
+)
+def test_a_bad_list_of_additional_books_is_refused_naming_it_and_changes_nothing(
+    api, user, chat, extra_books, problem
+):
+    books = [{"name": "Sea", "data": _book("x"), "use": "extra"}]
+    body = {"books": books, "extra_books": extra_books}
+    response = api.post(f"/api/v1/chats/{chat.pk}/lorebooks", body, format="json")
+    assert response.status_code == 400 and problem in response.content.decode(), response.content
+    assert not Lorebook.objects.exists()
+    assert Character.objects.get(pk=chat.characters.first().pk).extra_books == []
+
+
+def test_another_users_character_keeps_its_additional_books(api, other_user, chat):
+    theirs = CharacterFactory(user=other_user, name="Mira", extra_books=["Theirs"])
+    body = {"books": [], "extra_books": [{"character": "Mira", "books": ["Mine"]}]}
+    assert api.post(f"/api/v1/chats/{chat.pk}/lorebooks", body, format="json").status_code == 200
+    theirs.refresh_from_db()
+    assert theirs.extra_books == ["Theirs"]
+    assert Character.objects.get(pk=chat.characters.first().pk).extra_books == ["Mine"]

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.http import content_disposition_header
 
 from apps.chats.models import Chat
-from apps.chats.services.characters import card_extensions, card_with_world, character_update
+from apps.chats.services.characters import card_extensions, card_with_world, character_update, extra_books_clean
 from apps.common.exceptions import ApplicationError
 from apps.common.jsonsafe import unstorable_reason
 from apps.common.tasks import task_send
@@ -131,7 +131,7 @@ def _vectors_later(book: Lorebook, entries: list[dict[str, Any]]) -> None:
         transaction.on_commit(lambda: task_send("lorebooks.prepare_vectors", book.pk, catch_up=late))
 
 
-USES = ("chat", "character", "global")
+USES = ("chat", "character", "global", "extra")
 MAX_SENT = 50  # books in one request from a client
 MAX_NOT_GLOBAL = 5000  # names of the client's other books
 MAX_OWNERS = 100  # characters one book sent is linked to (a group's members)
@@ -139,18 +139,26 @@ MAX_OWNERS = 100  # characters one book sent is linked to (a group's members)
 
 @transaction.atomic
 def chat_books_put(
-    *, user: AbstractUser, chat: Chat, books: Any, not_global: list[str] | None = None
+    *,
+    user: AbstractUser,
+    chat: Chat,
+    books: Any,
+    not_global: list[str] | None = None,
+    extra_books: list[dict[str, Any]] | None = None,
 ) -> list[tuple[Lorebook, str]]:
     """The books a client's open chat uses, as the client has them (`[{"name", "data", "use"}]`, SillyTavern's
     World Info files): each imported under its name, in place of the book of that name. `use` says how the chat
     uses it, as SillyTavern does: `global` (active in every chat: the book's scope becomes global), `chat` (the
     chat's own lore, linked by its metadata, which the chat's sync brings), `character` (its character's lore: each
     of the chat's characters, or those `characters` names, a group's members, is linked to it, as the card's
-    `extensions.world` links it, in place of a book it linked before: the client's card is the one its chat uses).
-    `not_global` names the client's other books, which it does not use globally: a global book of one of those
-    names becomes linked here too, as a book taken off SillyTavern's global list is (a book the client does not
-    have keeps the scope it has here). A book the same as the one here is not written again. All or nothing: one
-    bad book refuses the request, naming the book and the entry."""
+    `extensions.world` links it, in place of a book it linked before: the client's card is the one its chat uses),
+    `extra` (one of its characters' additional books, SillyTavern's Additional Lorebooks: imported only).
+    `extra_books` (`[{"character", "books"}]`) sets, for each named character of the chat, its additional books to
+    exactly those names, in order (an empty list takes them all off). `not_global` names the client's other books,
+    which it does not use globally: a global book of one of those names becomes linked here too, as a book taken
+    off SillyTavern's global list is (a book the client does not have keeps the scope it has here). A book the same
+    as the one here is not written again. All or nothing: one bad book refuses the request, naming the book and the
+    entry."""
     if not isinstance(books, list) or len(books) > MAX_SENT:
         raise ApplicationError(f"`books` is a list of at most {MAX_SENT} books.", {"field": "books"})
     done = []
@@ -179,6 +187,11 @@ def chat_books_put(
                         character=character, data={"card_data": card_with_world(character.card_data, book.name)}
                     )
         done.append((book, item["use"]))
+    for item in extra_books or []:
+        names = extra_books_clean(item["books"])
+        for character in chat.characters.filter(name=item["character"]):
+            if character.extra_books != names:
+                character_update(character=character, data={"extra_books": names})
     if not_global:
         sent_global = {book.name for book, use in done if use == "global"}
         names = {name.strip() for name in not_global} - sent_global

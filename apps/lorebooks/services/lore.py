@@ -50,10 +50,10 @@ def _prepared(data: dict[str, Any]) -> dict[str, Any]:
 def chat_books(*, user: AbstractUser, chat: Chat | None, character: Character | None) -> tuple[list[Book], list[str]]:
     """The books a chat scans, as SillyTavern gathers them: the account's global books, the book the chat links
     (`chat_metadata.world_info`), its persona's (SillyTavern's persona lore), and the character's (the book its card
-    links in `extensions.world`, else the book embedded in the card). A book is read once, in the first of global,
-    chat, persona, character. Without `chat`, the
-    books a character's chats scan. Answers the books and what could not be read (a link to a missing book, a card
-    book that does not pass the checks)."""
+    links in `extensions.world`, else the book embedded in the card, then its additional books). A book is read
+    once, in the first of global, chat, persona, character. Without `chat`, the books a character's chats scan.
+    Answers the books and what could not be read (a link to a missing book, a card book that does not pass the
+    checks)."""
     problems: list[str] = []
     owned = {book.name: book for book in Lorebook.objects.filter(user=user)}
     books: list[Book] = []
@@ -68,7 +68,14 @@ def chat_books(*, user: AbstractUser, chat: Chat | None, character: Character | 
     card = character.card_data if character is not None else None
     body, extensions = card_body(card), card_extensions(card)
     wanted.append(("character", extensions.get("world")))
+    # In SillyTavern the card's book is imported as the book its card links, read before the additional books.
+    card_book = not extensions.get("world") and body.get("character_book") and character is not None
+    wanted.append(("card", "" if card_book else None))
+    extra = character.extra_books if character is not None and isinstance(character.extra_books, list) else []
+    wanted.extend(("character", name) for name in extra)
     for kind, name in wanted:
+        if kind == "card" and name is not None:
+            books.extend(_card_book(character, body["character_book"], problems))
         if not isinstance(name, str) or not name or name in used:
             continue
         used.add(name)
@@ -76,15 +83,18 @@ def chat_books(*, user: AbstractUser, chat: Chat | None, character: Character | 
             books.append(Book(name, kind, book_entries(owned[name])))
         else:
             problems.append(f"The {kind} links the lorebook {name!r}, which you have not imported.")
-    if not extensions.get("world") and body.get("character_book") and character is not None:
-        try:
-            entries = [_prepared(entry) for entry in card_book_entries(body["character_book"])]
-        except ApplicationError as error:
-            problems.append(f"{character.name}'s card book was left out: {error.message}")
-        else:
-            name = (body["character_book"].get("name") or f"{character.name}'s book") if entries else ""
-            books.append(Book(str(name), "character", entries, card=True))
     return books, problems
+
+
+def _card_book(character: Character, card_book: Any, problems: list[str]) -> list[Book]:
+    """The book embedded in the card, when the card links none: its entries, or a problem said."""
+    try:
+        entries = [_prepared(entry) for entry in card_book_entries(card_book)]
+    except ApplicationError as error:
+        problems.append(f"{character.name}'s card book was left out: {error.message}")
+        return []
+    name = (card_book.get("name") or f"{character.name}'s book") if entries else ""
+    return [Book(str(name), "character", entries, card=True)]
 
 
 TRIGGERS = {"new": "normal", "swipe": "swipe", "continue": "continue", "impersonate": "impersonate"}
