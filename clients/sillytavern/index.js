@@ -3,7 +3,7 @@
 // to SillyTavern: settings, the panel, events, the generate interceptor, macros and recall cards.
 
 import { Api, LorekeeperError } from './lib/api.js';
-import { booksOfChat, sendBooks, sendNotGlobal } from './lib/books.js';
+import { booksOfChat, extraBooksOfChat, sendBooks, sendExtraBooks, sendNotGlobal } from './lib/books.js';
 import { checkConnection, cleartextWarning, describeConnection } from './lib/connection.js';
 import { renderRecallCards } from './lib/recall.js';
 import { notSyncedReason, storedSettings } from './lib/settings.js';
@@ -261,6 +261,21 @@ function allBookNames() {
     return Array.from(document.querySelectorAll('#world_info option'), (option) => option.textContent ?? '');
 }
 
+/**
+ * SillyTavern's per-character Additional Lorebooks (`world_info.charLore`): its World Info module's own settings,
+ * which its extension context does not carry. Empty where that module cannot be loaded.
+ * @returns {Promise<any[]>}
+ */
+async function charLore() {
+    try {
+        const module = await import(new URL('../../../world-info.js', import.meta.url).href);
+        return Array.isArray(module.world_info?.charLore) ? module.world_info.charLore : [];
+    } catch (error) {
+        console.warn('[Lorekeeper] Additional Lorebooks not read:', error instanceof Error ? error.message : error);
+        return [];
+    }
+}
+
 let booksRunning = Promise.resolve();
 
 /**
@@ -274,18 +289,19 @@ function syncBooks() {
         const c = ctx();
         const globalNames = globalBookNames();
         const members = c.groups?.find((group) => group.id === c.groupId)?.members ?? [];
-        const used = booksOfChat({
-            metadata: c.chatMetadata,
+        const open = {
             character: c.groupId ? null : c.characters[c.characterId],
             isGroup: Boolean(c.groupId),
             members: c.groupId ? c.characters.filter((character) => members.includes(character.avatar)) : [],
-            globalNames,
-        });
+            charLore: await charLore(),
+        };
+        const used = booksOfChat({ metadata: c.chatMetadata, globalNames, ...open });
         try {
             const { refused } = await sendBooks({ api: api(), chatId: sync.chatId, used, load: (name) => c.loadWorldInfo(name), sent: booksSent });
             for (const book of refused) {
                 globalThis.toastr?.warning(`${book.reason} Lorekeeper's replies use the book as it had it.`, `Lorekeeper refused the World Info book ${book.name}`);
             }
+            await sendExtraBooks({ api: api(), chatId: sync.chatId, extras: extraBooksOfChat(open), sent: booksSent });
             await sendNotGlobal({ api: api(), chatId: sync.chatId, allNames: allBookNames(), globalNames, sent: booksSent });
         } catch (error) {
             console.warn('[Lorekeeper] World Info not sent:', error instanceof Error ? error.message : error);
@@ -572,8 +588,9 @@ globalThis.lorekeeperState = () => ({
     for (const name of ['USER_MESSAGE_RENDERED', 'MORE_MESSAGES_LOADED']) {
         if (events[name]) c.eventSource.on(events[name], () => setTimeout(drawCards, 0));
     }
-    // A book edited in the World Info panel, or the books active in every chat changed: sent again where they differ.
-    for (const name of ['WORLDINFO_UPDATED', 'WORLDINFO_SETTINGS_UPDATED']) {
+    // A book edited in the World Info panel, the books active in every chat changed, or a character's Additional
+    // Lorebooks (saved with SillyTavern's settings): sent again where they differ.
+    for (const name of ['WORLDINFO_UPDATED', 'WORLDINFO_SETTINGS_UPDATED', 'SETTINGS_UPDATED']) {
         if (events[name]) c.eventSource.on(events[name], () => setTimeout(syncBooks, 0));
     }
         // /hide and moving messages emit nothing: compare with the last synced state every few seconds as well.

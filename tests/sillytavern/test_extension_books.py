@@ -1,8 +1,10 @@
 """The extension sends the World Info books the open chat uses to Lorekeeper (docs/LOREBOOKS.md, "From SillyTavern"),
 in a real SillyTavern 1.19.0 in Chromium: the book active in every chat arrives global, the character's book
 arrives and is linked to the character, an entry a person edits in SillyTavern's World Info panel arrives edited,
-and a book taken off SillyTavern's global list is taken off Lorekeeper's (and put back); in a group chat each
-member's book is linked to that member. Lorekeeper's own prompt for the chat then activates them."""
+and a book taken off SillyTavern's global list is taken off Lorekeeper's (and put back); a book a person picks
+among the character's Additional Lorebooks arrives and is scanned with the character's own, and leaves it when
+taken off; in a group chat each member's book is linked to that member. Lorekeeper's own prompt for the chat then
+activates them."""
 
 from __future__ import annotations
 
@@ -104,3 +106,45 @@ def test_each_member_of_a_group_gets_its_own_book(st, st_open, lorekeeper):
     for member in chat.characters.all():
         books, _ = chat_books(user=user, chat=chat, character=member)
         assert [(book.name, book.kind) for book in books] == [(f"{member.name} lore", "character")]
+
+
+def test_a_characters_additional_lorebooks_picked_in_sillytavern_are_scanned_in_lorekeeper(st, st_open, lorekeeper):
+    worlds = st.user_dir / "worlds"
+    worlds.mkdir(parents=True, exist_ok=True)
+    (worlds / "Mira lore.json").write_text(json.dumps(_world("Mira keeps the lantern.", "lantern")))
+    (worlds / "Harbour.json").write_text(json.dumps(_world("The harbour closes at night.", "harbour")))
+    extensions = {"talkativeness": "0.5", "fav": False, "world": "Mira lore", "depth_prompt": {}}
+    st.add_character("Mira", first_mes="The lantern is lit.", chat="Mira - extra books", extensions=extensions)
+    page = st_open(extension=lorekeeper.extension_settings(inject=False))
+    open_character(page, "Mira")
+    user = lorekeeper.user
+    wait_until(lambda: Lorebook.objects.filter(user=user, name="Mira lore").exists(),
+               timeout=TIMEOUT, message="the character's book did not reach Lorekeeper")  # fmt: skip
+
+    def scanned() -> list:
+        chat = Chat.objects.get(user=user)
+        return [
+            (book.name, book.kind) for book in chat_books(user=user, chat=chat, character=chat.characters.get())[0]
+        ]
+
+    # A person opens the character's "Link to World Info" and picks Harbour among its Additional Lorebooks.
+    if not page.locator("#char-management-dropdown").is_visible():
+        page.click("#rightNavDrawerIcon")
+    page.select_option("#char-management-dropdown", label="Link to World Info")
+    popup = page.locator("dialog.popup[open]")
+    popup.locator(".character_extra_world_info_selector + .select2 .select2-selection").click()
+    page.locator(".select2-container--open .select2-results__option", has_text="Harbour").click()
+    popup.get_by_role("heading", name="Additional Lorebooks").click()  # the list closes (Escape would close the popup)
+    wait_until(lambda: scanned() == [("Mira lore", "character"), ("Harbour", "character")],
+               timeout=TIMEOUT, message="the additional book was not scanned in Lorekeeper")  # fmt: skip
+    assert Chat.objects.get(user=user).characters.get().extra_books == ["Harbour"]
+    (ARTIFACTS / "lorebooks").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "lorebooks" / "sillytavern-additional-lorebooks.png"))
+
+    # And takes it off again: the × on its chip.
+    popup.locator(".select2-selection__choice", has_text="Harbour").locator(
+        ".select2-selection__choice__remove"
+    ).click()
+    wait_until(lambda: scanned() == [("Mira lore", "character")],
+               timeout=TIMEOUT, message="the additional book stayed in Lorekeeper")  # fmt: skip
+    assert Lorebook.objects.filter(user=user, name="Harbour").exists()  # the book itself stays

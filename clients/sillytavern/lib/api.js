@@ -118,13 +118,14 @@ export class Api {
 
     /**
      * The World Info books the chat uses, as SillyTavern has them (`[{name, use, data, characters?}]`), and, when
-     * given, the names of SillyTavern's books on no global list.
+     * given, the names of SillyTavern's books on no global list and the chat's characters' Additional Lorebooks.
      * @param {number} chatId
      * @param {{name: string, use: string, data: any, characters?: string[]}[]} books
      * @param {string[]} [notGlobal]
+     * @param {{character: string, books: string[]}[]} [extraBooks]
      */
-    async putChatBooks(chatId, books, notGlobal) {
-        const body = notGlobal ? { books, not_global: notGlobal } : { books };
+    async putChatBooks(chatId, books, notGlobal, extraBooks) {
+        const body = { books, ...(notGlobal ? { not_global: notGlobal } : {}), ...(extraBooks ? { extra_books: extraBooks } : {}) };
         return (await this.request('POST', `chats/${chatId}/lorebooks`, { body, timeoutMs: Math.max(this.timeoutMs, 60000) })).body;
     }
 

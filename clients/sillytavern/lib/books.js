@@ -1,19 +1,34 @@
 // The World Info books the open chat uses, sent to Lorekeeper as SillyTavern has them, so that Lorekeeper's own
 // prompts (its web chat, its gateway) activate the same lore (docs/LOREBOOKS.md, "From SillyTavern"). A book is sent
 // when the chat opens and when it changes, and only when it differs from what was last sent for that chat. A book
-// taken off SillyTavern's global list is taken off Lorekeeper's (`sendNotGlobal`).
+// taken off SillyTavern's global list is taken off Lorekeeper's (`sendNotGlobal`); a character's Additional
+// Lorebooks are said whole (`sendExtraBooks`).
 
-/** @typedef {{name: string, use: 'chat'|'character'|'global', characters?: string[]}} Used */
+/** @typedef {{name: string, use: 'chat'|'character'|'global'|'extra', characters?: string[]}} Used */
+
+/**
+ * A character's Additional Lorebooks, as SillyTavern keeps them: in its World Info settings (`charLore`), by the
+ * card's avatar file name without its extension, not in the card.
+ * @param {any} character
+ * @param {any[]} charLore
+ * @returns {string[]}
+ */
+export function extraBooksOf(character, charLore) {
+    const avatar = typeof character?.avatar === 'string' ? character.avatar.replace(/\.[^/.]+$/, '') : null;
+    const held = Array.isArray(charLore) && avatar ? charLore.find((item) => item?.name === avatar) : null;
+    const names = Array.isArray(held?.extraBooks) ? held.extraBooks : [];
+    return [...new Set(names.filter((name) => typeof name === 'string' && name.trim()))];
+}
 
 /**
  * The books a chat uses, as SillyTavern gathers them: the books active in every chat, its chat lore
- * (`chat_metadata.world_info`), and its character's book (the card's `extensions.world`; in a group, each
- * member's). A book is named once, by the first of global, chat, character, as SillyTavern reads it once (a
- * character's book that is also global is read as global).
- * @param {{metadata?: any, character?: any, isGroup?: boolean, members?: any[], globalNames?: string[]}} open
+ * (`chat_metadata.world_info`), and its character's books (the card's `extensions.world`, then the character's
+ * Additional Lorebooks; in a group, each member's). A book is named once, by the first of global, chat,
+ * character, as SillyTavern reads it once (a character's book that is also global is read as global).
+ * @param {{metadata?: any, character?: any, isGroup?: boolean, members?: any[], globalNames?: string[], charLore?: any[]}} open
  * @returns {Used[]}
  */
-export function booksOfChat({ metadata, character, isGroup = false, members = [], globalNames = [] }) {
+export function booksOfChat({ metadata, character, isGroup = false, members = [], globalNames = [], charLore = [] }) {
     /** @type {Used[]} */
     const used = [];
     /** @param {any} name @param {Used['use']} use */
@@ -30,7 +45,20 @@ export function booksOfChat({ metadata, character, isGroup = false, members = []
         const book = used.find((held) => held.name === name && held.use === 'character');
         if (book) (book.characters ??= []).push(member.name); // whose book it is: a group's members by name
     }
+    for (const owner of isGroup ? members : [character]) {
+        for (const name of extraBooksOf(owner, charLore)) add(name, 'extra');
+    }
     return used;
+}
+
+/**
+ * Each of the chat's characters with its Additional Lorebooks, whole (an empty list says it has none).
+ * @param {{character?: any, isGroup?: boolean, members?: any[], charLore?: any[]}} open
+ * @returns {{character: string, books: string[]}[]}
+ */
+export function extraBooksOfChat({ character, isGroup = false, members = [], charLore = [] }) {
+    const owners = (isGroup ? members : [character]).filter((owner) => typeof owner?.name === 'string' && owner.name);
+    return owners.map((owner) => ({ character: owner.name, books: extraBooksOf(owner, charLore).slice(0, MAX_EXTRA_BOOKS) }));
 }
 
 /**
@@ -80,7 +108,31 @@ export async function sendBooks({ api, chatId, used, load, sent }) {
 }
 
 export const MAX_NOT_GLOBAL = 5000; // names in one request, as Lorekeeper takes them
+export const MAX_EXTRA_BOOKS = 50; // a character's Additional Lorebooks, as Lorekeeper keeps them
 const MAX_NAME = 200;
+
+/**
+ * Tell Lorekeeper the Additional Lorebooks of the chat's characters when they changed since they were last said
+ * for this chat (and once per chat each session, since they may have changed while the extension was not
+ * running). A refusal (a 4xx) is remembered, so it is not repeated; an outage throws.
+ * @param {{api: {putChatBooks: (chatId: number, books: any[], notGlobal?: string[], extraBooks?: any[]) => Promise<any>,
+ *   serverUrl: string}, chatId: number, extras: {character: string, books: string[]}[], sent: Map<string, string>}} options
+ * @returns {Promise<boolean>} whether they were said
+ */
+export async function sendExtraBooks({ api, chatId, extras, sent }) {
+    const kept = extras.map(({ character, books }) => ({ character, books: books.filter((name) => name.length <= MAX_NAME) }));
+    const key = `${api.serverUrl}|${chatId}|extra_books`;
+    const digest = bookDigest(kept);
+    if (!kept.length || sent.get(key) === digest) return false;
+    try {
+        await api.putChatBooks(chatId, [], undefined, kept);
+    } catch (error) {
+        const status = /** @type {any} */ (error)?.status ?? 0;
+        if (!(status >= 400 && status < 500) || status === 409 || status === 429) throw error;
+    }
+    sent.set(key, digest);
+    return true;
+}
 
 /**
  * Tell Lorekeeper which of SillyTavern's books are on no global list (every book not active in every chat), when

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { bookDigest, booksOfChat, sendBooks, sendNotGlobal } from '../lib/books.js';
+import { bookDigest, booksOfChat, extraBooksOf, extraBooksOfChat, sendBooks, sendExtraBooks, sendNotGlobal } from '../lib/books.js';
 
 test('a chat uses the global books, its chat lore and its character book, each once and global first', () => {
     const used = booksOfChat({
@@ -123,4 +123,53 @@ test('a refused list is not repeated and an outage is tried again', async () => 
     const later = new Map();
     await assert.rejects(sendNotGlobal({ ...options, api: { serverUrl: 'http://lk', putChatBooks: offline }, sent: later }));
     assert.equal(later.size, 0);
+});
+
+test("a character's Additional Lorebooks are found by its avatar's file name and sent after its own book", () => {
+    const charLore = [{ name: 'Mira', extraBooks: ['Harbour', 'World', 'Harbour', '', 7] }, { name: 'Rowan', extraBooks: ['Sea'] }];
+    const mira = { name: 'Mira', avatar: 'Mira.png', data: { extensions: { world: 'Mira lore' } } };
+    assert.deepEqual(extraBooksOf(mira, charLore), ['Harbour', 'World']);
+    assert.deepEqual(extraBooksOf({ name: 'Mira' }, charLore), []); // no avatar: no file name to find them by
+    assert.deepEqual(extraBooksOf(mira, undefined), []);
+    const used = booksOfChat({ metadata: { world_info: 'Chat lore' }, character: mira, globalNames: ['World'], charLore });
+    assert.deepEqual(used, [
+        { name: 'World', use: 'global' },
+        { name: 'Chat lore', use: 'chat' },
+        { name: 'Mira lore', use: 'character' },
+        { name: 'Harbour', use: 'extra' },
+    ]);
+    assert.deepEqual(extraBooksOfChat({ character: mira, charLore }), [{ character: 'Mira', books: ['Harbour', 'World'] }]);
+    const rowan = { name: 'Rowan', avatar: 'Rowan.webp', data: { extensions: {} } };
+    const group = { isGroup: true, members: [mira, rowan], charLore };
+    assert.deepEqual(booksOfChat(group).map((book) => [book.name, book.use]), [['Mira lore', 'character'], ['Harbour', 'extra'], ['World', 'extra'], ['Sea', 'extra']]);
+    assert.deepEqual(extraBooksOfChat(group), [{ character: 'Mira', books: ['Harbour', 'World'] }, { character: 'Rowan', books: ['Sea'] }]);
+});
+
+test('the Additional Lorebooks are said once per chat, again when they change, and an empty list takes them off', async () => {
+    const calls = [];
+    const api = { serverUrl: 'http://lk', putChatBooks: async (chatId, books, notGlobal, extraBooks) => calls.push([chatId, books, notGlobal, extraBooks]) };
+    const sent = new Map();
+    const say = (chatId, books) => sendExtraBooks({ api, chatId, extras: [{ character: 'Mira', books }], sent });
+    assert.equal(await say(1, ['Harbour']), true);
+    assert.equal(await say(1, ['Harbour']), false);
+    assert.equal(await say(2, ['Harbour']), true); // another chat: said there too
+    assert.equal(await say(1, []), true);
+    assert.equal(await sendExtraBooks({ api, chatId: 1, extras: [], sent }), false); // no character: nothing to say
+    assert.deepEqual(calls, [
+        [1, [], undefined, [{ character: 'Mira', books: ['Harbour'] }]],
+        [2, [], undefined, [{ character: 'Mira', books: ['Harbour'] }]],
+        [1, [], undefined, [{ character: 'Mira', books: [] }]],
+    ]);
+    const refused = new Map();
+    let tries = 0;
+    const refuse = async () => {
+        tries += 1;
+        throw Object.assign(new Error('bad'), { status: 400 });
+    };
+    const options = { api: { serverUrl: 'http://lk', putChatBooks: refuse }, chatId: 1, extras: [{ character: 'Mira', books: ['x'] }], sent: refused };
+    await sendExtraBooks(options);
+    await sendExtraBooks(options);
+    assert.equal(tries, 1); // a refusal is not repeated
+    const offline = async () => { throw Object.assign(new Error('unreachable'), { status: 0 }); };
+    await assert.rejects(sendExtraBooks({ ...options, api: { serverUrl: 'http://lk', putChatBooks: offline }, sent: new Map() }));
 });
