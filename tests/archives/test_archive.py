@@ -27,10 +27,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def account(user, scripted):
-    """A small account: a character, a chat with messages, memories with a chain, a contradiction and entities,
-    a daily memory, settings, and a deletion."""
+    """A small account: a character with additional lorebooks, a chat with messages, memories with a chain, a
+    contradiction and entities, a daily memory, settings, and a deletion."""
     chat = chat_import(user=user, stream=io.BytesIO(fixture_bytes("current_swipes.jsonl")), title="Seraphina")
     mira = chat.characters.first()
+    Character.objects.filter(pk=mira.pk).update(extra_books=["Harbour", "Sea"])  # its Additional Lorebooks
     old = memory_create(user=user, kind="fact", content="Mira lives by the sea.", character=mira)
     new = memory_create(
         user=user, kind="fact", content="Mira moved inland.", character=mira, entities=[{"name": "Mira"}]
@@ -97,7 +98,7 @@ def test_an_archive_imported_into_an_empty_account_brings_everything(user, other
     assert b"".join(chat_export_lines(chat=chat)) == b"".join(chat_export_lines(chat=account["chat"]))
     mira = Character.objects.get(user=other_user)
     assert mira.uid != account["mira"].uid  # another account holds that uid: a new one here
-    assert list(chat.characters.all()) == [mira]
+    assert list(chat.characters.all()) == [mira] and mira.extra_books == ["Harbour", "Sea"]
     old = Memory.objects.get(user=other_user, content="Mira lives by the sea.")
     new = Memory.objects.get(user=other_user, content="Mira moved inland.")
     assert old.superseded_by == new and old.status == "retired" and old.character == mira
