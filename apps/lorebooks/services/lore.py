@@ -62,27 +62,27 @@ def chat_books(*, user: AbstractUser, chat: Chat | None, character: Character | 
         if book.scope == Lorebook.Scope.GLOBAL:
             books.append(Book(book.name, "global", book_entries(book)))
             used.add(book.name)
-    wanted = [("chat", ((chat.chat_metadata if chat is not None else None) or {}).get("world_info"))]
-    persona = chat.persona if chat is not None and chat.persona_id else None
-    wanted.append(("persona", persona.lorebook if persona is not None else ""))
-    card = character.card_data if character is not None else None
-    body, extensions = card_body(card), card_extensions(card)
-    wanted.append(("character", extensions.get("world")))
-    # In SillyTavern the card's book is imported as the book its card links, read before the additional books.
-    card_book = not extensions.get("world") and body.get("character_book") and character is not None
-    wanted.append(("card", "" if card_book else None))
-    extra = character.extra_books if character is not None and isinstance(character.extra_books, list) else []
-    wanted.extend(("character", name) for name in extra)
-    for kind, name in wanted:
-        if kind == "card" and name is not None:
-            books.extend(_card_book(character, body["character_book"], problems))
+
+    def read(kind: str, name: Any) -> None:
         if not isinstance(name, str) or not name or name in used:
-            continue
+            return
         used.add(name)
         if name in owned:
             books.append(Book(name, kind, book_entries(owned[name])))
         else:
             problems.append(f"The {kind} links the lorebook {name!r}, which you have not imported.")
+
+    read("chat", ((chat.chat_metadata if chat is not None else None) or {}).get("world_info"))
+    persona = chat.persona if chat is not None and chat.persona_id else None
+    read("persona", persona.lorebook if persona is not None else "")
+    card = character.card_data if character is not None else None
+    body, extensions = card_body(card), card_extensions(card)
+    read("character", extensions.get("world"))
+    if not extensions.get("world") and body.get("character_book") and character is not None:
+        books.extend(_card_book(character, body["character_book"], problems))
+    # Then its additional books: SillyTavern reads them after the card's own.
+    for name in character.extra_books if character is not None and isinstance(character.extra_books, list) else []:
+        read("character", name)
     return books, problems
 
 
