@@ -187,11 +187,13 @@ def chat_books_put(
                         character=character, data={"card_data": card_with_world(character.card_data, book.name)}
                     )
         done.append((book, item["use"]))
-    for item in extra_books or []:
-        names = extra_books_clean(item["books"])
-        for character in chat.characters.filter(name=item["character"]):
-            if character.extra_books != names:
-                character_update(character=character, data={"extra_books": names})
+    if extra_books:
+        characters = list(chat.characters.all())
+        for item in extra_books:
+            names = extra_books_clean(item["books"])
+            for character in characters:
+                if character.name == item["character"] and character.extra_books != names:
+                    character_update(character=character, data={"extra_books": names})
     if not_global:
         sent_global = {book.name for book, use in done if use == "global"}
         names = {name.strip() for name in not_global} - sent_global
