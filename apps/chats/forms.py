@@ -2,7 +2,7 @@ from django import forms
 from django.utils.html import format_html, format_html_join
 
 from apps.chats.models import ReplyOrder
-from apps.chats.services.characters import MAX_EXTRA_BOOKS, extra_books_clean
+from apps.chats.services.characters import MAX_BOOK_NAME, MAX_EXTRA_BOOKS, extra_books_clean
 
 MAX_ALTERNATE_GREETINGS = 100
 
@@ -122,8 +122,8 @@ class CharacterForm(forms.Form):
         names = extra_books_clean(self.cleaned_data["extra_books"].splitlines())
         if len(names) > MAX_EXTRA_BOOKS:
             raise forms.ValidationError(f"At most {MAX_EXTRA_BOOKS} additional lorebooks, not {len(names)}.")
-        if any(len(name) > 200 for name in names):
-            raise forms.ValidationError("A lorebook's name is at most 200 characters.")
+        if any(len(name) > MAX_BOOK_NAME for name in names):
+            raise forms.ValidationError(f"A lorebook's name is at most {MAX_BOOK_NAME} characters.")
         return names
 
 

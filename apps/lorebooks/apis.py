@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
-from apps.chats.services.characters import MAX_EXTRA_BOOKS
+from apps.chats.services.characters import MAX_BOOK_NAME, MAX_EXTRA_BOOKS
 from apps.common.exceptions import ApplicationError
 from apps.common.serializers import DictField
 from apps.lorebooks import selectors
@@ -88,7 +88,7 @@ class ChatBookSerializer(serializers.Serializer):
 class ChatExtraBooksSerializer(serializers.Serializer):
     character = serializers.CharField(max_length=200, help_text="The name of one of the chat's characters.")
     books = serializers.ListField(
-        child=serializers.CharField(max_length=200),
+        child=serializers.CharField(max_length=MAX_BOOK_NAME),
         max_length=MAX_EXTRA_BOOKS,
         help_text=f"Its additional books, by name, in order: exactly these (at most {MAX_EXTRA_BOOKS}).",
     )

@@ -13,6 +13,7 @@ from apps.chats import selectors
 from apps.chats.apis.common import ListPagination
 from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import (
+    MAX_BOOK_NAME,
     MAX_EXTRA_BOOKS,
     character_create,
     character_delete,
@@ -62,7 +63,7 @@ class CharacterInputSerializer(StorableInputSerializer):
     tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=100)
     card_data = DictField(required=False, help_text="Any other card data, kept verbatim.")
     extra_books = serializers.ListField(
-        child=serializers.CharField(max_length=200),
+        child=serializers.CharField(max_length=MAX_BOOK_NAME),
         required=False,
         max_length=MAX_EXTRA_BOOKS,
         help_text="Its additional lorebooks, by name, scanned with the book its card links (SillyTavern's "

@@ -24,6 +24,7 @@ CHARACTER_FIELDS = (
     "extra_books",
 )
 MAX_EXTRA_BOOKS = 50  # a character's additional lorebooks
+MAX_BOOK_NAME = 200  # the name of one of them
 # Card fields without a column of their own: kept in `card_data` (the `data` of a V2/V3 card, else the flat card),
 # with the value a card without them has.
 CARD_ONLY_FIELDS = {"alternate_greetings": list, "post_history_instructions": str}
