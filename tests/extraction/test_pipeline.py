@@ -9,13 +9,14 @@ from django.test import override_settings
 
 from apps.chats.services.messages import message_update
 from apps.extraction.models import ChatPipeline, PipelineJob
-from apps.extraction.services.jobs import job_retry
+from apps.extraction.services.jobs import job_retry, pipeline_wake
 from apps.extraction.services.pipeline import pipeline_pause, pipeline_rebuild, pipeline_request, pipeline_resume
 from apps.extraction.services.runner import chat_run, job_execute
 from apps.extraction.services.settings import extraction_settings_set
 from apps.extraction.services.sweep import chats_to_run
 from apps.llm.models import Call
 from apps.memories.models import Decision, Memory
+from apps.memories.services.indexing import chat_index_messages
 from tests.extraction.helpers import TASKS, add_turns, process
 from tests.llm_server import Reply
 
@@ -64,6 +65,36 @@ def test_an_edit_near_the_end_takes_back_its_batch_and_extracts_it_again(model, 
     rebuild = PipelineJob.objects.get(chat=story, tier="rebuild")
     assert (rebuild.state, rebuild.manual, rebuild.result["batch_start"]) == ("done", False, 10)
     assert ChatPipeline.objects.get(chat=story).through["session"] == 20
+
+
+def test_an_edit_the_extraction_already_read_is_not_extracted_again(model, story, user):
+    """The recall index notes a change seconds after it is made; a batch extracted meanwhile read the new text."""
+    model.server.on(TASKS["session"], per_batch)
+    grow(story, 1)
+    add_turns(story, 10)
+    chat_index_messages(chat_id=story.pk)
+    message_update(chat=story, index=15, data={"mes": "Rowan never had a hat."})
+    pipeline_wake(chat_id=story.pk)
+    chat_run(chat_id=story.pk)  # the batch #10-#19 read with the edit, before the index noted it
+    asked = len(model.server.prompts(TASKS["session"]))
+    assert "Rowan never had a hat." in model.server.prompts(TASKS["session"])[-1]
+
+    process(story)  # the index notes the change at #15
+
+    assert not PipelineJob.objects.filter(chat=story, tier="rebuild").exists()
+    assert len(model.server.prompts(TASKS["session"])) == asked
+    assert list(details(user).order_by("id").values_list("content", "status")) == [
+        (BATCH_FACTS[0], "active"),
+        (BATCH_FACTS[10], "active"),
+    ]
+
+    message_update(chat=story, index=15, data={"mes": "Rowan kept his hat after all."})
+    process(story)  # read before this edit: taken back and extracted again
+
+    rebuild = PipelineJob.objects.get(chat=story, tier="rebuild")
+    assert (rebuild.state, rebuild.result["batch_start"]) == ("done", 10)
+    assert "Rowan kept his hat after all." in model.server.prompts(TASKS["session"])[-1]
+    assert details(user, status="active").count() == 2
 
 
 def test_rolling_back_a_ledger_update_restores_the_state_it_replaced(model, story, user):

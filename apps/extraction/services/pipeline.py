@@ -94,12 +94,42 @@ def _on_change(pipeline: ChatPipeline, chat: Chat, index: int, settings: Extract
         ContinuityCheck.objects.filter(chat=chat, message_index__gte=index).delete()
         pipeline.through = {**pipeline.through, "continuity": index}
     covered = max((int(pipeline.through.get(tier, 0)) for tier in EXTRACTED), default=0)
-    if index >= covered:
+    if index >= covered or _read_as_it_is(pipeline, chat, index):
         return
     if covered - index > settings.auto_rebuild_max:
         pipeline.stale_from = index if pipeline.stale_from is None else min(pipeline.stale_from, index)
         return
     _queue_rebuild(chat, index, manual=False)
+
+
+def _read_as_it_is(pipeline: ChatPipeline, chat: Chat, index: int) -> bool:
+    """Whether what was extracted from message `index` was read from the chat as it is now. The recall index notes a
+    change seconds after it is made, and a tier that ran meanwhile (the job the change discarded, queued again) read
+    the changed text: taking it back would extract the same messages once more. Read by the fingerprints of what the
+    done jobs read, since the last rebuild that took back this message's batch; a tier that covers the message with
+    no such job is not taken on trust."""
+    rebuilt = (
+        PipelineJob.objects.filter(
+            chat=chat, tier=Tier.REBUILD, state=PipelineJob.State.DONE, result__batch_start__lte=index
+        )
+        .order_by("-finished_at")
+        .values_list("finished_at", flat=True)
+        .first()
+    )
+    jobs = PipelineJob.objects.filter(
+        chat=chat, tier__in=EXTRACTED, state=PipelineJob.State.DONE, read_from__lte=index, read_to__gt=index
+    )
+    if rebuilt is not None:
+        jobs = jobs.filter(finished_at__gt=rebuilt)
+    current: dict[tuple[int, int], str] = {}
+    read = set()
+    for tier, start, end, fingerprint in jobs.values_list("tier", "read_from", "read_to", "fingerprint"):
+        if (start, end) not in current:
+            current[start, end] = transcript.fingerprint(chat_id=chat.pk, start=start, end=end)[:50]
+        if fingerprint != current[start, end]:
+            return False
+        read.add(tier)
+    return all(tier in read for tier in EXTRACTED if int(pipeline.through.get(tier, 0)) > index)
 
 
 def _queue_rebuild(chat: Chat, index: int, *, manual: bool) -> PipelineJob:
