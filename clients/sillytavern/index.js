@@ -7,7 +7,7 @@ import { booksOfChat, extraBooksOfChat, sendBooks, sendExtraBooks, sendNotGlobal
 import { checkConnection, cleartextWarning, describeConnection } from './lib/connection.js';
 import { renderRecallCards } from './lib/recall.js';
 import { notSyncedReason, storedSettings } from './lib/settings.js';
-import { consentNotice } from './lib/story.js';
+import { consentNotice, pipelineText } from './lib/story.js';
 import { IndexedDbStore } from './lib/store.js';
 import { ChatSync, NotNow, Superseded, withRecall } from './lib/sync.js';
 
@@ -158,30 +158,6 @@ async function refreshStory() {
     } catch (error) {
         element.textContent = `Story panel unavailable: ${error instanceof Error ? error.message : error}`;
     }
-}
-
-/** @param {any} pipeline */
-function pipelineText(pipeline) {
-    const states = {
-        running: 'running',
-        queued: 'queued',
-        paused: 'paused',
-        gathering: 'waiting for more messages',
-        idle: 'up to date',
-        off: 'off in your settings',
-        no_model: 'no model set up',
-        awaiting_consent: 'waiting for you to run it in Lorekeeper',
-        limit_reached: 'paused: daily limit reached',
-    };
-    const state = states[pipeline.state] ?? pipeline.state;
-    // The rolling summary holds only the older messages by design: it is not a measure of progress.
-    const covered = (pipeline.coverage ?? [])
-        .filter((/** @type {any} */ c) => c.tier !== 'compaction')
-        .map((/** @type {any} */ c) => c.through);
-    const through = covered.length ? Math.min(...covered) : null;
-    const progress = through !== null && pipeline.message_count ? `${through} of ${pipeline.message_count} messages` : '';
-    const failed = pipeline.failed?.length ? ` · ${pipeline.failed.length} failed (retry in Lorekeeper)` : '';
-    return [progress, state].filter(Boolean).join(' · ') + failed;
 }
 
 // ------------------------------------------------------------------------------------------------ binding

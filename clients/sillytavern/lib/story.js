@@ -13,3 +13,30 @@ export function consentNotice(pipeline) {
     const messages = `${count(estimate.messages)} message${Number(estimate.messages) === 1 ? '' : 's'}`;
     return `${messages} wait for Run in Lorekeeper before memories are made from them: about ${count(estimate.calls)} model calls and ${count(estimate.prompt_tokens)} prompt tokens.`;
 }
+
+/**
+ * The extraction line of the panel: how far the tiers have read, the pipeline's state, and failed jobs.
+ * @param {any} pipeline
+ */
+export function pipelineText(pipeline) {
+    const states = {
+        running: 'running',
+        queued: 'queued',
+        paused: 'paused',
+        gathering: 'waiting for more messages',
+        idle: 'up to date',
+        off: 'off in your settings',
+        no_model: 'no model set up',
+        awaiting_consent: 'waiting for you to run it in Lorekeeper',
+        limit_reached: 'paused: daily limit reached',
+    };
+    const state = states[pipeline.state] ?? pipeline.state;
+    // The rolling summary holds only the older messages by design: it is not a measure of progress.
+    const covered = (pipeline.coverage ?? [])
+        .filter((/** @type {any} */ c) => c.tier !== 'compaction')
+        .map((/** @type {any} */ c) => c.through);
+    const through = covered.length ? Math.min(...covered) : null;
+    const progress = through !== null && pipeline.message_count ? `${through} of ${pipeline.message_count} messages` : '';
+    const failed = pipeline.failed?.length ? ` · ${pipeline.failed.length} failed (retry in Lorekeeper)` : '';
+    return [progress, state].filter(Boolean).join(' · ') + failed;
+}

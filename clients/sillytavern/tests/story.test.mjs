@@ -1,9 +1,9 @@
-// The panel's notice of what waits for Run (lib/story.js).
+// The panel's words for a chat's extraction: its progress line and what waits for Run (lib/story.js).
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { consentNotice } from '../lib/story.js';
+import { consentNotice, pipelineText } from '../lib/story.js';
 
 test('a history waiting for Run is said with its estimate', () => {
     const pipeline = { state: 'awaiting_consent', estimate: { messages: 3000, calls: 557, prompt_tokens: 1203753, reply_tokens: 1 } };
@@ -17,4 +17,20 @@ test('a history waiting for Run is said with its estimate', () => {
 test('nothing is said when nothing waits', () => {
     for (const state of ['idle', 'running', 'gathering', 'off']) assert.equal(consentNotice({ state, estimate: null }), '');
     assert.equal(consentNotice(null), '');
+});
+
+test('progress is the tier that has read least, the rolling summary aside', () => {
+    const pipeline = {
+        state: 'running',
+        message_count: 120,
+        coverage: [{ tier: 'compaction', through: 10 }, { tier: 'session', through: 100 }, { tier: 'longterm', through: 80 }],
+        failed: [],
+    };
+    assert.equal(pipelineText(pipeline), '80 of 120 messages · running');
+});
+
+test('failed jobs are counted, and a state the panel does not know is shown as given', () => {
+    assert.equal(pipelineText({ state: 'idle', message_count: 0, coverage: [], failed: [{}, {}] }), 'up to date · 2 failed (retry in Lorekeeper)');
+    assert.equal(pipelineText({ state: 'awaiting_consent', message_count: 40, coverage: [] }), 'waiting for you to run it in Lorekeeper');
+    assert.equal(pipelineText({ state: 'rebuilding' }), 'rebuilding');
 });
