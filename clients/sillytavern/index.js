@@ -1,21 +1,19 @@
 // Lorekeeper for SillyTavern: every chat mirrored to a Lorekeeper server as it changes, and the memory it keeps
-// injected before every reply. The logic lives in lib/ (plain modules the Node tests load); this file wires it
-// to SillyTavern: settings, the panel, events, the generate interceptor, macros and recall cards.
+// injected before every reply. The logic is in lib/ (modules the Node tests load); this file wires it to SillyTavern:
+// settings, events, the generate interceptor, macros, recall cards. The panel: panel.js; World Info: world-info-sync.js.
 
 import { Api, LorekeeperError } from './lib/api.js';
-import { booksOfChat, extraBooksOfChat, sendBooks, sendExtraBooks, sendNotGlobal } from './lib/books.js';
-import { checkConnection, cleartextWarning, describeConnection } from './lib/connection.js';
 import { renderRecallCards } from './lib/recall.js';
 import { notSyncedReason, storedSettings } from './lib/settings.js';
-import { consentNotice, pipelineText } from './lib/story.js';
 import { IndexedDbStore } from './lib/store.js';
 import { ChatSync, NotNow, Superseded, withRecall } from './lib/sync.js';
+import { settingsPanel } from './panel.js';
+import { bookSender } from './world-info-sync.js';
 
 const MODULE = 'lorekeeper';
 const FOLDER = new URL('.', import.meta.url).pathname;
 /** @type {{server_url: string, api_token: string, sync: boolean, sync_assistant: boolean, inject: boolean, timeout_ms: number}} */
 const DEFAULTS = { server_url: 'http://127.0.0.1:8720', api_token: '', sync: true, sync_assistant: false, inject: true, timeout_ms: 3000 };
-const TEST_TIMEOUT_MS = 8000;
 // Lorekeeper's 13 memory slots, by SillyTavern extension prompt key (the context answer names the same keys).
 const SLOT_NAMES = ['short', 'long', 'profiles', 'canon', 'triggered', 'session', 'scenes', 'arcs', 'relationships', 'epistemic', 'state_ledger', 'repair', 'unified'];
 const SLOT_KEYS = SLOT_NAMES.map((name) => `smart_memory_${name}`);
@@ -33,8 +31,6 @@ let macroValues = {};
 let outageToastShown = false;
 /** @type {Api|null} */
 let apiCache = null;
-/** What was last sent of each World Info book, per server, chat and use (lib/books.js). */
-const booksSent = new Map();
 
 /** The SillyTavern context, fresh each time (its `chat` and `chatMetadata` are replaced when a chat opens). */
 function ctx() {
@@ -53,6 +49,22 @@ function api() {
     }
     return apiCache;
 }
+
+/** Sends the open chat's World Info books where they changed (world-info-sync.js). */
+const syncBooks = bookSender({ ctx, api, linked: () => current, syncing: () => Boolean(settings().sync) });
+
+/** The panel in the Extensions drawer, and the open chat's status and story there (panel.js). */
+const panel = settingsPanel({
+    ctx,
+    settings,
+    api,
+    linked: () => current,
+    relink: bindOpenChat,
+    clearSlots,
+    folder: FOLDER,
+    defaultTimeoutMs: DEFAULTS.timeout_ms,
+});
+const { showStatus, refreshStory } = panel;
 
 /**
  * The stable name of the open chat, the same on every device: its file name with its character's avatar (or its
@@ -115,50 +127,6 @@ const host = {
         return !isGenerating() && !intercepting && !replacing && !document.getElementById('curEditTextarea');
     },
 };
-
-// ------------------------------------------------------------------------------------------------ status
-
-/** @param {{state: string, message: string, pending?: number}} status */
-function showStatus(status) {
-    const element = document.getElementById('lorekeeper_status');
-    if (!element) return;
-    element.textContent = status.message;
-    element.dataset.state = status.state;
-}
-
-async function refreshStory() {
-    const element = document.getElementById('lorekeeper_story');
-    if (!element) return;
-    if (!current?.chatId) {
-        element.innerHTML = '<span class="lorekeeper-muted">No chat linked.</span>';
-        return;
-    }
-    try {
-        const [chat, memories, pipeline] = await Promise.all([
-            api().getChat(current.chatId),
-            api().memoryCount(current.chatId),
-            api().pipeline(current.chatId).catch(() => null),
-        ]);
-        const url = new URL(`chats/${current.chatId}/`, `${api().serverUrl}/`);
-        const progress = pipeline ? pipelineText(pipeline) : '';
-        const lines = [
-            `Memories: ${Number(memories)}`,
-            `Indexed for recall: ${Number(chat.indexed_messages)} of ${Number(chat.total_messages)} messages${chat.pending ? ` (${Number(chat.pending)} pending)` : ''}`,
-            progress ? `Extraction: ${progress}` : '',
-        ].filter(Boolean);
-        element.replaceChildren(
-            ...lines.map((text) => Object.assign(document.createElement('div'), { textContent: text })),
-        );
-        const waiting = consentNotice(pipeline);
-        if (waiting) element.append(Object.assign(document.createElement('div'), { className: 'lorekeeper-waiting', textContent: waiting }));
-        if (url.protocol === 'http:' || url.protocol === 'https:') {
-            const text = waiting ? 'Review and run it in Lorekeeper' : 'Open in Lorekeeper';
-            element.append(Object.assign(document.createElement('a'), { href: url.href, target: '_blank', rel: 'noopener', textContent: text }));
-        }
-    } catch (error) {
-        element.textContent = `Story panel unavailable: ${error instanceof Error ? error.message : error}`;
-    }
-}
 
 // ------------------------------------------------------------------------------------------------ binding
 
@@ -223,67 +191,6 @@ async function bindOpenChat() {
 
 function changed() {
     if (current?.chatId) current.schedule();
-}
-
-// ------------------------------------------------------------------------------------------------ World Info
-
-/** The names of the books active in every chat: SillyTavern's "Active World(s) for all chats" list. */
-function globalBookNames() {
-    return Array.from(document.querySelectorAll('#world_info option:checked'), (option) => option.textContent ?? '');
-}
-
-/** The names of every book SillyTavern has: the options of that list. */
-function allBookNames() {
-    return Array.from(document.querySelectorAll('#world_info option'), (option) => option.textContent ?? '');
-}
-
-/**
- * SillyTavern's per-character Additional Lorebooks (`world_info.charLore`): its World Info module's own settings,
- * which its extension context does not carry. Empty where that module cannot be loaded.
- * @returns {Promise<any[]>}
- */
-async function charLore() {
-    try {
-        const module = await import(new URL('../../../world-info.js', import.meta.url).href);
-        return Array.isArray(module.world_info?.charLore) ? module.world_info.charLore : [];
-    } catch (error) {
-        console.warn('[Lorekeeper] Additional Lorebooks not read:', error instanceof Error ? error.message : error);
-        return [];
-    }
-}
-
-let booksRunning = Promise.resolve();
-
-/**
- * Send the open chat's World Info books to Lorekeeper where they changed, one run at a time (two runs at once
- * would send a new book twice); an outage waits for the next change, a refused book is said once.
- */
-function syncBooks() {
-    booksRunning = booksRunning.then(async () => {
-        const sync = current;
-        if (!sync?.chatId || !settings().sync) return;
-        const c = ctx();
-        const globalNames = globalBookNames();
-        const members = c.groups?.find((group) => group.id === c.groupId)?.members ?? [];
-        const open = {
-            character: c.groupId ? null : c.characters[c.characterId],
-            isGroup: Boolean(c.groupId),
-            members: c.groupId ? c.characters.filter((character) => members.includes(character.avatar)) : [],
-            charLore: await charLore(),
-        };
-        const used = booksOfChat({ metadata: c.chatMetadata, globalNames, ...open });
-        try {
-            const { refused } = await sendBooks({ api: api(), chatId: sync.chatId, used, load: (name) => c.loadWorldInfo(name), sent: booksSent });
-            for (const book of refused) {
-                globalThis.toastr?.warning(`${book.reason} Lorekeeper's replies use the book as it had it.`, `Lorekeeper refused the World Info book ${book.name}`);
-            }
-            await sendExtraBooks({ api: api(), chatId: sync.chatId, extras: extraBooksOfChat(open), sent: booksSent });
-            await sendNotGlobal({ api: api(), chatId: sync.chatId, allNames: allBookNames(), globalNames, sent: booksSent });
-        } catch (error) {
-            console.warn('[Lorekeeper] World Info not sent:', error instanceof Error ? error.message : error);
-        }
-    });
-    return booksRunning;
 }
 
 // ------------------------------------------------------------------------------------------------ injection
@@ -435,91 +342,6 @@ function drawCards() {
     });
 }
 
-// ------------------------------------------------------------------------------------------------ panel
-
-/** The line under Test connection: the test's outcome, or the clear-text warning for the URL as typed. */
-function showConnection(/** @type {string} */ state, /** @type {string} */ message) {
-    const element = document.getElementById('lorekeeper_connection');
-    if (!element) return;
-    element.textContent = message;
-    element.dataset.state = state;
-    element.hidden = !message;
-}
-
-let testing = 0;
-
-async function testConnection() {
-    savePanel(); // what the fields show is what is tested, whether or not the cursor left them
-    const s = settings();
-    const run = ++testing;
-    showConnection('binding', `Testing ${s.server_url}…`);
-    const outcome = await checkConnection({
-        serverUrl: s.server_url,
-        token: s.api_token,
-        pageProtocol: location.protocol,
-        timeoutMs: TEST_TIMEOUT_MS,
-    });
-    if (run !== testing) return; // pressed again meanwhile
-    const shown = describeConnection(outcome, { serverUrl: s.server_url, origin: location.origin, timeoutMs: TEST_TIMEOUT_MS });
-    showConnection(shown.state, shown.message);
-    if (outcome.kind === 'connected') await bindOpenChat();
-}
-
-const field = (/** @type {string} */ id) => /** @type {HTMLInputElement|null} */ (document.getElementById(id));
-
-/** Copy the panel's fields into the stored settings and have SillyTavern save them. */
-function savePanel() {
-    const s = settings();
-    const url = field('lorekeeper_server_url');
-    if (!url) return; // no panel
-    s.server_url = url.value.trim();
-    s.api_token = field('lorekeeper_api_token')?.value.trim() ?? s.api_token;
-    s.sync = field('lorekeeper_sync')?.checked ?? s.sync;
-    s.sync_assistant = field('lorekeeper_sync_assistant')?.checked ?? s.sync_assistant;
-    s.inject = field('lorekeeper_inject')?.checked ?? s.inject;
-    s.timeout_ms = Math.min(60000, Math.max(200, Number(field('lorekeeper_timeout_ms')?.value) || DEFAULTS.timeout_ms));
-    ctx().saveSettingsDebounced();
-}
-
-async function addPanel() {
-    const html = await (await fetch(`${FOLDER}settings.html`)).text();
-    const container = document.getElementById('extensions_settings2') ?? document.getElementById('extensions_settings');
-    container?.insertAdjacentHTML('beforeend', html);
-    const s = settings();
-    const input = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ (field(id));
-    input('lorekeeper_server_url').value = s.server_url;
-    input('lorekeeper_api_token').value = s.api_token;
-    input('lorekeeper_sync').checked = s.sync;
-    input('lorekeeper_sync_assistant').checked = s.sync_assistant;
-    input('lorekeeper_inject').checked = s.inject;
-    input('lorekeeper_timeout_ms').value = String(s.timeout_ms);
-    const warnCleartext = () => showConnection('offline', cleartextWarning(settings().server_url));
-    warnCleartext();
-    input('lorekeeper_timeout_ms').addEventListener('change', savePanel);
-    // Another server or token: the open chat is linked again through it (its status line follows).
-    for (const id of ['lorekeeper_server_url', 'lorekeeper_api_token', 'lorekeeper_sync', 'lorekeeper_sync_assistant']) {
-        input(id).addEventListener('change', () => {
-            savePanel();
-            bindOpenChat();
-        });
-    }
-    input('lorekeeper_server_url').addEventListener('change', warnCleartext); // after the save above
-    input('lorekeeper_inject').addEventListener('change', () => {
-        savePanel();
-        if (!settings().inject) clearSlots();
-    });
-    const test = document.getElementById('lorekeeper_test');
-    test?.addEventListener('click', testConnection);
-    test?.addEventListener('keydown', (event) => {
-        if (event.key !== 'Enter' && event.key !== ' ') return;
-        event.preventDefault();
-        testConnection();
-    });
-    document.getElementById('lorekeeper_story_refresh')?.addEventListener('click', refreshStory);
-    // Fresh figures whenever the panel is opened.
-    document.querySelector('.lorekeeper-settings .inline-drawer-toggle')?.addEventListener('click', () => setTimeout(refreshStory, 0));
-}
-
 // ------------------------------------------------------------------------------------------------ start
 
 globalThis.lorekeeperGenerateInterceptor = interceptor;
@@ -539,7 +361,7 @@ globalThis.lorekeeperState = () => ({
 (async function start() {
     const c = ctx();
     settings();
-    await addPanel();
+    await panel.add();
     registerMacros();
     const events = c.eventTypes;
     c.eventSource.on(events.CHAT_CHANGED, () => {
