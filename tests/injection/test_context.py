@@ -4,11 +4,13 @@ unified mode; the triggered recall; the responding character's knowledge; the on
 import pytest
 
 from apps.accounts.services import settings_document_get
+from apps.chats.services.characters import character_create
+from apps.chats.services.chats import chat_create
 from apps.extraction.models import ContinuityCheck
 from apps.injection.services.budgets import budgets_for, classify_turn, snap
 from apps.injection.services.context import context_build
 from apps.injection.services.settings import InjectionSettings, injection_settings_get, injection_settings_save
-from apps.memories.services.memories import memory_retire
+from apps.memories.services.memories import memory_create, memory_retire
 from tests.injection.helpers import say
 
 pytestmark = pytest.mark.django_db
@@ -83,6 +85,21 @@ def test_each_slot_holds_its_tier_at_its_place(user, story, world):
     }
     assert st["smart_memory_long"]["position"] == 0 and st["smart_memory_long"]["value"].startswith("[Long-term")
     assert st["smart_memory_unified"]["value"] == ""  # sent empty: a stale slot is cleared in SillyTavern
+
+
+def test_the_tiers_read_the_chat_and_its_characters_memories_and_no_others(
+    user, other_user, story, character, world, remember
+):
+    elsewhere = chat_create(user=user, title="Elsewhere", character_ids=[character.pk], user_name="Rowan")
+    stranger = character_create(user=user, name="Corvin")
+    theirs = character_create(user=other_user, name="Mira")
+    remember("fact", "Rowan once sailed to Vell.", chat=elsewhere, importance=3)
+    remember("fact", "Corvin forged the seal.", character=stranger, importance=3)
+    memory_create(user=other_user, kind="fact", content="Mira fears the dark.", character=theirs, importance=3)
+
+    long = context_build(user=user, chat=story, preview=True).slots["smart_memory_long"]
+
+    assert long["memory_ids"] == [world["fact"].pk]  # the chat's own and its character's: no other chat's or user's
 
 
 def test_a_slot_switched_off_is_sent_empty_and_depths_follow_the_settings(user, story, world):

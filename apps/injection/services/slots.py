@@ -13,6 +13,7 @@ from apps.chats.models import Character, Chat
 from apps.common.exceptions import ApplicationError
 from apps.extraction.models import ContinuityCheck
 from apps.llm.tokens import count_tokens
+from apps.memories.models import Kind
 from apps.memories.services.lifecycle.scope import LONG_TERM_KINDS, SESSION_KINDS
 
 CANDIDATES = 120  # memories read per tier: more than any budget holds
@@ -148,12 +149,21 @@ _TIER_SQL = {
 # long-term tier's best (the tier that is most of the scope); every other tier is its own small top-N through the
 # indexes. Rows: (id, kind, content, data, tier, rank) for candidates; (None, kind, None, None, None, None,
 # history, count, tokens) for the sizes.
+_SCOPE_COLUMNS = (
+    f"m.id, m.kind, {_HISTORY} AS history, m.importance, m.confidence, m.updated_at, octet_length(m.content) AS bytes"
+)
+# The visible scope without the message layer, as two branches the indexes answer exactly: the chat's memories by
+# (chat, status, kind), its characters' by character. As one OR the planner may scan every chat's rows, or fetch
+# the chat's messages (most of its rows) only to drop them.
 _GATHER_SQL = (
     f"""
 WITH scope AS MATERIALIZED (
-    SELECT m.id, m.kind, {_HISTORY} AS history, m.importance, m.confidence, m.updated_at,
-           octet_length(m.content) AS bytes
-    FROM memories_memory m WHERE {_VISIBLE} AND m.kind <> 'message'
+    SELECT {_SCOPE_COLUMNS} FROM memories_memory m
+    WHERE m.chat_id = %(chat)s AND m.status = 'active' AND m.kind = ANY(%(kept)s) AND m.user_id = %(user)s
+    UNION ALL
+    SELECT {_SCOPE_COLUMNS} FROM memories_memory m
+    WHERE m.chat_id IS NULL AND m.character_id = ANY(%(characters)s) AND m.status = 'active'
+      AND m.kind = ANY(%(kept)s) AND m.user_id = %(user)s
 ), long AS (
     SELECT m.id, row_number() OVER (ORDER BY {_LONG_ORDER}) AS rank
     FROM scope m WHERE m.kind = ANY(%(long)s) AND NOT m.history
@@ -214,6 +224,7 @@ def gather(scope: Scope, budgets: dict[str, int]) -> Gathered:
         "responder": scope.responder.name if scope.responder else None,
         "long": list(LONG_TERM_KINDS),
         "session": list(SESSION_KINDS),
+        "kept": [kind for kind in Kind.values if kind != Kind.MESSAGE],
     } | {f"limit_{tier}": limits.get(tier, CANDIDATES) for tier in (*_TIER_SQL, "long")}
     with connection.cursor() as cursor:
         cursor.execute(_GATHER_SQL, params)
