@@ -5,6 +5,8 @@ API token given as the API key, answering in OpenAI's shapes, errors included
 
 from __future__ import annotations
 
+import time
+
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -103,6 +105,7 @@ class ModelGetApi(GatewayApi):
 class ChatCompletionApi(GatewayApi):
     @extend_schema(exclude=True)
     def post(self, request):
+        started = time.perf_counter()
         body = request.data
         if not isinstance(body, dict):
             raise ApplicationError("The body is a JSON object.", {"field": "body"})
@@ -116,7 +119,11 @@ class ChatCompletionApi(GatewayApi):
         if len(key) > 200:
             raise ApplicationError("An Idempotency-Key holds at most 200 characters.", {"field": "Idempotency-Key"})
         completion = completion_prepare(
-            user=request.user, body=body, chat_header=request.headers.get(CHAT_HEADER, ""), idempotency_key=key
+            user=request.user,
+            body=body,
+            chat_header=request.headers.get(CHAT_HEADER, ""),
+            idempotency_key=key,
+            started=started,
         )
         headers = {CHAT_HEADER: str(completion.generation.chat_id)}
         if completion.fresh:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -150,13 +151,19 @@ def _replayed(user: AbstractUser, key: str, digest: str) -> Generation | None:
 
 @transaction.atomic
 def completion_prepare(
-    *, user: AbstractUser, body: dict[str, Any], chat_header: str = "", idempotency_key: str = ""
+    *,
+    user: AbstractUser,
+    body: dict[str, Any],
+    chat_header: str = "",
+    idempotency_key: str = "",
+    started: float | None = None,
 ) -> Completion:
     """Everything before the model is asked, in one transaction: a refusal (a bad field, the caps on streams)
     writes nothing. The chat is the one `chat_header` (X-Lorekeeper-Chat) or the body's `lorekeeper_chat` names,
     else the one the conversation is (services/match.py). A retry with the `idempotency_key` of an earlier
     request (a front end sending again after the connection dropped) is not written as a regenerate: it finds the
     generation the first one made (`fresh` False)."""
+    lap = _Laps(started)  # `started`: when the view began reading the body
     digest = _digest(body) if idempotency_key else ""
     if idempotency_key:
         idempotency_lock(user.pk, idempotency_key)  # a retry sent while the first is preparing waits for it
@@ -165,6 +172,7 @@ def completion_prepare(
             used = earlier.connection  # None once the person deleted it
             model = str(body.get("model") or (used.name if used else earlier.model))
             return Completion(earlier, model, tokenizer_for(used) if used else ESTIMATE, fresh=False)
+    lap("gateway_body")
     lines = messages_parse(body.get("messages"))
     model = body.get("model") or ""
     if not isinstance(model, str):
@@ -174,13 +182,31 @@ def completion_prepare(
     named = body.get(CHAT_FIELD)
     if named is not None and (isinstance(named, bool) or not isinstance(named, str | int)):
         raise ApplicationError(f"`{CHAT_FIELD}` is a chat id or a client key.", {"field": CHAT_FIELD})
+    lap("gateway_parse")
     found = chat_for_request(user=user, lines=lines, header=chat_header or str(named or ""))
+    lap("gateway_match")
     synced = history_sync(chat=found.chat, lines=lines, start=found.start)
+    lap("gateway_sync")
     prepared = generation_prepare(
         user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection_id=connection.pk,
         compose=_composer(lines, synced), options=options, idempotency_key=idempotency_key, body_digest=digest,
+        timings=lap.ms,
     )  # fmt: skip
     return Completion(prepared.generation, model or connection.name, tokenizer_for(connection))
+
+
+class _Laps:
+    """The time of each step before the generation is prepared, in ms, kept with its other steps (bench/gateway.py
+    prints them): the body read and checked, the history parsed, the chat found, the history compared and written."""
+
+    def __init__(self, started: float | None) -> None:
+        self.mark = time.perf_counter() if started is None else started
+        self.ms: dict[str, float] = {}
+
+    def __call__(self, step: str) -> None:
+        now = time.perf_counter()
+        self.ms[step] = round((now - self.mark) * 1000, 2)
+        self.mark = now
 
 
 async def completion_replayed(completion: Completion) -> AsyncIterator[Event]:

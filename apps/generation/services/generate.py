@@ -103,12 +103,14 @@ def generation_prepare(
     compose: Callable[[Composing], Prompt] = card_prompt,
     options: dict[str, Any] | None = None,
     body_digest: str = "",
+    timings: dict[str, float] | None = None,
 ) -> Prepared:
     """Everything before the model is asked: the generation to stream, or for a retry the one the first request
     made (its state says whether it is still streaming or already stored). `compose` makes the prompt once the
     context is built (the web chat's: `card_prompt`); `options` (`max_tokens`, `sampler`) are asked of the model
     over the connection's own reply length and samplers, and kept with the request, as is `body_digest` (another
-    client's whole request, which its retries are compared by)."""
+    client's whole request, which its retries are compared by). `timings`: the caller's own steps before this one,
+    in ms, kept with the generation's (`prompt_info.timings_ms`)."""
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"}, status=404)  # selectors scope chats: a bug
     message = (message or "").replace("\x00", "").strip() or None
@@ -143,20 +145,20 @@ def generation_prepare(
     if mode == Generation.Mode.NEW and message:
         line = _user_line(speakers.user, message)
         chat = chat_append(chat=chat, messages=[line], integrity=chat.integrity).chat
-    timings = {"append": _ms(started)}  # where the time before the first token goes (bench/chat.py reads them)
+    steps = {"append": _ms(started)}  # where the time before the first token goes (bench/chat.py reads them)
     context = context_build(
         user=user, chat=chat, message=message if mode == Generation.Mode.NEW else None, character=responder
     )
     chat = context.chat
-    timings["context"] = context.timings_ms.get("total", 0.0)
-    timings |= {f"context_{step}": ms for step, ms in context.timings_ms.items() if step != "total"}
+    steps["context"] = context.timings_ms.get("total", 0.0)
+    steps |= {f"context_{step}": ms for step, ms in context.timings_ms.items() if step != "total"}
     mark = time.perf_counter()
     prompt = compose(Composing(chat, context, responder, speakers, connection, mode))
     if prompt.timed is not None:  # World Info's sticky and cooldown, kept in the chat as SillyTavern keeps them
         patch = [{"op": "add", "path": "/timedWorldInfo", "value": prompt.timed}]
         chat = chat_metadata_patch(chat=chat, patch=patch, kind="json", integrity=chat.integrity)
-    timings["prompt"] = _ms(mark)
-    prompt.info["timings_ms"] = timings | {"total": _ms(started)}
+    steps["prompt"] = _ms(mark)
+    prompt.info["timings_ms"] = (timings or {}) | steps | {"total": _ms(started)}
     streams_check(user=user, open_in_process=len(open_streams), locked=True)
     try:
         with transaction.atomic():
