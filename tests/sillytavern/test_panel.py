@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from apps.chats.models import Chat
+from tests.browsers import ARTIFACTS
 from tests.servers import free_port
 from tests.sillytavern.harness import open_character, reload, send_message, wait_until
 
@@ -101,6 +102,21 @@ def test_a_url_and_token_typed_into_the_panel_are_used_kept_and_synced(st, st_op
         return chat and chat.messages.filter(mes__contains="Typed in the panel").exists()
 
     wait_until(reached, timeout=TIMEOUT, interval=0.3, message="the message reached Lorekeeper")
+
+    # The panel's story section, as a person opening it now sees it (panel.js draws it from Lorekeeper's answers).
+    open_panel(page)
+    page.locator("#lorekeeper_story_refresh").click()
+    story = page.locator("#lorekeeper_story")
+    story.get_by_text("Indexed for recall").wait_for(timeout=TIMEOUT * 1000)
+    assert story.get_by_role("link", name="Open in Lorekeeper").get_attribute("href").startswith(lorekeeper.url)
+    (ARTIFACTS / "extension").mkdir(parents=True, exist_ok=True)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(500)  # SillyTavern lays its drawers out again after a resize
+        open_panel(page)
+        story.get_by_text("Indexed for recall").wait_for(timeout=TIMEOUT * 1000)
+        story.evaluate("(element) => element.scrollIntoView({block: 'center'})")
+        page.screenshot(path=str(ARTIFACTS / "extension" / f"sillytavern-panel-{width}.png"))
 
 
 def test_a_wrong_token_is_named_as_the_problem(st, st_open, lorekeeper):
