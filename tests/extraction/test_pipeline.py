@@ -3,13 +3,15 @@ pause and resume, failures with retries, unreadable answers, and what the runner
 
 import re
 import time
+from datetime import timedelta
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from apps.chats.services.messages import message_update
 from apps.extraction.models import ChatPipeline, PipelineJob
-from apps.extraction.services.jobs import job_retry, pipeline_wake
+from apps.extraction.services.jobs import job_retry, jobs_prune, pipeline_wake
 from apps.extraction.services.pipeline import pipeline_pause, pipeline_rebuild, pipeline_request, pipeline_resume
 from apps.extraction.services.runner import chat_run, job_execute
 from apps.extraction.services.settings import extraction_settings_set
@@ -95,6 +97,26 @@ def test_an_edit_the_extraction_already_read_is_not_extracted_again(model, story
     assert (rebuild.state, rebuild.result["batch_start"]) == ("done", 10)
     assert "Rowan kept his hat after all." in model.server.prompts(TASKS["session"])[-1]
     assert details(user, status="active").count() == 2
+
+
+def test_a_batch_that_read_an_edit_only_as_its_context_does_not_vouch_for_the_batch_before(model, story, user):
+    """The job that made the edited message's memories was forgotten (jobs_prune); the next batch read the message
+    as it is, but only as context before its own messages: what was made from it is still taken back."""
+    model.server.on(TASKS["session"], per_batch)
+    grow(story, 1)
+    add_turns(story, 10)
+    chat_index_messages(chat_id=story.pk)
+    message_update(chat=story, index=8, data={"mes": "Rowan never saw the seal."})
+    pipeline_wake(chat_id=story.pk)
+    chat_run(chat_id=story.pk)  # the batch #10-#19 read #6-#9 as its context, with the edit
+    newest = PipelineJob.objects.order_by("-id").first()
+    PipelineJob.objects.filter(pk__lt=newest.pk).update(created_at=timezone.now() - timedelta(days=30))
+    assert jobs_prune(days=7) > 0
+    assert not PipelineJob.objects.filter(chat=story, tier="session", result__range=[0, 9]).exists()
+
+    process(story)  # the index notes the change at #8
+
+    assert PipelineJob.objects.filter(chat=story, tier="rebuild").exists()
 
 
 def test_rolling_back_a_ledger_update_restores_the_state_it_replaced(model, story, user):

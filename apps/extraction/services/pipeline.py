@@ -106,8 +106,10 @@ def _read_as_it_is(pipeline: ChatPipeline, chat: Chat, index: int) -> bool:
     """Whether what was extracted from message `index` was read from the chat as it is now. The recall index notes a
     change seconds after it is made, and a tier that ran meanwhile (the job the change discarded, queued again) read
     the changed text: taking it back would extract the same messages once more. Read by the fingerprints of what the
-    done jobs read, since the last rebuild that took back this message's batch; a tier that covers the message with
-    no such job is not taken on trust."""
+    done jobs read, since the last rebuild that took back this message's batch: every one that read the message must
+    have read it as it is, and each tier that covers it must have such a job whose range (what it made memories
+    from) holds it. A job that only read it as context before its own batch does not vouch for the batch that
+    holds it; a tier with no such job (its job forgotten since) is not taken on trust."""
     rebuilt = (
         PipelineJob.objects.filter(
             chat=chat, tier=Tier.REBUILD, state=PipelineJob.State.DONE, result__batch_start__lte=index
@@ -123,12 +125,15 @@ def _read_as_it_is(pipeline: ChatPipeline, chat: Chat, index: int) -> bool:
         jobs = jobs.filter(finished_at__gt=rebuilt)
     current: dict[tuple[int, int], str] = {}
     read = set()
-    for tier, start, end, fingerprint in jobs.values_list("tier", "read_from", "read_to", "fingerprint"):
+    for tier, start, end, fingerprint, made in jobs.values_list(
+        "tier", "read_from", "read_to", "fingerprint", "result__range"
+    ):
         if (start, end) not in current:
             current[start, end] = transcript.fingerprint(chat_id=chat.pk, start=start, end=end)[:50]
         if fingerprint != current[start, end]:
             return False
-        read.add(tier)
+        if isinstance(made, list) and len(made) == 2 and made[0] <= index <= made[1]:
+            read.add(tier)
     return all(tier in read for tier in EXTRACTED if int(pipeline.through.get(tier, 0)) > index)
 
 
