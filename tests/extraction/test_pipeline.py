@@ -69,15 +69,21 @@ def test_an_edit_near_the_end_takes_back_its_batch_and_extracts_it_again(model, 
     assert ChatPipeline.objects.get(chat=story).through["session"] == 20
 
 
-def test_an_edit_the_extraction_already_read_is_not_extracted_again(model, story, user):
-    """The recall index notes a change seconds after it is made; a batch extracted meanwhile read the new text."""
-    model.server.on(TASKS["session"], per_batch)
+def edit_then_extract_the_next_batch(story, index: int, text: str) -> None:
+    """A batch of ten extracted, ten more messages indexed, message `index` edited, and the batch #10-#19 extracted
+    with the edit before the recall index notes it (as happens in the seconds after an edit)."""
     grow(story, 1)
     add_turns(story, 10)
     chat_index_messages(chat_id=story.pk)
-    message_update(chat=story, index=15, data={"mes": "Rowan never had a hat."})
+    message_update(chat=story, index=index, data={"mes": text})
     pipeline_wake(chat_id=story.pk)
-    chat_run(chat_id=story.pk)  # the batch #10-#19 read with the edit, before the index noted it
+    chat_run(chat_id=story.pk)
+
+
+def test_an_edit_the_extraction_already_read_is_not_extracted_again(model, story, user):
+    """The recall index notes a change seconds after it is made; a batch extracted meanwhile read the new text."""
+    model.server.on(TASKS["session"], per_batch)
+    edit_then_extract_the_next_batch(story, 15, "Rowan never had a hat.")
     asked = len(model.server.prompts(TASKS["session"]))
     assert "Rowan never had a hat." in model.server.prompts(TASKS["session"])[-1]
 
@@ -103,12 +109,7 @@ def test_a_batch_that_read_an_edit_only_as_its_context_does_not_vouch_for_the_ba
     """The job that made the edited message's memories was forgotten (jobs_prune); the next batch read the message
     as it is, but only as context before its own messages: what was made from it is still taken back."""
     model.server.on(TASKS["session"], per_batch)
-    grow(story, 1)
-    add_turns(story, 10)
-    chat_index_messages(chat_id=story.pk)
-    message_update(chat=story, index=8, data={"mes": "Rowan never saw the seal."})
-    pipeline_wake(chat_id=story.pk)
-    chat_run(chat_id=story.pk)  # the batch #10-#19 read #6-#9 as its context, with the edit
+    edit_then_extract_the_next_batch(story, 8, "Rowan never saw the seal.")  # #6-#9: the batch's context
     newest = PipelineJob.objects.order_by("-id").first()
     PipelineJob.objects.filter(pk__lt=newest.pk).update(created_at=timezone.now() - timedelta(days=30))
     assert jobs_prune(days=7) > 0
