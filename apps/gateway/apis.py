@@ -56,7 +56,7 @@ def _detail(detail) -> str:
 def gateway_exception_handler(exc: Exception, context: dict) -> Response | None:
     """Every error in OpenAI's shape, with its status (and `Retry-After` where one says when to ask again)."""
     if isinstance(exc, ApplicationError):
-        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, StreamsBusy) else None
+        headers = exc.headers() if isinstance(exc, StreamsBusy) else None
         field = exc.extra.get("field") if isinstance(exc.extra, dict) else None
         return _error(exc.status, exc.message, param=field, code=exc.code, headers=headers)
     if isinstance(exc, Http404 | ObjectDoesNotExist):

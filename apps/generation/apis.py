@@ -138,7 +138,7 @@ class ChatGenerateApi(APIView):
                 idempotency_key=key,
             )
         except StreamsBusy as exc:
-            return Response(exc.body(), status=exc.status, headers={"Retry-After": str(exc.retry_after)})
+            return Response(exc.body(), status=exc.status, headers=exc.headers())
         generation = prepared.generation
         if not prepared.fresh:
             if generation.state == Generation.State.STREAMING:

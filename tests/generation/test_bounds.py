@@ -147,6 +147,7 @@ def test_a_process_at_its_streams_answers_503_with_retry_after(api, story, llm, 
     finally:
         open_streams.difference_update({-1, -2, -3})
     assert response.status_code == 503 and response["Retry-After"] == "4"
+    assert response["Connection"] == "close"  # the next try connects afresh, to a worker with room
     assert response.json()["error"] == "server_busy"
     assert Chat.objects.get(pk=story.pk).message_count == 1
 

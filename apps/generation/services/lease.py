@@ -34,11 +34,19 @@ _LOCK_CLASS = 3303  # pg_advisory_xact_lock's first key: a person's new generati
 
 
 class StreamsBusy(ApplicationError):
-    """Too many streams at once: the answer carries `Retry-After`."""
+    """Too many streams at once: the answer carries `Retry-After` (`headers`)."""
 
     def __init__(self, message: str, *, status: int, code: str) -> None:
         self.retry_after = int(generation_settings()["retry_after"])
         super().__init__(message, {"retry_after": self.retry_after}, status=status, code=code)
+
+    def headers(self) -> dict[str, str]:
+        """The answer's headers. A full process also closes the connection, so that the client's next try connects
+        afresh and reaches a worker with room (apps/common/worker.py), not this one again."""
+        headers = {"Retry-After": str(self.retry_after)}
+        if self.status == 503:
+            headers["Connection"] = "close"
+        return headers
 
 
 def lease_seconds() -> float:

@@ -21,7 +21,7 @@ from django.utils import timezone
 from apps.chats.models import Chat
 from apps.chats.services.writes import chat_delta
 from apps.generation.models import Generation
-from apps.generation.services.bounds import Arrived, Bounds
+from apps.generation.services.bounds import Arrived, Bounds, generation_settings
 from apps.generation.services.lease import lease_renew, lease_seconds
 from apps.generation.services.store import Stored, reply_store
 from apps.llm.client import LlmError
@@ -38,6 +38,12 @@ DELTA_WINDOW = 0.1
 BUSY_STREAMS = 25
 MAX_WINDOW = 0.4
 open_streams: set[int] = set()  # the generations streaming in this process (set.add and discard hold the GIL)
+
+
+def streams_full() -> bool:
+    """Whether this process streams as many replies as it may: the web worker then leaves new connections to the
+    others (apps/common/capacity.py, apps/common/worker.py)."""
+    return len(open_streams) >= generation_settings()["streams_per_process"]
 
 
 def delta_window() -> float:
