@@ -193,6 +193,23 @@ class PipelineJob(BackgroundJob):
         return self.state in (self.State.QUEUED, self.State.RUNNING)
 
 
+class ExtractedBatch(models.Model):
+    """The messages a batch tier made memories from (a done job's `result["range"]`, from `start` to `end`
+    inclusive), kept when the job itself is forgotten (jobs_prune): an edit takes back the whole batch that held the
+    edited message, from where that batch began (apps/extraction/services/batches.py)."""
+
+    chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="+")
+    tier = models.CharField(max_length=12)
+    start = models.PositiveIntegerField()
+    end = models.PositiveIntegerField(help_text="Its last message.")
+
+    class Meta:
+        indexes = [models.Index(fields=["chat", "end"], name="extracted_batch_chat_end")]
+
+    def __str__(self) -> str:
+        return f"{self.tier} #{self.start}-#{self.end} (chat {self.chat_id})"
+
+
 class Scene(models.Model):
     """A closed scene of a chat: messages [start_index, end_index), the break that ended it and why, and its
     recap versions (auto-recap's scene_recap_versions / scene_recap_current_index). The current

@@ -120,6 +120,25 @@ def test_a_batch_that_read_an_edit_only_as_its_context_does_not_vouch_for_the_ba
     assert PipelineJob.objects.filter(chat=story, tier="rebuild").exists()
 
 
+def test_an_edit_in_a_batch_whose_job_was_forgotten_takes_back_the_whole_batch(model, story, user):
+    """The jobs are forgotten after the keeping time (jobs_prune), but which messages each batch was made from is
+    kept: an edit in the middle of an old batch extracts that batch again from its first message."""
+    model.server.on(TASKS["session"], per_batch)
+    grow(story, 2)  # #0-#9 and #10-#19
+    PipelineJob.objects.filter(chat=story).update(created_at=timezone.now() - timedelta(days=30))
+    assert jobs_prune(days=7) > 0
+    assert not PipelineJob.objects.filter(chat=story, tier="session", result__range=[0, 9]).exists()
+
+    message_update(chat=story, index=5, data={"mes": "The seal was real all along."})
+    process(story)
+
+    rebuild = PipelineJob.objects.get(chat=story, tier="rebuild")
+    assert (rebuild.state, rebuild.result["batch_start"]) == ("done", 0)
+    again = model.server.prompts(TASKS["session"])[-1]  # what is taken back, extracted again in one batch
+    assert "New messages (#0 to #19" in again and "The seal was real all along." in again
+    assert list(details(user, status="active").values_list("source_message_indices", flat=True)) == [list(range(20))]
+
+
 def test_rolling_back_a_ledger_update_restores_the_state_it_replaced(model, story, user):
     model.server.on(TASKS["ledger"], "[state:Rowan:character] location=harbour office")
     add_turns(story, 10)

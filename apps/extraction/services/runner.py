@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from apps.chats.models import Chat
 from apps.extraction.models import ChatPipeline, PipelineJob, Recap
 from apps.extraction.services import jobs, transcript
+from apps.extraction.services.batches import batch_record
 from apps.extraction.services.pipeline import pipeline_plan
 from apps.extraction.services.settings import extraction_settings_get
 from apps.extraction.services.tiers import PRODUCERS, JobContext, Work
@@ -167,6 +168,7 @@ def _write(ctx: JobContext, work: Work) -> None:
             result = work.write()
             _guard(ctx)
             jobs.job_done(job=ctx.job, result=result, ctx=ctx)
+            batch_record(chat_id=ctx.chat.pk, tier=ctx.job.tier, result=result)
 
 
 def _guard(ctx: JobContext) -> None:

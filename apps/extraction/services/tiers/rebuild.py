@@ -9,22 +9,11 @@ from __future__ import annotations
 from django.db.models import F, Q
 
 from apps.extraction.models import ChatPipeline, ContinuityCheck, PipelineJob, Scene
+from apps.extraction.services.batches import BATCH_TIERS, batch_start, batches_forget
 from apps.extraction.services.jobs import jobs_cancel_pending
 from apps.extraction.services.rollback import memories_rollback, summary_rollback
 from apps.extraction.services.tiers.base import JobContext, Work
 from apps.memories.models import Decision, Memory, Status
-
-BATCH_TIERS = ("session", "longterm", "arcs", "ledger")
-
-
-def batch_start(chat_id: int, index: int) -> int:
-    """Where the batch holding message `index` began: a batch's memories came from all of its messages, so the
-    whole batch is extracted again (as ST-BME replays the affected batches: docs/GLOSSARY.md)."""
-    ranges = PipelineJob.objects.filter(
-        chat_id=chat_id, state=PipelineJob.State.DONE, tier__in=BATCH_TIERS, result__has_key="range"
-    ).values_list("result__range", flat=True)
-    starts = [r[0] for r in ranges if isinstance(r, list) and len(r) == 2 and r[0] <= index <= r[1]]
-    return min([index, *starts])
 
 
 def produce_rebuild(ctx: JobContext) -> Work | None:
@@ -38,6 +27,7 @@ def produce_rebuild(ctx: JobContext) -> Work | None:
             keep=Q(pk=ctx.job.pk) | Q(tier=PipelineJob.Tier.RECAP),
         )
         rolled = memories_rollback(chat=ctx.chat, from_index=start)
+        batches_forget(chat_id=ctx.chat.pk, start=start)
         scenes = list(Scene.objects.filter(chat=ctx.chat, end_index__gt=index))
         recaps = [s.recap_memory_id for s in scenes if s.recap_memory_id]
         for memory in Memory.objects.filter(pk__in=recaps, status=Status.ACTIVE).defer("embedding"):
