@@ -7,6 +7,8 @@ import math
 import re
 from typing import Any
 
+import orjson
+
 # Only a line whose raw text contains one of these escapes can decode to an unstorable value.
 _SUSPECT_ESCAPE = re.compile(r"\\u0000|\\u[dD][89a-fA-F]")
 
@@ -25,6 +27,16 @@ def _finite_float(text: str) -> float:
 def loads_strict(text: str) -> Any:
     """json.loads that refuses NaN/Infinity and numbers beyond a float's range (jsonb cannot store them)."""
     return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def json_bytes(value: Any) -> bytes:
+    """`value` as JSON in UTF-8, for a request body: orjson's encoding (a thirtieth of the standard library's time on
+    a long history), or the standard library's where orjson refuses a value (an integer past 64 bits, a string with
+    a lone surrogate, which it writes as an escape)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value).encode()
 
 
 def unstorable_reason(value: Any, raw: str | None = None) -> str | None:

@@ -14,6 +14,7 @@ from http import HTTPStatus
 import aiohttp
 from django.conf import settings
 
+from apps.common.jsonsafe import json_bytes
 from apps.common.netguard import BLOCKED_MESSAGE, Blocked
 from apps.common.secrets import secret_decrypt
 from apps.llm.models import Connection
@@ -98,8 +99,10 @@ async def _post(session: aiohttp.ClientSession, connection: Connection, request:
     """The response to a model request that was answered (not refused): connection failures, refusals, rate limits
     and server errors become the errors `_open` retries or gives up on."""
     try:
+        # Encoded here, not by aiohttp (the standard library's json): a long history costs the loop 0.3 ms, not 10.
+        headers = {**request.headers, "Content-Type": "application/json"}
         async with session.post(
-            request.url, json=request.body, headers=request.headers, allow_redirects=False
+            request.url, data=json_bytes(request.body), headers=headers, allow_redirects=False
         ) as response:
             if not 200 <= response.status < 300:
                 raise _status_error(response.status, response.headers)
