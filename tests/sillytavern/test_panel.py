@@ -17,22 +17,31 @@ TIMEOUT = 45.0  # a ceiling, reached only on a loaded machine
 
 
 def open_panel(page) -> None:
-    """Extensions, then Lorekeeper's section, as a person clicks them."""
+    """Extensions, then Lorekeeper's section, as a person clicks them; each click once what it opens has stopped
+    sliding, as a person waits to see (a click while a drawer slides lands on what passes under the pointer, and
+    SillyTavern keeps the section open or closed as it was left: clicked blindly, an open one closes)."""
     field = page.locator("#lorekeeper_server_url")
-    if field.is_visible():
-        return
     toggle = page.locator(".lorekeeper-settings .inline-drawer-toggle")
     if not toggle.is_visible():
         page.locator("#extensions-settings-button .drawer-toggle").click()
         toggle.wait_for(state="visible")
-    for _ in range(3):  # a click while the drawer still slides open can be missed: look, and click again if so
+        settled(page)
+    for _ in range(3):
+        if field.is_visible():
+            break
         toggle.click()
-        try:
-            field.wait_for(state="visible", timeout=5_000)
-            return
-        except Exception:  # Playwright's TimeoutError
-            continue
+        settled(page)
     field.wait_for(state="visible")
+
+
+def settled(page) -> None:
+    """SillyTavern's drawers slide with jQuery and CSS transitions: wait until neither is running (a spinner's
+    endless animation aside)."""
+    page.wait_for_function(
+        """() => (!window.jQuery || jQuery(':animated').length === 0)
+            && !document.getAnimations().some((animation) => animation.playState === 'running'
+                && animation.effect?.getTiming().iterations !== Infinity)"""
+    )
 
 
 def type_connection(page, url: str, token: str) -> None:
