@@ -2,25 +2,17 @@
 and messages keeps every row as it was, each with an empty avatar, no persona and the natural reply order."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from apps.chats.models import Character, Chat, Message
+from tests.migrating import leaves, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("chats", "0006_write_path_content_types")]
 
 
-def migrate(targets) -> MigrationExecutor:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return MigrationExecutor(connection)
-
-
 def test_characters_and_chats_keep_their_rows_through_the_migration(user):
-    leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    today = leaves()
     old = migrate(BEFORE).loader.project_state(BEFORE).apps
     character = old.get_model("chats", "Character").objects.create(
         user_id=user.pk, name="Mira", description="A clerk.", card_data={"data": {"name": "Mira"}}
@@ -31,7 +23,7 @@ def test_characters_and_chats_keep_their_rows_through_the_migration(user):
     chat.characters.add(character)
     old.get_model("chats", "Message").objects.create(chat_id=chat.pk, index=0, name="Mira", mes="Hello.")
 
-    migrate(leaves)
+    migrate(today)
     character, chat = Character.objects.get(pk=character.pk), Chat.objects.get(pk=chat.pk)
     assert (character.name, character.description, character.card_data) == (
         "Mira",

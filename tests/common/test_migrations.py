@@ -4,13 +4,12 @@ data, at the schema before the moves, migrates to today's and back."""
 import pytest
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from apps.accounts.models import SettingsDocument
 from apps.archives.models import Backup, BackupSettings
 from apps.chats.models import Chat, ChatRevision, SeenGeneration
 from apps.common.models import IdempotencyRecord
+from tests.migrating import leaves, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,15 +21,8 @@ BEFORE_MOVES = [
 ]
 
 
-def migrate(targets) -> MigrationExecutor:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return MigrationExecutor(connection)
-
-
 def test_models_moved_out_of_sync_keep_their_rows(user):
-    leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    today = leaves()
     chat = Chat.objects.create(user=user, title="Kept")
     try:
         old = migrate(BEFORE_MOVES).loader.project_state(BEFORE_MOVES).apps
@@ -52,7 +44,7 @@ def test_models_moved_out_of_sync_keep_their_rows(user):
         )
         moderators.permissions.add(granted)
 
-        migrate(leaves)
+        migrate(today)
         record = IdempotencyRecord.objects.get(user=user, key="k-1")
         assert (record.status, record.body) == (201, {"id": 7})
         revision = ChatRevision.objects.get(chat=chat)
@@ -69,4 +61,4 @@ def test_models_moved_out_of_sync_keep_their_rows(user):
         for name in ("IdempotencyRecord", "ChatRevision", "SeenGeneration", "SettingsDocument", "Backup"):
             assert back.get_model("sync", name).objects.count() == 1, name
     finally:
-        migrate(leaves)
+        migrate(today)

@@ -2,27 +2,19 @@
 holding jobs migrates with every batch a rebuild could read before, and the jobs stay as they were."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from apps.chats.models import Chat
 from apps.extraction.models import ExtractedBatch, PipelineJob
 from apps.extraction.services.batches import batch_start
+from tests.migrating import leaves, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("extraction", "0002_consent")]
 
 
-def migrate(targets) -> MigrationExecutor:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return MigrationExecutor(connection)
-
-
 def test_done_batch_jobs_become_the_batches_a_rebuild_reads(user):
-    leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    today = leaves()
     chat = Chat.objects.create(user=user, title="Kept")
     try:
         old = migrate(BEFORE).loader.project_state(BEFORE).apps
@@ -39,7 +31,7 @@ def test_done_batch_jobs_become_the_batches_a_rebuild_reads(user):
             Job.objects.create(user_id=user.pk, chat_id=chat.pk, tier=tier, state=state, result={"range": result})
         Job.objects.create(user_id=user.pk, chat_id=chat.pk, tier="rebuild", state="done", result={"batch_start": 4})
     finally:
-        migrate(leaves)  # whatever failed, the next tests find today's schema
+        migrate(today)  # whatever failed, the next tests find today's schema
 
     batches = ExtractedBatch.objects.filter(chat=chat).values_list("tier", "start", "end")
     assert sorted(batches) == [("longterm", 0, 19), ("session", 0, 9), ("session", 10, 19)]
