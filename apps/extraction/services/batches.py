@@ -23,8 +23,9 @@ def batch_record(*, chat_id: int, tier: str, result: dict) -> None:
 
 def batch_start(chat_id: int, index: int) -> int:
     """Where the earliest batch holding message `index` began; `index` itself when none holds it."""
-    found = ExtractedBatch.objects.filter(chat_id=chat_id, start__lte=index, end__gte=index).aggregate(Min("start"))
-    return min(index, found["start__min"] if found["start__min"] is not None else index)
+    holding = ExtractedBatch.objects.filter(chat_id=chat_id, start__lte=index, end__gte=index)
+    start = holding.aggregate(start=Min("start"))["start"]
+    return index if start is None else start
 
 
 def batches_forget(*, chat_id: int, start: int) -> int:
