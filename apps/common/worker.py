@@ -105,8 +105,8 @@ class Worker(UvicornWorker):
 class _Acceptor:
     """Accepts a listening socket's connections and hands each to the protocol uvicorn's server would have, except
     while this process is full: a new connection is then left HOLD_SECONDS to the other workers, and accepted here
-    only if it is still waiting after that (every worker full). Stands for
-    the asyncio server uvicorn keeps (it calls `close` and `wait_closed` when the worker stops)."""
+    only if it is still waiting after that (every worker full). Stands for the asyncio server uvicorn keeps (it calls
+    `close` and `wait_closed` when the worker stops)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, protocol_factory, sock: socket.socket, ssl, log) -> None:
         self.loop, self.factory, self.sock, self.ssl, self.log = loop, protocol_factory, sock, ssl, log
