@@ -71,6 +71,7 @@ def _shown(page) -> list[int]:
     return page.evaluate("[...document.querySelectorAll('#messages article.message')].map(a => +a.dataset.index)")
 
 
+@pytest.mark.slow  # about 10 s: .ci/run runs it after make test
 def test_a_link_to_an_old_message_opens_the_chat_there_and_loads_both_ways(browser, live_server, cookie, long_chat):
     for width in WIDTHS:
         page = watched_page(browser, width, live_server, cookie)

@@ -21,6 +21,7 @@ BEFORE_MOVES = [
 ]
 
 
+@pytest.mark.slow  # about 11 s: .ci/run runs it after make test
 def test_models_moved_out_of_sync_keep_their_rows(user):
     today = leaves()
     chat = Chat.objects.create(user=user, title="Kept")

@@ -52,6 +52,7 @@ def test_two_runs_at_once_share_the_backlog_and_never_embed_a_row_twice(user, em
     assert not Memory.objects.filter(user=user, embedding__isnull=True).exists()
 
 
+@pytest.mark.slow  # about 12 s: .ci/run runs it after make test
 def test_a_real_worker_embeds_one_long_chat_in_two_processes_at_once(api, user, broker, embedder):
     embedding_settings_set(user=user, provider="openai", model="scripted", base_url=f"{embedder.url}/v1")
     lines = [("Mira" if n % 2 else "You", f"Line {n} of the long night.") for n in range(EMBED_BATCH * 8)]

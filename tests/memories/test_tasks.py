@@ -74,7 +74,7 @@ def test_a_worker_loads_the_local_model_before_it_forks_its_processes(settings):
     ("threads", "precision"),
     [
         ("1", "float32"),  # the default thread count, in ONNX Runtime
-        ("1", "bfloat16"),  # in PyTorch
+        pytest.param("1", "bfloat16", marks=pytest.mark.slow),  # in PyTorch; .ci/run runs it after make test
         pytest.param("2", "float32", marks=pytest.mark.slow),
         pytest.param("2", "bfloat16", marks=pytest.mark.slow),
     ],

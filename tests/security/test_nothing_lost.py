@@ -222,6 +222,7 @@ def test_two_index_runs_of_one_chat_at_once_embed_each_message_once(user, broker
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow  # about 11 s: .ci/run runs it after make test
 def test_a_chat_deleted_while_its_index_run_embeds_ends_the_run_quietly(user, broker, gated, caplog):
     chat = chat_import(user=user, stream=jsonl(*_story(300)), title="Long night")
     results, errors = [], []
