@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 import psycopg
+from django.core.handlers.asgi import ASGIRequest
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.templatetags.static import static
@@ -52,6 +53,13 @@ def server_error(request, *args, **kwargs) -> HttpResponse:
         return JsonResponse({"message": message, "extra": {}}, status=500)
     message += " Nothing you wrote was lost: what was saved before stays saved. Try again in a moment."
     return HttpResponse(plain_page("Server error", message), status=500)
+
+
+def may_close(request) -> bool:
+    """Whether an answer may ask for its connection to be closed (`Connection: close`): under ASGI (uvicorn, as
+    served) it may; a WSGI server refuses that hop-by-hop header from an application and fails the request (wsgiref:
+    `manage.py runserver` and Django's live test server). `request`: Django's or REST framework's."""
+    return isinstance(getattr(request, "_request", request), ASGIRequest)
 
 
 def _static(path: str) -> str:

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from apps.accounts.authentication import BearerTokenAuthentication
 from apps.common.exceptions import ApplicationError
+from apps.common.views import may_close
 from apps.gateway import selectors
 from apps.gateway.services.complete import (
     completion_body,
@@ -56,7 +57,7 @@ def _detail(detail) -> str:
 def gateway_exception_handler(exc: Exception, context: dict) -> Response | None:
     """Every error in OpenAI's shape, with its status (and `Retry-After` where one says when to ask again)."""
     if isinstance(exc, ApplicationError):
-        headers = exc.headers() if isinstance(exc, StreamsBusy) else None
+        headers = exc.headers(may_close=may_close(context.get("request"))) if isinstance(exc, StreamsBusy) else None
         field = exc.extra.get("field") if isinstance(exc.extra, dict) else None
         return _error(exc.status, exc.message, param=field, code=exc.code, headers=headers)
     if isinstance(exc, Http404 | ObjectDoesNotExist):

@@ -21,6 +21,7 @@ from apps.chats.apis.common import valid
 from apps.common.exceptions import ApplicationError
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH, request_integrity
 from apps.common.serializers import StorableInputSerializer
+from apps.common.views import may_close
 from apps.generation import selectors
 from apps.generation.models import Generation
 from apps.generation.services.generate import generation_prepare
@@ -138,7 +139,7 @@ class ChatGenerateApi(APIView):
                 idempotency_key=key,
             )
         except StreamsBusy as exc:
-            return Response(exc.body(), status=exc.status, headers=exc.headers())
+            return Response(exc.body(), status=exc.status, headers=exc.headers(may_close=may_close(request)))
         generation = prepared.generation
         if not prepared.fresh:
             if generation.state == Generation.State.STREAMING:

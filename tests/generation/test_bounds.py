@@ -5,6 +5,7 @@ only on the message it was asked for: against the scripted model over real HTTP,
 import json
 from datetime import timedelta
 
+import httpx
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.utils import timezone
@@ -139,15 +140,37 @@ def test_streams_whose_lease_ran_out_do_not_count(api, user, story, llm, bounded
     assert generate(api, story, message="Any ships?").status_code == 200
 
 
-def test_a_process_at_its_streams_answers_503_with_retry_after(api, story, llm, bounded):
+def test_a_process_at_its_streams_answers_503_with_retry_after(async_client, token, story, llm, bounded):
+    """Under ASGI, as served (Django's AsyncClient)."""
     bounded(streams_per_process=3, retry_after=4)
     open_streams.update({-1, -2, -3})  # three streams of other people in this process
     try:
-        response = generate(api, story, message="Any ships?")
+        response = async_to_sync(async_client.post)(
+            f"/api/v1/chats/{story.pk}/generate", {"stream": False, "message": "Any ships?"},
+            content_type="application/json", headers={"Authorization": f"Bearer {token}"},
+        )  # fmt: skip
     finally:
         open_streams.difference_update({-1, -2, -3})
     assert response.status_code == 503 and response["Retry-After"] == "4"
     assert response["Connection"] == "close"  # the next try connects afresh, to a worker with room
+    assert response.json()["error"] == "server_busy"
+    assert Chat.objects.get(pk=story.pk).message_count == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wsgi_server_answers_the_503_too(live_server, token, story, llm, bounded):
+    """A WSGI server refuses a `Connection` header from the application (wsgiref's, behind `manage.py runserver`
+    and the browser tests, failed the request): the 503 is sent without it."""
+    bounded(streams_per_process=3, retry_after=4)
+    open_streams.update({-1, -2, -3})
+    try:
+        response = httpx.post(
+            f"{live_server.url}/api/v1/chats/{story.pk}/generate", json={"stream": False, "message": "Any ships?"},
+            headers={"Authorization": f"Bearer {token}"}, timeout=30,
+        )  # fmt: skip
+    finally:
+        open_streams.difference_update({-1, -2, -3})
+    assert response.status_code == 503 and response.headers["Retry-After"] == "4"
     assert response.json()["error"] == "server_busy"
     assert Chat.objects.get(pk=story.pk).message_count == 1
 

@@ -40,11 +40,12 @@ class StreamsBusy(ApplicationError):
         self.retry_after = int(generation_settings()["retry_after"])
         super().__init__(message, {"retry_after": self.retry_after}, status=status, code=code)
 
-    def headers(self) -> dict[str, str]:
-        """The answer's headers. A full process also closes the connection, so that the client's next try connects
-        afresh and reaches a worker with room (apps/common/worker.py), not this one again."""
+    def headers(self, *, may_close: bool = False) -> dict[str, str]:
+        """The answer's headers. A full process also closes the connection where the server lets it (`may_close`,
+        apps/common/views.py), so that the client's next try connects afresh and reaches a worker with room
+        (apps/common/worker.py), not this one again."""
         headers = {"Retry-After": str(self.retry_after)}
-        if self.status == 503:
+        if self.status == 503 and may_close:
             headers["Connection"] = "close"
         return headers
 
