@@ -61,6 +61,7 @@ def test_a_chat_lorekeeper_started_shows_its_moment_in_the_readers_zone(web, use
     assert f'title="{chat.title}"' in html  # the file name, on hover
 
 
+@pytest.mark.slow  # about 7 s: .ci/run runs it after make test
 def test_the_pages_of_a_chat_elsewhere_show_its_title_not_the_file_name(web, user, character):
     chat = chat_create(user=user, title=FILE_NAME, character_ids=[character.pk])
     for path in (f"/chats/{chat.pk}/memories/", f"/chats/{chat.pk}/search/?q=lantern", f"/chats/{chat.pk}/context/",

@@ -20,6 +20,7 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow  # about 10 s: .ci/run runs it after make test
 def test_a_real_worker_consumes_tasks_from_the_embedded_valkey(broker):
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"],

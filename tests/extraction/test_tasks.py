@@ -65,6 +65,7 @@ def test_appends_through_the_api_are_extracted_by_a_real_worker(api, user, chara
     assert not PipelineJob.objects.filter(chat=chat, state="failed").exists()
 
 
+@pytest.mark.slow  # about 8 s: .ci/run runs it after make test
 def test_an_edit_while_a_job_runs_discards_its_results_and_the_tier_runs_again(
     api, user, character, worker_model, broker
 ):
