@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models.functions import MD5
 
 from apps.chats.models import Chat, Message
 from apps.chats.services.chats import chat_lock
@@ -106,12 +105,13 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
     history = [line for line in lines if line.role != "system"]
     if not history:  # only a system prompt: nothing of the chat is said, so nothing of it is deleted
         return Synced(chat)
-    # What the chat says is compared by its MD5, computed where it is stored: a long chat's text is not read to
-    # find it unchanged, only a message whose digest differs (then compared with whitespace normalised).
+    # What the chat says is compared by its MD5, kept with each message (Message.mes_md5) and read from an index: a
+    # long chat's text is not read to find it unchanged, only a message whose digest differs (then compared with
+    # whitespace normalised).
     stored = list(
         Message.objects.filter(chat=chat, index__gte=start, is_system=False)
         .order_by("index")
-        .values_list("index", "is_user", MD5("mes"))
+        .values_list("index", "is_user", "mes_md5")
     )
     synced = Synced(chat, indices=[None] * len(history))
     operations: list[dict[str, Any]] = []
