@@ -41,9 +41,10 @@ def test_the_character_is_named_by_the_system_prompt(system, name):
     assert character_named([Line("system", system), Line("user", "Hi")]) == name
 
 
-def test_a_role_that_is_unknown_is_refused_naming_the_field():
+@pytest.mark.parametrize("role", ["tool", None, ["user"], {"user": 1}, 3])
+def test_a_role_that_is_unknown_is_refused_naming_the_field(role):
     with pytest.raises(ApplicationError) as caught:
-        messages_parse([{"role": "user", "content": "Hi"}, {"role": "tool", "content": "{}"}])
+        messages_parse([{"role": "user", "content": "Hi"}, {"role": role, "content": "{}"}])
     assert caught.value.extra["field"] == "messages[1].role"
 
 

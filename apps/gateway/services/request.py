@@ -4,8 +4,7 @@ Bad input is refused with a 400 naming the field (`messages[3].role`, `temperatu
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from apps.common.exceptions import ApplicationError
 from apps.generation.services.bounds import MAX_MESSAGE
@@ -16,9 +15,9 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 MAX_MESSAGES = 20_000
 
 
-@dataclass(frozen=True)
-class Line:
-    """One message of the request: `role` is system, user or assistant (`developer` is read as system)."""
+class Line(NamedTuple):
+    """One message of the request: `role` is system, user or assistant (`developer` is read as system). A tuple, as
+    a whole history arrives with each turn: made in about half the time of a frozen dataclass."""
 
     role: str
     content: str
@@ -67,10 +66,11 @@ def messages_parse(messages: Any) -> list[Line]:
         if not isinstance(message, dict):
             field = f"messages[{n}]"
             raise ApplicationError(f"{field} is an object with a role and a content.", {"field": field})
-        role = message.get("role")
-        if not isinstance(role, str) or role not in ROLES:
+        asked = message.get("role")
+        role = ROLES.get(asked) if isinstance(asked, str) else None
+        if role is None:
             raise ApplicationError(
-                f"messages[{n}].role is one of {', '.join(ROLES)}, not {role!r}.", {"field": f"messages[{n}].role"}
+                f"messages[{n}].role is one of {', '.join(ROLES)}, not {asked!r}.", {"field": f"messages[{n}].role"}
             )
         name = message.get("name")
         if name is not None and not isinstance(name, str):
@@ -78,7 +78,7 @@ def messages_parse(messages: Any) -> list[Line]:
         content = message.get("content")
         if type(content) is not str or len(content) > MAX_MESSAGE or "\x00" in content:
             content = _content(content, f"messages[{n}].content")
-        lines.append(Line(ROLES[role], content, name.strip()[:200] if name else ""))
+        lines.append(Line(role, content, name.strip()[:200] if name else ""))
     return lines
 
 
