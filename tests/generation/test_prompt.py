@@ -7,7 +7,7 @@ import pytest
 from apps.chats.services.characters import character_update
 from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
-from apps.generation.services.prompt import CONTINUE_NUDGE, DEFAULT_SYSTEM, Speakers, prompt_build
+from apps.generation.services.prompt import CONTINUE_NUDGE, DEFAULT_SYSTEM, Speakers, memory_placed, prompt_build
 from apps.llm.tokens import count_tokens
 from tests.chats.factories import CharacterFactory
 
@@ -142,3 +142,34 @@ def test_post_history_instructions_from_the_editor_come_after_the_history(user, 
     chat = said(chat_create(user=user, title="Storm", character_ids=[card.pk]), ("Mira", "Evening."), ("Rowan", "Hi."))
     contents = [m["content"] for m in build(chat, card, []).messages]
     assert contents[-3:] == ["Evening.", "Hi.", "Answer Rowan in one line."]
+
+
+def test_another_clients_prompt_gets_the_slots_at_their_depths_and_says_where_they_went():
+    """memory_placed, as the gateway uses it: the client's system messages first, the in-prompt slots after them,
+    the in-chat slots at their depths (several at one depth in slot order, one deeper than the history first), and
+    the positions of exactly what was added. The client's messages are left as they were, a macro resolved in a
+    copy."""
+    sent = [{"role": "system", "content": "Be Mira."}, {"role": "system", "content": "A storm night."}]
+    sent += [{"role": "user" if n % 2 else "assistant", "content": f"line {n}"} for n in range(6)]
+    sent[3] = {"role": "user", "content": "{{smartmemory-long}} and more"}
+    before = [dict(message) for message in sent]
+    slots = [
+        slot("long", "Mira owes Hale.", "in_prompt"),
+        slot("triggered", "Hale's ship is the Gull.", "in_chat", depth=1),
+        slot("state_ledger", "Mira: tired.", "in_chat", depth=0),
+        slot("scenes", "Earlier: the bell rang.", "in_chat", depth=9),
+        slot("session", "Tonight: the storm.", "in_chat", depth=1, role="user"),
+    ]
+    placed, added = memory_placed(
+        sent, slots={s["name"]: s for s in slots}, macros={"{{smartmemory-long}}": "LONG"},
+        speakers=Speakers(char="Mira", user="Rowan"),
+    )  # fmt: skip
+    assert [(m["role"], m["content"]) for m in placed] == [
+        ("system", "Be Mira."), ("system", "A storm night."), ("system", "Mira owes Hale."),
+        ("system", "Earlier: the bell rang."), ("assistant", "line 0"), ("user", "LONG and more"),
+        ("assistant", "line 2"), ("user", "line 3"), ("assistant", "line 4"),
+        ("system", "Hale's ship is the Gull."), ("user", "Tonight: the storm."), ("user", "line 5"),
+        ("system", "Mira: tired."),
+    ]  # fmt: skip
+    assert added == [2, 3, 9, 10, 12]
+    assert sent == before

@@ -198,14 +198,25 @@ def _history(chat: Chat, *, before: int, budget: int, tokenizer: Tokenizer, spea
 def _in_chat(history: list[dict[str, str]], slots: list[dict[str, Any]]) -> list[dict[str, str]]:
     """The in-chat slots put into the history at their depth, counted from the newest message (depth 0: after it;
     a depth past the oldest kept message: before it), in slot order where several meet."""
+    return _in_chat_placed(history, slots)[0]
+
+
+def _in_chat_placed(history: list[dict[str, str]], slots: list[dict[str, Any]]) -> tuple[list[dict], list[int]]:
+    """`_in_chat`'s messages, and the positions in them of the slots' (the history copied in slices between them,
+    not message by message: a whole history comes with each turn of another client)."""
     at: dict[int, list[dict[str, str]]] = {}
     for slot in slots:
         at.setdefault(max(0, len(history) - slot["depth"]), []).append({"role": slot["role"], "content": slot["text"]})
     lines: list[dict[str, str]] = []
-    for position, line in enumerate(history):
-        lines += at.get(position, [])
-        lines.append(line)
-    return lines + at.get(len(history), [])
+    added: list[int] = []
+    start = 0
+    for position in sorted(at):
+        lines += history[start:position]
+        for line in at[position]:
+            added.append(len(lines))
+            lines.append(line)
+        start = position
+    return lines + history[start:], added
 
 
 def prompt_build(
@@ -313,7 +324,10 @@ def memory_placed(
     messages), those at a depth and of the author's note at theirs (`metadata`: the chat's, for the note's depth).
     Answers the messages and the positions of those added (the Prompt page marks them)."""
     active = [slot for slot in slots.values() if slot["enabled"] and slot["text"].strip()]
-    lines = [dict(line, content=_macros_only(line["content"], macros)) for line in messages]
+    # The client's own messages as they are (a whole history with each turn: 5,000 dicts not copied), a copy only
+    # of one whose macros are resolved. Nothing below changes a message in place.
+    lines = [line if "{{" not in line["content"] else dict(line, content=_macros_only(line["content"], macros))
+             for line in messages]  # fmt: skip
     lead = 0
     while lead < len(lines) and lines[lead]["role"] == "system":
         lead += 1
@@ -335,9 +349,9 @@ def memory_placed(
             head.insert(0, {"role": "system", "content": _resolve("\n".join(told), speakers, macros)})
         in_chat += [slot | {"text": _resolve(slot["text"], speakers, macros)}
                     for slot in _lore_in_chat(lore, note)]  # fmt: skip
-    placed = lines[:lead] + head + _in_chat(lines[lead:], in_chat)
-    theirs = {id(line) for line in lines}
-    return placed, [n for n, line in enumerate(placed) if id(line) not in theirs]
+    history, in_history = _in_chat_placed(lines[lead:], in_chat)
+    added = [lead + n for n in range(len(head))] + [lead + len(head) + n for n in in_history]
+    return lines[:lead] + head + history, added
 
 
 def _macros_only(text: str, macros: dict[str, str]) -> str:
