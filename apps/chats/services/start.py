@@ -128,13 +128,16 @@ def _last_speaker(chat: Chat, characters: list[Character]) -> Character | None:
     return by_name.get(name) if name is not None else None
 
 
-def next_speaker(*, chat: Chat, text: str = "", exclude_last: bool = False) -> Character | None:
+def next_speaker(
+    *, chat: Chat, text: str = "", exclude_last: bool = False, characters: list[Character] | None = None
+) -> Character | None:
     """Who replies next. One character: that one. A group in natural order: the character `text` (the person's new
     message) names first, whole-word and in any case; else the one after the character who spoke last, in the
     chat's character order; else the first. `exclude_last`: the last speaker is not chosen by being named (in
     turn it never is, in a group). A group in manual order: None (the person chooses who replies), as for a chat
-    with no characters."""
-    characters = chat_characters_in_order(chat=chat)
+    with no characters. `characters`: the chat's in its order (chat_characters_in_order), when the caller has
+    them."""
+    characters = chat_characters_in_order(chat=chat) if characters is None else characters
     if len(characters) <= 1:
         return characters[0] if characters else None
     if chat.reply_order == ReplyOrder.MANUAL:

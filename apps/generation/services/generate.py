@@ -64,7 +64,7 @@ def _check(chat: Chat, mode: str, message: str | None) -> None:
 
 def _responder(chat: Chat, characters: list[Character], character: str | int | None, message: str):
     if character in (None, ""):
-        chosen = next_speaker(chat=chat, text=message)
+        chosen = next_speaker(chat=chat, text=message, characters=characters)
         if chosen is None and len(characters) > 1:
             raise ApplicationError("Choose who replies: in this group a person picks.", {"field": "character"})
         return chosen
@@ -147,8 +147,9 @@ def generation_prepare(
         chat = chat_append(chat=chat, messages=[line], integrity=chat.integrity).chat
     steps = {"append": _ms(started)}  # where the time before the first token goes (bench/chat.py reads them)
     context = context_build(
-        user=user, chat=chat, message=message if mode == Generation.Mode.NEW else None, character=responder
-    )
+        user=user, chat=chat, message=message if mode == Generation.Mode.NEW else None, character=responder,
+        characters=characters,
+    )  # fmt: skip
     chat = context.chat
     steps["context"] = context.timings_ms.get("total", 0.0)
     steps |= {f"context_{step}": ms for step, ms in context.timings_ms.items() if step != "total"}

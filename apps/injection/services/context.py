@@ -103,16 +103,20 @@ def context_build(
     character: Character | str | None = None,
     preview: bool = False,
     mirror: bool = False,
+    characters: list[Character] | None = None,
 ) -> Context:
     """Build the context for the next generation of `chat`. `message`: the pending user message (its recall is
     made and kept on that user turn when it is the chat's last one); none: a regeneration, which reuses the stored
     recall of the turn. `preview`: nothing is written (no recall stored, no repair note consumed, no statistics).
-    `mirror`: the client writes the kept recall into its SillyTavern file too (see chat_touch)."""
+    `mirror`: the client writes the kept recall into its SillyTavern file too (see chat_touch). `characters`: the
+    chat's, when the caller has read them (a reply's preparation), not read again."""
     started = time.perf_counter()
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"})
     settings = injection_settings_get(user=user)
-    characters = list(chat.characters.order_by("id"))
+    characters = (
+        sorted(characters, key=lambda c: c.pk) if characters is not None else list(chat.characters.order_by("id"))
+    )
     responder = responder_of(chat, characters, character)
     scope = Scope(user.pk, chat, characters, responder)
     state = InjectionState.objects.filter(chat=chat).first()

@@ -82,6 +82,7 @@ def recall_search(
         user=user,
         query=query,
         chat_id=scope.chat.pk,
+        chat_characters=[character.pk for character in scope.characters],
         kinds=RECALL_KINDS,
         limit=max(limit * 3, 10),
         scope_rows=scope_rows,

@@ -44,13 +44,19 @@ def own_index_state(name: str) -> str | None:
 class Scope:
     """The WHERE clause every candidate query shares: the user's own memories, within character/chat/kinds."""
 
-    def __init__(self, *, user: AbstractUser, character_id, chat_id, kinds, include_retired: bool) -> None:
+    def __init__(
+        self, *, user: AbstractUser, character_id, chat_id, kinds, include_retired: bool, chat_characters=None
+    ) -> None:
         self.sql = ["m.user_id = %s"]
         self.params: list = [user.pk]
         self.user_id = user.pk
         self.character_ids: list[int] = []
         if chat_id is not None:
-            self.character_ids = chat_selectors.chat_character_ids(user=user, chat_id=chat_id)
+            self.character_ids = (
+                list(chat_characters)
+                if chat_characters is not None
+                else chat_selectors.chat_character_ids(user=user, chat_id=chat_id)
+            )
             # The chat's own memories and messages, plus its characters' persistent memories; never another chat's.
             self.sql.append("(m.chat_id = %s OR (m.chat_id IS NULL AND m.character_id = ANY(%s)))")
             self.params += [int(chat_id), self.character_ids]

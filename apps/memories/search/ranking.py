@@ -193,6 +193,7 @@ def memory_search(
     query: str,
     character_id: int | None = None,
     chat_id: int | None = None,
+    chat_characters: list[int] | None = None,
     kinds: list[str] | None = None,
     limit: int = 10,
     min_score: float | None = None,
@@ -207,7 +208,9 @@ def memory_search(
     chooses between an exact scan and the HNSW index, and scales the text ranking's word frequencies, is then
     skipped. `status` (with `include_retired` for a retired one) and `entity_id` keep only the results of that
     status and linked to that entity: the memory browser's filters. `committed`: the caller's transaction, if any,
-    wrote none of the scope's memories, so the text ranking runs beside its work there too (a reply's recall)."""
+    wrote none of the scope's memories, so the text ranking runs beside its work there too (a reply's recall).
+    `chat_characters`: the ids of the characters of the chat `chat_id`, when the caller has read them with the chat
+    (whose owner it has checked): not read again."""
     config = settings.LOREKEEPER_SEARCH
     query = query.replace("\x00", "").strip()
     if not query:
@@ -217,7 +220,10 @@ def memory_search(
         raise ApplicationError("Unknown memory kind(s).", {"field": "kinds", "kinds": unknown})
     limit = max(1, min(int(limit), MAX_LIMIT))
     min_score = config["min_score"] if min_score is None else min_score
-    scope = Scope(user=user, character_id=character_id, chat_id=chat_id, kinds=kinds, include_retired=include_retired)
+    scope = Scope(
+        user=user, character_id=character_id, chat_id=chat_id, kinds=kinds, include_retired=include_retired,
+        chat_characters=chat_characters,
+    )  # fmt: skip
     k = max(config["candidates"], limit * 2)
     timings: dict[str, float] = {}
 
