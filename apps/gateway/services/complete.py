@@ -188,7 +188,7 @@ def completion_prepare(
     synced = history_sync(chat=found.chat, lines=lines, start=found.start)
     lap("gateway_sync")
     prepared = generation_prepare(
-        user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection_id=connection.pk,
+        user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection=connection,
         compose=_composer(lines, synced), options=options, idempotency_key=idempotency_key, body_digest=digest,
         timings=lap.ms,
     )  # fmt: skip

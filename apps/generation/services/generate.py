@@ -98,6 +98,7 @@ def generation_prepare(
     message: str | None = None,
     character: str | int | None = None,
     connection_id: int | None = None,
+    connection: Connection | None = None,
     integrity: uuid.UUID | None = None,
     idempotency_key: str = "",
     compose: Callable[[Composing], Prompt] = card_prompt,
@@ -110,7 +111,8 @@ def generation_prepare(
     context is built (the web chat's: `card_prompt`); `options` (`max_tokens`, `sampler`) are asked of the model
     over the connection's own reply length and samplers, and kept with the request, as is `body_digest` (another
     client's whole request, which its retries are compared by). `timings`: the caller's own steps before this one,
-    in ms, kept with the generation's (`prompt_info.timings_ms`)."""
+    in ms, kept with the generation's (`prompt_info.timings_ms`). `connection`: the one a caller has already
+    chosen among the person's (the gateway, by the request's model), not read again."""
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"}, status=404)  # selectors scope chats: a bug
     message = (message or "").replace("\x00", "").strip() or None
@@ -137,7 +139,8 @@ def generation_prepare(
     started = time.perf_counter()
     _check(chat, mode, message)
     streams_check(user=user, open_in_process=len(open_streams))  # before the work: a refusal costs nothing
-    connection = _connection(user, connection_id)
+    if connection is None or connection.user_id != user.pk:
+        connection = _connection(user, connection_id if connection is None else connection.pk)
     chat = chat_lock(chat=chat, integrity=integrity)
     characters = chat_characters_in_order(chat=chat)
     responder = _responder(chat, characters, character, message or "")
