@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import date, timedelta
 from itertools import accumulate
 
 from django.contrib.auth.models import AbstractUser
+from django.db import connection
 from django.db.models import BooleanField, Count, Min, Prefetch, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Greatest, Lower, Trim, TruncDate
@@ -347,3 +349,47 @@ def memory_growth(
 def _per_day(memories, field: str) -> dict[date, int]:
     rows = memories.values(field).annotate(n=Count("id", distinct=True)).order_by()
     return {row[field]: row["n"] for row in rows}
+
+
+@dataclass(frozen=True)
+class GraphMemory:
+    """A memory as a recall's subgraph draws it: its label (the content's first 80 characters), the entities it
+    names (id, name, type; by name) and the memories it contradicts (newest first)."""
+
+    id: int
+    kind: str
+    label: str
+    superseded_by_id: int | None
+    entities: list[tuple[int, str, str]]
+    contradicts: list[int]
+
+
+_GRAPH_SQL = """
+SELECT m.id, m.kind, left(m.content, 80), m.superseded_by_id,
+    COALESCE((SELECT json_agg(json_build_array(e.id, e.name, e.type) ORDER BY e.name, e.id)
+              FROM memories_memory_entities me JOIN memories_entity e ON e.id = me.entity_id
+              WHERE me.memory_id = m.id), '[]'::json),
+    COALESCE((SELECT array_agg(o.id ORDER BY o.created_at DESC, o.id DESC)
+              FROM memories_memory_contradicts mc JOIN memories_memory o ON o.id = mc.to_memory_id
+              WHERE mc.from_memory_id = m.id), '{}'::bigint[])
+FROM memories_memory m WHERE m.user_id = %s AND m.id = ANY(%s::bigint[])
+ORDER BY m.created_at DESC, m.id DESC
+"""
+
+
+def memory_graph(*, user_id: int, memory_ids: list[int]) -> list[GraphMemory]:
+    """The user's memories `memory_ids` (newest first), with the entities they name and the memories they
+    contradict: one round trip, where a queryset with its two prefetches makes three (a reply's recall writes its
+    subgraph with each turn)."""
+    if not memory_ids:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(_GRAPH_SQL, [int(user_id), [int(pk) for pk in memory_ids]])
+        rows = cursor.fetchall()
+    graph = []
+    for pk, kind, label, superseded_by_id, entities, contradicts in rows:
+        entities = json.loads(entities) if isinstance(entities, str) else entities
+        graph.append(
+            GraphMemory(pk, kind, label, superseded_by_id, [tuple(e) for e in entities], list(contradicts or []))
+        )
+    return graph

@@ -7,9 +7,12 @@ from apps.accounts.services import settings_document_get
 from apps.chats.models import Chat, Message
 from apps.common.exceptions import ApplicationError
 from apps.injection.services.context import context_build
-from apps.injection.services.recall import recall_edit, recall_rerun, recall_store, recall_stored
+from apps.injection.services.recall import recall_edit, recall_rerun, recall_store, recall_stored, recall_subgraph
 from apps.injection.services.settings import injection_settings_save
+from apps.memories.models import Memory
 from apps.memories.services.indexing import chat_index_messages, memories_embed_pending
+from apps.memories.services.memories import memory_create
+from tests.chats.factories import CharacterFactory
 from tests.injection.helpers import ASK, DOG, say
 
 pytestmark = pytest.mark.django_db
@@ -160,3 +163,37 @@ def test_the_card_names_the_long_term_memory_in_the_prompt_when_recall_finds_not
     assert record["prompt"][0]["memories"][0]["id"] == keeper.pk
     again = context_build(user=user, chat=Chat.objects.get(pk=story.pk))
     assert not again.recall["stored"]  # the same prompt again: no write
+
+
+def test_the_subgraph_draws_mentions_supersedes_and_contradictions_of_the_persons_own_memories(
+    user, other_user, character, remember
+):
+    sold = remember("fact", "Mira sold the Gull to Hale. " + "She kept the lantern. " * 5, character=character,
+                    entities=[{"name": "Hale", "type": "person"}, {"name": "Gull", "type": "ship"}])  # fmt: skip
+    kept = remember("fact", "Mira keeps the Gull.", character=character, entities=[{"name": "Gull", "type": "ship"}])
+    owns = remember("fact", "Hale owns nothing.", character=character)
+    Memory.objects.filter(pk=kept.pk).update(superseded_by=sold)
+    sold.contradicts.add(owns)
+    theirs = memory_create(
+        user=other_user, kind="fact", content="Not yours.", origin="extraction",
+        character=CharacterFactory(user=other_user, name="Mira"),
+    )  # fmt: skip
+    gull, hale = sold.entities.get(name="Gull"), sold.entities.get(name="Hale")
+
+    graph = recall_subgraph(
+        user_id=user.pk, memory_ids=[sold.pk, kept.pk, owns.pk, theirs.pk], scores={sold.pk: 0.9, kept.pk: 0.5}
+    )
+    assert graph["nodes"] == [
+        {"id": f"m{m.pk}", "type": "memory", "memory": m.pk, "kind": "fact", "label": m.content[:80], "score": score}
+        for m, score in ((owns, None), (kept, 0.5), (sold, 0.9))
+    ] + [
+        {"id": f"e{e.pk}", "type": "entity", "entity": e.pk, "kind": e.type, "label": e.name} for e in (gull, hale)
+    ]  # newest memory first, then the entities as first met
+    assert graph["edges"] == [
+        {"source": f"m{kept.pk}", "target": f"e{gull.pk}", "kind": "mentions"},
+        {"source": f"m{sold.pk}", "target": f"m{kept.pk}", "kind": "supersedes"},
+        {"source": f"m{sold.pk}", "target": f"e{gull.pk}", "kind": "mentions"},
+        {"source": f"m{sold.pk}", "target": f"e{hale.pk}", "kind": "mentions"},
+        {"source": f"m{sold.pk}", "target": f"m{owns.pk}", "kind": "contradicts"},
+    ]
+    assert recall_subgraph(user_id=user.pk, memory_ids=[], scores={}) == {"nodes": [], "edges": []}

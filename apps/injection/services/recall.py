@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractUser
-from django.db.models import Prefetch
 from django.utils import timezone
 
 from apps.chats.models import Chat, Message
@@ -27,8 +26,9 @@ from apps.injection.services.budgets import budgets_for, classify_turn
 from apps.injection.services.settings import SLOT, injection_settings_get
 from apps.injection.services.slots import Filled, Item, Scope, fit, render, responder_of
 from apps.llm.tokens import count_tokens
-from apps.memories.models import Entity, Kind, Memory
+from apps.memories.models import Kind
 from apps.memories.search.ranking import memory_search
+from apps.memories.selectors import memory_graph
 
 NAMESPACE = "bme_recall"
 LABEL = "Recalled for this turn"
@@ -107,40 +107,33 @@ def recall_search(
 def recall_subgraph(*, user_id: int, memory_ids: list[int], scores: dict[int, float]) -> dict[str, list[dict]]:
     """The memories a recall chose, the entities they name, and how they link (mentions, supersedes,
     contradicts): the nodes and edges the recall card draws."""
-    memories = list(
-        Memory.objects.filter(user_id=user_id, pk__in=memory_ids)
-        .only("id", "kind", "content", "superseded_by_id")
-        .prefetch_related(
-            Prefetch("entities", queryset=Entity.objects.only("id", "name", "type")),
-            Prefetch("contradicts", queryset=Memory.objects.only("id")),
-        )
-    )
+    memories = memory_graph(user_id=user_id, memory_ids=memory_ids)
     nodes: list[dict] = []
     edges: list[dict] = []
-    entities: dict[int, Entity] = {}
-    chosen = {m.pk for m in memories}
+    entities: dict[int, tuple[int, str, str]] = {}
+    chosen = {m.id for m in memories}
     for memory in memories:
         nodes.append(
             {
-                "id": f"m{memory.pk}",
+                "id": f"m{memory.id}",
                 "type": "memory",
-                "memory": memory.pk,
+                "memory": memory.id,
                 "kind": memory.kind,
-                "label": memory.content[:80],
-                "score": scores.get(memory.pk),
+                "label": memory.label,
+                "score": scores.get(memory.id),
             }
         )
-        for entity in memory.entities.all():
-            entities[entity.pk] = entity
-            edges.append({"source": f"m{memory.pk}", "target": f"e{entity.pk}", "kind": "mentions"})
+        for entity in memory.entities:
+            entities[entity[0]] = entity
+            edges.append({"source": f"m{memory.id}", "target": f"e{entity[0]}", "kind": "mentions"})
         if memory.superseded_by_id in chosen:
-            edges.append({"source": f"m{memory.superseded_by_id}", "target": f"m{memory.pk}", "kind": "supersedes"})
-        for other in memory.contradicts.all():
-            if other.pk in chosen and memory.pk < other.pk:
-                edges.append({"source": f"m{memory.pk}", "target": f"m{other.pk}", "kind": "contradicts"})
+            edges.append({"source": f"m{memory.superseded_by_id}", "target": f"m{memory.id}", "kind": "supersedes"})
+        for other in memory.contradicts:
+            if other in chosen and memory.id < other:
+                edges.append({"source": f"m{memory.id}", "target": f"m{other}", "kind": "contradicts"})
     nodes += [
-        {"id": f"e{e.pk}", "type": "entity", "entity": e.pk, "kind": e.type or "entity", "label": e.name}
-        for e in entities.values()
+        {"id": f"e{pk}", "type": "entity", "entity": pk, "kind": kind or "entity", "label": name}
+        for pk, name, kind in entities.values()
     ]
     return {"nodes": nodes, "edges": edges}
 
