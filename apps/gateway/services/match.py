@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 from django.db.models import Q
-from django.db.models.functions import MD5
 from django.utils import timezone
 
 from apps.chats.models import Character, Chat, Message
@@ -203,7 +202,7 @@ def _edited_opening(chats: list[int], history: list[Line]) -> int | None:
         rows = list(
             Message.objects.filter(chat_id=chat_id, is_system=False)
             .order_by("index")
-            .values_list("is_user", MD5("mes"))[: len(head)]
+            .values_list("is_user", "mes_md5")[: len(head)]
         )
         shared = min(len(rows), len(head))
         if shared <= first_user + 1 or any(rows[n][0] != (head[n].role == "user") for n in range(shared)):
