@@ -1,7 +1,7 @@
 """A reply's preparation talks to the database once for what it reads once: the chat's characters are read by the
 preparation and handed on to who replies next, the context build and the recall search, not read by each again; a
 connection the caller already chose (the gateway, by the request's model) is not read again, and one of another
-person's is not found."""
+person's is not found; the chat's owner is not read again to compose the prompt."""
 
 from __future__ import annotations
 
@@ -45,3 +45,10 @@ def test_another_persons_connection_handed_in_is_not_found(user, other_user, cha
     with pytest.raises(Http404):
         generation_prepare(user=user, chat=chat, message="Any ships?", connection=theirs)
     assert not Generation.objects.filter(chat=chat).exists()
+
+
+def test_the_chats_owner_is_not_read_again_to_compose_the_prompt(user, character, scripted, llm):
+    chat = chat_create(user=user, title="Harbour", character_ids=[character.pk], user_name="Rowan")
+    with CaptureQueriesContext(connection) as queries:
+        generation_prepare(user=user, chat=chat, message="Any ships?")
+    assert not [q["sql"] for q in queries.captured_queries if 'FROM "auth_user"' in q["sql"]]

@@ -157,6 +157,7 @@ def generation_prepare(
     steps["context"] = context.timings_ms.get("total", 0.0)
     steps |= {f"context_{step}": ms for step, ms in context.timings_ms.items() if step != "total"}
     mark = time.perf_counter()
+    chat.user = user  # its owner, checked above: what reads it (the World Info's books and settings) asks no query
     prompt = compose(Composing(chat, context, responder, speakers, connection, mode))
     if prompt.timed is not None:  # World Info's sticky and cooldown, kept in the chat as SillyTavern keeps them
         patch = [{"op": "add", "path": "/timedWorldInfo", "value": prompt.timed}]
