@@ -39,6 +39,7 @@ export function plain(value) {
  * @returns {boolean}
  */
 export function jsonEqual(a, b) {
+    if (a === b) return true; // the same object, string or number: nothing to look into
     a = plain(a);
     b = plain(b);
     if (a === b) return true;
@@ -49,12 +50,18 @@ export function jsonEqual(a, b) {
         return true;
     }
     if (Array.isArray(b)) return false;
-    const keys = Object.keys(a).filter((k) => a[k] !== undefined);
-    if (keys.length !== Object.keys(b).filter((k) => b[k] !== undefined).length) return false;
-    for (const key of keys) {
-        if (!Object.prototype.hasOwnProperty.call(b, key) || !jsonEqual(a[key], b[key])) return false;
+    // Every message of a long chat is compared on each sync: no arrays made per object, as filter() would.
+    const keys = Object.keys(a);
+    let defined = 0;
+    for (let i = 0; i < keys.length; i++) {
+        const value = a[keys[i]];
+        if (value === undefined) continue;
+        defined++;
+        if (!Object.prototype.hasOwnProperty.call(b, keys[i]) || !jsonEqual(value, b[keys[i]])) return false;
     }
-    return true;
+    const others = Object.keys(b);
+    for (let i = 0; i < others.length; i++) if (b[others[i]] !== undefined) defined--;
+    return defined === 0;
 }
 
 /** @param {string|number} token */

@@ -52,6 +52,32 @@ describe('json helpers', () => {
         assert.ok(!jsonEqual({ a: null }, {}));
         assert.ok(!jsonEqual({ constructor: 1 }, {}));
         assert.ok(!jsonEqual({}, { toString: 1 }));
+        assert.ok(jsonEqual({ a: 1 }, { a: 1, u: undefined }) && jsonEqual({ a: undefined }, { b: undefined }));
+        assert.ok(!jsonEqual({ a: 1, b: undefined }, { b: 2 }) && !jsonEqual({ a: 1 }, { a: 1, b: 2 }));
+        assert.ok(jsonEqual([NaN, Infinity], [null, null]) && !jsonEqual(NaN, 0));
+        assert.ok(jsonEqual({ at: new Date(0) }, { at: '1970-01-01T00:00:00.000Z' }));
+    });
+
+    test('jsonEqual says what JSON.stringify with sorted keys says, on random values', () => {
+        const canonical = (value) => JSON.stringify(value, (_, v) =>
+            v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort()) : v);
+        const rand = new Rand(7);
+        const leaf = () => [null, true, false, 0, 1, NaN, '', 'a', 'b', undefined, new Date(0)][rand.int(11)];
+        const value = (depth) => {
+            if (depth === 0 || rand.int(3) === 0) return leaf();
+            if (rand.int(2) === 0) return Array.from({ length: rand.int(3) }, () => value(depth - 1) ?? null);
+            return Object.fromEntries(Array.from({ length: rand.int(4) }, () => ['abcd'[rand.int(4)], value(depth - 1)]));
+        };
+        let equal = 0;
+        for (let n = 0; n < 5000; n++) {
+            const a = value(3);
+            const b = rand.int(2) === 0 ? value(3) : JSON.parse(JSON.stringify({ v: a })).v;
+            if (a === undefined || b === undefined) continue;
+            const expected = canonical(a) === canonical(b);
+            equal += expected;
+            assert.equal(jsonEqual(a, b), expected, `${canonical(a)} vs ${canonical(b)}`);
+        }
+        assert.ok(equal > 1000, `only ${equal} equal pairs`);
     });
 
     test('applyPatch: add, remove, replace, test, escaped tokens and the end of an array', () => {
