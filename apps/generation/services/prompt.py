@@ -195,15 +195,10 @@ def _history(chat: Chat, *, before: int, budget: int, tokenizer: Tokenizer, spea
     return list(reversed(kept)), spent
 
 
-def _in_chat(history: list[dict[str, str]], slots: list[dict[str, Any]]) -> list[dict[str, str]]:
+def _in_chat(history: list[dict[str, str]], slots: list[dict[str, Any]]) -> tuple[list[dict], list[int]]:
     """The in-chat slots put into the history at their depth, counted from the newest message (depth 0: after it;
-    a depth past the oldest kept message: before it), in slot order where several meet."""
-    return _in_chat_placed(history, slots)[0]
-
-
-def _in_chat_placed(history: list[dict[str, str]], slots: list[dict[str, Any]]) -> tuple[list[dict], list[int]]:
-    """`_in_chat`'s messages, and the positions in them of the slots' (the history copied in slices between them,
-    not message by message: a whole history comes with each turn of another client)."""
+    a depth past the oldest kept message: before it), in slot order where several meet; and their positions. The
+    history is copied in slices between them (another client sends a whole history with each turn)."""
     at: dict[int, list[dict[str, str]]] = {}
     for slot in slots:
         at.setdefault(max(0, len(history) - slot["depth"]), []).append({"role": slot["role"], "content": slot["text"]})
@@ -271,7 +266,7 @@ def prompt_build(
     kept, spent = _history(
         chat, before=before, budget=max(budget - fixed, 0), tokenizer=tokenizer, speakers=speakers, macros=macros
     )
-    history = _in_chat([line for _, line in kept], in_chat)
+    history, _ = _in_chat([line for _, line in kept], in_chat)
     messages = head + history + tail
     total = tokenizer.count_messages(messages)
     info = {
@@ -324,10 +319,8 @@ def memory_placed(
     messages), those at a depth and of the author's note at theirs (`metadata`: the chat's, for the note's depth).
     Answers the messages and the positions of those added (the Prompt page marks them)."""
     active = [slot for slot in slots.values() if slot["enabled"] and slot["text"].strip()]
-    # The client's own messages as they are (a whole history with each turn: 5,000 dicts not copied), a copy only
-    # of one whose macros are resolved. Nothing below changes a message in place.
-    lines = [line if "{{" not in line["content"] else dict(line, content=_macros_only(line["content"], macros))
-             for line in messages]  # fmt: skip
+    # The client's messages as they are (its whole history, each turn), copied only where a macro is resolved.
+    lines = [m if "{{" not in m["content"] else dict(m, content=_macros_only(m["content"], macros)) for m in messages]
     lead = 0
     while lead < len(lines) and lines[lead]["role"] == "system":
         lead += 1
@@ -349,7 +342,7 @@ def memory_placed(
             head.insert(0, {"role": "system", "content": _resolve("\n".join(told), speakers, macros)})
         in_chat += [slot | {"text": _resolve(slot["text"], speakers, macros)}
                     for slot in _lore_in_chat(lore, note)]  # fmt: skip
-    history, in_history = _in_chat_placed(lines[lead:], in_chat)
+    history, in_history = _in_chat(lines[lead:], in_chat)
     added = [lead + n for n in range(len(head))] + [lead + len(head) + n for n in in_history]
     return lines[:lead] + head + history, added
 
