@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import date, timedelta
 from itertools import accumulate
@@ -386,10 +385,7 @@ def memory_graph(*, user_id: int, memory_ids: list[int]) -> list[GraphMemory]:
     with connection.cursor() as cursor:
         cursor.execute(_GRAPH_SQL, [int(user_id), [int(pk) for pk in memory_ids]])
         rows = cursor.fetchall()
-    graph = []
-    for pk, kind, label, superseded_by_id, entities, contradicts in rows:
-        entities = json.loads(entities) if isinstance(entities, str) else entities
-        graph.append(
-            GraphMemory(pk, kind, label, superseded_by_id, [tuple(e) for e in entities], list(contradicts or []))
-        )
-    return graph
+    return [
+        GraphMemory(pk, kind, label, superseded_by, [tuple(entity) for entity in entities], contradicts)
+        for pk, kind, label, superseded_by, entities, contradicts in rows
+    ]  # psycopg reads the json and the array as lists
