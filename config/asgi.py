@@ -1,7 +1,5 @@
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 # Under ASGI each request runs its database work in a thread of its own: a connection Django kept for reuse would stay
 # with a thread no later request uses. So each request takes one from a pool and gives it back: a new connection per
@@ -9,7 +7,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 # queries several times slower (bench/locomo_speed.py). DATABASE_POOL=0 opens and closes one per request instead.
 os.environ.setdefault("DATABASE_POOL", "10")
 os.environ.setdefault("CONN_MAX_AGE", "0")
-django_application = get_asgi_application()
+from apps.common.handler import asgi_application  # noqa: E402 — the settings module chosen first
+
+django_application = asgi_application()
 
 from apps.common.admission import admission  # noqa: E402 — after the settings are loaded
 from apps.common.slow_bodies import body_time_limit  # noqa: E402
