@@ -1,4 +1,5 @@
 import os
+import sys
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 # Under ASGI each request runs its database work in a thread of its own: a connection Django kept for reuse would stay
@@ -17,6 +18,8 @@ from apps.common.uploads import limit_asgi_body  # noqa: E402
 
 application = body_time_limit(limit_asgi_body(admission(django_application)))
 
+from django.conf import settings  # noqa: E402
+
 from apps.common.heap import heap_settle  # noqa: E402
 from apps.llm.outbound import ssl_context  # noqa: E402 (needs the apps loaded)
 from apps.memories.embeddings import local_model_load  # noqa: E402
@@ -27,6 +30,8 @@ from apps.memories.embeddings import local_model_load  # noqa: E402
 # is ready. The first model stream's TLS context (its CA certificates, tens of milliseconds) is made here too.
 local_model_load(background=False)
 ssl_context()
+# The interpreter's lock handed between a request's thread and the event loop sooner (config/settings/serving.py).
+sys.setswitchinterval(settings.LOREKEEPER_WEB_SWITCH_INTERVAL_MS / 1000)
 # Then what the start loaded is frozen out of the garbage collector's view (apps/common/heap.py): a full collection
 # walked it all, stopping the worker for about 300 ms every few dozen requests.
 heap_settle()

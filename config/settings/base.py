@@ -318,6 +318,7 @@ from config.settings.serving import (  # noqa: E402, F401  (its own module)
     LOREKEEPER_ADMISSION,
     LOREKEEPER_GENERATION,
     LOREKEEPER_REQUEST_BODY,
+    LOREKEEPER_WEB_SWITCH_INTERVAL_MS,
 )
 
 # Whether user-chosen provider URLs (LLM connections, embedding providers) may point at private or local addresses:

@@ -38,3 +38,10 @@ LOREKEEPER_GENERATION = {
     "streams_per_process": env.int("LOREKEEPER_GENERATION_STREAMS_PER_PROCESS", default=100),  # then 503
     "retry_after": env.int("LOREKEEPER_GENERATION_RETRY_AFTER", default=5),  # seconds, with those 429s and 503s
 }
+
+# How long a web process's thread may keep the interpreter's lock while another waits for it, in ms (Python's own
+# default is 5). A request's thread gives the lock up at every database query, and when the answer is back it waits
+# for the event loop, busy relaying streams, to hand it back: a request of thirty queries could wait thirty times
+# that. Set in config/asgi.py, for the web processes only. bench/chat.py, 0.5 against 5 in two pairs of runs, people
+# chatting: others' p95 1.90/1.64/1.63x against 2.18/2.60/2.21x, and 2.39/1.76/1.86x against 2.95/2.65/2.61x.
+LOREKEEPER_WEB_SWITCH_INTERVAL_MS = env.float("LOREKEEPER_WEB_SWITCH_INTERVAL_MS", default=0.5)
