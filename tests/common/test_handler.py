@@ -49,9 +49,9 @@ def _hand_overs(app, path: str, monkeypatch) -> int:
         calls.append(self.func)
         return await original(self, *args, **kwargs)
 
-    monkeypatch.setattr(sync.SyncToAsync, "__call__", counted)
-    _request(app, path)
-    monkeypatch.setattr(sync.SyncToAsync, "__call__", original)
+    with monkeypatch.context() as patched:
+        patched.setattr(sync.SyncToAsync, "__call__", counted)
+        _request(app, path)
     return len(calls)
 
 
