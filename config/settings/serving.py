@@ -3,6 +3,7 @@ their places, time limits and bounds, from the environment (docs/CONFIGURATION.m
 imports it."""
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 env = environ.Env()
 
@@ -44,4 +45,10 @@ LOREKEEPER_GENERATION = {
 # for the event loop, busy relaying streams, to hand it back: a request of thirty queries could wait thirty times
 # that. Set in config/asgi.py, for the web processes only. bench/chat.py, 0.5 against 5 in two pairs of runs, people
 # chatting: others' p95 1.90/1.64/1.63x against 2.18/2.60/2.21x, and 2.39/1.76/1.86x against 2.95/2.65/2.61x.
+# Python refuses an interval of 0 or less at boot with an error that names no setting, so it is refused here.
 LOREKEEPER_WEB_SWITCH_INTERVAL_MS = env.float("LOREKEEPER_WEB_SWITCH_INTERVAL_MS", default=0.5)
+if not LOREKEEPER_WEB_SWITCH_INTERVAL_MS > 0:
+    raise ImproperlyConfigured(
+        f"LOREKEEPER_WEB_SWITCH_INTERVAL_MS must be a number of milliseconds above 0, such as 0.5 (the default); "
+        f"it is {LOREKEEPER_WEB_SWITCH_INTERVAL_MS:g}."
+    )

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from django.conf import settings
 
 from tests.servers import ROOT
@@ -44,3 +45,30 @@ def test_the_web_applications_start_is_out_of_the_collectors_view():
 
 def test_the_web_process_hands_its_interpreter_lock_over_sooner():
     assert _web_process()[3] == settings.LOREKEEPER_WEB_SWITCH_INTERVAL_MS / 1000 == 0.0005  # Python's own: 0.005
+
+
+def _serving_settings(interval: str) -> subprocess.CompletedProcess:
+    """config/settings/serving.py read with LOREKEEPER_WEB_SWITCH_INTERVAL_MS set to `interval`."""
+    return subprocess.run(
+        [sys.executable, "-c", "import config.settings.serving as s; print(s.LOREKEEPER_WEB_SWITCH_INTERVAL_MS)"],
+        cwd=ROOT,
+        env={**os.environ, "LOREKEEPER_WEB_SWITCH_INTERVAL_MS": interval},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "-0.5"])
+def test_an_interval_of_zero_or_less_is_refused_naming_the_variable(value):
+    """Python's own refusal, at each web worker's boot, names no setting: the settings refuse it first."""
+    run = _serving_settings(value)
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("django.core.exceptions.ImproperlyConfigured: LOREKEEPER_WEB_SWITCH_INTERVAL_MS must be")
+    assert f"it is {float(value):g}." in last
+
+
+def test_an_interval_above_zero_is_taken():
+    run = _serving_settings("2")
+    assert run.stdout.strip() == "2.0", run.stderr[-2000:]
