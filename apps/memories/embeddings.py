@@ -211,8 +211,9 @@ def _as_list(vector) -> list[float]:
 # --- with the cache ----------------------------------------------------------------------------------------------
 
 
-def embed_texts(config: EmbeddingConfig, texts: Sequence[str]) -> list[list[float]]:
-    """One vector per text, from the cache where present; misses go to the provider in batches and are cached."""
+def embed_texts(config: EmbeddingConfig, texts: Sequence[str], *, store: bool = True) -> list[list[float]]:
+    """One vector per text, from the cache where present; misses go to the provider in batches and are cached
+    (`store`)."""
     hashes = [text_hash(t) for t in texts]
     found: dict[str, list[float]] = {}
     for start in range(0, len(hashes), 1000):
@@ -225,7 +226,8 @@ def embed_texts(config: EmbeddingConfig, texts: Sequence[str]) -> list[list[floa
     for start in range(0, len(missing), config.batch_size):
         batch = missing[start : start + config.batch_size]
         vectors = _call_provider(config, [text for _, text in batch])
-        _cache_store(config.key, [h for h, _ in batch], vectors)
+        if store:
+            _cache_store(config.key, [h for h, _ in batch], vectors)
         found.update({h: v for (h, _), v in zip(batch, vectors, strict=True)})
     return [found[h] for h in hashes]
 
@@ -250,11 +252,20 @@ QUERY_TIMEOUT = 10.0
 
 def embed_query(config: EmbeddingConfig, sentences: Sequence[str]) -> list[list[float]] | None:
     """Vectors for a search's sentences, or None when no embedding is possible (search falls back to text). A
-    person is waiting: a remote provider gets one try of at most QUERY_TIMEOUT seconds."""
+    person is waiting: a remote provider gets one try of at most QUERY_TIMEOUT seconds.
+
+    The cache is read (a recall's query is often a message already embedded), but the local model's vectors are not
+    written to it: computing one again costs a few milliseconds, storing it an INSERT on the person's wait (about
+    1 ms of the search API's), and every distinct query would stay in the cache for good. A remote provider's are
+    stored: asking it again costs a round trip, and may cost the person money."""
     if not config.enabled or not sentences:
         return None
     try:
-        return embed_texts(replace(config, timeout=min(config.timeout, QUERY_TIMEOUT), retries=0), sentences)
+        return embed_texts(
+            replace(config, timeout=min(config.timeout, QUERY_TIMEOUT), retries=0),
+            sentences,
+            store=config.provider != "local",
+        )
     except EmbeddingUnavailable as exc:
         log.warning("search without vectors: %s", exc)
         return None

@@ -115,6 +115,29 @@ def test_switched_off_embeddings_give_no_query_vector(embedder):
 # ------------------------------------------------------------------------------------------------------ cache
 
 
+def test_a_search_reads_the_local_models_vectors_from_the_cache_but_does_not_store_its_own():
+    """A search's query embedded by the local model is not cached (a few ms to compute again, an INSERT on the
+    person's wait, and the cache would keep every query for good), but a text already cached is read from it."""
+    config = EmbeddingConfig(provider="local", model="all-MiniLM-L6-v2")
+    embed_texts(config, ["Mira lit the lantern at the ford."])  # as indexing a message does
+    marked = [1.0] + [0.0] * 383
+    EmbeddingCache.objects.filter(content_hash=text_hash("Mira lit the lantern at the ford.")).update(vector=marked)
+    known, new = embed_query(config, ["Mira lit the lantern at the ford.", "Who lit the lantern?"])
+    assert known == pytest.approx(marked)  # read from the cache, not computed
+    assert len(new) == 384 and _cosine(new, embed_texts(config, ["Who lit the lantern?"], store=False)[0]) > 0.9999
+    assert list(EmbeddingCache.objects.values_list("content_hash", flat=True)) == [
+        text_hash("Mira lit the lantern at the ford.")
+    ]
+
+
+def test_a_search_stores_a_remote_providers_vectors(embedder):
+    config = _openai(embedder)
+    first = embed_query(config, ["Who lit the lantern?"])
+    assert embed_query(config, ["Who lit the lantern?"]) == [pytest.approx(first[0], abs=1e-6)]
+    assert len(embedder.requests) == 1
+    assert EmbeddingCache.objects.filter(content_hash=text_hash("Who lit the lantern?")).exists()
+
+
 def test_identical_text_is_embedded_once(embedder):
     config = _openai(embedder)
     first = embed_texts(config, ["the tide", "the moon", "the tide"])
