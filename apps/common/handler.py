@@ -14,20 +14,70 @@ thread: three hand-overs, with the request_started signal before and the respons
 event loop is unchanged: reading the body, the signals, sending the answer, and a streamed answer's async iterator,
 read as it is sent. An async view would still run, on the event loop, handed back from the thread, as Django's
 WSGI handler runs one.
+
+Django's handler also starts a thread for every request (a `ThreadSensitiveContext` of its own, with a new
+single-thread executor) and ends it after: a thread started and joined on the event loop for each request. Here each
+request takes a thread from the process's idle ones (`_RequestThreads`), as a WSGI server's threads serve one request
+after another, and gives it back once it is idle.
 """
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
 import django
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
+
+
+class _RequestThreads:
+    """A web process's request threads: a request takes an idle one, or a new one when none is idle. Given back, a
+    thread waits for the next request, up to `kept` idle ones; one more ends."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept = kept
+        self.idle: list[ThreadPoolExecutor] = []
+
+    def take(self) -> ThreadPoolExecutor:
+        return self.idle.pop() if self.idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+
+    def give_back(self, executor: ThreadPoolExecutor) -> None:
+        """Kept for the next request once its thread is idle, so that no request waits behind work its last request
+        left queued there (a shielded save that outlived a request its client left). Called on the event loop."""
+        loop = asyncio.get_running_loop()
+
+        def idle(_) -> None:
+            try:
+                loop.call_soon_threadsafe(self._idle, executor)
+            except RuntimeError:  # the loop has ended (the process is stopping)
+                executor.shutdown(wait=False)
+
+        executor.submit(int).add_done_callback(idle)
+
+    def _idle(self, executor: ThreadPoolExecutor) -> None:
+        if len(self.idle) < self.kept:
+            self.idle.append(executor)
+        else:
+            executor.shutdown(wait=False)
 
 
 class OneHandOverASGIHandler(ASGIHandler):
     def __init__(self) -> None:
         BaseHandler.__init__(self)
         self.load_middleware(is_async=False)
+        self.threads = _RequestThreads(kept=32)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        executor = self.threads.take()
+        try:
+            async with ThreadSensitiveContext(executor=executor):
+                await self.handle(scope, receive, send)
+        finally:
+            self.threads.give_back(executor)
 
     async def get_response_async(self, request):
         # thread_sensitive: the thread of this request's context (ASGIHandler gives each request its own), where its

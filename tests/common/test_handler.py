@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import pytest
 from asgiref import sync
@@ -13,31 +14,36 @@ from django.core.handlers.asgi import ASGIHandler
 from apps.common.handler import OneHandOverASGIHandler
 
 
+async def _served(app, path: str, headers=(), *, gone_after: float | None = None) -> tuple[int, dict, bytes]:
+    """One GET as uvicorn hands it to the application; `gone_after`: the client disconnects after so many seconds."""
+    sent: list[dict] = []
+    asked: list[bool] = []
+
+    async def receive():
+        if asked:  # after the body: the client stays until the answer is sent, or leaves
+            await asyncio.sleep(3600 if gone_after is None else gone_after)
+            return {"type": "http.disconnect"}
+        asked.append(True)
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+        "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+        "headers": [(b"host", b"testserver"), *headers], "server": ("testserver", 80), "client": ("127.0.0.1", 9),
+    }  # fmt: skip
+    await app(scope, receive, send)
+    if not sent:
+        return 0, {}, b""
+    start = sent[0]
+    body = b"".join(message.get("body", b"") for message in sent[1:])
+    return start["status"], {name.lower(): value for name, value in start["headers"]}, body
+
+
 def _request(app, path: str, headers: list[tuple[bytes, bytes]] = ()) -> tuple[int, dict[bytes, bytes], bytes]:
-    async def call():
-        sent: list[dict] = []
-        asked: list[bool] = []
-
-        async def receive():
-            if asked:  # after the body: the client stays until the answer is sent
-                await asyncio.sleep(3600)
-            asked.append(True)
-            return {"type": "http.request", "body": b"", "more_body": False}
-
-        async def send(message):
-            sent.append(message)
-
-        scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-            "headers": [(b"host", b"testserver"), *headers], "server": ("testserver", 80), "client": ("127.0.0.1", 9),
-        }  # fmt: skip
-        await app(scope, receive, send)
-        start = sent[0]
-        body = b"".join(message.get("body", b"") for message in sent[1:])
-        return start["status"], {name.lower(): value for name, value in start["headers"]}, body
-
-    return asyncio.run(call())
+    return asyncio.run(_served(app, path, headers))
 
 
 def _hand_overs(app, path: str, monkeypatch) -> int:
@@ -85,3 +91,59 @@ def test_a_static_file_is_served_by_whitenoise():
     status, headers, body = _request(OneHandOverASGIHandler(), "/static/vendor/htmx-2.0.11.min.js")
     assert status == 200, body[:200]
     assert len(body) > 1000
+
+
+def _threads_seen(app) -> list[threading.Thread]:
+    """The threads that run `app`'s requests, one entry a request (the objects: an ended thread's ident may be
+    given to the next)."""
+    seen: list[threading.Thread] = []
+    answer = app.get_response
+
+    def get_response(request):
+        seen.append(threading.current_thread())
+        return answer(request)
+
+    app.get_response = get_response
+    return seen
+
+
+def test_requests_one_after_another_are_served_by_one_thread_not_one_each():
+    app = OneHandOverASGIHandler()
+    seen = _threads_seen(app)
+
+    async def three():
+        for _ in range(3):
+            assert (await _served(app, "/api/v1/chats/"))[0] == 401
+            await asyncio.sleep(0.05)  # the thread is given back once idle
+
+    asyncio.run(three())
+    assert len(seen) == 3 and len(set(seen)) == 1
+    assert threading.main_thread() not in seen
+
+
+def test_a_request_at_work_keeps_its_thread_and_the_next_gets_another():
+    app = OneHandOverASGIHandler()
+    seen = _threads_seen(app)
+    answer, release, calls = app.get_response, threading.Event(), []
+
+    def slow_first(request):
+        calls.append(request)
+        if len(calls) == 1:
+            release.wait(30)
+        return answer(request)
+
+    app.get_response = slow_first
+
+    async def scenario():
+        first = asyncio.create_task(_served(app, "/api/v1/chats/", gone_after=0.2))
+        await asyncio.sleep(0.4)  # its client has gone; its thread is still at work
+        served = await asyncio.wait_for(_served(app, "/api/v1/chats/"), 10)
+        release.set()
+        gone = await asyncio.wait_for(first, 10)
+        await asyncio.sleep(0.2)
+        return gone, served, len(app.threads.idle)
+
+    gone, served, idle = asyncio.run(scenario())
+    assert served[0] == 401 and gone[0] == 0  # the second answered, not behind the first, which answered nobody
+    assert len(seen) == 2 and seen[0] is not seen[1]
+    assert idle == 2  # both kept for the next requests
