@@ -87,9 +87,12 @@ def chat_characters_in_order(*, chat: Chat) -> list[Character]:
     return [link.character for link in links]
 
 
-def chat_get(*, user: AbstractUser, chat_id: int) -> Chat:
+def chat_get(*, user: AbstractUser, chat_id: int, characters: bool = True) -> Chat:
+    """The user's chat (another user's, or none, is a 404), with its characters read beside it unless `characters`
+    is False: a caller that locks the chat next reads it again, and would drop them unused."""
+    chats = Chat.objects.prefetch_related("characters") if characters else Chat.objects
     try:
-        return Chat.objects.prefetch_related("characters").get(user=user, pk=chat_id)
+        return chats.get(user=user, pk=chat_id)
     except Chat.DoesNotExist as exc:
         raise Http404("No such chat.") from exc
 

@@ -4,6 +4,8 @@ their first one, word for word) stays in its chat; another story of the same car
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.chats.models import Chat
 from apps.gateway.services.match import chat_for_request, fingerprint
@@ -54,3 +56,16 @@ def test_a_short_message_both_stories_share_does_not_merge_them(user):
     other = story("A room, please.", "Up the stairs, second door.", ok, dots)
     found = chat_for_request(user=user, lines=[*other, Line("user", "Thanks.")])
     assert found.how == "new" and found.chat.pk != chat.pk
+
+
+def test_a_chat_named_by_its_id_is_found_in_two_reads(user):
+    """The chat and its first message (whether the history was trimmed); not its characters, which the sync that
+    locks the chat next would drop unread."""
+    lines = story("A room for the night, please.", "Up the stairs, second door.")
+    chat = chat_for_request(user=user, lines=lines).chat
+    history_sync(chat=chat, lines=lines, start=0)
+    with CaptureQueriesContext(connection) as queries:
+        found = chat_for_request(user=user, lines=lines, header=str(chat.pk))
+    assert (found.chat.pk, found.how, found.start) == (chat.pk, "header", 0)
+    reads = [query["sql"] for query in queries.captured_queries if query["sql"].startswith("SELECT")]
+    assert [sql.split(" FROM ")[1].split()[0] for sql in reads] == ['"chats_chat"', '"chats_message"']

@@ -158,7 +158,8 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
                 f"X-Lorekeeper-Chat holds at most {MAX_KEY} characters.", {"field": "X-Lorekeeper-Chat"}
             )
         if header.isdigit():
-            chat = chat_get(user=user, chat_id=int(header))  # another user's: 404
+            # Another user's: 404. Its characters are not read: the history's sync locks the chat and reads it again.
+            chat = chat_get(user=user, chat_id=int(header), characters=False)
             return Found(chat, _window_at(chat, _history(lines)) if _moved(chat, lines) else 0, "header")
         client_key_lock(user=user, client_key=header)
         chat = Chat.objects.filter(user=user, client_key=header).first()
