@@ -80,7 +80,7 @@ class OneHandOverASGIHandler(ASGIHandler):
             self.threads.give_back(executor)
 
     async def get_response_async(self, request):
-        # thread_sensitive: the thread of this request's context (ASGIHandler gives each request its own), where its
+        # thread_sensitive: the thread of this request's context (its own, taken in __call__ above), where its
         # database connection lives, as Django's own handler runs a synchronous view.
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
 
