@@ -93,6 +93,26 @@ def test_outside_a_transaction_the_text_ranking_runs_beside_and_the_search_answe
     assert [hit.signals for hit in beside.results] == [hit.signals for hit in here.results]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_entities_named_are_found_beside_and_boost_as_inside(user, character, scripted):
+    from django.db import transaction
+
+    plain = remember(scripted, user, "Someone left the gate open.", character=character)
+    linked = memory_create(
+        user=user, character=character, kind="fact", content="Someone left the gate open.",
+        entities=[{"name": "Corvin", "type": "person"}],
+    )  # fmt: skip
+    memories_embed_pending(user_id=user.pk)
+
+    beside = memory_search(user=user, query="Did Corvin leave the gate open?")  # count, words, names beside
+    with transaction.atomic():
+        here = memory_search(user=user, query="Did Corvin leave the gate open?")
+
+    assert ids(beside) == ids(here) == [linked.pk, plain.pk]
+    assert [hit.signals for hit in beside.results] == [hit.signals for hit in here.results]
+    assert [hit.signals["graph"] for hit in beside.results] == [1.0, 0.0]
+
+
 def test_hybrid_search_beats_vector_only_on_a_date_and_a_rare_word(user, character, scripted):
     wreck = remember(
         scripted, user, "On 14 March 1892 the Albatross sank off Skerryvore.", unit(0, 1), character=character

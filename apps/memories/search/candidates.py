@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import Future
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
@@ -172,6 +173,18 @@ class TextScores(dict):
     def __init__(self, scores=(), *, total: float = 0.0) -> None:
         super().__init__(scores)
         self.total = total
+
+
+def counted_text_candidates(scope: Scope, *, query: str, k: int, size: int | None, counted: Future) -> TextScores:
+    """`text_candidates` over a scope of `size` rows, counted first when not given (`scope_size`); the size is set
+    on `counted` as soon as it is known, for the KNN that waits for it while this ranks."""
+    try:
+        size = scope_size(scope) if size is None else size
+    except BaseException as error:
+        counted.set_exception(error)
+        raise
+    counted.set_result(size)
+    return text_candidates(scope, query=query, k=k, size=size)
 
 
 def text_candidates(scope: Scope, *, query: str, k: int, size: int) -> TextScores:

@@ -28,14 +28,12 @@ class Named:
     periods: list[Period]
 
 
-def query_named(
-    *, user: AbstractUser, query: str, character_ids: list[int], rows: dict[int, tuple], config: dict
-) -> Named:
-    """What the query names among the candidate `rows` (their speakers are read with them, only when the speaker
-    signal weighs something)."""
-    entity_ids = _entities_named(user=user, query=query, character_ids=character_ids)
+def query_named(*, query: str, rows: dict[int, tuple], config: dict) -> Named:
+    """What the query names among the candidate `rows`, which were read with whether they are linked to an entity
+    the query names (`row.linked`, from `entities_named`) and, only when the speaker signal weighs something, with
+    their speakers."""
     return Named(
-        linked=graph_linked(entity_ids=entity_ids, memory_ids=list(rows)),
+        linked={pk for pk, row in rows.items() if row.linked},
         spoken=_spoken_by_named(query=query, rows=rows) if config["weights"]["speaker"] else set(),
         periods=query_periods(query, slack_days=config["time_slack_days"]),
     )
@@ -63,7 +61,9 @@ def _names(label: str, lowered: str, words: set[str]) -> bool:
     return re.search(rf"(?<!\w){re.escape(label)}(?!\w)", lowered) is not None
 
 
-def _entities_named(*, user: AbstractUser, query: str, character_ids: list[int]) -> list[int]:
+def entities_named(*, user: AbstractUser, query: str, character_ids: list[int]) -> list[int]:
+    """The ids of the user's entities (of `character_ids` or of none) whose name or an alias the query names. It
+    needs neither the query's vector nor the candidates: a search finds them beside its other work."""
     lowered = query.lower()
     words = set(_WORD.findall(lowered))
     candidates = Entity.objects.filter(user=user)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -39,9 +40,9 @@ from apps.common.beside import beside, beside_committed
 from apps.common.exceptions import ApplicationError
 from apps.memories.embeddings import config_for, embed_query, reads_words
 from apps.memories.models import Kind, Memory
-from apps.memories.search.candidates import Scope, TextScores, scope_size, text_candidates, vector_candidates
+from apps.memories.search.candidates import Scope, TextScores, counted_text_candidates, vector_candidates
 from apps.memories.search.dates import within
-from apps.memories.search.named import Named, graph_linked, query_named
+from apps.memories.search.named import Named, entities_named, graph_linked, query_named
 
 MAX_LIMIT = 100
 EXCERPT_CHARS = 2000
@@ -88,7 +89,8 @@ def _ranks(scores: dict[int, float]) -> dict[int, int]:
 class Row(NamedTuple):
     """What scoring reads of a candidate. `occurred` (its time in the story, or None) and `moment` (that, else when
     it last changed: what recency counts from) are seconds since the epoch: a search reads hundreds of rows, and
-    loading two datetimes each was 3 ms of its Python. `speaker`: a chat turn's speaker (the message's name)."""
+    loading two datetimes each was 3 ms of its Python. `speaker`: a chat turn's speaker (the message's name).
+    `linked`: whether it is linked to an entity the query names."""
 
     id: int
     kind: str
@@ -100,6 +102,7 @@ class Row(NamedTuple):
     occurred: float | None
     moment: float
     speaker: str
+    linked: bool
 
 
 _ROW_COLUMNS = (
@@ -112,27 +115,38 @@ _SPEAKER = (
     "COALESCE((SELECT msg.name FROM chats_message msg WHERE m.kind = 'message' AND msg.chat_id = m.chat_id "
     "AND msg.index = m.message_index), '') AS speaker"
 )
+# Whether the memory is linked to one of the entities the query names (their ids, `%(entities)s`).
+_LINKED = (
+    f"EXISTS (SELECT 1 FROM {Memory.entities.through._meta.db_table} me WHERE me.memory_id = m.id "
+    "AND me.entity_id = ANY(%(entities)s::bigint[])) AS linked"
+)
 # The candidates and, for the neighbour spread, the chat turns next to a candidate turn that are not candidates
 # themselves (same chat, so same scope): one round trip, not three (the rows, their neighbours, the speakers).
 _ROWS_SQL = (
-    "WITH c AS MATERIALIZED (SELECT {columns}, {speaker} FROM memories_memory m "
+    "WITH c AS MATERIALIZED (SELECT {columns}, {speaker}, {linked} FROM memories_memory m "
     "WHERE m.user_id = %(user)s AND m.id = ANY(%(ids)s::bigint[])) SELECT * FROM c"
 )
 _NEIGHBOURS_SQL = (
-    " UNION ALL SELECT {columns}, {speaker} FROM memories_memory m JOIN (SELECT DISTINCT c.chat_id, "
+    " UNION ALL SELECT {columns}, {speaker}, {linked} FROM memories_memory m JOIN (SELECT DISTINCT c.chat_id, "
     "c.message_index + step.by AS message_index FROM c CROSS JOIN (VALUES (-1), (1)) step(by) "
     "WHERE c.kind = 'message') n ON m.chat_id = n.chat_id AND m.message_index = n.message_index "
     "WHERE m.user_id = %(user)s AND m.kind = 'message' AND NOT m.id = ANY(%(ids)s::bigint[])"
 )
 
 
-def _rows(user: AbstractUser, ids, *, neighbours: bool, speakers: bool) -> tuple[dict[int, Row], set[int]]:
-    """Id → the row search ranks with, for the candidates `ids` and (`neighbours`) the chat turns next to them;
-    and which of those are the candidates."""
+def _rows(
+    user: AbstractUser, ids, *, neighbours: bool, speakers: bool, entities: list[int]
+) -> tuple[dict[int, Row], set[int]]:
+    """Id → the row search ranks with, for the candidates `ids` and (`neighbours`) the chat turns next to them,
+    each with whether it is linked to one of `entities`; and which of those are the candidates."""
     speaker = _SPEAKER if speakers else "'' AS speaker"
+    linked = _LINKED if entities else "false AS linked"
     sql = _ROWS_SQL + (_NEIGHBOURS_SQL if neighbours else "")
     with connection.cursor() as cursor:
-        cursor.execute(sql.format(columns=_ROW_COLUMNS, speaker=speaker), {"user": user.pk, "ids": list(ids)})
+        cursor.execute(
+            sql.format(columns=_ROW_COLUMNS, speaker=speaker, linked=linked),
+            {"user": user.pk, "ids": list(ids), "entities": entities},
+        )
         rows = {row[0]: Row(*row) for row in cursor.fetchall()}
     return rows, {pk for pk in ids if pk in rows}
 
@@ -208,7 +222,8 @@ def memory_search(
     chooses between an exact scan and the HNSW index, and scales the text ranking's word frequencies, is then
     skipped. `status` (with `include_retired` for a retired one) and `entity_id` keep only the results of that
     status and linked to that entity: the memory browser's filters. `committed`: the caller's transaction, if any,
-    wrote none of the scope's memories, so the text ranking runs beside its work there too (a reply's recall).
+    wrote none of the scope's memories or the user's entities, so the work that needs no vector runs beside its
+    work there too (a reply's recall).
     `chat_characters`: the ids of the characters of the chat `chat_id`, when the caller has read them with the chat
     (whose owner it has checked): not read again."""
     config = settings.LOREKEEPER_SEARCH
@@ -227,12 +242,13 @@ def memory_search(
     k = max(config["candidates"], limit * 2)
     timings: dict[str, float] = {}
 
-    started = time.perf_counter()
-    size = scope_rows if scope_rows is not None else scope_size(scope)
-    # The text ranking needs no vector: it runs on a connection of its own while the query is embedded and the
-    # vectors are ranked (outside a transaction, or inside one that wrote none of the memories; apps/common/beside.py).
-    text_ranked = (beside_committed if committed else beside)(text_candidates, scope, query=query, k=k, size=size)
-    counted = time.perf_counter() - started
+    # Work that needs no vector runs on connections of its own while the query is embedded (outside a
+    # transaction, or inside one that wrote none of the scope's memories and entities; apps/common/beside.py): the
+    # scope's count, which the KNN waits for, then the text ranking; and the entities the query names.
+    alongside = beside_committed if committed else beside
+    counted: Future[int] = Future()
+    text_ranked = alongside(counted_text_candidates, scope, query=query, k=k, size=scope_rows, counted=counted)
+    named_entities = alongside(entities_named, user=user, query=query, character_ids=scope.character_ids)
 
     started = time.perf_counter()
     embedding = config_for(user)
@@ -241,7 +257,8 @@ def memory_search(
     vectors = embed_query(embedding, sentences) if readable else None
     timings["embed"] = (time.perf_counter() - started) * 1000
 
-    started = time.perf_counter() - counted  # the scope's count is part of the search's time, as before
+    started = time.perf_counter()
+    size = counted.result()
     vector_scores = (
         vector_candidates(scope, vectors=vectors, model_key=embedding.key, k=k, size=size) if vectors else {}
     )
@@ -251,11 +268,14 @@ def memory_search(
     method = "hybrid" if vectors and text_scores else ("vector" if vectors else "text")
     fused, best_possible = _fused(config, vector_scores if vectors else None, text_scores, floor=floor)
     spread = config.get("neighbours", 0.0)
-    rows, candidates = _rows(user, fused, neighbours=bool(spread), speakers=bool(config["weights"]["speaker"]))
+    rows, candidates = _rows(
+        user, fused, neighbours=bool(spread), speakers=bool(config["weights"]["speaker"]),
+        entities=named_entities.result(),
+    )  # fmt: skip
     if spread:
         fused = _spread_to_neighbours(fused, rows, candidates, spread)  # may pass the best possible: shown as 1
 
-    named = query_named(user=user, query=query, character_ids=scope.character_ids, rows=rows, config=config)
+    named = query_named(query=query, rows=rows, config=config)
     scored = _scored(
         config, rows, fused, best_possible, vector_scores, text_scores, named=named, instance=instance,
         min_score=min_score,
