@@ -48,6 +48,40 @@ def test_a_role_that_is_unknown_is_refused_naming_the_field(role):
     assert caught.value.extra["field"] == "messages[1].role"
 
 
+PARTS = [{"type": "text", "text": "a"}, {"type": "image_url"}, {"type": "text", "text": "b"}]
+
+
+@pytest.mark.parametrize(
+    ("message", "line"),
+    [
+        ({"role": "user", "content": "Hi"}, Line("user", "Hi")),
+        ({"role": "developer", "content": "Be brief."}, Line("system", "Be brief.")),
+        ({"role": "user", "content": "Hi", "name": "  Rowan "}, Line("user", "Hi", "Rowan")),
+        ({"role": "user", "content": "a\x00b"}, Line("user", "ab")),
+        ({"role": "assistant", "content": None}, Line("assistant", "")),
+        ({"role": "user", "content": PARTS}, Line("user", "a\nb")),
+    ],
+)  # fmt: skip
+def test_each_message_is_read_the_same_beside_plain_ones(message, line):
+    plain = {"role": "assistant", "content": "The lantern is lit."}
+    assert messages_parse([plain, message, plain]) == [Line(*plain.values()), line, Line(*plain.values())]
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        ("Hi", "messages[1]"),
+        ({"role": "user", "content": "x" * 100_001}, "messages[1].content"),
+        ({"role": "user", "content": 7}, "messages[1].content"),
+        ({"role": "user", "content": "Hi", "name": 3}, "messages[1].name"),
+    ],
+)
+def test_a_message_that_is_not_plain_and_wrong_is_refused_naming_its_field(message, field):
+    with pytest.raises(ApplicationError) as caught:
+        messages_parse([{"role": "user", "content": "Hi"}, message])
+    assert caught.value.extra["field"] == field
+
+
 @pytest.fixture
 def stored(user):
     chat = chat_create(user=user, title="Harbour", character_name="Mira", user_name="Rowan")

@@ -61,25 +61,38 @@ def messages_parse(messages: Any) -> list[Line]:
         raise ApplicationError("`messages` is a non-empty list of messages.", {"field": "messages"})
     if len(messages) > MAX_MESSAGES:
         raise ApplicationError(f"`messages` holds at most {MAX_MESSAGES} messages.", {"field": "messages"})
-    lines = []
-    for n, message in enumerate(messages):  # a whole history with each turn: the plain case is checked cheaply
-        if not isinstance(message, dict):
-            field = f"messages[{n}]"
-            raise ApplicationError(f"{field} is an object with a role and a content.", {"field": field})
-        asked = message.get("role")
-        role = ROLES.get(asked) if isinstance(asked, str) else None
-        if role is None:
-            raise ApplicationError(
-                f"messages[{n}].role is one of {', '.join(ROLES)}, not {asked!r}.", {"field": f"messages[{n}].role"}
-            )
-        name = message.get("name")
-        if name is not None and not isinstance(name, str):
-            raise ApplicationError(f"messages[{n}].name is a string.", {"field": f"messages[{n}].name"})
-        content = message.get("content")
-        if type(content) is not str or len(content) > MAX_MESSAGE or "\x00" in content:
-            content = _content(content, f"messages[{n}].content")
-        lines.append(Line(role, content, name.strip()[:200] if name else ""))
+    # A whole history arrives with each turn: a plain message (a known role, a text within bounds, no name) is
+    # taken in the loop itself, as a tuple made directly; any other is checked by `_line`, which names what is wrong.
+    lines: list[Line] = []
+    append, roles, make = lines.append, ROLES, tuple.__new__
+    for n, message in enumerate(messages):
+        if type(message) is dict and message.get("name") is None:
+            asked, content = message.get("role"), message.get("content")
+            role = roles.get(asked) if type(asked) is str else None
+            if role is not None and type(content) is str and len(content) <= MAX_MESSAGE and "\x00" not in content:
+                append(make(Line, (role, content, "")))
+                continue
+        append(_line(n, message))
     return lines
+
+
+def _line(n: int, message: Any) -> Line:
+    if not isinstance(message, dict):
+        field = f"messages[{n}]"
+        raise ApplicationError(f"{field} is an object with a role and a content.", {"field": field})
+    asked = message.get("role")
+    role = ROLES.get(asked) if isinstance(asked, str) else None
+    if role is None:
+        raise ApplicationError(
+            f"messages[{n}].role is one of {', '.join(ROLES)}, not {asked!r}.", {"field": f"messages[{n}].role"}
+        )
+    name = message.get("name")
+    if name is not None and not isinstance(name, str):
+        raise ApplicationError(f"messages[{n}].name is a string.", {"field": f"messages[{n}].name"})
+    content = message.get("content")
+    if type(content) is not str or len(content) > MAX_MESSAGE or "\x00" in content:
+        content = _content(content, f"messages[{n}].content")
+    return Line(role, content, name.strip()[:200] if name else "")
 
 
 def _sampler(body: dict[str, Any]) -> dict[str, Any]:
