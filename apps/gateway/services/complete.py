@@ -107,21 +107,24 @@ def prompt_kept(
     kept_added: list[int] = []
     history = iter(indices)
     theirs = iter(lines)
+    run: dict[str, Any] | None = None  # the run of the chat's messages `kept` ends with, if it ends with one
     for position, message in enumerate(messages):
         if position in extra:
             kept_added.append(len(kept))
             kept.append(message)
+            run = None
             continue
         line = next(theirs)
         index = next(history) if line.role != "system" else None
         if index is None or message["content"] != line.content:
             kept.append(message)
-            continue
-        last = kept[-1] if kept else None
-        if last is not None and last["role"] == "chat" and (len(kept) - 1) not in kept_added:
-            last["to"], last["messages"] = index, last["messages"] + 1
+            run = None
+        elif run is not None:
+            run["to"] = index
+            run["messages"] += 1
         else:
-            kept.append({"role": "chat", "from": index, "to": index, "messages": 1})
+            run = {"role": "chat", "from": index, "to": index, "messages": 1}
+            kept.append(run)
     return kept, kept_added
 
 
