@@ -11,7 +11,7 @@ from apps.chats.services.writes import chat_append
 from apps.common.exceptions import ApplicationError
 from apps.gateway.services.match import character_named, fingerprint
 from apps.gateway.services.request import Line, messages_parse
-from apps.gateway.services.sync import history_sync
+from apps.gateway.services.sync import _Digests, history_sync
 
 pytestmark = pytest.mark.django_db
 
@@ -80,6 +80,18 @@ def test_a_message_that_is_not_plain_and_wrong_is_refused_naming_its_field(messa
     with pytest.raises(ApplicationError) as caught:
         messages_parse([{"role": "user", "content": "Hi"}, message])
     assert caught.value.extra["field"] == field
+
+
+def test_message_digests_are_kept_by_text_and_forgotten_at_once_past_their_bound():
+    import hashlib
+
+    digests = _Digests(10)
+    assert digests.of("abc") == hashlib.md5(b"abc").hexdigest()
+    assert digests.of("défgh") == hashlib.md5("défgh".encode()).hexdigest()
+    assert set(digests.held) == {"abc", "défgh"}  # 8 characters kept
+    assert digests.of("ijk") == hashlib.md5(b"ijk").hexdigest()
+    assert set(digests.held) == {"ijk"}  # 11 would pass the bound: the others forgotten
+    assert digests.of("abc") == hashlib.md5(b"abc").hexdigest()
 
 
 @pytest.fixture

@@ -35,6 +35,34 @@ from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
 from apps.gateway.services.request import Line, said
 from apps.generation.models import Generation
 
+# Characters of message texts whose MD5 a process keeps (about that many bytes for Latin text, four times as many at
+# most): a front end sends the whole history with each turn, and its texts are hashed once, not with each request.
+DIGESTS_KEPT = 8_000_000
+
+
+class _Digests:
+    """The MD5 (hex) of the message texts a process compared lately, by the text itself (a lookup hashes it with
+    Python's own string hash, a fifth of MD5's time, and compares it whole). Past DIGESTS_KEPT characters they are
+    all forgotten at once. Shared by a process's threads: a dict's get and set are atomic, and a race only hashes a
+    text twice."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept = kept
+        self.held: dict[str, str] = {}
+        self.size = 0
+
+    def of(self, text: str) -> str:
+        found = self.held.get(text)
+        if found is None:
+            found = hashlib.md5(text.encode()).hexdigest()
+            if self.size + len(text) > self.kept:
+                self.held, self.size = {}, 0
+            self.held[text] = found
+            self.size += len(text)
+        return found
+
+
+_DIGESTS = _Digests(DIGESTS_KEPT)
 IMPERSONATION = re.compile(r"\s*\[?Write your next reply from the point of view of", re.IGNORECASE)
 CONTINUE_NUDGE = re.compile(r"\s*\[?Continue your last message", re.IGNORECASE)
 
@@ -116,12 +144,13 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
     synced = Synced(chat, indices=[None] * len(history))
     operations: list[dict[str, Any]] = []
     cut = min(len(history), len(stored))
+    held, digest = _DIGESTS.held, _DIGESTS.of
     for n in range(cut):
         line, row = history[n], stored[n]
         if (line.role == "user") != row[1]:
             cut = n
             break
-        if hashlib.md5(line.content.encode()).hexdigest() == row[2]:
+        if (held.get(line.content) or digest(line.content)) == row[2]:
             synced.indices[n] = row[0]
         elif _changed(chat, row[0], line):
             operations += _edit(chat, row[0], line.content)
