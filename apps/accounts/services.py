@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.accounts.audit import audit_record
@@ -53,17 +53,34 @@ def api_token_authenticate(*, raw: str) -> AbstractUser | None:
     """The active user the token belongs to, or None for an unknown, revoked or deactivated one."""
     if not raw.startswith(TOKEN_PREFIX):
         return None
-    token = (
-        ApiToken.objects.select_related("user")
-        .filter(digest=token_digest(raw), revoked_at__isnull=True, user__is_active=True)
-        .first()
-    )
-    if token is None:
+    found = _token_owner(token_digest(raw))
+    if found is None:
         return None
+    token_id, last_used_at, user = found
     now = timezone.now()
-    if token.last_used_at is None or now - token.last_used_at > LAST_USED_PRECISION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+    if last_used_at is None or now - last_used_at > LAST_USED_PRECISION:
+        ApiToken.objects.filter(pk=token_id).update(last_used_at=now)
+    return user
+
+
+def _token_owner(digest: str) -> tuple[int, Any, AbstractUser] | None:
+    """The unrevoked token of `digest` (its id, when it was last used) and its owner, if active. Every API request
+    asks it first: the query is written out, as the ORM took about twice the query's own time to compose it. The
+    owner's fields are taken as the database answers them, as the user model's need no conversion."""
+    user_model = get_user_model()
+    fields = user_model._meta.concrete_fields
+    columns = ", ".join(f'u."{field.column}"' for field in fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT t.id, t.last_used_at, {columns} FROM {ApiToken._meta.db_table} t "
+            f'JOIN {user_model._meta.db_table} u ON u."{user_model._meta.pk.column}" = t.user_id '
+            f'WHERE t.digest = %s AND t.revoked_at IS NULL AND u."{user_model._meta.get_field("is_active").column}"',
+            [digest],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return row[0], row[1], user_model.from_db(connection.alias, [field.attname for field in fields], row[2:])
 
 
 @transaction.atomic

@@ -4,7 +4,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from apps.accounts.models import ApiToken
-from apps.accounts.services import api_token_create, api_token_revoke, token_digest
+from apps.accounts.services import api_token_authenticate, api_token_create, api_token_revoke, token_digest
 
 pytestmark = pytest.mark.django_db
 
@@ -22,6 +22,31 @@ def test_token_is_stored_hashed_and_authenticates(user):
     assert _client(raw).get("/api/v1/chats/").status_code == 200
     token.refresh_from_db()
     assert token.last_used_at is not None
+
+
+def test_a_token_answers_as_its_own_owner_loaded_whole_and_marks_its_use_once_a_minute(user, other_user):
+    from datetime import timedelta
+
+    token, raw = api_token_create(user=other_user, name="phone")
+    api_token_create(user=user, name="laptop")
+    owner = api_token_authenticate(raw=raw)
+    assert owner.pk == other_user.pk and owner.username == other_user.username and owner.email == other_user.email
+    assert owner.is_active and not owner._state.adding and owner._state.db == "default"
+    owner.first_name = "Ada"
+    owner.save(update_fields=["first_name"])  # a model instance like any other: its own row changes
+    assert get_user_model().objects.get(pk=other_user.pk).first_name == "Ada"
+    assert get_user_model().objects.get(pk=user.pk).first_name != "Ada"
+
+    token.refresh_from_db()
+    first = token.last_used_at
+    assert first is not None
+    api_token_authenticate(raw=raw)
+    token.refresh_from_db()
+    assert token.last_used_at == first  # within the minute: not written again
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=first - timedelta(minutes=2))
+    api_token_authenticate(raw=raw)
+    token.refresh_from_db()
+    assert token.last_used_at > first
 
 
 def test_revoked_token_answers_401(user):
