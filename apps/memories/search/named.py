@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractUser
+from django.db import connection
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
 
@@ -63,19 +64,20 @@ def _names(label: str, lowered: str, words: set[str]) -> bool:
 
 def entities_named(*, user: AbstractUser, query: str, character_ids: list[int]) -> list[int]:
     """The ids of the user's entities (of `character_ids` or of none) whose name or an alias the query names. It
-    needs neither the query's vector nor the candidates: a search finds them beside its other work."""
+    needs neither the query's vector nor the candidates: a search finds them beside its other work, where the query
+    is written out (the ORM composing it held the interpreter's lock for longer than the query ran, while the
+    search's own thread needed it to embed)."""
     lowered = query.lower()
     words = set(_WORD.findall(lowered))
-    candidates = Entity.objects.filter(user=user)
-    if character_ids:
-        candidates = candidates.filter(character_id__in=character_ids) | Entity.objects.filter(
-            user=user, character__isnull=True
+    table = Entity._meta.db_table
+    own = "(character_id = ANY(%s) OR character_id IS NULL)" if character_ids else "TRUE"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, name, aliases FROM {table} WHERE user_id = %s AND {own}",
+            [user.pk, list(character_ids)] if character_ids else [user.pk],
         )
-    return [
-        pk
-        for pk, name, aliases in candidates.values_list("id", "name", "aliases")
-        if any(_names(label, lowered, words) for label in (name, *aliases))
-    ]
+        rows = cursor.fetchall()
+    return [pk for pk, name, aliases in rows if any(_names(label, lowered, words) for label in (name, *aliases))]
 
 
 def _spoken_by_named(*, query: str, rows: dict[int, tuple]) -> set[int]:
