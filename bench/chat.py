@@ -134,12 +134,12 @@ def start_database() -> None:
     pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user)
 
 
-def start_server(port: int, workers: int, extra: list[str]) -> subprocess.Popen:
+def start_server(port: int, workers: int, extra: list[str], root: Path = ROOT) -> subprocess.Popen:
     env = {**os.environ, **sync_bench.ENV, **QUIET, **dict(item.split("=", 1) for item in extra)}
     env.pop("DATABASE_URL", None)
     command = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-k", "apps.common.worker.Worker"]
     command += ["-w", str(workers), "-b", f"127.0.0.1:{port}", "--keep-alive", "10", "--graceful-timeout", "5"]
-    server = subprocess.Popen([*command, "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True)
+    server = subprocess.Popen([*command, "--log-level", "warning"], cwd=root, env=env, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

@@ -31,6 +31,11 @@ is not set, and the chat's rows are read instead: 13 ms, not 2).
    nothing to the database). The WAL holds everything the cluster wrote meanwhile: the rows, their indexes' entries,
    full-page images after a checkpoint, autovacuum's work.
 
+With `--against DIR` (another checkout of the project, a git worktree of an earlier commit, with its own `.venv`
+or this one's), a second server runs that code on the same database, and the requests alternate between the two
+(ABBA) on one history: each code's time to the first delta and steps, side by side. On a host whose speed drifts
+by a fifth between two runs, that is how two codes are compared; part 2 is then left out.
+
 Fails (exit 1) only on a broken result: a request refused or ended without a reply, or a chat not grown by two
 messages a request. Timings are printed, never asserted.
 """
@@ -209,6 +214,46 @@ def run(base_url: str, model_url: str, account: dict, requests: int) -> bool:
     return True
 
 
+def run_against(urls: dict[str, str], account: dict, requests: int) -> bool:
+    """`requests` gateway requests to each server of `urls`, alternating ABBA on one history; what each took."""
+    from apps.chats.models import Chat
+    from apps.generation.models import Generation
+
+    clients = {label: httpx.Client(timeout=120) for label in urls}
+    header = {"Authorization": f"Bearer {account['token']}", "X-Lorekeeper-Chat": str(account["chat"])}
+    history, rng, labels = account["history"], random.Random(11), list(urls)
+    count = Chat.objects.get(pk=account["chat"]).message_count
+    times: dict[str, list[float]] = {label: [] for label in urls}
+    order = []
+    for n in range(2 * (WARM + requests)):
+        label = labels[((n + 1) // 2) % 2]
+        topic = f"the {rng.choice(THINGS)} near the {rng.choice(PLACES)}"
+        messages = [*history, {"role": "user", "content": f"Rowan asks about {topic} ({n}). {QUICK}"}]
+        body = {"model": "scripted", "messages": messages}
+        seconds, reply = first_delta(clients[label], f"{urls[label]}/v1/chat/completions", body, header)
+        history = [*messages, {"role": "assistant", "content": reply}]
+        order.append(label)
+        if n >= 2 * WARM:
+            times[label].append(seconds)
+    time.sleep(1)  # the last reply stored
+    rows = list(Generation.objects.filter(chat_id=account["chat"]).order_by("created_at"))
+    print(f"\n1. Time to the first delta, client side: {requests} streamed requests to each server, alternating")
+    for label in labels:
+        p50, p95 = percentile(times[label], 50) * 1000, percentile(times[label], 95) * 1000
+        print(f"  {label:<27} p50 {p50:7.1f} ms   p95 {p95:7.1f} ms")
+        steps = [g.prompt_info.get("timings_ms", {}) for g, by in zip(rows, order, strict=True) if by == label][WARM:]
+        keys = sorted({key for step in steps for key in step})
+        print("    its steps before the row, ms p50/p95: " + ", ".join(
+            f"{key} {percentile([s.get(key, 0) for s in steps], 50):.1f}/"
+            f"{percentile([s.get(key, 0) for s in steps], 95):.1f}" for key in keys
+        ))  # fmt: skip
+    grown = Chat.objects.get(pk=account["chat"]).message_count - count
+    if grown != 2 * len(order):
+        print(f"BROKEN: the chat grew by {grown} messages, not {2 * len(order)}")
+        return False
+    return True
+
+
 def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -216,6 +261,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100, help="timed requests of each kind")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--quick", action="store_true", help="a 500-message chat, 20 requests")
+    parser.add_argument("--against", type=Path, help="another checkout, served beside this one (see above)")
     args = parser.parse_args()
     if args.quick:
         args.messages, args.requests = 500, 20
@@ -223,7 +269,7 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="lorekeeper-gateway-")
     load_bench.DATABASE = DATABASE
     sync_bench.ENV["LOREKEEPER_PROVIDER_ALLOWED_NETWORKS"] = "127.0.0.0/8"  # the scripted model, on loopback
-    server = model = valkey = None
+    server = model = valkey = other = None
     ok = False
     try:
         valkey = load_bench.start_services(folder)
@@ -235,9 +281,15 @@ def main() -> None:
         print(f"The gateway: gunicorn -k apps.common.worker.Worker -w {args.workers}, production settings; a "
               f"{args.messages:,}-message chat; {os.cpu_count()} cores ({psutil.cpu_count(logical=False)} physical), "
               f"{psutil.virtual_memory().total / 2**30:.0f} GB")  # fmt: skip
-        ok = run(f"http://127.0.0.1:{port}", model[2], account, args.requests)
+        if args.against:
+            other_port = sync_bench.free_port()
+            other = chat_bench.start_server(other_port, args.workers, [], root=args.against.resolve())
+            urls = {"this checkout": f"http://127.0.0.1:{port}", str(args.against): f"http://127.0.0.1:{other_port}"}
+            ok = run_against(urls, account, args.requests)
+        else:
+            ok = run(f"http://127.0.0.1:{port}", model[2], account, args.requests)
     finally:
-        chat_bench.stop([server] if server is not None else [], model, valkey, folder)
+        chat_bench.stop([s for s in (server, other) if s is not None], model, valkey, folder)
     if not ok:
         raise SystemExit(1)
 
