@@ -15,6 +15,7 @@ at the same time each leave a whole file. Nothing is ever fetched from a hub.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -152,8 +153,11 @@ class _TorchModel:
 # --- ONNX Runtime ---------------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8)
 def _exportable(path: str) -> bool:
-    """A sentence-transformers model the export reproduces: a transformer, mean pooling, normalisation."""
+    """A sentence-transformers model the export reproduces: a transformer, mean pooling, normalisation. Read once a
+    process for each installed model (its files do not change under it): a search asks twice, and reading the two
+    files was 0.05–0.16 ms each time."""
     try:
         modules = [m["type"].rsplit(".", 1)[-1] for m in json.loads((Path(path) / "modules.json").read_text())]
         pooling = json.loads((Path(path) / "1_Pooling" / "config.json").read_text())
