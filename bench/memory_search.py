@@ -518,10 +518,11 @@ def measure_text_approximation(scope, queries: list[str], k: int) -> dict:
 
 
 @contextmanager
-def _timing(module, names: tuple[str, ...]) -> Iterator[dict[str, list[float]]]:
-    """Time the calls memory_search makes to these functions of its module (the split of its `search` timing)."""
-    spent: dict[str, list[float]] = {name: [] for name in names}
-    originals = {name: getattr(module, name) for name in names}
+def _timing(functions: dict[str, object]) -> Iterator[dict[str, list[float]]]:
+    """Time the calls memory_search makes to these functions, by name, each of the module it is called through
+    (the split of its timings)."""
+    spent: dict[str, list[float]] = {name: [] for name in functions}
+    originals = {name: getattr(module, name) for name, module in functions.items()}
 
     def timed(name: str):
         def call(*args, **kwargs):
@@ -533,26 +534,29 @@ def _timing(module, names: tuple[str, ...]) -> Iterator[dict[str, list[float]]]:
 
         return call
 
-    for name in names:
+    for name, module in functions.items():
         setattr(module, name, timed(name))
     try:
         yield spent
     finally:
         for name, original in originals.items():
-            setattr(module, name, original)
+            setattr(functions[name], name, original)
 
 
 def measure_latency(user, queries: list[str]) -> dict:
     from apps.memories.embeddings import text_hash
     from apps.memories.models import EmbeddingCache
-    from apps.memories.search import ranking
+    from apps.memories.search import candidates, ranking
 
     config = _config()
     sentences = [s for query in queries for s in ranking.split_sentences(query, limit=SENTENCES)]
     # Cold query cache, as for a question never asked before.
     EmbeddingCache.objects.filter(model=config.key, content_hash__in=[text_hash(s) for s in sentences]).delete()
     embed, total, both, methods = [], [], [], Counter()
-    with _timing(ranking, ("scope_size", "vector_candidates", "text_candidates")) as parts:
+    # The scope's count and the text ranking run beside the embedding (candidates.counted_text_candidates calls
+    # them), the vector ranking after it.
+    timed = {"scope_size": candidates, "text_candidates": candidates, "vector_candidates": ranking}
+    with _timing(timed) as parts:
         for n, query in enumerate(queries):
             outcome = ranking.memory_search(user=user, query=query)
             if n >= WARMUPS:
@@ -566,7 +570,7 @@ def measure_latency(user, queries: list[str]) -> dict:
         "count": (_pct(count, 50), _pct(count, 95)),
         "embed": (_pct(embed, 50), _pct(embed, 95)),
         "search": (_pct(total, 50), _pct(total, 95)),
-        # The text ranking runs while the query is embedded: part of it is hidden in `embed`, none in this.
+        # The count and the text ranking run while the query is embedded: part of them is hidden in `embed`.
         "embed_and_search": (_pct(both, 50), _pct(both, 95)),
         "vector": (_pct(vector, 50), _pct(vector, 95)),
         "text": (_pct(text, 50), _pct(text, 95)),
