@@ -31,10 +31,11 @@ is not set, and the chat's rows are read instead: 13 ms, not 2).
    nothing to the database). The WAL holds everything the cluster wrote meanwhile: the rows, their indexes' entries,
    full-page images after a checkpoint, autovacuum's work.
 
-With `--against DIR` (another checkout of the project, a git worktree of an earlier commit, with its own `.venv`
-or this one's), a second server runs that code on the same database, and the requests alternate between the two
-(ABBA) on one history: each code's time to the first delta and steps, side by side. On a host whose speed drifts
-by a fifth between two runs, that is how two codes are compared; part 2 is then left out.
+With `--against DIR` (another checkout of the project, a git worktree of an earlier commit), a second server runs
+that code on the same database, with this checkout's interpreter and packages (DIR as its working folder), and the
+requests alternate between the two (ABBA) on one history: each code's time to the first delta and steps, side by
+side. On a host whose speed drifts by a fifth between two runs, that is how two codes are compared; part 2 is then
+left out.
 
 Fails (exit 1) only on a broken result: a request refused or ended without a reply, or a chat not grown by two
 messages a request. Timings are printed, never asserted.
