@@ -1,7 +1,11 @@
 """Triggered recall and persistent recall (ST-BME's `extra.bme_recall` on the user turn, docs/GLOSSARY.md): the
 priority rules, what the record holds, and a person's edit, deletion and re-run."""
 
+import re
+
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.accounts.services import settings_document_get
 from apps.chats.models import Chat, Message
@@ -139,6 +143,27 @@ def test_older_chat_turns_are_recalled_but_not_those_in_the_prompt_anyway(user, 
     text = context.slots["smart_memory_triggered"]["text"]
     assert "Rowan: Biscuit the lurcher sleeps under the lighthouse stairs." in text
     assert "barked at the lighthouse door" not in text  # message #27 is among the last 10
+
+
+def test_the_recall_reads_its_hits_narrow_and_never_one_by_one(user, story, facts, scripted):
+    injection_settings_save(
+        user=user, values={"recent_messages": 10}, integrity=settings_document_get(user=user).integrity
+    )
+    say(story, *[("Mira" if i % 2 == 0 else "Rowan", f"Small talk number {i}.") for i in range(30)])
+    Message.objects.filter(chat=story, index=3).update(mes="Biscuit the lurcher sleeps under the lighthouse stairs.")
+    chat_index_messages(chat_id=story.pk)
+    memories_embed_pending(user_id=user.pk)
+    with CaptureQueriesContext(connection) as queries:
+        context = context_build(user=user, chat=story, message="Where does Biscuit the lurcher sleep?", preview=True)
+    recalled = context.recall["memories"]
+    assert "message" in {Memory.objects.get(pk=hit["id"]).kind for hit in recalled}  # its index read too
+    hits = [q["sql"] for q in queries.captured_queries if '"memories_memory"."id" IN' in q["sql"]]
+    assert len(hits) == 1, hits
+    read = set(re.findall(r'"memories_memory"\."(\w+)"', hits[0].split(" FROM ")[0]))
+    assert read == {"id", "kind", "content", "message_index"}, read  # not the vector, nor what the recall never reads
+    # A field the recall reads but the search left out would be loaded memory by memory.
+    one_by_one = [q["sql"] for q in queries.captured_queries if re.search(r'"memories_memory"\."id" = \d', q["sql"])]
+    assert not one_by_one, one_by_one
 
 
 def test_deleting_a_recall_that_is_not_there_changes_nothing(user, story, facts):

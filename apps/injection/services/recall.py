@@ -87,6 +87,7 @@ def recall_search(
         limit=max(limit * 3, 10),
         scope_rows=scope_rows,
         committed=True,  # a reply's preparation writes messages, never memories (they are indexed after it)
+        fields=("kind", "content", "message_index"),  # what is read of each hit below
     )
     items: list[Item] = []
     for hit in outcome.results:

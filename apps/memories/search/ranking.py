@@ -217,6 +217,7 @@ def memory_search(
     status: str | None = None,
     entity_id: int | None = None,
     committed: bool = False,
+    fields: tuple[str, ...] | None = None,
 ) -> SearchOutcome:
     """`scope_rows`: how many memories the scope holds, when the caller already knows (about) it: the count that
     chooses between an exact scan and the HNSW index, and scales the text ranking's word frequencies, is then
@@ -225,7 +226,8 @@ def memory_search(
     wrote none of the scope's memories or the user's entities, so the work that needs no vector runs beside its
     work there too (a reply's recall).
     `chat_characters`: the ids of the characters of the chat `chat_id`, when the caller has read them with the chat
-    (whose owner it has checked): not read again."""
+    (whose owner it has checked): not read again. `fields`: the only fields of the hits' memories the caller reads
+    (a reply's recall reads three); the others, loaded when read, are not read with them."""
     config = settings.LOREKEEPER_SEARCH
     query = query.replace("\x00", "").strip()
     if not query:
@@ -284,7 +286,7 @@ def memory_search(
     # In the order of the score as shown (rounded): equal memories keep their age order, older first, rather than
     # the microseconds between their recency.
     scored.sort(key=lambda item: (-round(item[0], 6), item[2]))
-    results = _hits(user, scored[:limit], query)
+    results = _hits(user, scored[:limit], query, fields)
     timings["search"] = (time.perf_counter() - started) * 1000
     return SearchOutcome(method=method, results=results, timings_ms=timings)
 
@@ -375,8 +377,12 @@ def _score(weights: dict[str, float], relevance: float, signals: dict[str, float
     )
 
 
-def _hits(user: AbstractUser, top: list[tuple[float, float, int, dict]], query: str) -> list[SearchHit]:
-    memories = Memory.objects.filter(user=user).defer("embedding").in_bulk([pk for _, _, pk, _ in top])
+def _hits(
+    user: AbstractUser, top: list[tuple[float, float, int, dict]], query: str, fields: tuple[str, ...] | None
+) -> list[SearchHit]:
+    memories = Memory.objects.filter(user=user)
+    memories = memories.only("content", *fields) if fields else memories.defer("embedding")
+    memories = memories.in_bulk([pk for _, _, pk, _ in top])
     return [
         SearchHit(
             memory=memories[pk],
