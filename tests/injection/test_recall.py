@@ -166,6 +166,16 @@ def test_the_recall_reads_its_hits_narrow_and_never_one_by_one(user, story, fact
     assert not one_by_one, one_by_one
 
 
+def test_a_build_reads_its_turn_narrow_and_once_before_writing_its_recall(user, story, facts):
+    with CaptureQueriesContext(connection) as queries:
+        context = context_build(user=user, chat=story, message=ASK)
+    assert context.recall["stored"]
+    sql = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT")]
+    reads = [q for q in sql if 'FROM "chats_message"' in q and '"chats_message"."extra"' in q]
+    assert len(reads) == 2, reads  # the turn found, then read again under the chat's lock to write its recall
+    assert '"chats_message"."swipes"' not in reads[0] and '"chats_message"."swipe_info"' not in reads[0]
+
+
 def test_deleting_a_recall_that_is_not_there_changes_nothing(user, story, facts):
     before = Chat.objects.get(pk=story.pk).integrity
     assert recall_store(chat=story, index=1, record=None).integrity == before

@@ -369,7 +369,7 @@ def _commit(user, chat, state, contents, macros, stats, turn, target, record, no
     """What a real build leaves behind: the recall on its user turn, the repair note used up, the content cache
     and statistics, the demand auto-tune reads."""
     if record is not None and target is not None:
-        chat = recalls.recall_store(chat=chat, index=target.index, record=record, mirror=mirror)
+        chat = recalls.recall_store(chat=chat, index=target.index, record=record, mirror=mirror, message=target)
     if note is not None and contents["repair"].delivery != "off":
         ContinuityCheck.objects.filter(pk=note.pk).update(repair_consumed_at=timezone.now())
     state = state or InjectionState(chat=chat, user=user)

@@ -52,8 +52,15 @@ def _normal(text: str) -> str:
 
 def recall_target(*, chat: Chat, message: str | None) -> Message | None:
     """The user turn a recall serves: the chat's last user message — when a pending message is given, only if it
-    is that message (a client asking before it appended the message gets its recall in the answer only)."""
-    last = Message.objects.filter(chat=chat, is_user=True).order_by("-index").first()
+    is that message (a client asking before it appended the message gets its recall in the answer only). Read
+    narrow: what a recall reads of it (its text and its extension data, which hold the kept recall), not its
+    swipes, before every reply."""
+    last = (
+        Message.objects.filter(chat=chat, is_user=True)
+        .only("chat_id", "index", "is_user", "mes", "extra")
+        .order_by("-index")
+        .first()
+    )
     if last is None or (message and _normal(last.mes) != _normal(message)):
         return None
     return last
@@ -207,11 +214,14 @@ def recall_store(
     record: dict[str, Any] | None,
     integrity: uuid.UUID | None = None,
     mirror: bool = False,
+    message: Message | None = None,
 ) -> Chat:
     """Write (or, with None, remove) a user message's recall; answers the chat with its new integrity. Given the
     integrity a client last saw, a chat changed since is a conflict (409), as for every write to a message.
-    `mirror`: the client puts the same record into its SillyTavern file (see chat_touch)."""
-    message = Message.objects.filter(chat=chat, index=index).first()
+    `mirror`: the client puts the same record into its SillyTavern file (see chat_touch). `message`: the one at
+    `index`, when the caller has read it (a context build, its turn's target), not read again to be checked."""
+    if message is None or message.index != index:
+        message = Message.objects.filter(chat=chat, index=index).first()
     if message is None or not message.is_user:
         raise ApplicationError("A recall belongs to a user message.", {"field": "index"})
     if record is None and NAMESPACE not in (message.extra or {}):
