@@ -5,8 +5,10 @@ from __future__ import annotations
 import gzip
 import io
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractUser
+from django.db import connection
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
@@ -170,3 +172,44 @@ def persona_get(*, user: AbstractUser, persona_id: int) -> Persona:
         return Persona.objects.get(user=user, pk=persona_id)
     except Persona.DoesNotExist as exc:
         raise Http404("No such persona.") from exc
+
+
+@dataclass(frozen=True)
+class HistoryDigests:
+    """A chat's messages from one index on, those hidden from the model (`is_system`) aside, as three aligned
+    sequences: their indices; who says each, one character a message (`u` the person, `a` a character); and the MD5
+    (hex) of each text, 32 characters a message, concatenated."""
+
+    indices: list[int]
+    speakers: str
+    md5: str
+
+
+# One row, read from the index message_history_digest alone: 5,000 messages read as rows (tuples) took 3-4 ms, as two
+# strings 1.7 ms. A chat's indices are dense, so only the hidden messages' are listed.
+_DIGESTS_SQL = (
+    'SELECT count(*), max("index"), array_agg("index" ORDER BY "index") FILTER (WHERE is_system), '
+    "string_agg(CASE WHEN is_user THEN 'u' ELSE 'a' END, '' ORDER BY \"index\") FILTER (WHERE NOT is_system), "
+    "string_agg(mes_md5, '' ORDER BY \"index\") FILTER (WHERE NOT is_system) "
+    'FROM chats_message WHERE chat_id = %s AND "index" >= %s'
+)
+
+
+def history_digests(*, chat: Chat, start: int = 0) -> HistoryDigests:
+    """The digests of the chat's messages from index `start` on (a chat the caller has found among the person's):
+    what a front end that sends the whole history with every turn is compared with, without reading the texts."""
+    with connection.cursor() as cursor:
+        cursor.execute(_DIGESTS_SQL, [chat.pk, start])
+        count, last, hidden, speakers, md5 = cursor.fetchone()
+    if not count:
+        return HistoryDigests([], "", "")
+    if last - start + 1 == count:
+        skipped = set(hidden or ())
+        indices = [n for n in range(start, last + 1) if n not in skipped] if skipped else list(range(start, last + 1))
+    else:  # a gap in the indices (no write leaves one): read them
+        indices = list(
+            Message.objects.filter(chat=chat, index__gte=start, is_system=False)
+            .order_by("index")
+            .values_list("index", flat=True)
+        )
+    return HistoryDigests(indices, speakers or "", md5 or "")

@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 
 from apps.chats.models import Message
+from apps.chats.selectors import history_digests
 from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.common.exceptions import ApplicationError
 from apps.gateway.services.match import character_named, fingerprint
 from apps.gateway.services.request import Line, messages_parse
-from apps.gateway.services.sync import _Digests, history_sync
+from apps.gateway.services.sync import _agreeing, _Digests, history_sync
 
 pytestmark = pytest.mark.django_db
 
@@ -165,3 +166,49 @@ def test_sillytaverns_continue_nudge_continues_and_a_quiet_prompt_after_a_reply_
     quiet = Line("system", "[Pause your roleplay. Summarize the most important facts and events in the story so far.]")
     synced = history_sync(chat=stored, lines=[*HISTORY, quiet])
     assert (synced.mode, synced.message) == ("impersonate", None) and texts(stored)[-1] == "One."
+
+
+def test_a_hidden_message_is_not_compared_and_the_others_keep_their_indices(stored):
+    Message.objects.filter(chat=stored, index=1).update(is_system=True)  # hidden from the model in SillyTavern
+    lines = [SYSTEM, GREETING, Line("assistant", "One."), Line("user", "Which?")]
+    synced = history_sync(chat=stored, lines=lines)
+    assert synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+    assert synced.indices == [0, 2, None] and (synced.mode, synced.message) == ("new", "Which?")
+
+
+def test_edits_far_apart_are_each_found_and_the_messages_between_kept(user):
+    chat = chat_create(user=user, title="Long", character_name="Mira", user_name="Rowan")
+    said = [{"name": "Rowan" if n % 2 else "Mira", "is_user": bool(n % 2), "mes": f"Line {n}."} for n in range(300)]
+    chat = chat_append(chat=chat, messages=said, integrity=chat.integrity).chat
+    history = [Line("user" if n % 2 else "assistant", f"Line {n}.") for n in range(300)]
+    history[7], history[250] = Line("user", "Line seven, edited."), Line("assistant", "Line 250, edited.")
+    synced = history_sync(chat=chat, lines=[SYSTEM, *history, Line("user", "And now?")])
+    assert synced.written == {"appended": 0, "edited": 2, "deleted": 0}
+    assert synced.indices == [*range(300), None]
+    assert texts(chat)[7] == "Line seven, edited." and texts(chat)[250] == "Line 250, edited."
+    assert texts(chat)[8:250] == [f"Line {n}." for n in range(8, 250)]
+
+
+def test_history_digests_read_the_indices_where_a_gap_is_left(user):
+    import hashlib
+
+    chat = chat_create(user=user, title="Gap", character_name="Mira", user_name="Rowan")
+    said = [{"name": "Mira", "is_user": False, "mes": f"Line {n}."} for n in range(4)]
+    chat = chat_append(chat=chat, messages=said, integrity=chat.integrity).chat
+    Message.objects.filter(chat=chat, index=3).update(index=7)  # no write leaves a gap: made by hand
+    digests = history_digests(chat=chat, start=1)
+    assert digests.indices == [1, 2, 7] and digests.speakers == "aaa"
+    assert digests.md5 == "".join(hashlib.md5(f"Line {n}.".encode()).hexdigest() for n in (1, 2, 3))
+
+
+@pytest.mark.parametrize("width", [1, 32])
+def test_agreeing_counts_the_items_two_strings_share_from_the_start(width):
+    import random
+
+    rng = random.Random(width)
+    for _ in range(300):
+        count = rng.randint(0, 40)
+        ours = [rng.choice("ab") * width for _ in range(count)]
+        theirs = [item if rng.random() < 0.9 else ("c" * width) for item in ours] + ["a" * width] * rng.randint(0, 3)
+        expected = next((n for n in range(count) if ours[n] != theirs[n]), count)
+        assert _agreeing("".join(ours), "".join(theirs), count, width=width) == expected

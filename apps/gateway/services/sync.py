@@ -28,6 +28,7 @@ from typing import Any
 from django.db import transaction
 
 from apps.chats.models import Chat, Message
+from apps.chats.selectors import history_digests
 from apps.chats.services.chats import chat_lock
 from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
 from apps.chats.services.start import send_date
@@ -88,6 +89,22 @@ def _answered_only(lines: list[Line], history: list[Line]) -> bool:
     return bool(history) and history[-1].role == "assistant" and CONTINUE_NUDGE.match(lines[-1].content) is None
 
 
+def _agreeing(ours: str, theirs: str, count: int, *, width: int = 1) -> int:
+    """How many of the first `count` items of two strings of items (`width` characters each) agree, from the first
+    on: one comparison of C's speed when all do (every turn of a history the chat holds), a binary search of such
+    comparisons to the first that does not."""
+    if ours[: count * width] == theirs[: count * width]:
+        return count
+    agree, differ = 0, count  # the first `agree` items agree; the first `differ` do not all
+    while differ - agree > 1:
+        middle = (agree + differ) // 2
+        if ours[: middle * width] == theirs[: middle * width]:
+            agree = middle
+        else:
+            differ = middle
+    return agree
+
+
 def _changed(chat: Chat, index: int, line: Line) -> bool:
     return line.said != said(Message.objects.values_list("mes", flat=True).get(chat=chat, index=index))
 
@@ -133,37 +150,36 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
     history = [line for line in lines if line.role != "system"]
     if not history:  # only a system prompt: nothing of the chat is said, so nothing of it is deleted
         return Synced(chat)
-    # What the chat says is compared by its MD5, kept with each message (Message.mes_md5) and read from an index: a
-    # long chat's text is not read to find it unchanged, only a message whose digest differs (then compared with
-    # whitespace normalised).
-    stored = list(
-        Message.objects.filter(chat=chat, index__gte=start, is_system=False)
-        .order_by("index")
-        .values_list("index", "is_user", "mes_md5")
-    )
+    # What the chat says is compared by its MD5, kept with each message (Message.mes_md5) and read from an index as
+    # one string: a long chat's text is not read to find it unchanged, and the history agreeing with it (every turn
+    # but the new one) is found by comparing two strings, not message by message. Only a message whose digest
+    # differs is read (then compared with whitespace normalised).
+    stored = history_digests(chat=chat, start=start)
     synced = Synced(chat, indices=[None] * len(history))
     operations: list[dict[str, Any]] = []
-    cut = min(len(history), len(stored))
     held, digest = _DIGESTS.held, _DIGESTS.of
-    for n in range(cut):
-        line, row = history[n], stored[n]
-        if (line.role == "user") != row[1]:
-            cut = n
-            break
-        if (held.get(line.content) or digest(line.content)) == row[2]:
-            synced.indices[n] = row[0]
-        elif _changed(chat, row[0], line):
-            operations += _edit(chat, row[0], line.content)
+    cut = min(len(history), len(stored.indices))
+    speakers = "".join(["u" if line.role == "user" else "a" for line in history[:cut]])
+    cut = _agreeing(speakers, stored.speakers, cut)  # from the first speaker that differs the request replaces
+    digests = "".join([held.get(line.content) or digest(line.content) for line in history[:cut]])
+    same = _agreeing(digests, stored.md5, cut, width=32)
+    synced.indices[:same] = stored.indices[:same]
+    for n in range(same, cut):
+        line, index = history[n], stored.indices[n]
+        if digests[32 * n : 32 * n + 32] == stored.md5[32 * n : 32 * n + 32]:
+            synced.indices[n] = index
+        elif _changed(chat, index, line):
+            operations += _edit(chat, index, line.content)
             synced.written["edited"] += 1
-            synced.indices[n] = row[0]
+            synced.indices[n] = index
     impersonate = _answered_only(lines, history)
     regenerate = not impersonate and (
-        cut == len(history) == len(stored) - 1 and history and history[-1].role == "user" and not stored[-1][1]
+        cut == len(history) == len(stored.indices) - 1 and history[-1].role == "user" and stored.speakers[-1] == "a"
     )
     if regenerate:
         synced.mode = Generation.Mode.SWIPE
-    elif cut < len(stored):  # the request ends before the chat does: the rest was deleted in the front end
-        first = stored[cut][0]
+    elif cut < len(stored.indices):  # the request ends before the chat does: the rest was deleted in the front end
+        first = stored.indices[cut]
         operations += [{"op": "remove", "path": f"/{index}"} for index in range(chat.message_count - 1, first - 1, -1)]
         synced.written["deleted"] = chat.message_count - first
     if operations:
