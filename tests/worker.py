@@ -80,8 +80,10 @@ def wait_for(condition: Callable[[], object], *, timeout: float, what: str, work
 @contextmanager
 def tasks_sent_to(url: str):
     """Tasks go to the broker at `url` instead of running in place (the test settings' eager mode)."""
+    from apps.common.tasks import hooks_drain
     from config.celery import app as celery_app
 
+    hooks_drain()  # nothing asked for before goes to this broker, nor after to that one
     saved = celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager
     celery_app.conf.broker_url = celery_app.conf.result_backend = url
     celery_app.conf.task_always_eager = False
@@ -89,6 +91,7 @@ def tasks_sent_to(url: str):
     try:
         yield
     finally:
+        hooks_drain()
         celery_app.conf.broker_url, celery_app.conf.result_backend, celery_app.conf.task_always_eager = saved
         forget_connections(celery_app)
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
+import os
+import queue
+import threading
+import time
 from collections.abc import Callable
 
 from celery import current_app, shared_task
@@ -44,14 +50,70 @@ def task_send(
     return True
 
 
+class _Sender:
+    """The thread a process runs its commit hooks from (`on_commit_once`'s, which send tasks), one after another in
+    the order they were asked for. A send is a round trip to the broker (about a millisecond; every write of a chat
+    wakes two tasks), which the request that wrote no longer waits for. A hook that has not run when the process
+    ends is lost, as a send the broker refused is: the periodic sweep sends what each app's outbox still holds."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.lock = threading.Lock()
+        self.waiting: queue.Queue[Callable[[], object]] = queue.Queue()
+
+    def put(self, hook: Callable[[], object]) -> None:
+        if self.pid != os.getpid():  # the first hook of this process (a forked worker starts its own thread)
+            with self.lock:
+                if self.pid != os.getpid():
+                    self.waiting = queue.Queue()
+                    threading.Thread(target=self._run, args=(self.waiting,), name="task-sender", daemon=True).start()
+                    self.pid = os.getpid()
+        self.waiting.put(hook)
+
+    @staticmethod
+    def _run(waiting: queue.Queue) -> None:
+        while True:
+            hook = waiting.get()
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 — a hook's failure must not end the thread every later hook needs
+                log.exception("a commit hook failed")
+            finally:
+                waiting.task_done()
+
+    def drain(self, timeout: float = 10.0) -> bool:
+        """Wait (at most `timeout` seconds) until every hook asked for so far has run; whether they have."""
+        deadline = time.monotonic() + timeout
+        while self.pid == os.getpid() and self.waiting.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+        return True
+
+
+_SENDER = _Sender()
+atexit.register(_SENDER.drain, 5.0)  # a worker stopping sends what its last requests asked for
+
+
+def hooks_drain(timeout: float = 10.0) -> bool:
+    """Wait until the commit hooks asked for so far have run (their tasks are with the broker): for a caller that
+    reads the broker next (a test), or stops it."""
+    return _SENDER.drain(timeout)
+
+
 class _Once:
-    """`function(*args)` as a commit hook, equal to another hook of the same function and arguments."""
+    """`function(*args)` as a commit hook, equal to another hook of the same function and arguments. It runs on the
+    process's sender thread (`_Sender`), off the path of the request that committed; in place where tasks run in
+    place (the tests' eager mode), since the task itself runs then."""
 
     def __init__(self, function: Callable[..., object], args: tuple) -> None:
         self.function, self.args = function, args
 
     def __call__(self) -> None:
-        self.function(*self.args)
+        if current_app.conf.task_always_eager:
+            self.function(*self.args)
+        else:
+            _SENDER.put(functools.partial(self.function, *self.args))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Once) and (other.function, other.args) == (self.function, self.args)
@@ -62,7 +124,8 @@ class _Once:
 def on_commit_once(function: Callable[..., object], *args) -> None:
     """`function(*args)` once the current transaction commits (at once outside one), and once only however often
     the transaction asks: a reply's preparation writes its chat several times, and each write wakes the chat's
-    indexing and extraction, whose tasks each cost a round trip to the broker on the request's path. A hook
+    indexing and extraction, whose tasks each cost a round trip to the broker. `function` sends a task (nothing
+    that needs the caller's thread or connection): it runs on the process's sender thread, see `_Once`. A hook
     dropped with a savepoint rolled back is asked for again by the next write (Django's own list of the
     transaction's hooks is what is looked in)."""
     hook = _Once(function, args)
