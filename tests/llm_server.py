@@ -12,6 +12,11 @@ default) NDJSON lines ending in one with `done: true`; the content goes out in w
 chunked encoding, so a cut is visible to the client. `tokens_per_second` paces the chunks, `fail_after` cuts the
 connection after that many content chunks. A request whose client went away before the end is marked
 `request["client_gone"] = True`.
+
+`keep_alive=True` answers as servers do that keep a connection open for the next request (HTTP/1.1, no
+`Connection: close`); each request records the client's address (`request["peer"]`: one per TCP connection), and a
+reply with `drop=True` closes the connection without answering, as a server closing an idle connection just as a
+request arrives on it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +43,7 @@ class Reply:
     usage: bool = True
     tokens_per_second: float | None = None  # a stream's pace between chunks
     fail_after: int | None = None  # a stream is cut after this many content chunks
+    drop: bool = False  # the connection is closed without an answer
 
 
 @dataclass
@@ -52,6 +59,7 @@ class LlmServer:
     default: Reply = field(default_factory=lambda: Reply("NONE"))
     requests: list[dict] = field(default_factory=list)
     port: int = 0
+    keep_alive: bool = False
     httpd: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -69,6 +77,10 @@ class LlmServer:
         tried first, so a test can override an earlier, broader script."""
         match = text if callable(text) else (lambda prompt, needle=text: needle in prompt)
         self.rules.insert(0, Rule(match, Reply(reply) if isinstance(reply, str) else reply, times))
+
+    def peers(self) -> list[tuple[str, int]]:
+        """The client address of each request, in order: as many distinct ones as TCP connections were used."""
+        return [r["peer"] for r in self.requests]
 
     def prompts(self, containing: str = "") -> list[str]:
         return [r["prompt"] for r in self.requests if containing in r["prompt"]]
@@ -113,10 +125,15 @@ def _handler(server: LlmServer):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             messages = body.get("messages") or []
             prompt = "\n".join(str(m.get("content", "")) for m in messages)
-            request = {"path": self.path, "headers": dict(self.headers), "body": body, "prompt": prompt}
+            request = {"path": self.path, "headers": dict(self.headers), "body": body, "prompt": prompt,
+                       "peer": self.client_address}  # fmt: skip
             with server._lock:
                 server.requests.append(request)
             reply = server._reply_for(prompt)
+            if reply.drop:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             if reply.delay:
                 time.sleep(reply.delay)
             if reply.raw is not None or reply.status != 200:
@@ -208,7 +225,8 @@ def _stream(handler: BaseHTTPRequestHandler, request: dict, reply: Reply, usage:
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream" if openai else "application/x-ndjson")
         handler.send_header("Transfer-Encoding", "chunked")
-        handler.send_header("Connection", "close")
+        if not handler.server.keep_alive:
+            handler.send_header("Connection", "close")
         for key, value in reply.headers.items():
             handler.send_header(key, value)
         handler.end_headers()
@@ -227,9 +245,20 @@ def _stream(handler: BaseHTTPRequestHandler, request: dict, reply: Reply, usage:
         request["client_gone"] = True
 
 
-def start_llm_server() -> LlmServer:
-    state = LlmServer()
-    state.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # a kept connection its client closed: not an error
+            return
+        super().handle_error(request, client_address)
+
+
+def start_llm_server(*, keep_alive: bool = False) -> LlmServer:
+    state = LlmServer(keep_alive=keep_alive)
+    handler = _handler(state)
+    if keep_alive:
+        handler.protocol_version = "HTTP/1.1"
+    state.httpd = _Server(("127.0.0.1", 0), handler)
+    state.httpd.keep_alive = keep_alive
     state.httpd.daemon_threads = True
     state.port = state.httpd.server_address[1]
     threading.Thread(target=state.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
