@@ -15,8 +15,10 @@ django_application = asgi_application()
 from apps.common.admission import admission  # noqa: E402 — after the settings are loaded
 from apps.common.slow_bodies import body_time_limit  # noqa: E402
 from apps.common.uploads import limit_asgi_body  # noqa: E402
+from apps.llm.outbound import connections_kept  # noqa: E402
 
-application = body_time_limit(limit_asgi_body(admission(django_application)))
+# The serving loop keeps its connections to people's models open between replies (apps/llm/outbound.py).
+application = connections_kept(body_time_limit(limit_asgi_body(admission(django_application))))
 
 from django.conf import settings  # noqa: E402
 

@@ -9,21 +9,30 @@ tokens are the web workers' main work while replies are written. The check is ma
 any address it resolves to is (the resolver), and every socket is refused unless the address it connects to is
 allowed (the socket factory: it also sees an IP address written in the URL, which aiohttp does not resolve).
 
-A session is made for each call: its connections belong to the event loop that opened them, and a Django async
-view run under WSGI gets a new loop for each request (as does a blocking call, apps/llm/client.py). Only the TLS
-context (loading the CA certificates, about 25 ms) is made once.
+Connections belong to the event loop that opened them. A blocking call (apps/llm/client.py, a Celery task) runs on
+a loop of its own each time, so it gets a session of its own, closed with the call. The loop a web process serves
+on lives as long as the process: marked by `connections_kept` (config/asgi.py), it keeps one session whose
+connections stay open between calls (`LOREKEEPER_LLM["keepalive"]` seconds idle), so a reply to a model reached
+over TLS does not wait for a new TCP and TLS handshake, one or two round trips, each time. A connection is only
+kept once its answer was read to the end: a stream stopped early closes its connection, so that the model stops.
+No cookie is kept (a model's cookie would go with another person's request), and a connection goes only where the
+guard let it go when it was opened. Only the TLS context (loading the CA certificates, about 25 ms) is made once
+for every session.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from functools import cache
 
 import aiohttp
 import anyio
 from aiohttp.abc import AbstractResolver, ResolveResult
+from django.conf import settings
 
 from apps.common.netguard import Address, address_of, addresses_of, allowed_only
 
@@ -76,22 +85,76 @@ def ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def guarded_session(*, timeout: float, resolve: Resolver = _resolve) -> aiohttp.ClientSession:
-    """A new session for one call to a URL a user chose: address policy at each connection, no proxy from the
-    environment, and `timeout` for connecting and for each read. A caller passes `allow_redirects=False` on every
-    request (aiohttp has no session-wide switch): a redirect could name any address, and only the first is
-    checked before the request is sent."""
+def guarded_session(
+    *, timeout: float | None = None, resolve: Resolver = _resolve, keepalive: float = 0.0
+) -> aiohttp.ClientSession:
+    """A session for calls to URLs a user chose: address policy at each connection, no proxy from the environment,
+    no cookie kept, and `timeout` for connecting and for each read (or given with each request). A caller passes
+    `allow_redirects=False` on every request (aiohttp has no session-wide switch): a redirect could name any
+    address, and only the first is checked before the request is sent. `keepalive`: seconds a connection whose
+    answer was read to its end stays open for the next call; 0 closes each with its call."""
     connector = aiohttp.TCPConnector(
         resolver=_GuardedResolver(resolve),
         use_dns_cache=False,
         socket_factory=_guarded_socket,
         ssl=ssl_context(),
-        force_close=True,  # one stream, one connection: closed with the stream
-        limit=10,
+        force_close=keepalive <= 0,
+        keepalive_timeout=keepalive if keepalive > 0 else None,
+        limit=0 if keepalive > 0 else 10,  # a kept session serves the whole process: its streams are capped
     )
     return aiohttp.ClientSession(
         connector=connector,
         trust_env=False,
-        timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout),
+        cookie_jar=aiohttp.DummyCookieJar(),
+        timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout),  # never aiohttp's 5 minutes
         read_bufsize=READ_BUFFER,
     )
+
+
+# The loops that serve web requests (marked by `connections_kept`), each with its kept session once one was made.
+_kept: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession | None] = {}
+
+
+@contextlib.asynccontextmanager
+async def model_session() -> AsyncIterator[aiohttp.ClientSession]:
+    """The session for one call to a person's model: the serving loop's kept one (left open), else one of its own,
+    closed with the call. Each request gives its own time-outs."""
+    loop = asyncio.get_running_loop()
+    keepalive = float(settings.LOREKEEPER_LLM["keepalive"])
+    if loop not in _kept or keepalive <= 0:
+        async with guarded_session() as session:
+            yield session
+        return
+    session = _kept[loop]
+    if session is None or session.closed:
+        session = _kept[loop] = guarded_session(keepalive=keepalive)
+    yield session
+
+
+async def _close_kept(loop: asyncio.AbstractEventLoop) -> None:
+    session = _kept.pop(loop, None)
+    if session is not None:
+        await session.close()
+
+
+def connections_kept(app):
+    """ASGI middleware: the loop serving `app` keeps its connections to models open between calls
+    (`model_session`), and closes them when the server shuts down (the lifespan protocol, answered here: the
+    application below has no use for it)."""
+
+    async def application(scope, receive, send):
+        loop = asyncio.get_running_loop()
+        if scope["type"] != "lifespan":
+            _kept.setdefault(loop, None)
+            return await app(scope, receive, send)
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                _kept.setdefault(loop, None)
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await _close_kept(loop)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    return application

@@ -339,6 +339,8 @@ LOREKEEPER_LLM = {
     "backoff_max": env.float("LOREKEEPER_LLM_BACKOFF_MAX", default=60.0),
     "retry_after_max": env.float("LOREKEEPER_LLM_RETRY_AFTER_MAX", default=120.0),  # a 429's Retry-After, capped
     "keep_calls_days": env.int("LOREKEEPER_LLM_KEEP_CALLS_DAYS", default=30),
+    # Seconds a web process keeps an idle connection to a model open for the next call (0: closed after each).
+    "keepalive": env.float("LOREKEEPER_LLM_KEEPALIVE", default=30.0),
     "context_window": {"A": 8192, "B": 128000},  # when the connection does not say
 }
 

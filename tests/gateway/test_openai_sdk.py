@@ -152,6 +152,26 @@ def test_a_streamed_reply_comes_in_chunks_with_its_finish_reason_and_usage(sdk, 
     assert said(only_chat())[-1] == (False, STORY)
 
 
+def test_the_web_process_keeps_its_connection_to_the_model_between_replies(sdk, user):
+    """A model server that keeps connections open (as real ones do) is reached once for several replies, streamed
+    and not: the serving loop keeps the connection (config/asgi.py, apps/llm/outbound.py)."""
+    kept = start_llm_server(keep_alive=True)
+    try:
+        kept.on(lambda prompt: True, STORY)
+        connection_create(user=user, name="kept", base_url=kept.url, model="kept-model", api_key="sk-kept-123456789")
+        history = opening(person("Any ships?"))
+        for stream in (False, True, False):
+            answer = sdk.chat.completions.create(model="kept", messages=history, stream=stream)
+            text = "".join(c.choices[0].delta.content or "" for c in answer if c.choices) if stream else (
+                answer.choices[0].message.content
+            )  # fmt: skip
+            assert text == STORY
+            history = [*history, {"role": "assistant", "content": STORY}, person("And then?")]
+        assert len(kept.peers()) == 3 and len(set(kept.peers())) == 1
+    finally:
+        kept.stop()
+
+
 def test_a_storys_second_request_lands_in_its_chat_and_another_story_gets_its_own(sdk, connection):
     sdk.chat.completions.create(model="scripted", messages=opening(person("Any ships?")))
     connection.server.on("The fog?", AGAIN)

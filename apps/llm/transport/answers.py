@@ -21,6 +21,11 @@ from apps.llm.transport.records import Chunk, LlmError
 # The most bytes of a stream read (and parsed) at once: about 300 events of one token, a few milliseconds of the
 # event loop. A caller that reads once a window (apps/generation) then takes at most this much a window.
 READ_BATCH = 64 * 1024
+# After `[DONE]`, how long the end of the body is waited for (its last chunk often comes in a write of its own), and
+# how much of it is read: a body read to its end leaves its connection open for the next call
+# (apps/llm/outbound.py); one that goes on past these is closed with the call, as before.
+REST_SECONDS = 0.1
+REST_BYTES = 64 * 1024
 
 
 def _count(value) -> int | None:
@@ -142,6 +147,17 @@ async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[list[str]]:
         yield [partial.rstrip(b"\r").decode()]
 
 
+async def _rest_read(response: aiohttp.ClientResponse) -> None:
+    """What follows the last event, read (a little, briefly) so that the body ends and its connection can be kept."""
+    read = 0
+    try:
+        async with asyncio.timeout(REST_SECONDS):
+            while read <= REST_BYTES and (data := await response.content.read(READ_BATCH)):
+                read += len(data)
+    except (TimeoutError, aiohttp.ClientError):
+        pass  # the connection closes when the response is released
+
+
 async def _openai_chunks(response: aiohttp.ClientResponse, *, asked_stream: bool) -> AsyncIterator[list[Chunk]]:
     """The server-sent events, each read's at once, or the whole answer."""
     if _whole(response, asked_stream=asked_stream, streamed_type="text/event-stream"):
@@ -158,6 +174,7 @@ async def _openai_chunks(response: aiohttp.ClientResponse, *, asked_stream: bool
                 if payload.strip() == "[DONE]":
                     if chunks:
                         yield chunks
+                    await _rest_read(response)
                     return
                 try:
                     chunks.append(_openai_event(payload))

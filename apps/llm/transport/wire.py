@@ -18,7 +18,7 @@ from apps.common.jsonsafe import json_bytes
 from apps.common.netguard import BLOCKED_MESSAGE, Blocked
 from apps.common.secrets import secret_decrypt
 from apps.llm.models import Connection
-from apps.llm.outbound import guarded_session
+from apps.llm.outbound import model_session
 from apps.llm.profiles import connection_context_size
 from apps.llm.transport.answers import READERS
 from apps.llm.transport.records import Chunk, LlmError, Record
@@ -34,6 +34,11 @@ class Retryable(Exception):
 
 class TimedOut(Retryable):
     """Nothing of the answer within the time-out."""
+
+
+class Dropped(Retryable):
+    """The connection closed before the answer began: a kept one the server had just closed as idle (retried at
+    once, on a new connection), or a server that fails before it answers (then retried as any failure)."""
 
 
 # ------------------------------------------------------------------------------------------------ the request
@@ -95,22 +100,26 @@ def _status_error(status: int, headers) -> Exception:
 
 
 @contextlib.asynccontextmanager
-async def _post(session: aiohttp.ClientSession, connection: Connection, request: Request):
+async def _post(session: aiohttp.ClientSession, connection: Connection, request: Request, timeout: float):
     """The response to a model request that was answered (not refused): connection failures, refusals, rate limits
-    and server errors become the errors `_open` retries or gives up on."""
+    and server errors become the errors `_open` retries or gives up on. `timeout` bounds connecting and each read."""
+    # Encoded here, not by aiohttp (the standard library's json): a long history costs the loop 0.3 ms, not 10.
+    headers = {**request.headers, "Content-Type": "application/json"}
     try:
-        # Encoded here, not by aiohttp (the standard library's json): a long history costs the loop 0.3 ms, not 10.
-        headers = {**request.headers, "Content-Type": "application/json"}
-        async with session.post(
-            request.url, data=json_bytes(request.body), headers=headers, allow_redirects=False
-        ) as response:
-            if not 200 <= response.status < 300:
-                raise _status_error(response.status, response.headers)
-            yield response
+        response = await session.post(
+            request.url, data=json_bytes(request.body), headers=headers, allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout),
+        )  # fmt: skip
     except aiohttp.ClientConnectorError as exc:
         if isinstance(exc.os_error, Blocked):
             raise LlmError(BLOCKED_MESSAGE) from exc
         raise Retryable(f"cannot connect to {connection.base_url}") from exc
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        raise Dropped(f"the connection to {connection.base_url} closed before the answer began") from exc
+    async with response:  # released at the end: kept for the next call if read to its end, else closed
+        if not 200 <= response.status < 300:
+            raise _status_error(response.status, response.headers)
+        yield response
 
 
 async def _next(source: AsyncIterator[list[Chunk]], *, connection: Connection, timeout: float, shown: bool):
@@ -131,10 +140,10 @@ async def _next(source: AsyncIterator[list[Chunk]], *, connection: Connection, t
 
 
 async def _source(
-    session: aiohttp.ClientSession, connection: Connection, request: Request
+    session: aiohttp.ClientSession, connection: Connection, request: Request, timeout: float
 ) -> AsyncIterator[list[Chunk]]:
     """The chunks of one attempt's answer."""
-    async with _post(session, connection, request) as response:
+    async with _post(session, connection, request, timeout) as response:
         async with contextlib.aclosing(READERS[connection.api](response, asked_stream=request.stream)) as reads:
             async for chunks in reads:
                 yield chunks
@@ -169,7 +178,7 @@ async def _open(
     attempts = 1 + max(0, retries)
     for attempt in range(attempts):
         record.attempts = attempt + 1
-        source = _source(session, connection, request)
+        source = _source(session, connection, request, timeout)
         try:
             return source, await _next(source, connection=connection, timeout=timeout, shown=False)
         except StopAsyncIteration:
@@ -178,7 +187,8 @@ async def _open(
             await source.aclose()
             if attempt + 1 == attempts or (request.stream and isinstance(exc, TimedOut)):
                 raise _given_up(exc, request=request, attempts=attempt + 1) from exc
-            await asyncio.sleep(_backoff(attempt, exc.retry_after))
+            # A kept connection closed as idle just as it was taken: the next attempt, on a new one, goes at once.
+            await asyncio.sleep(0 if isinstance(exc, Dropped) and attempt == 0 else _backoff(attempt, exc.retry_after))
     raise AssertionError("unreachable")
 
 
@@ -188,7 +198,7 @@ async def answer_chunks(
     """The answer's chunks, each read's at once, also taken into `record`. `timeout` bounds connecting and each
     read. Raises LlmError. A consumer that stops early closes the generator (`contextlib.aclosing`), which closes
     the HTTP stream at once, so the model stops generating."""
-    async with guarded_session(timeout=timeout) as session:
+    async with model_session() as session:
         source, chunks = await _open(session, connection, request, timeout=timeout, retries=retries, record=record)
         async with contextlib.aclosing(source):
             while chunks is not None:
