@@ -151,15 +151,19 @@ def start_server(port: int, workers: int, extra: list[str], root: Path = ROOT) -
     raise SystemExit("gunicorn did not start")
 
 
-def start_model(tps: float, seconds: tuple[float, float], held: float):
+def start_model(tps: float, seconds: tuple[float, float], held: float, certificate=None):
+    """The scripted model (chat_streams.serve_model) in a process of its own; over TLS with `certificate` (its
+    certificate and key files)."""
     port, stop = SPAWN.Value("i", 0), SPAWN.Event()
-    process = SPAWN.Process(target=chat_streams.serve_model, args=(port, stop, tps, seconds, held), daemon=True)
+    process = SPAWN.Process(
+        target=chat_streams.serve_model, args=(port, stop, tps, seconds, held, certificate), daemon=True
+    )
     process.start()
     while not port.value:
         if not process.is_alive():
             raise SystemExit("the scripted model did not start")
         time.sleep(0.1)
-    return process, stop, f"http://127.0.0.1:{port.value}/v1"
+    return process, stop, f"{'https' if certificate else 'http'}://127.0.0.1:{port.value}/v1"
 
 
 # ---------------------------------------------------------------------------------------------- data

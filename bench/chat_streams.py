@@ -9,10 +9,12 @@ Both are started with multiprocessing's "spawn" and talk to the bench through sh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
 import re
+import ssl
 import time
 from urllib.parse import urlsplit
 
@@ -29,12 +31,16 @@ WORDS = "the tide turned grey over the harbour while Mira counted the ledgers an
 
 
 # ---------------------------------------------------------------------------------------------- the scripted model
-def serve_model(port, stop, tokens_per_second: float, seconds: tuple[float, float], held: float) -> None:
+def serve_model(
+    port, stop, tokens_per_second: float, seconds: tuple[float, float], held: float, certificate=None
+) -> None:
     """An OpenAI-compatible chat server on one event loop. It answers a prompt whose last marker asks for a long
     reply with `seconds` (a range) of words at `tokens_per_second`, one that asks for a held reply with `held`
     seconds of them, any other with a short reply that starts at once; streamed as a real server streams, a chunk a
-    word, from one event loop rather than tests/llm_server.py's thread a request. Its CPU (about 90 µs a word) is
-    mostly the kernel's: on loopback, a write delivers the bytes into the server's socket, counted here."""
+    word, from one event loop rather than tests/llm_server.py's thread a request, and keeping the connection open
+    for the client's next request, as real servers do. Its CPU (about 90 µs a word) is mostly the kernel's: on
+    loopback, a write delivers the bytes into the server's socket, counted here. `certificate`: (certificate file,
+    key file) to serve over TLS."""
     os.nice(NICE)
     rng = random.Random(7)
 
@@ -47,32 +53,38 @@ def serve_model(port, stop, tokens_per_second: float, seconds: tuple[float, floa
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
-            body = json.loads(await reader.readexactly(length))
-            pieces, pause = words("\n".join(str(m.get("content")) for m in body["messages"]))
-            pieces = [piece if n == 0 else " " + piece for n, piece in enumerate(pieces)]
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-                         b"Connection: close\r\n\r\n")  # fmt: skip
-            loop = asyncio.get_running_loop()
-            begun = loop.time()
-            for n, piece in enumerate(pieces):
-                if pause:
-                    await asyncio.sleep(begun + n * pause - loop.time())  # on time, however long each write took
-                if writer.is_closing():  # the stream was stopped
-                    return
-                writer.write(_chunk({"choices": [{"index": 0, "delta": {"content": piece}}]}))
-            usage = {"prompt_tokens": length // 4, "completion_tokens": len(pieces)}
-            writer.write(_chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}))
-            writer.write(_chunk("[DONE]") + b"0\r\n\r\n")
-            await writer.drain()
+            while True:  # one request after another, until the client closes the connection
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
+                body = json.loads(await reader.readexactly(length))
+                pieces, pause = words("\n".join(str(m.get("content")) for m in body["messages"]))
+                pieces = [piece if n == 0 else " " + piece for n, piece in enumerate(pieces)]
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                             b"\r\n")  # fmt: skip
+                loop = asyncio.get_running_loop()
+                begun = loop.time()
+                for n, piece in enumerate(pieces):
+                    if pause:
+                        await asyncio.sleep(begun + n * pause - loop.time())  # on time, however long each write took
+                    if writer.is_closing():  # the stream was stopped
+                        return
+                    writer.write(_chunk({"choices": [{"index": 0, "delta": {"content": piece}}]}))
+                usage = {"prompt_tokens": length // 4, "completion_tokens": len(pieces)}
+                writer.write(_chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}))
+                writer.write(_chunk("[DONE]") + b"0\r\n\r\n")
+                await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.CancelledError):
-            pass  # the stream was stopped, or the bench is ending
+            pass  # the stream was stopped, the client closed the connection, or the bench is ending
         finally:
             writer.close()
 
+    tls = None
+    if certificate is not None:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(*certificate)
+
     async def serve() -> None:
-        server = await asyncio.start_server(answer, "127.0.0.1", 0, backlog=1024)
+        server = await asyncio.start_server(answer, "127.0.0.1", 0, backlog=1024, ssl=tls)
         port.value = server.sockets[0].getsockname()[1]
         while not stop.is_set():
             await asyncio.sleep(0.5)
@@ -82,6 +94,59 @@ def serve_model(port, stop, tokens_per_second: float, seconds: tuple[float, floa
         asyncio.run(serve())
     except KeyboardInterrupt:
         pass
+
+
+def serve_distance(port, stop, target: int, rtt: float) -> None:
+    """A TCP relay to 127.0.0.1:`target` that holds each read `rtt`/2 seconds in each direction, in order: the
+    scripted model as far away as a model reached over a network. A new connection's first bytes wait one round
+    trip more (its TCP handshake, which the kernel here completes at once): a call that opens a connection pays
+    two round trips before its request is sent, three over TLS, as it would."""
+
+    async def relay(reader, writer, delay: float, first_extra: float) -> None:
+        loop = asyncio.get_running_loop()
+        held: asyncio.Queue = asyncio.Queue()
+
+        async def deliver() -> None:
+            while True:
+                due, data = await held.get()
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                if data is None:
+                    writer.close()
+                    return
+                writer.write(data)
+                await writer.drain()
+
+        delivering = asyncio.create_task(deliver())
+        extra = first_extra
+        try:
+            while data := await reader.read(65536):
+                held.put_nowait((loop.time() + delay + extra, data))
+                extra = 0.0
+        except ConnectionError:
+            pass
+        held.put_nowait((loop.time() + delay, None))
+        with contextlib.suppress(ConnectionError):
+            await delivering
+
+    async def connect(reader, writer) -> None:
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", target)
+            await asyncio.gather(
+                relay(reader, upstream_writer, rtt / 2, rtt), relay(upstream_reader, writer, rtt / 2, 0.0),
+                return_exceptions=True,
+            )  # fmt: skip
+        except (OSError, asyncio.CancelledError):  # the model is gone, or the bench is ending
+            writer.close()
+
+    async def serve() -> None:
+        server = await asyncio.start_server(connect, "127.0.0.1", 0, backlog=1024)
+        port.value = server.sockets[0].getsockname()[1]
+        while not stop.is_set():
+            await asyncio.sleep(0.5)
+        server.close()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve())
 
 
 def _chunk(event) -> bytes:

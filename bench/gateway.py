@@ -31,6 +31,13 @@ is not set, and the chat's rows are read instead: 13 ms, not 2).
    nothing to the database). The WAL holds everything the cluster wrote meanwhile: the rows, their indexes' entries,
    full-page images after a checkpoint, autovacuum's work.
 
+With `--tls` the scripted model is served over TLS (a certificate made for the run, which the servers and the
+client trust), as a person's model is reached over the network: each call that opens a connection pays its TLS
+handshake, which loopback's round trips keep cheap but not free.
+
+With `--rtt MS` the model is that many milliseconds of round trip away (chat_streams.serve_distance, a relay in
+front of it), for the gateway and the direct call alike.
+
 With `--against DIR` (another checkout of the project, a git worktree of an earlier commit), a second server runs
 that code on the same database, with this checkout's interpreter and packages (DIR as its working folder), and the
 requests alternate between the two (ABBA) on one history: each code's time to the first delta and steps, side by
@@ -48,10 +55,12 @@ import json
 import logging
 import os
 import random
+import ssl
 import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -65,7 +74,7 @@ import load as load_bench  # noqa: E402 — the Valkey
 import psutil  # noqa: E402
 import sync as sync_bench  # noqa: E402 — production settings
 from chat_figures import DATABASE, percentile  # noqa: E402
-from chat_streams import QUICK  # noqa: E402
+from chat_streams import QUICK, serve_distance  # noqa: E402
 from context import PLACES, THINGS, sentence  # noqa: E402
 
 SYSTEM = "Write Mira's next reply in a fictional chat between Mira and Rowan."
@@ -145,12 +154,54 @@ def wal_bytes(before: str, after: str) -> int:
         return int(cursor.fetchone()[0])
 
 
-def run(base_url: str, model_url: str, account: dict, requests: int) -> bool:
+def certificate_made(folder: str) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 and its key, as files in `folder`: the scripted model's for `--tls`."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "the scripted model")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    paths = (os.path.join(folder, "model.pem"), os.path.join(folder, "model.key"))
+    Path(paths[0]).write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    Path(paths[1]).write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return paths
+
+
+def start_distance(model_url: str, rtt: float):
+    """The relay that puts the model `rtt` seconds of round trip away, and the URL that reaches it through it."""
+    parts = urlsplit(model_url)
+    port, stop = chat_bench.SPAWN.Value("i", 0), chat_bench.SPAWN.Event()
+    process = chat_bench.SPAWN.Process(target=serve_distance, args=(port, stop, parts.port, rtt), daemon=True)
+    process.start()
+    while not port.value:
+        if not process.is_alive():
+            raise SystemExit("the relay to the model did not start")
+        time.sleep(0.1)
+    return process, stop, parts._replace(netloc=f"127.0.0.1:{port.value}").geturl()
+
+
+def run(base_url: str, model_url: str, account: dict, requests: int, verify=True) -> bool:
     from apps.chats.models import Chat
     from apps.generation.models import Generation
 
     gateway = httpx.Client(timeout=120)
-    direct = httpx.Client(timeout=120)
+    direct = httpx.Client(timeout=120, verify=verify)
     header = {"Authorization": f"Bearer {account['token']}", "X-Lorekeeper-Chat": str(account["chat"])}
     history = account["history"]
     rng = random.Random(11)
@@ -263,6 +314,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--quick", action="store_true", help="a 500-message chat, 20 requests")
     parser.add_argument("--against", type=Path, help="another checkout, served beside this one (see above)")
+    parser.add_argument("--tls", action="store_true", help="the scripted model served over TLS (see above)")
+    parser.add_argument("--rtt", type=float, default=0.0, help="ms of round trip to the model (see above)")
     args = parser.parse_args()
     if args.quick:
         args.messages, args.requests = 500, 20
@@ -270,26 +323,38 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="lorekeeper-gateway-")
     load_bench.DATABASE = DATABASE
     sync_bench.ENV["LOREKEEPER_PROVIDER_ALLOWED_NETWORKS"] = "127.0.0.0/8"  # the scripted model, on loopback
-    server = model = valkey = other = None
+    server = model = valkey = other = distance = None
     ok = False
     try:
         valkey = load_bench.start_services(folder)
-        model = chat_bench.start_model(20, (10.0, 20.0), held=60)
+        certificate = certificate_made(folder) if args.tls else None
+        if certificate:  # trusted by the servers' TLS context (OpenSSL reads the variable) and the direct client
+            sync_bench.ENV["SSL_CERT_FILE"] = certificate[0]
+        model = chat_bench.start_model(20, (10.0, 20.0), held=60, certificate=certificate)
+        model_url = model[2]
+        if args.rtt > 0:
+            distance = start_distance(model_url, args.rtt / 1000)
+            model_url = distance[2]
         chat_bench.start_database()
-        account = seed(args.messages, model[2])
+        account = seed(args.messages, model_url)
         port = sync_bench.free_port()
         server = chat_bench.start_server(port, args.workers, [])
         print(f"The gateway: gunicorn -k apps.common.worker.Worker -w {args.workers}, production settings; a "
               f"{args.messages:,}-message chat; {os.cpu_count()} cores ({psutil.cpu_count(logical=False)} physical), "
-              f"{psutil.virtual_memory().total / 2**30:.0f} GB")  # fmt: skip
+              f"{psutil.virtual_memory().total / 2**30:.0f} GB; the model over "
+              f"{'TLS' if certificate else 'HTTP'}, {args.rtt:g} ms of round trip away")  # fmt: skip
         if args.against:
             other_port = sync_bench.free_port()
             other = chat_bench.start_server(other_port, args.workers, [], root=args.against.resolve())
             urls = {"this checkout": f"http://127.0.0.1:{port}", str(args.against): f"http://127.0.0.1:{other_port}"}
             ok = run_against(urls, account, args.requests)
         else:
-            ok = run(f"http://127.0.0.1:{port}", model[2], account, args.requests)
+            verify = ssl.create_default_context(cafile=certificate[0]) if certificate else True
+            ok = run(f"http://127.0.0.1:{port}", model_url, account, args.requests, verify=verify)
     finally:
+        if distance is not None:
+            distance[1].set()
+            distance[0].join(timeout=5)
         chat_bench.stop([s for s in (server, other) if s is not None], model, valkey, folder)
     if not ok:
         raise SystemExit(1)
