@@ -37,3 +37,33 @@ def test_a_full_process_answers_503_in_openais_shape_and_closes_the_connection(a
     assert response.status_code == 503 and response["Retry-After"] == "3" and response["Connection"] == "close"
     assert response.json()["error"]["code"] == "server_busy" and response.json()["error"]["type"] == "server_error"
     assert not Chat.objects.filter(user=llm.user).exists()  # refused before anything was written
+
+
+def test_a_person_over_their_cap_is_refused_before_the_history_is_read(client, token, llm, user, settings):
+    """A script sending request after request past the person's cap on streams costs the server one count, not the
+    parse, match and comparison of a long history (and nothing is written)."""
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from apps.chats.services.chats import chat_create
+    from apps.generation.models import Generation
+
+    settings.LOREKEEPER_GENERATION = {**settings.LOREKEEPER_GENERATION, "streams_per_user": 1}
+    busy = chat_create(user=user, title="Busy")
+    Generation.objects.create(
+        user=user, chat=busy, mode="new", state="streaming", lease_until=timezone.now() + timedelta(minutes=5)
+    )  # fmt: skip
+    history = [{"role": "system", "content": "Write Mira's next reply."}]
+    history += [{"role": "user" if n % 2 else "assistant", "content": f"Line {n}."} for n in range(400)]
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(
+            "/v1/chat/completions", {"model": "scripted", "messages": history}, content_type="application/json",
+            headers={"Authorization": f"Bearer {token}", "X-Lorekeeper-Chat": str(busy.pk)},
+        )  # fmt: skip
+    assert response.status_code == 429 and response.json()["error"]["code"] == "too_many_streams"
+    read = " ".join(query["sql"] for query in queries.captured_queries)
+    assert "chats_message" not in read and "chats_chat" not in read and "llm_connection" not in read
+    assert busy.messages.count() == 0

@@ -25,9 +25,9 @@ from apps.gateway.services.request import Line, messages_parse, options_parse
 from apps.gateway.services.sync import Synced, history_sync
 from apps.generation.models import Generation
 from apps.generation.services.generate import generation_prepare
-from apps.generation.services.lease import generation_lapse
+from apps.generation.services.lease import generation_lapse, streams_check
 from apps.generation.services.prompt import Composing, Prompt, composing_lore, lore_unsent, memory_placed
-from apps.generation.services.stream import Event, replay_event
+from apps.generation.services.stream import Event, open_streams, replay_event
 from apps.llm.profiles import connection_context_size
 from apps.llm.tokens import ESTIMATE, Tokenizer, tokenizer_for
 
@@ -175,6 +175,9 @@ def completion_prepare(
             used = earlier.connection  # None once the person deleted it
             model = str(body.get("model") or (used.name if used else earlier.model))
             return Completion(earlier, model, tokenizer_for(used) if used else ESTIMATE, fresh=False)
+    # Past a cap the request is refused before its history is parsed, matched and compared (generation_prepare
+    # counts again under the person's lock): a person or a script sending over their cap costs the server little.
+    streams_check(user=user, open_in_process=len(open_streams))
     lap("gateway_body")
     lines = messages_parse(body.get("messages"))
     model = body.get("model") or ""
@@ -193,7 +196,7 @@ def completion_prepare(
     prepared = generation_prepare(
         user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection=connection,
         compose=_composer(lines, synced), options=options, idempotency_key=idempotency_key, body_digest=digest,
-        timings=lap.ms,
+        timings=lap.ms, streams_checked=True,
     )  # fmt: skip
     return Completion(prepared.generation, model or connection.name, tokenizer_for(connection))
 

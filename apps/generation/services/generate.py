@@ -105,6 +105,7 @@ def generation_prepare(
     options: dict[str, Any] | None = None,
     body_digest: str = "",
     timings: dict[str, float] | None = None,
+    streams_checked: bool = False,
 ) -> Prepared:
     """Everything before the model is asked: the generation to stream, or for a retry the one the first request
     made (its state says whether it is still streaming or already stored). `compose` makes the prompt once the
@@ -112,7 +113,8 @@ def generation_prepare(
     over the connection's own reply length and samplers, and kept with the request, as is `body_digest` (another
     client's whole request, which its retries are compared by). `timings`: the caller's own steps before this one,
     in ms, kept with the generation's (`prompt_info.timings_ms`). `connection`: the one a caller has already
-    chosen among the person's (the gateway, by the request's model), not read again."""
+    chosen among the person's (the gateway, by the request's model), not read again. `streams_checked`: the caller
+    has made the first check of the caps on streams (before its own work), not made again."""
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"}, status=404)  # selectors scope chats: a bug
     message = (message or "").replace("\x00", "").strip() or None
@@ -138,7 +140,8 @@ def generation_prepare(
             return Prepared(earlier, fresh=False)
     started = time.perf_counter()
     _check(chat, mode, message)
-    streams_check(user=user, open_in_process=len(open_streams))  # before the work: a refusal costs nothing
+    if not streams_checked:
+        streams_check(user=user, open_in_process=len(open_streams))  # before the work: a refusal costs nothing
     if connection is None or connection.user_id != user.pk:
         connection = _connection(user, connection_id if connection is None else connection.pk)
     chat = chat_lock(chat=chat, integrity=integrity)
