@@ -114,7 +114,7 @@ async def _post(session: aiohttp.ClientSession, connection: Connection, request:
         if isinstance(exc.os_error, Blocked):
             raise LlmError(BLOCKED_MESSAGE) from exc
         raise Retryable(f"cannot connect to {connection.base_url}") from exc
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionResetError, aiohttp.ClientOSError) as exc:
         raise Dropped(f"the connection to {connection.base_url} closed before the answer began") from exc
     async with response:  # released at the end: kept for the next call if read to its end, else closed
         if not 200 <= response.status < 300:
