@@ -16,7 +16,8 @@ connection after that many content chunks. A request whose client went away befo
 `keep_alive=True` answers as servers do that keep a connection open for the next request (HTTP/1.1, no
 `Connection: close`); each request records the client's address (`request["peer"]`: one per TCP connection), and a
 reply with `drop=True` closes the connection without answering, as a server closing an idle connection just as a
-request arrives on it.
+request arrives on it; one with `unasked` sends a second whole answer on the connection, unasked, once the first is
+read, as a hostile server would.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Reply:
     tokens_per_second: float | None = None  # a stream's pace between chunks
     fail_after: int | None = None  # a stream is cut after this many content chunks
     drop: bool = False  # the connection is closed without an answer
+    unasked: str | None = None  # a whole second answer sent 0.3 s after this one, to no request (a hostile server)
 
 
 @dataclass
@@ -241,6 +243,13 @@ def _stream(handler: BaseHTTPRequestHandler, request: dict, reply: Reply, usage:
             handler.wfile.flush()
         handler.wfile.write(b"0\r\n\r\n")
         handler.wfile.flush()
+        if reply.unasked is not None:
+            time.sleep(0.3)
+            answer = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": reply.unasked},
+                                              "finish_reason": "stop"}]}).encode()  # fmt: skip
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(answer)}\r\n\r\n"
+            handler.wfile.write(head.encode() + answer)
+            handler.wfile.flush()
     except (BrokenPipeError, ConnectionResetError):  # the client went away: a person pressed Stop
         request["client_gone"] = True
 

@@ -11,13 +11,14 @@ allowed (the socket factory: it also sees an IP address written in the URL, whic
 
 Connections belong to the event loop that opened them. A blocking call (apps/llm/client.py, a Celery task) runs on
 a loop of its own each time, so it gets a session of its own, closed with the call. The loop a web process serves
-on lives as long as the process: marked by `connections_kept` (config/asgi.py), it keeps one session whose
-connections stay open between calls (`LOREKEEPER_LLM["keepalive"]` seconds idle), so a reply to a model reached
-over TLS does not wait for a new TCP and TLS handshake, one or two round trips, each time. A connection is only
-kept once its answer was read to the end: a stream stopped early closes its connection, so that the model stops.
-No cookie is kept (a model's cookie would go with another person's request), and a connection goes only where the
-guard let it go when it was opened. Only the TLS context (loading the CA certificates, about 25 ms) is made once
-for every session.
+on lives as long as the process: marked by `connections_kept` (config/asgi.py), it keeps a session for each model
+connection in use (a person's, by its id and URL: never shared with another person's calls), whose connections
+stay open between calls (`LOREKEEPER_LLM["keepalive"]` seconds idle), so a reply to a model reached over TLS does
+not wait for a new TCP and TLS handshake, one or two round trips, each time. At most KEPT_SESSIONS are kept; the
+least recently used idle one is closed past it. A connection is only kept once its answer was read to its end: a
+stream stopped early closes its connection, so that the model stops. No cookie is kept, and a connection goes only
+where the guard let it go when it was opened. Only the TLS context (loading the CA certificates, about 25 ms) is
+made once for every session.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ import asyncio
 import contextlib
 import socket
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
+from dataclasses import dataclass, field
 from functools import cache
 
 import aiohttp
@@ -100,7 +103,7 @@ def guarded_session(
         ssl=ssl_context(),
         force_close=keepalive <= 0,
         keepalive_timeout=keepalive if keepalive > 0 else None,
-        limit=0 if keepalive > 0 else 10,  # a kept session serves the whole process: its streams are capped
+        limit=0 if keepalive > 0 else 10,  # a kept session's calls at once: its person's, capped (generation)
     )
     return aiohttp.ClientSession(
         connector=connector,
@@ -108,32 +111,89 @@ def guarded_session(
         cookie_jar=aiohttp.DummyCookieJar(),
         timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout),  # never aiohttp's 5 minutes
         read_bufsize=READ_BUFFER,
+        trace_configs=[_reuse_traced()] if keepalive > 0 else None,
     )
 
 
-# The loops that serve web requests (marked by `connections_kept`), each with its kept session once one was made.
-_kept: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession | None] = {}
+# At most this many kept sessions a serving loop (one per model connection in use); the least recently used idle
+# one is closed past it, so that a person cycling through model servers does not leave a socket open to each.
+KEPT_SESSIONS = 64
+
+
+@dataclass
+class _Held:
+    session: aiohttp.ClientSession
+    users: int = 0  # calls using it now: it is not closed under them
+
+
+@dataclass
+class _Kept:
+    """One serving loop's kept sessions, by the model connection each serves, least recently used first."""
+
+    sessions: OrderedDict[Hashable, _Held] = field(default_factory=OrderedDict)
+    ended: bool = False  # the server shut down: nothing more is kept
+
+
+# The loops that serve web requests (marked by `connections_kept`).
+_kept: dict[asyncio.AbstractEventLoop, _Kept] = {}
+
+
+def _reuse_traced() -> aiohttp.TraceConfig:
+    """Marks a request's `trace_request_ctx` (any object with a `reused` attribute) when it goes over a kept
+    connection: a kept connection closing under a request was most likely closed by its server as idle, one just
+    opened was not."""
+    trace = aiohttp.TraceConfig()
+
+    async def reused(session, context, params) -> None:
+        if context.trace_request_ctx is not None:
+            context.trace_request_ctx.reused = True
+
+    trace.on_connection_reuseconn.append(reused)
+    return trace
 
 
 @contextlib.asynccontextmanager
-async def model_session() -> AsyncIterator[aiohttp.ClientSession]:
-    """The session for one call to a person's model: the serving loop's kept one (left open), else one of its own,
-    closed with the call. Each request gives its own time-outs."""
+async def model_session(key: Hashable | None = None) -> AsyncIterator[aiohttp.ClientSession]:
+    """The session for one call to a person's model: on a serving loop, the one kept for `key` (the model
+    connection the call is for: its id and URL), left open; else (or with no key) one of its own, closed with the
+    call. A kept session serves one model connection of one person only: a connection is never passed from one
+    person's calls to another's, whatever a server sends on it. Each request gives its own time-outs."""
     loop = asyncio.get_running_loop()
+    kept = _kept.get(loop)
     keepalive = float(settings.LOREKEEPER_LLM["keepalive"])
-    if loop not in _kept or keepalive <= 0:
+    if kept is None or kept.ended or key is None or keepalive <= 0:
         async with guarded_session() as session:
             yield session
         return
-    session = _kept[loop]
-    if session is None or session.closed:
-        session = _kept[loop] = guarded_session(keepalive=keepalive)
-    yield session
+    held = kept.sessions.get(key)
+    if held is None or held.session.closed:
+        held = kept.sessions[key] = _Held(guarded_session(keepalive=keepalive))
+    kept.sessions.move_to_end(key)
+    held.users += 1
+    try:
+        await _evict(kept)
+        yield held.session
+    finally:
+        held.users -= 1
+
+
+async def _evict(kept: _Kept) -> None:
+    """Close the least recently used idle sessions past KEPT_SESSIONS (taken out first: no call picks one up while
+    it closes)."""
+    excess = len(kept.sessions) - KEPT_SESSIONS
+    if excess <= 0:
+        return
+    idle = [key for key, held in kept.sessions.items() if held.users == 0][:excess]
+    for session in [kept.sessions.pop(key).session for key in idle]:
+        await session.close()
 
 
 async def _close_kept(loop: asyncio.AbstractEventLoop) -> None:
-    session = _kept.pop(loop, None)
-    if session is not None:
+    kept = _kept.setdefault(loop, _Kept())
+    kept.ended = True
+    sessions = [held.session for held in kept.sessions.values()]
+    kept.sessions.clear()
+    for session in sessions:
         await session.close()
 
 
@@ -145,12 +205,13 @@ def connections_kept(app):
     async def application(scope, receive, send):
         loop = asyncio.get_running_loop()
         if scope["type"] != "lifespan":
-            _kept.setdefault(loop, None)
+            if loop not in _kept:
+                _kept[loop] = _Kept()
             return await app(scope, receive, send)
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                _kept.setdefault(loop, None)
+                _kept.setdefault(loop, _Kept())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await _close_kept(loop)

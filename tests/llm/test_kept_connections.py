@@ -1,8 +1,10 @@
 """A web process keeps its connections to people's models open between replies (apps/llm/outbound.py), against the
 scripted model over real HTTP answering as a keep-alive server does: two replies go over one TCP connection; a
 stream stopped early is closed, not kept, so the model stops; no cookie a model sets goes with a later request; a
-kept connection the server closed as idle is retried at once on a new one; a blocking call's loop keeps nothing;
-and the server's shutdown closes what was kept.
+kept connection the server closed as idle is retried at once on a new one, a new one that closes is not; two
+people's calls to one server never share a connection, so what a hostile server sends unasked reaches no one else;
+past KEPT_SESSIONS the least recently used is closed; a blocking call's loop keeps nothing; and the server's
+shutdown closes what was kept.
 
 The loop is marked as a serving one the way the web process marks it, by passing a request through the ASGI
 middleware of config/asgi.py (`connections_kept`), and released by the lifespan's shutdown through it too.
@@ -18,6 +20,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 
+from apps.llm import outbound
+from apps.llm.client import LlmError
 from apps.llm.models import Call
 from apps.llm.outbound import connections_kept
 from apps.llm.services import connection_create
@@ -195,3 +199,62 @@ def test_keeping_switched_off_opens_one_connection_a_call(connection, model, set
 
     asyncio.run(go())
     assert len(set(model.peers())) == 2
+
+
+def test_two_peoples_calls_to_one_server_never_share_a_connection(connection, model, other_user):
+    """A hostile server answers a person and then sends a second answer, unasked, on the kept connection: another
+    person's call to the same server gets its own answer, over its own connection."""
+    model.on("A1", Reply(STORY, unasked="INJECTED BY THE SERVER"))
+    theirs = connection_create(
+        user=other_user, name="theirs", base_url=model.url, model="m", api_key="sk-their-1234567"
+    )  # fmt: skip
+
+    async def go():
+        kept = await _serving()
+        mine = await _reply(connection, [{"role": "user", "content": "A1"}])
+        await asyncio.sleep(0.6)  # the unasked answer has arrived on the idle connection
+        their = await _reply(theirs, [{"role": "user", "content": "B1"}])
+        again = await _reply(theirs, [{"role": "user", "content": "B2"}])
+        await _shutdown(kept)
+        return mine, their, again
+
+    assert asyncio.run(go()) == (STORY, STORY, STORY)
+    prompts = [request["prompt"] for request in model.requests]
+    assert prompts == ["A1", "B1", "B2"]  # the other person's requests reached the server
+    a1, b1, b2 = model.peers()
+    assert b1 != a1 and b2 == b1  # their own connection, kept for their next call
+
+
+def test_a_new_connection_closed_before_the_answer_is_not_sent_again(connection, model):
+    model.on(lambda prompt: True, Reply(drop=True))
+
+    async def go():
+        kept = await _serving()
+        try:
+            await _reply(connection)
+        finally:
+            await _shutdown(kept)
+
+    with pytest.raises(LlmError, match="broke off before the answer began"):
+        asyncio.run(go())
+    assert len(model.requests) == 1  # the server may have done the work: it is not asked twice
+
+
+def test_past_the_cap_the_least_recently_used_session_is_closed(connection, model, user, monkeypatch):
+    monkeypatch.setattr(outbound, "KEPT_SESSIONS", 2)
+    second, third = (
+        connection_create(user=user, name=name, base_url=model.url, model="m", api_key="sk-test-1234567890abcd")
+        for name in ("second", "third")
+    )
+
+    async def go():
+        kept = await _serving()
+        for each in (connection, second, third, second, connection):
+            await _reply(each)
+        await _shutdown(kept)
+
+    asyncio.run(go())
+    first, other, last, other_again, first_again = model.peers()
+    assert other_again == other  # kept: used since
+    assert first_again != first  # the least recently used when the third came: closed
+    assert len({first, other, last, first_again}) == 4

@@ -10,6 +10,7 @@ import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from types import SimpleNamespace
 
 import aiohttp
 from django.conf import settings
@@ -37,8 +38,8 @@ class TimedOut(Retryable):
 
 
 class Dropped(Retryable):
-    """The connection closed before the answer began: a kept one the server had just closed as idle (retried at
-    once, on a new connection), or a server that fails before it answers (then retried as any failure)."""
+    """A kept connection closed before the answer began: its server had most likely just closed it as idle (the
+    first retry goes at once, on a new connection)."""
 
 
 # ------------------------------------------------------------------------------------------------ the request
@@ -105,16 +106,19 @@ async def _post(session: aiohttp.ClientSession, connection: Connection, request:
     and server errors become the errors `_open` retries or gives up on. `timeout` bounds connecting and each read."""
     # Encoded here, not by aiohttp (the standard library's json): a long history costs the loop 0.3 ms, not 10.
     headers = {**request.headers, "Content-Type": "application/json"}
+    attempt = SimpleNamespace(reused=False)  # set when the request goes over a kept connection (outbound.py)
     try:
         response = await session.post(
             request.url, data=json_bytes(request.body), headers=headers, allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout),
+            timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout), trace_request_ctx=attempt,
         )  # fmt: skip
     except aiohttp.ClientConnectorError as exc:
         if isinstance(exc.os_error, Blocked):
             raise LlmError(BLOCKED_MESSAGE) from exc
         raise Retryable(f"cannot connect to {connection.base_url}") from exc
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionResetError, aiohttp.ClientOSError) as exc:
+        if not attempt.reused:  # a new connection: the server failed with the request (not sent again)
+            raise
         raise Dropped(f"the connection to {connection.base_url} closed before the answer began") from exc
     async with response:  # released at the end: kept for the next call if read to its end, else closed
         if not 200 <= response.status < 300:
@@ -198,7 +202,8 @@ async def answer_chunks(
     """The answer's chunks, each read's at once, also taken into `record`. `timeout` bounds connecting and each
     read. Raises LlmError. A consumer that stops early closes the generator (`contextlib.aclosing`), which closes
     the HTTP stream at once, so the model stops generating."""
-    async with model_session() as session:
+    kept = (connection.pk, connection.base_url) if connection.pk else None  # an unsaved connection keeps nothing
+    async with model_session(kept) as session:
         source, chunks = await _open(session, connection, request, timeout=timeout, retries=retries, record=record)
         async with contextlib.aclosing(source):
             while chunks is not None:
