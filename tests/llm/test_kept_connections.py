@@ -258,3 +258,15 @@ def test_past_the_cap_the_least_recently_used_session_is_closed(connection, mode
     assert other_again == other  # kept: used since
     assert first_again != first  # the least recently used when the third came: closed
     assert len({first, other, last, first_again}) == 4
+
+
+def test_after_the_shutdown_nothing_more_is_kept(connection, model):
+    async def go():
+        kept = await _serving()
+        await _shutdown(kept)
+        await _asked(kept, "http", [])  # a request that arrives late, through the middleware
+        await _reply(connection)
+        await _reply(connection)
+
+    asyncio.run(go())
+    assert len(set(model.peers())) == 2
