@@ -8,7 +8,6 @@ import logging
 import os
 import queue
 import threading
-import time
 from collections.abc import Callable
 
 from celery import current_app, shared_task
@@ -60,18 +59,22 @@ class _Sender:
         self.pid = 0
         self.lock = threading.Lock()
         self.waiting: queue.Queue[Callable[[], object]] = queue.Queue()
+        self.pending = _Pending()
 
     def put(self, hook: Callable[[], object]) -> None:
         if self.pid != os.getpid():  # the first hook of this process (a forked worker starts its own thread)
             with self.lock:
                 if self.pid != os.getpid():
-                    self.waiting = queue.Queue()
-                    threading.Thread(target=self._run, args=(self.waiting,), name="task-sender", daemon=True).start()
+                    self.waiting, self.pending = queue.Queue(), _Pending()
+                    threading.Thread(
+                        target=self._run, args=(self.waiting, self.pending), name="task-sender", daemon=True
+                    ).start()
                     self.pid = os.getpid()
+        self.pending.add()
         self.waiting.put(hook)
 
     @staticmethod
-    def _run(waiting: queue.Queue) -> None:
+    def _run(waiting: queue.Queue, pending: _Pending) -> None:
         while True:
             hook = waiting.get()
             try:
@@ -79,16 +82,34 @@ class _Sender:
             except Exception:  # noqa: BLE001 — a hook's failure must not end the thread every later hook needs
                 log.exception("a commit hook failed")
             finally:
-                waiting.task_done()
+                pending.done()
 
     def drain(self, timeout: float = 10.0) -> bool:
         """Wait (at most `timeout` seconds) until every hook asked for so far has run; whether they have."""
-        deadline = time.monotonic() + timeout
-        while self.pid == os.getpid() and self.waiting.unfinished_tasks:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.002)
-        return True
+        return self.pid != os.getpid() or self.pending.wait(timeout)
+
+
+class _Pending:
+    """How many of a process's hooks were asked for and have not run yet, and a wait until none is left (a queue's
+    own `join` has no time limit)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.changed = threading.Condition()
+
+    def add(self) -> None:
+        with self.changed:
+            self.count += 1
+
+    def done(self) -> None:
+        with self.changed:
+            self.count -= 1
+            if not self.count:
+                self.changed.notify_all()
+
+    def wait(self, timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: not self.count, timeout)
 
 
 _SENDER = _Sender()

@@ -4,6 +4,7 @@ wakes its indexing and extraction) is sent once, when it commits."""
 import ast
 import json
 import threading
+import time
 
 import pytest
 import redis
@@ -73,6 +74,9 @@ def test_a_commits_sends_leave_from_the_sender_thread_in_order_without_the_write
         on_commit_once(send, 2)
     on_commit_once(send, 3)  # outside a transaction: handed over at once
     assert ran == []  # the writer went on while the first send still waits
+    started = time.monotonic()
+    assert not hooks_drain(timeout=0.2)  # the drain's time limit holds while a send hangs
+    assert 0.15 < time.monotonic() - started < 5 and ran == []
     release.set()
     assert hooks_drain()
     assert ran == [(1, "task-sender"), (2, "task-sender"), (3, "task-sender")]
