@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -27,6 +26,7 @@ from apps.llm.outbound import connections_kept
 from apps.llm.services import connection_create
 from apps.llm.streaming import stream_chat
 from tests.llm_server import Reply, start_llm_server
+from tests.worker import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -98,15 +98,6 @@ async def _reply(connection, messages=HELLO, *, stop_after: int | None = None) -
     return "".join(parts)
 
 
-def _wait_for(condition, seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
-
 def test_replies_on_a_serving_loop_share_one_connection_and_carry_no_cookie(connection, model):
     model.on(lambda prompt: True, Reply(STORY, headers={"Set-Cookie": "session=abc123; Path=/"}))
 
@@ -135,7 +126,10 @@ def test_a_stream_stopped_early_closes_its_connection(connection, model):
         kept = await _serving()
         stopped = await _reply(connection, [{"role": "user", "content": "Tell it slowly"}], stop_after=2)
         # The server learns of it at its next write: the model stops generating.
-        gone = await asyncio.to_thread(_wait_for, lambda: model.requests[0].get("client_gone"))
+        gone = await asyncio.to_thread(
+            wait_for, lambda: model.requests[0].get("client_gone"), timeout=5, what="the server saw the client go",
+            every=0.02,
+        )  # fmt: skip
         after = await _reply(connection)
         await _shutdown(kept)
         return stopped, gone, after
