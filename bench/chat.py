@@ -151,19 +151,26 @@ def start_server(port: int, workers: int, extra: list[str], root: Path = ROOT) -
     raise SystemExit("gunicorn did not start")
 
 
-def start_model(tps: float, seconds: tuple[float, float], held: float, certificate=None):
-    """The scripted model (chat_streams.serve_model) in a process of its own; over TLS with `certificate` (its
-    certificate and key files)."""
+def serving(target, *args, what: str):
+    """`target(port, stop, *args)`, a server, in a process of its own, once it listens: the process, the event that
+    stops it, and the port it set."""
     port, stop = SPAWN.Value("i", 0), SPAWN.Event()
-    process = SPAWN.Process(
-        target=chat_streams.serve_model, args=(port, stop, tps, seconds, held, certificate), daemon=True
-    )
+    process = SPAWN.Process(target=target, args=(port, stop, *args), daemon=True)
     process.start()
     while not port.value:
         if not process.is_alive():
-            raise SystemExit("the scripted model did not start")
+            raise SystemExit(f"{what} did not start")
         time.sleep(0.1)
-    return process, stop, f"{'https' if certificate else 'http'}://127.0.0.1:{port.value}/v1"
+    return process, stop, port.value
+
+
+def start_model(tps: float, seconds: tuple[float, float], held: float, certificate=None):
+    """The scripted model (chat_streams.serve_model) in a process of its own; over TLS with `certificate` (its
+    certificate and key files)."""
+    process, stop, port = serving(
+        chat_streams.serve_model, tps, seconds, held, certificate, what="the scripted model"
+    )  # fmt: skip
+    return process, stop, f"{'https' if certificate else 'http'}://127.0.0.1:{port}/v1"
 
 
 # ---------------------------------------------------------------------------------------------- data

@@ -186,14 +186,8 @@ def certificate_made(folder: str) -> tuple[str, str]:
 def start_distance(model_url: str, rtt: float):
     """The relay that puts the model `rtt` seconds of round trip away, and the URL that reaches it through it."""
     parts = urlsplit(model_url)
-    port, stop = chat_bench.SPAWN.Value("i", 0), chat_bench.SPAWN.Event()
-    process = chat_bench.SPAWN.Process(target=serve_distance, args=(port, stop, parts.port, rtt), daemon=True)
-    process.start()
-    while not port.value:
-        if not process.is_alive():
-            raise SystemExit("the relay to the model did not start")
-        time.sleep(0.1)
-    return process, stop, parts._replace(netloc=f"127.0.0.1:{port.value}").geturl()
+    process, stop, port = chat_bench.serving(serve_distance, parts.port, rtt, what="the relay to the model")
+    return process, stop, parts._replace(netloc=f"127.0.0.1:{port}").geturl()
 
 
 def run(base_url: str, model_url: str, account: dict, requests: int, verify=True) -> bool:
