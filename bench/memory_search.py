@@ -546,10 +546,10 @@ def _timing(functions: dict[str, object]) -> Iterator[dict[str, list[float]]]:
 def measure_latency(user, queries: list[str]) -> dict:
     from apps.memories.embeddings import text_hash
     from apps.memories.models import EmbeddingCache
-    from apps.memories.search import candidates, ranking, split_sentences
+    from apps.memories.search import candidates, ranking
 
     config = _config()
-    sentences = [s for query in queries for s in split_sentences(query, limit=SENTENCES)]
+    sentences = [s for query in queries for s in ranking.split_sentences(query, limit=SENTENCES)]
     # Cold query cache, as for a question never asked before.
     EmbeddingCache.objects.filter(model=config.key, content_hash__in=[text_hash(s) for s in sentences]).delete()
     embed, total, both, methods = [], [], [], Counter()

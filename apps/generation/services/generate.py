@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +34,6 @@ from apps.generation.services.prompt import Composing, Prompt, Speakers, card_pr
 from apps.generation.services.store import extends_of
 from apps.generation.services.stream import open_streams
 from apps.injection.services.context import context_build
-from apps.injection.services.recall import recall_ahead
 from apps.llm.models import Connection
 from apps.llm.selectors import connection_for_replies, connection_get
 
@@ -148,16 +146,16 @@ def generation_prepare(
         connection = _connection(user, connection_id if connection is None else connection.pk)
     chat = chat_lock(chat=chat, integrity=integrity)
     characters = chat_characters_in_order(chat=chat)
-    pending = message if mode == Generation.Mode.NEW else None
-    # The recall of the person's message is begun beside the work before it (its query embedded, the text ranked)
-    ahead = recall_ahead(user=user, chat=chat, characters=characters, message=pending) if pending else nullcontext()
-    with ahead:
-        responder = _responder(chat, characters, character, message or "")
-        speakers = _speakers(chat, responder, group=len(characters) > 1)
-        if pending:
-            chat = chat_append(chat=chat, messages=[_user_line(speakers.user, pending)], integrity=chat.integrity).chat
-        steps = {"append": _ms(started)}  # where the time before the first token goes (bench/chat.py reads them)
-        context = context_build(user=user, chat=chat, message=pending, character=responder, characters=characters)
+    responder = _responder(chat, characters, character, message or "")
+    speakers = _speakers(chat, responder, group=len(characters) > 1)
+    if mode == Generation.Mode.NEW and message:
+        line = _user_line(speakers.user, message)
+        chat = chat_append(chat=chat, messages=[line], integrity=chat.integrity).chat
+    steps = {"append": _ms(started)}  # where the time before the first token goes (bench/chat.py reads them)
+    context = context_build(
+        user=user, chat=chat, message=message if mode == Generation.Mode.NEW else None, character=responder,
+        characters=characters,
+    )  # fmt: skip
     chat = context.chat
     steps["context"] = context.timings_ms.get("total", 0.0)
     steps |= {f"context_{step}": ms for step, ms in context.timings_ms.items() if step != "total"}

@@ -12,14 +12,13 @@ re-running overwrites it.
 from __future__ import annotations
 
 import uuid
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractUser
 from django.utils import timezone
 
-from apps.chats.models import Character, Chat, Message
+from apps.chats.models import Chat, Message
 from apps.chats.services.extension_data import extension_data_put
 from apps.common.exceptions import ApplicationError
 from apps.injection.models import InjectionState
@@ -28,7 +27,7 @@ from apps.injection.services.settings import SLOT, injection_settings_get
 from apps.injection.services.slots import Filled, Item, Scope, fit, render, responder_of
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Kind
-from apps.memories.search import memory_search, memory_search_ahead
+from apps.memories.search.ranking import memory_search
 from apps.memories.selectors import memory_graph
 
 NAMESPACE = "bme_recall"
@@ -72,24 +71,6 @@ def recall_stored(message: Message | None) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("injectionText"), str) else None
 
 
-def recall_ahead(
-    *, user: AbstractUser, chat: Chat, characters: list[Character], message: str
-) -> AbstractContextManager[None]:
-    """The block's recall of the pending `message` (`recall_search`, from context_build), begun beside the block's
-    work: the message written, the chat read, the memory gathered. Nothing is begun when the person's settings
-    recall nothing (`_turn_recall`'s own test)."""
-    settings = injection_settings_get(user=user)
-    if not (settings.enabled["triggered"] or settings.unified) or not message.strip():
-        return nullcontext()
-    return memory_search_ahead(user=user, query=message, **_searched(chat, characters, settings.triggered_limit))
-
-
-def _searched(chat: Chat, characters: list[Character], limit: int) -> dict[str, Any]:
-    """What a recall's search asks besides its query, as the search and its beginning ahead ask it alike."""
-    ordered = sorted(character.pk for character in characters)
-    return {"chat_id": chat.pk, "chat_characters": ordered, "kinds": RECALL_KINDS, "limit": max(limit * 3, 10)}
-
-
 def recall_search(
     *,
     user: AbstractUser,
@@ -107,7 +88,10 @@ def recall_search(
     outcome = memory_search(
         user=user,
         query=query,
-        **_searched(scope.chat, scope.characters, limit),
+        chat_id=scope.chat.pk,
+        chat_characters=[character.pk for character in scope.characters],
+        kinds=RECALL_KINDS,
+        limit=max(limit * 3, 10),
         scope_rows=scope_rows,
         committed=True,  # a reply's preparation writes messages, never memories (they are indexed after it)
         fields=("kind", "content", "message_index"),  # what is read of each hit below

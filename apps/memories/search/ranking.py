@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -35,14 +36,17 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import connection
 
-from apps.memories.embeddings import config_for
+from apps.common.beside import beside, beside_committed
+from apps.common.exceptions import ApplicationError
+from apps.memories.embeddings import config_for, embed_query, reads_words
 from apps.memories.models import Kind, Memory
-from apps.memories.search.candidates import TextScores, vector_candidates
+from apps.memories.search.candidates import Scope, TextScores, counted_text_candidates, vector_candidates
 from apps.memories.search.dates import within
-from apps.memories.search.named import Named, graph_linked, query_named
-from apps.memories.search.query import search_asked, search_begin
+from apps.memories.search.named import Named, entities_named, graph_linked, query_named
 
+MAX_LIMIT = 100
 EXCERPT_CHARS = 2000
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -67,6 +71,15 @@ class SearchOutcome:
     method: str  # hybrid | vector | text
     results: list[SearchHit]
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def split_sentences(query: str, *, limit: int) -> list[str]:
+    sentences = [s.strip() for s in _SENTENCE_END.split(query) if s and s.strip()]
+    if len(sentences) > limit:
+        # Keep the longest: a question's topic is rarely in the "Hi!" before it.
+        keep = sorted(sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))[:limit])
+        sentences = [sentences[i] for i in keep]
+    return sentences
 
 
 def _ranks(scores: dict[int, float]) -> dict[int, int]:
@@ -208,45 +221,58 @@ def memory_search(
 ) -> SearchOutcome:
     """`scope_rows`: how many memories the scope holds, when the caller already knows (about) it: the count that
     chooses between an exact scan and the HNSW index, and scales the text ranking's word frequencies, is then
-    skipped (a search begun ahead, query.py, counted it beside). `status` (with `include_retired` for a retired
-    one) and `entity_id` keep only the results of that status and linked to that entity: the memory browser's
-    filters. `committed`: the caller's transaction, if any, wrote none of the scope's memories or the user's
-    entities, so the work that needs no vector runs beside its work there too (a reply's recall).
+    skipped. `status` (with `include_retired` for a retired one) and `entity_id` keep only the results of that
+    status and linked to that entity: the memory browser's filters. `committed`: the caller's transaction, if any,
+    wrote none of the scope's memories or the user's entities, so the work that needs no vector runs beside its
+    work there too (a reply's recall).
     `chat_characters`: the ids of the characters of the chat `chat_id`, when the caller has read them with the chat
     (whose owner it has checked): not read again. `fields`: the only fields of the hits' memories the caller reads
     (a reply's recall reads three); the others, loaded when read, are not read with them."""
     config = settings.LOREKEEPER_SEARCH
-    query, limit, scope, k = search_asked(
-        user=user, query=query, character_id=character_id, chat_id=chat_id, chat_characters=chat_characters,
-        kinds=kinds, limit=limit, include_retired=include_retired,
-    )  # fmt: skip
+    query = query.replace("\x00", "").strip()
+    if not query:
+        raise ApplicationError("Give a query to search for.", {"field": "query"})
+    unknown = [k for k in kinds or [] if k not in Kind.values]
+    if unknown:
+        raise ApplicationError("Unknown memory kind(s).", {"field": "kinds", "kinds": unknown})
+    limit = max(1, min(int(limit), MAX_LIMIT))
     min_score = config["min_score"] if min_score is None else min_score
+    scope = Scope(
+        user=user, character_id=character_id, chat_id=chat_id, kinds=kinds, include_retired=include_retired,
+        chat_characters=chat_characters,
+    )  # fmt: skip
+    k = max(config["candidates"], limit * 2)
     timings: dict[str, float] = {}
+
     # Work that needs no vector runs on connections of its own while the query is embedded (outside a
     # transaction, or inside one that wrote none of the scope's memories and entities; apps/common/beside.py): the
-    # scope's count, which the KNN waits for, then the text ranking; and the entities the query names. A reply's
-    # recall began it ahead, its query's vectors too (query.py).
-    begun = search_begin(user=user, scope=scope, query=query, k=k, scope_rows=scope_rows, committed=committed)
+    # scope's count, which the KNN waits for, then the text ranking; and the entities the query names.
+    alongside = beside_committed if committed else beside
+    counted: Future[int] = Future()
+    text_ranked = alongside(counted_text_candidates, scope, query=query, k=k, size=scope_rows, counted=counted)
+    named_entities = alongside(entities_named, user=user, query=query, character_ids=scope.character_ids)
 
     started = time.perf_counter()
     embedding = config_for(user)
-    vectors = begun.vectors_by(embedding, query)
+    sentences = split_sentences(query, limit=config["max_sentences"]) or [query]
+    readable = not config["meaning_needs_a_known_word"] or reads_words(embedding, query)
+    vectors = embed_query(embedding, sentences) if readable else None
     timings["embed"] = (time.perf_counter() - started) * 1000
 
     started = time.perf_counter()
-    size = begun.counted.result()
+    size = counted.result()
     vector_scores = (
         vector_candidates(scope, vectors=vectors, model_key=embedding.key, k=k, size=size) if vectors else {}
     )
     floor = config["min_similarity_by_model"].get(embedding.key, config["min_similarity"])
     vector_scores = {pk: similarity for pk, similarity in vector_scores.items() if similarity >= floor}
-    text_scores = begun.text_ranked.result()
+    text_scores = text_ranked.result()
     method = "hybrid" if vectors and text_scores else ("vector" if vectors else "text")
     fused, best_possible = _fused(config, vector_scores if vectors else None, text_scores, floor=floor)
     spread = config.get("neighbours", 0.0)
     rows, candidates = _rows(
         user, fused, neighbours=bool(spread), speakers=bool(config["weights"]["speaker"]),
-        entities=begun.named_entities.result(),
+        entities=named_entities.result(),
     )  # fmt: skip
     if spread:
         fused = _spread_to_neighbours(fused, rows, candidates, spread)  # may pass the best possible: shown as 1
