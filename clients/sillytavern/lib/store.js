@@ -10,7 +10,11 @@
  * @property {{write: import('./plan.js').Write, key: string}[]} queue
  */
 
-/** @typedef {{get(key: string): Promise<SyncRecord|undefined>, set(key: string, value: SyncRecord): Promise<void>, delete(key: string): Promise<void>}} Store */
+/**
+ * Keyed values (a chat's record is kept as a head and pages of messages: saved.js). `write` puts and deletes several
+ * in one transaction: all of them or none.
+ * @typedef {{get(key: string): Promise<any>, set(key: string, value: any): Promise<void>, delete(key: string): Promise<void>, write(puts: [string, any][], deletes: string[]): Promise<void>}} Store
+ */
 
 /** @implements {Store} */
 export class MemoryStore {
@@ -25,7 +29,7 @@ export class MemoryStore {
         return raw === undefined ? undefined : JSON.parse(raw);
     }
 
-    /** @param {string} key @param {SyncRecord} value */
+    /** @param {string} key @param {any} value */
     async set(key, value) {
         this.map.set(key, JSON.stringify(value));
     }
@@ -33,6 +37,13 @@ export class MemoryStore {
     /** @param {string} key */
     async delete(key) {
         this.map.delete(key);
+    }
+
+    /** @param {[string, any][]} puts @param {string[]} deletes */
+    async write(puts, deletes) {
+        const encoded = puts.map(([key, value]) => [key, JSON.stringify(value)]);
+        for (const key of deletes) this.map.delete(key);
+        for (const [key, raw] of encoded) this.map.set(key, raw);
     }
 }
 
@@ -58,14 +69,14 @@ export class IndexedDbStore {
 
     /**
      * @param {IDBTransactionMode} mode
-     * @param {(store: IDBObjectStore) => IDBRequest} action
+     * @param {(store: IDBObjectStore) => IDBRequest|undefined} action
      */
     async run(mode, action) {
         const db = await this.open();
         return new Promise((resolve, reject) => {
             const tx = db.transaction('chats', mode);
             const request = action(tx.objectStore('chats'));
-            tx.oncomplete = () => resolve(request.result);
+            tx.oncomplete = () => resolve(request?.result);
             tx.onerror = () => reject(tx.error);
             tx.onabort = () => reject(tx.error);
         });
@@ -76,7 +87,7 @@ export class IndexedDbStore {
         return this.run('readonly', (store) => store.get(key));
     }
 
-    /** @param {string} key @param {SyncRecord} value */
+    /** @param {string} key @param {any} value */
     async set(key, value) {
         await this.run('readwrite', (store) => store.put(value, key));
     }
@@ -84,5 +95,14 @@ export class IndexedDbStore {
     /** @param {string} key */
     async delete(key) {
         await this.run('readwrite', (store) => store.delete(key));
+    }
+
+    /** @param {[string, any][]} puts @param {string[]} deletes */
+    async write(puts, deletes) {
+        await this.run('readwrite', (store) => {
+            for (const key of deletes) store.delete(key);
+            for (const [key, value] of puts) store.put(value, key);
+            return undefined;
+        });
     }
 }

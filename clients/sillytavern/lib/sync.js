@@ -5,11 +5,12 @@
 // integrity the previous answer gave and its own Idempotency-Key (so a retry after a lost answer is not applied
 // twice). A 409 means another device wrote first: the chat is read back, both sides' changes are merged, the
 // merge goes into SillyTavern's chat, and what is left is sent. While Lorekeeper is unreachable the queue waits
-// and is retried with a growing pause.
+// and is retried with a growing pause. Each save of base and queue writes only what changed (saved.js).
 
 import { LorekeeperError, newKey } from './api.js';
 import { jsonEqual, toJson } from './json.js';
 import { applyWrite, applyWrites, mergeStates, planWrites } from './plan.js';
+import { SavedChat } from './saved.js';
 
 /** @typedef {import('./plan.js').ChatState} ChatState */
 /** @typedef {import('./plan.js').Write} Write */
@@ -89,6 +90,7 @@ export class ChatSync {
     constructor({ api, store, host, clientKey, title = '', onStatus = () => {} }) {
         this.api = api;
         this.store = store;
+        this.saved = new SavedChat(store, clientKey);
         this.host = host;
         this.clientKey = clientKey;
         this.title = title;
@@ -167,7 +169,7 @@ export class ChatSync {
             await this.persist();
             return;
         }
-        const stored = await this.store.get(this.clientKey);
+        const stored = await this.saved.load();
         this.check();
         this.chatId = found.id;
         if (stored && stored.chatId === found.id) {
@@ -197,7 +199,7 @@ export class ChatSync {
         if (this.chatId === null || this.base === null || this.integrity === null) return;
         /** @type {SyncRecord} */
         const record = { chatId: this.chatId, integrity: this.integrity, base: this.base, queue: this.queue };
-        await this.store.set(this.clientKey, record);
+        await this.saved.save(record);
     }
 
     /** What Lorekeeper will hold once the queue is sent. */
@@ -308,7 +310,7 @@ export class ChatSync {
         }
         if (error.status === 404) {
             this.failed = true;
-            await this.store.delete(this.clientKey);
+            await this.saved.forget();
             this.setStatus('error', 'This chat is gone from Lorekeeper: press Test connection to link it again.');
             return;
         }

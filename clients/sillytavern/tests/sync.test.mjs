@@ -7,6 +7,7 @@ import { describe, test } from 'node:test';
 import { Api, LorekeeperError } from '../lib/api.js';
 import { jsonEqual, toJson } from '../lib/json.js';
 import { MemoryStore } from '../lib/store.js';
+import { PAGE, pageKey } from '../lib/saved.js';
 import { ChatSync, MergeDeferred, withRecall } from '../lib/sync.js';
 import { FakeLorekeeper } from './fake_server.mjs';
 import { ALL_MUTATIONS, APPEND_MUTATIONS, ChatGen, Rand, copy, markerCounts, markerOf, mutate } from './helpers.mjs';
@@ -489,5 +490,109 @@ describe('ChatSync and a chat switch', () => {
         host.live = { messages: [], metadata: host.live.metadata };
         await sync.flush();
         assert.deepEqual(toJson(onlyChat(fake)), before);
+    });
+});
+
+/** A MemoryStore that counts the bytes each save writes. */
+class CountingStore extends MemoryStore {
+    constructor() {
+        super();
+        this.written = 0;
+    }
+
+    async set(key, value) {
+        this.written += JSON.stringify(value).length;
+        await super.set(key, value);
+    }
+
+    async write(puts, deletes) {
+        this.written += puts.reduce((sum, [, value]) => sum + JSON.stringify(value).length, 0);
+        await super.write(puts, deletes);
+    }
+}
+
+describe('ChatSync and its saved state (lib/saved.js)', () => {
+    syncTest('sending a message in a 5,000-message chat saves one page of it, not the whole chat', async (t) => {
+        const fake = new FakeLorekeeper();
+        const store = new CountingStore();
+        const g = gen(21);
+        const a = await device(fake, { state: g.chat(5000), store });
+        store.written = 0;
+        a.host.live.messages.push(g.user());
+        await a.sync.flush();
+        const whole = JSON.stringify(a.sync.base).length;
+        t.diagnostic(`the chat is ${whole} bytes as JSON; the send saved ${store.written}`);
+        assert.ok(store.written < whole / 10, `${store.written} bytes saved of ${whole}`);
+        assert.ok(jsonEqual(fake.state(a.sync.chatId), a.host.live));
+    });
+
+    syncTest('a reload reads the synced chat back from its pages, with edits in several of them', async () => {
+        const fake = new FakeLorekeeper();
+        const store = new MemoryStore();
+        const g = gen(22);
+        const a = await device(fake, { state: g.chat(700), store });
+        for (const index of [3, 260, 690]) {
+            a.host.live.messages[index].mes += ' (edited)';
+            await a.sync.flush();
+        }
+        a.host.live.messages.push(g.user());
+        await a.sync.flush();
+        a.sync.close();
+        fake.resetCounters();
+        const again = await device(fake, { host: new FakeHost(a.host.live), store });
+        await again.sync.flush();
+        assert.deepEqual(fake.log.map((r) => `${r.method} ${r.path}`), ['GET chats/'], 'trusted: nothing read back');
+        assert.ok(jsonEqual(again.sync.base, fake.state(again.sync.chatId)));
+        assert.equal((await store.get('chat-1')).pages.length, Math.ceil(701 / PAGE));
+    });
+
+    syncTest('a record saved whole by an earlier version is read, then saved again in pages', async () => {
+        const fake = new FakeLorekeeper();
+        const store = new MemoryStore();
+        const g = gen(23);
+        const a = await device(fake, { state: g.chat(600), store });
+        a.sync.close();
+        store.map.clear();
+        await store.set('chat-1', { chatId: a.sync.chatId, integrity: a.sync.integrity, base: a.sync.base, queue: [] });
+        fake.resetCounters();
+        const again = await device(fake, { host: new FakeHost(a.host.live), store });
+        await again.sync.flush();
+        assert.deepEqual(fake.log.map((r) => `${r.method} ${r.path}`), ['GET chats/']);
+        again.host.live.messages.push(g.user());
+        await again.sync.flush();
+        const head = await store.get('chat-1');
+        assert.equal(head.base, undefined);
+        assert.equal(head.pages.length, 3);
+        assert.ok(jsonEqual(fake.state(again.sync.chatId), again.host.live));
+    });
+
+    syncTest('a page without its head\'s stamp (a save cut short) is not trusted: the chat is read back', async () => {
+        const fake = new FakeLorekeeper();
+        const store = new MemoryStore();
+        const g = gen(24);
+        const a = await device(fake, { state: g.chat(600), store });
+        const id = a.sync.chatId;
+        a.sync.close();
+        const page = await store.get(pageKey('chat-1', 1));
+        await store.set(pageKey('chat-1', 1), { ...page, stamp: 'another save', messages: page.messages.slice(1) });
+        fake.resetCounters();
+        const again = await device(fake, { host: new FakeHost(a.host.live), store });
+        await again.sync.flush();
+        assert.ok(fake.requests('GET', `chats/${id}/delta`).length > 0, 'the chat is read back');
+        assert.ok(jsonEqual(again.sync.base, fake.state(id)));
+        assert.ok(jsonEqual(fake.state(id), again.host.live));
+    });
+
+    syncTest('a chat that shrank drops its last pages; a chat gone from Lorekeeper leaves none', async () => {
+        const fake = new FakeLorekeeper();
+        const store = new MemoryStore();
+        const a = await device(fake, { state: gen(25).chat(600), store });
+        a.host.live.messages.splice(200);
+        await a.sync.flush();
+        assert.equal((await store.get('chat-1')).pages.length, 1);
+        assert.equal(await store.get(pageKey('chat-1', 1)), undefined);
+        assert.equal(await store.get(pageKey('chat-1', 2)), undefined);
+        await a.sync.saved.forget();
+        assert.deepEqual([...store.map.keys()], []);
     });
 });
