@@ -511,12 +511,26 @@ class CountingStore extends MemoryStore {
     }
 }
 
+/** A chat of `count` messages synced on a device whose store the test reads. */
+async function savedChat(seed, count, store = new MemoryStore()) {
+    const fake = new FakeLorekeeper();
+    const g = gen(seed);
+    const a = await device(fake, { state: g.chat(count), store });
+    return { fake, store, g, a };
+}
+
+/** The chat opened again from the store, as after a reload, and synced: the fake's log holds only that. */
+async function reopened(fake, a, store) {
+    a.sync.close();
+    fake.resetCounters();
+    const again = await device(fake, { host: new FakeHost(a.host.live), store });
+    await again.sync.flush();
+    return again;
+}
+
 describe('ChatSync and its saved state (lib/saved.js)', () => {
     syncTest('sending a message in a 5,000-message chat saves one page of it, not the whole chat', async (t) => {
-        const fake = new FakeLorekeeper();
-        const store = new CountingStore();
-        const g = gen(21);
-        const a = await device(fake, { state: g.chat(5000), store });
+        const { fake, store, g, a } = await savedChat(21, 5000, new CountingStore());
         store.written = 0;
         a.host.live.messages.push(g.user());
         await a.sync.flush();
@@ -527,36 +541,24 @@ describe('ChatSync and its saved state (lib/saved.js)', () => {
     });
 
     syncTest('a reload reads the synced chat back from its pages, with edits in several of them', async () => {
-        const fake = new FakeLorekeeper();
-        const store = new MemoryStore();
-        const g = gen(22);
-        const a = await device(fake, { state: g.chat(700), store });
+        const { fake, store, g, a } = await savedChat(22, 700);
         for (const index of [3, 260, 690]) {
             a.host.live.messages[index].mes += ' (edited)';
             await a.sync.flush();
         }
         a.host.live.messages.push(g.user());
         await a.sync.flush();
-        a.sync.close();
-        fake.resetCounters();
-        const again = await device(fake, { host: new FakeHost(a.host.live), store });
-        await again.sync.flush();
+        const again = await reopened(fake, a, store);
         assert.deepEqual(fake.log.map((r) => `${r.method} ${r.path}`), ['GET chats/'], 'trusted: nothing read back');
         assert.ok(jsonEqual(again.sync.base, fake.state(again.sync.chatId)));
         assert.equal((await store.get('chat-1')).pages.length, Math.ceil(701 / PAGE));
     });
 
     syncTest('a record saved whole by an earlier version is read, then saved again in pages', async () => {
-        const fake = new FakeLorekeeper();
-        const store = new MemoryStore();
-        const g = gen(23);
-        const a = await device(fake, { state: g.chat(600), store });
-        a.sync.close();
+        const { fake, store, g, a } = await savedChat(23, 600);
         store.map.clear();
         await store.set('chat-1', { chatId: a.sync.chatId, integrity: a.sync.integrity, base: a.sync.base, queue: [] });
-        fake.resetCounters();
-        const again = await device(fake, { host: new FakeHost(a.host.live), store });
-        await again.sync.flush();
+        const again = await reopened(fake, a, store);
         assert.deepEqual(fake.log.map((r) => `${r.method} ${r.path}`), ['GET chats/']);
         again.host.live.messages.push(g.user());
         await again.sync.flush();
@@ -567,26 +569,18 @@ describe('ChatSync and its saved state (lib/saved.js)', () => {
     });
 
     syncTest('a page without its head\'s stamp (a save cut short) is not trusted: the chat is read back', async () => {
-        const fake = new FakeLorekeeper();
-        const store = new MemoryStore();
-        const g = gen(24);
-        const a = await device(fake, { state: g.chat(600), store });
+        const { fake, store, a } = await savedChat(24, 600);
         const id = a.sync.chatId;
-        a.sync.close();
         const page = await store.get(pageKey('chat-1', 1));
         await store.set(pageKey('chat-1', 1), { ...page, stamp: 'another save', messages: page.messages.slice(1) });
-        fake.resetCounters();
-        const again = await device(fake, { host: new FakeHost(a.host.live), store });
-        await again.sync.flush();
+        const again = await reopened(fake, a, store);
         assert.ok(fake.requests('GET', `chats/${id}/delta`).length > 0, 'the chat is read back');
         assert.ok(jsonEqual(again.sync.base, fake.state(id)));
         assert.ok(jsonEqual(fake.state(id), again.host.live));
     });
 
     syncTest('a chat that shrank drops its last pages; a chat gone from Lorekeeper leaves none', async () => {
-        const fake = new FakeLorekeeper();
-        const store = new MemoryStore();
-        const a = await device(fake, { state: gen(25).chat(600), store });
+        const { store, a } = await savedChat(25, 600);
         a.host.live.messages.splice(200);
         await a.sync.flush();
         assert.equal((await store.get('chat-1')).pages.length, 1);
