@@ -51,7 +51,6 @@ export class SavedChat {
         const messages = record.base.messages;
         /** @type {[string, any][]} */
         const puts = [];
-        const stamps = [];
         const before = this.pages;
         const pages = [];
         for (let n = 0; n * PAGE < messages.length; n++) {
@@ -64,11 +63,10 @@ export class SavedChat {
                 puts.push([pageKey(this.clientKey, n), page]);
                 pages.push(page);
             }
-            stamps.push(pages[n].stamp);
         }
         const deletes = [];
         for (let n = pages.length; n < before.length; n++) deletes.push(pageKey(this.clientKey, n));
-        const head = { chatId: record.chatId, integrity: record.integrity, queue: record.queue, metadata: record.base.metadata, pages: stamps };
+        const head = { chatId: record.chatId, integrity: record.integrity, queue: record.queue, metadata: record.base.metadata, pages: pages.map((page) => page.stamp) };
         puts.push([this.clientKey, head]);
         // Taken as saved at once, so that a save begun before this one ends compares with it; a save that fails
         // leaves nothing taken as saved, and the next writes every page.

@@ -13,7 +13,7 @@
 /**
  * Keyed values (a chat's record is kept as a head and pages of messages: saved.js). `write` puts and deletes several
  * in one transaction: all of them or none.
- * @typedef {{get(key: string): Promise<any>, set(key: string, value: any): Promise<void>, delete(key: string): Promise<void>, write(puts: [string, any][], deletes: string[]): Promise<void>}} Store
+ * @typedef {{get(key: string): Promise<any>, write(puts: [string, any][], deletes: string[]): Promise<void>}} Store
  */
 
 /** @implements {Store} */
@@ -27,16 +27,6 @@ export class MemoryStore {
     async get(key) {
         const raw = this.map.get(key);
         return raw === undefined ? undefined : JSON.parse(raw);
-    }
-
-    /** @param {string} key @param {any} value */
-    async set(key, value) {
-        this.map.set(key, JSON.stringify(value));
-    }
-
-    /** @param {string} key */
-    async delete(key) {
-        this.map.delete(key);
     }
 
     /** @param {[string, any][]} puts @param {string[]} deletes */
@@ -85,16 +75,6 @@ export class IndexedDbStore {
     /** @param {string} key */
     async get(key) {
         return this.run('readonly', (store) => store.get(key));
-    }
-
-    /** @param {string} key @param {any} value */
-    async set(key, value) {
-        await this.run('readwrite', (store) => store.put(value, key));
-    }
-
-    /** @param {string} key */
-    async delete(key) {
-        await this.run('readwrite', (store) => store.delete(key));
     }
 
     /** @param {[string, any][]} puts @param {string[]} deletes */

@@ -89,7 +89,6 @@ export class ChatSync {
      */
     constructor({ api, store, host, clientKey, title = '', onStatus = () => {} }) {
         this.api = api;
-        this.store = store;
         this.saved = new SavedChat(store, clientKey);
         this.host = host;
         this.clientKey = clientKey;

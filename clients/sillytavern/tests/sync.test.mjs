@@ -500,11 +500,6 @@ class CountingStore extends MemoryStore {
         this.written = 0;
     }
 
-    async set(key, value) {
-        this.written += JSON.stringify(value).length;
-        await super.set(key, value);
-    }
-
     async write(puts, deletes) {
         this.written += puts.reduce((sum, [, value]) => sum + JSON.stringify(value).length, 0);
         await super.write(puts, deletes);
@@ -557,7 +552,7 @@ describe('ChatSync and its saved state (lib/saved.js)', () => {
     syncTest('a record saved whole by an earlier version is read, then saved again in pages', async () => {
         const { fake, store, g, a } = await savedChat(23, 600);
         store.map.clear();
-        await store.set('chat-1', { chatId: a.sync.chatId, integrity: a.sync.integrity, base: a.sync.base, queue: [] });
+        await store.write([['chat-1', { chatId: a.sync.chatId, integrity: a.sync.integrity, base: a.sync.base, queue: [] }]], []);
         const again = await reopened(fake, a, store);
         assert.deepEqual(fake.log.map((r) => `${r.method} ${r.path}`), ['GET chats/']);
         again.host.live.messages.push(g.user());
@@ -572,7 +567,7 @@ describe('ChatSync and its saved state (lib/saved.js)', () => {
         const { fake, store, a } = await savedChat(24, 600);
         const id = a.sync.chatId;
         const page = await store.get(pageKey('chat-1', 1));
-        await store.set(pageKey('chat-1', 1), { ...page, stamp: 'another save', messages: page.messages.slice(1) });
+        await store.write([[pageKey('chat-1', 1), { ...page, stamp: 'another save', messages: page.messages.slice(1) }]], []);
         const again = await reopened(fake, a, store);
         assert.ok(fake.requests('GET', `chats/${id}/delta`).length > 0, 'the chat is read back');
         assert.ok(jsonEqual(again.sync.base, fake.state(id)));
