@@ -31,8 +31,13 @@ install: $(STAMP)
 run: install
 	$(BIN)/python manage.py serve
 
+# Two test processes (pytest-xdist), each with its own test database: the suite waits on browsers, workers and
+# emulated CPUs as much as it computes, so two share two cores in about 60% of one's time. TEST_WORKERS=0 runs it
+# in this process alone.
+TEST_WORKERS ?= 2
+
 test: install
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS)
 
 # Everything, the slow suites too (every API operation fuzzed from the schema, multi-instance convergence, real-worker
 # and database faults; `make test` fuzzes a smoke subset): more inputs per fuzzed operation.
