@@ -75,6 +75,10 @@ def database_url(name: str = DATABASE_NAME) -> str:
     return f"postgres://postgres@/{quote(str(socket_dir()), safe='')}/{name}"
 
 
+# The advisory lock a starting process holds while it sets the embedded server up (any number, the same for all).
+SET_UP_LOCK = 7_202_611
+
+
 def postgres_start() -> None:
     """Start the embedded PostgreSQL (or join it when another process has), create the database, and check that its
     vector library runs on this CPU. Raises EmbeddedServiceError when it cannot serve here. Does nothing when
@@ -102,12 +106,17 @@ def postgres_start() -> None:
         with server._lock:
             server.ensure_postgres_running()
     with psycopg.connect(host=str(socket_dir()), user="postgres", dbname="postgres", autocommit=True) as conn:
+        # Processes starting at once (make test's two processes, manage.py commands run side by side) set the
+        # server up one at a time: each looked for the database and the vector extension and created what it did
+        # not find, and on a new data folder all but one failed on the one that created it first. The lock is the
+        # connection's, given back when it closes.
+        conn.execute("SELECT pg_advisory_lock(%s)", [SET_UP_LOCK])
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
         _size_shared_buffers(conn)
         _fast_crash_recovery(conn)
-    vector_check(host=str(socket_dir()), dbname=DATABASE_NAME, log=server.log)
+        vector_check(host=str(socket_dir()), dbname=DATABASE_NAME, log=server.log)
 
 
 def postgres_running() -> bool:

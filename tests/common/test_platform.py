@@ -116,3 +116,37 @@ def test_a_new_embedded_server_gets_shared_buffers_sized_to_the_machine_from_its
     assert start() == (f"{expected // 1024}GB" if expected % 1024 == 0 else f"{expected}MB")
     (tmp_path / "pgdata" / "postgresql.auto.conf").write_text("shared_buffers = '256MB'\n")
     assert start() == "256MB"  # a size someone chose stays
+
+
+_START = """
+import psycopg
+from apps.common import embedded
+embedded.postgres_start()
+with psycopg.connect(host=str(embedded.socket_dir()), user="postgres", dbname=embedded.DATABASE_NAME) as conn:
+    print(conn.execute("SELECT current_database()").fetchone()[0])
+"""
+
+
+def test_processes_starting_at_once_on_a_new_data_folder_all_get_the_database(tmp_path):
+    # make test starts two test processes at once, and a person may run manage.py commands side by side. Each looked
+    # for the database (and the vector extension) and created it when it found none: all but one of them then
+    # failed on the one that won.
+    if os.environ.get("DATABASE_URL"):
+        pytest.skip("only the embedded server is made this way")
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _START],
+            cwd=ROOT,
+            env=_env(LOREKEEPER_VAR_DIR=str(tmp_path)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    results = [p.communicate(timeout=180) for p in processes]
+    failed = [err[-1500:] for (_, err), p in zip(results, processes, strict=True) if p.returncode != 0]
+    assert not failed, failed[0]
+    from apps.common import embedded
+
+    assert [out.strip() for out, _ in results] == [embedded.DATABASE_NAME] * 6
