@@ -66,6 +66,10 @@ def sign_in(page, base: str, user) -> None:
 
 
 def send(page, text: str) -> None:
+    from playwright.sync_api import expect
+
+    # As a person does: the next message once Send is back (it gives way to Stop while a reply is written).
+    expect(page.locator("#composer .send")).to_be_visible()
     page.fill("#composer-text", text)
     page.press("#composer-text", "Enter")
 
