@@ -83,6 +83,17 @@ def test_batches_pad_little_and_cover_every_text_once():
     lengths = [40, 12, 12, 100, 13, 39, 41, 12, 7] * 10
     batches = _batches(lengths)
     assert sorted(index for batch in batches for index in batch) == list(range(len(lengths)))
-    padded = sum(lengths[batch[0]] * len(batch) for batch in batches)
-    assert padded <= 1.05 * sum(lengths) and max(map(len, batches)) <= embedding_local.BATCH
+    for batch in batches:
+        tokens = sum(lengths[index] for index in batch)
+        assert lengths[batch[0]] * len(batch) <= embedding_local.PADDING * tokens + embedding_local.RUN_TOKENS
+    assert max(map(len, batches)) <= embedding_local.BATCH
+    assert sum(lengths[batch[0]] * len(batch) for batch in batches) <= 1.1 * sum(lengths)
     assert _batches([]) == []
+
+
+def test_a_searchs_short_sentences_are_embedded_in_one_call():
+    # A question of three sentences of 14, 9 and 6 tokens: one call of ONNX Runtime, not three (each call costs
+    # about as much as 16 tokens more).
+    assert _batches([9, 14, 6]) == [[1, 0, 2]]
+    # Long texts of unequal lengths still go apart: padding 120 tokens to 250 would cost more than a call.
+    assert _batches([250, 120]) == [[0], [1]]
