@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from apps.lorebooks.models import Lorebook, LorebookEntry
+from apps.lorebooks.models import Lorebook, LorebookEntry, LorebookRevision
 
 
 class EntryInline(admin.TabularInline):
@@ -37,6 +37,20 @@ class LorebookEntryAdmin(admin.ModelAdmin):
     list_display = ["__str__", "uid", "lorebook"]
     search_fields = ["lorebook__name", "lorebook__user__username"]
     readonly_fields = ["lorebook", "uid", "data"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(LorebookRevision)
+class LorebookRevisionAdmin(admin.ModelAdmin):
+    """A book's earlier versions (apps/lorebooks/services/revisions.py): seen and removed here; people restore them
+    from the book's page or the API."""
+
+    list_display = ["lorebook", "user", "reason", "entry_count", "created_at"]
+    search_fields = ["lorebook__name", "user__username"]
+    readonly_fields = ["user", "lorebook", "reason", "entry_count", "data", "created_at"]
+    list_select_related = ["lorebook", "user"]
 
     def has_add_permission(self, request) -> bool:
         return False

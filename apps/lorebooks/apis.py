@@ -17,7 +17,7 @@ from apps.chats.services.characters import MAX_BOOK_NAME, MAX_EXTRA_BOOKS
 from apps.common.exceptions import ApplicationError
 from apps.common.serializers import DictField
 from apps.lorebooks import selectors
-from apps.lorebooks.models import Lorebook
+from apps.lorebooks.models import Lorebook, LorebookRevision
 from apps.lorebooks.services.books import (
     MAX_NOT_GLOBAL,
     MAX_OWNERS,
@@ -28,6 +28,7 @@ from apps.lorebooks.services.books import (
     lorebook_delete,
     lorebook_export,
     lorebook_import,
+    lorebook_revision_restore,
     lorebook_update,
 )
 from apps.lorebooks.services.from_memories import memories_world
@@ -42,6 +43,13 @@ class LorebookOutputSerializer(serializers.ModelSerializer):
         model = Lorebook
         ref_name = "Lorebook"
         fields = ["id", "uid", "name", "scope", "entry_count", "created_at", "updated_at"]
+
+
+class LorebookRevisionOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = LorebookRevision
+        ref_name = "LorebookRevision"
+        fields = ["id", "reason", "entry_count", "created_at"]
 
 
 class LorebookImportInputSerializer(serializers.Serializer):
@@ -218,6 +226,39 @@ class LorebookExportApi(APIView):
     def get(self, request, lorebook_id: int):
         book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
         return attachment(lorebook_export(book=book), book.name)
+
+
+class LorebookRevisionListApi(APIView):
+    """The book's earlier versions, newest first: each kept when something replaced a version only this server held
+    (SillyTavern's copy sent over an edit made here, a restore), the newest 20 of them (a list, not paged)."""
+
+    @extend_schema(operation_id="lorebooks_revisions", responses={200: LorebookRevisionOutputSerializer(many=True)})
+    def get(self, request, lorebook_id: int):
+        book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
+        revisions = selectors.lorebook_revisions(book=book)
+        return Response(LorebookRevisionOutputSerializer(revisions, many=True).data)
+
+
+class LorebookRevisionExportApi(APIView):
+    """An earlier version as SillyTavern's World Info file."""
+
+    @extend_schema(
+        operation_id="lorebooks_revisions_export", responses={(200, "application/json"): OpenApiTypes.OBJECT}
+    )
+    def get(self, request, lorebook_id: int, revision_id: int):
+        revision = selectors.lorebook_revision_get(user=request.user, lorebook_id=lorebook_id, revision_id=revision_id)
+        return attachment(revision.data, revision.lorebook.name)
+
+
+class LorebookRevisionRestoreApi(APIView):
+    """The version's entries in place of the book's; the book as it was is kept as a version in turn. 409 when the
+    book is already as the version has it."""
+
+    @extend_schema(operation_id="lorebooks_revisions_restore", request=None, responses={200: LorebookOutputSerializer})
+    def post(self, request, lorebook_id: int, revision_id: int):
+        revision = selectors.lorebook_revision_get(user=request.user, lorebook_id=lorebook_id, revision_id=revision_id)
+        book = lorebook_revision_restore(revision=revision)
+        return Response(LorebookOutputSerializer(selectors.lorebook_get(user=request.user, lorebook_id=book.pk)).data)
 
 
 class ChatLorebooksApi(APIView):

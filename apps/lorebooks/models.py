@@ -29,6 +29,16 @@ class Lorebook(Synced):
     entries_version = models.BigIntegerField(
         default=0, editable=False, help_text="Moved by a database trigger on every write to the book's entries."
     )
+    client_digest = models.CharField(
+        max_length=64, blank=True, default="", editable=False,
+        help_text="The digest of the book as a client (SillyTavern) last sent it: sent again unchanged, it is not "
+        "imported over what was edited here since.",
+    )  # fmt: skip
+    client_export_digest = models.CharField(
+        max_length=64, blank=True, default="", editable=False,
+        help_text="The digest of this book's export once the client's copy was taken: another one means it was "
+        "edited here since, and a new copy from the client keeps this version as a revision.",
+    )  # fmt: skip
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -52,3 +62,22 @@ class LorebookEntry(models.Model):
 
     def __str__(self) -> str:
         return self.data.get("comment") or ", ".join(self.data.get("key") or []) or f"entry {self.uid}"
+
+
+class LorebookRevision(models.Model):
+    """A book's content as it was before something replaced it that cannot give it back (SillyTavern's copy sent
+    over a version edited here, a restore of an older one): restorable, and downloadable as a World Info file."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    lorebook = models.ForeignKey(Lorebook, on_delete=models.CASCADE, related_name="revisions")
+    data = models.JSONField(help_text="The book as its World Info file (its export) at the time.")
+    entry_count = models.PositiveIntegerField(default=0)
+    reason = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["lorebook", "-created_at"], name="lorebook_revision_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.lorebook} ({self.created_at:%Y-%m-%d %H:%M})"

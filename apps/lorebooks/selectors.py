@@ -6,7 +6,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
-from apps.lorebooks.models import Lorebook, LorebookEntry
+from apps.lorebooks.models import Lorebook, LorebookEntry, LorebookRevision
 
 
 def lorebook_list(*, user: AbstractUser) -> QuerySet[Lorebook]:
@@ -33,3 +33,20 @@ def lorebook_entries(*, book: Lorebook, query: str = "") -> QuerySet[LorebookEnt
 
 def lorebook_entry(*, book: Lorebook, uid: int) -> LorebookEntry | None:
     return book.entries.filter(uid=uid).first()
+
+
+def lorebook_revisions(*, book: Lorebook) -> QuerySet[LorebookRevision]:
+    """The book's earlier versions, newest first, without their content (`data` is loaded when read)."""
+    return book.revisions.defer("data").order_by("-created_at", "-id")
+
+
+def lorebook_revision_get(*, user: AbstractUser, lorebook_id: int, revision_id: int) -> LorebookRevision:
+    """A revision of the user's book `lorebook_id`; another user's, or another book's, is a 404."""
+    revision = (
+        LorebookRevision.objects.select_related("lorebook")
+        .filter(user=user, lorebook_id=lorebook_id, lorebook__user=user, id=revision_id)
+        .first()
+    )
+    if revision is None:
+        raise Http404("No such version of this lorebook.")
+    return revision

@@ -12,6 +12,14 @@ urlpatterns = [
     path("lorebooks/<int:lorebook_id>/change/", views.lorebook_change, name="change"),
     path("lorebooks/<int:lorebook_id>/delete/", views.lorebook_delete_view, name="delete"),
     path("lorebooks/<int:lorebook_id>/export/", views.lorebook_export_view, name="export"),
+    path(
+        "lorebooks/<int:lorebook_id>/revisions/<int:revision_id>/", views.revision_export_view, name="revision-export"
+    ),
+    path(
+        "lorebooks/<int:lorebook_id>/revisions/<int:revision_id>/restore/",
+        views.revision_restore_view,
+        name="revision-restore",
+    ),
     path("lorebooks/<int:lorebook_id>/entries/new/", views.entry_edit, name="entry-new"),
     path("lorebooks/<int:lorebook_id>/entries/<int:uid>/", views.entry_edit, name="entry"),
     path("lorebooks/<int:lorebook_id>/entries/<int:uid>/delete/", views.entry_delete_view, name="entry-delete"),

@@ -1,5 +1,5 @@
 """The lorebooks pages: your books (import a World Info file, make one global, export, delete), a book's entries
-(searched, a page at a time) and the entry form."""
+(searched, a page at a time) and its earlier versions (downloaded, restored), and the entry form."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from apps.lorebooks.services.books import (
     lorebook_delete,
     lorebook_export,
     lorebook_import,
+    lorebook_revision_restore,
     lorebook_update,
 )
 from apps.lorebooks.services.fields import LOGICS, POSITION_LABELS
@@ -98,7 +99,7 @@ def lorebook_detail(request, lorebook_id: int):
     entries = selectors.lorebook_entries(book=book, query=query)
     page = Paginator(entries, ENTRIES_PER_PAGE).get_page(request.GET.get("page"))
     context = {"book": book, "page": page, "query": query, "positions": POSITION_LABELS, "logics": LOGICS,
-               "scopes": Lorebook.Scope.choices}  # fmt: skip
+               "scopes": Lorebook.Scope.choices, "revisions": selectors.lorebook_revisions(book=book)}  # fmt: skip
     return render(request, "lorebooks/lorebook_detail.html", context)
 
 
@@ -129,6 +130,26 @@ def lorebook_delete_view(request, lorebook_id: int):
 def lorebook_export_view(request, lorebook_id: int):
     book = selectors.lorebook_get(user=request.user, lorebook_id=lorebook_id)
     return _download(lorebook_export(book=book), book.name)
+
+
+@login_required
+@require_GET
+def revision_export_view(request, lorebook_id: int, revision_id: int):
+    revision = selectors.lorebook_revision_get(user=request.user, lorebook_id=lorebook_id, revision_id=revision_id)
+    return _download(revision.data, revision.lorebook.name)
+
+
+@login_required
+@require_POST
+def revision_restore_view(request, lorebook_id: int, revision_id: int):
+    revision = selectors.lorebook_revision_get(user=request.user, lorebook_id=lorebook_id, revision_id=revision_id)
+    try:
+        lorebook_revision_restore(revision=revision)
+    except ApplicationError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "Restored. The version it replaced is kept below.")
+    return redirect("lorebooks:detail", lorebook_id=lorebook_id)
 
 
 def _download(world: dict, name: str) -> JsonResponse:

@@ -16,7 +16,7 @@ from apps.chats.services.characters import card_extensions, card_with_world, cha
 from apps.common.exceptions import ApplicationError
 from apps.common.jsonsafe import unstorable_reason
 from apps.common.tasks import task_send
-from apps.lorebooks.models import Lorebook, LorebookEntry
+from apps.lorebooks.models import Lorebook, LorebookEntry, LorebookRevision
 from apps.lorebooks.services.fields import (
     DEFAULT_DEPTH,
     DEFAULT_WEIGHT,
@@ -25,6 +25,7 @@ from apps.lorebooks.services.fields import (
     entries_clean,
     entry_clean,
 )
+from apps.lorebooks.services.revisions import book_digest, client_copy_taken, edited_here, revision_keep
 
 MAX_NAME = 200
 
@@ -157,8 +158,9 @@ def chat_books_put(
     exactly those names, in order (an empty list takes them all off). `not_global` names the client's other books,
     which it does not use globally: a global book of one of those names becomes linked here too, as a book taken
     off SillyTavern's global list is (a book the client does not have keeps the scope it has here). A book the same
-    as the one here is not written again. All or nothing: one bad book refuses the request, naming the book and the
-    entry."""
+    as the one here is not written again, nor is the copy the client sent before, over what was edited here since;
+    a version edited here that a new copy replaces is kept as a revision (`_client_copy`). All or nothing: one bad
+    book refuses the request, naming the book and the entry."""
     if not isinstance(books, list) or len(books) > MAX_SENT:
         raise ApplicationError(f"`books` is a list of at most {MAX_SENT} books.", {"field": "books"})
     done = []
@@ -166,15 +168,7 @@ def chat_books_put(
         if not isinstance(item, dict) or item.get("use") not in USES or not isinstance(item.get("name"), str):
             wanted = f"Book {position}: give `name`, `data` and `use` ({', '.join(USES)})."
             raise ApplicationError(wanted, {"field": "books", "book": position})
-        held = Lorebook.objects.filter(user=user, name=item["name"].strip()).first()
-        if held is not None and lorebook_export(book=held) == item.get("data"):
-            book = held  # as the client has it already: not written again (activation keeps its cache)
-        else:
-            try:
-                book = lorebook_import(user=user, name=item["name"], data=item.get("data"), replace=True)
-            except ApplicationError as error:
-                where = {**error.extra, "book": position}
-                raise ApplicationError(f"{item['name']}: {error.message}", where) from None
+        book = _client_copy(user, item, position)
         if item["use"] == "global" and book.scope != Lorebook.Scope.GLOBAL:
             book = lorebook_update(book=book, scope=Lorebook.Scope.GLOBAL)
         if item["use"] == "character":
@@ -200,6 +194,42 @@ def chat_books_put(
         for book in Lorebook.objects.filter(user=user, scope=Lorebook.Scope.GLOBAL, name__in=names):
             lorebook_update(book=book, scope=Lorebook.Scope.LINKED)
     return done
+
+
+def _client_copy(user: AbstractUser, item: dict[str, Any], position: int) -> Lorebook:
+    """The book as the client sent it (services/revisions.py): the same copy it sent before is not taken over what
+    was edited here since; one the same as the book is not written again (activation keeps its cache); another is
+    imported in its place, the book's version kept as a revision when only this server holds it."""
+    held = Lorebook.objects.select_for_update().filter(user=user, name=item["name"].strip()).first()
+    sent = book_digest(item.get("data"))
+    if held is not None and held.client_digest == sent:
+        return held
+    export = lorebook_export(book=held) if held is not None else None
+    if held is not None and export == item.get("data"):
+        client_copy_taken(book=held, sent=sent, export=export)
+        return held
+    try:
+        if held is not None and edited_here(book=held, export=export):
+            revision_keep(book=held, reason="Replaced by SillyTavern's copy", data=export)
+        book = lorebook_import(user=user, name=item["name"], data=item.get("data"), replace=True)
+    except ApplicationError as error:
+        where = {**error.extra, "book": position}
+        raise ApplicationError(f"{item['name']}: {error.message}", where) from None
+    client_copy_taken(book=book, sent=sent, export=lorebook_export(book=book))
+    return book
+
+
+@transaction.atomic
+def lorebook_revision_restore(*, revision: LorebookRevision) -> Lorebook:
+    """The revision's content in place of its book's; the book as it was is kept as a revision first. The client's
+    copy stays recorded: sent again unchanged, it does not undo the restore."""
+    book = Lorebook.objects.select_for_update().get(pk=revision.lorebook_id, user_id=revision.user_id)
+    current = lorebook_export(book=book)
+    if book_digest(current) == book_digest(revision.data):
+        raise ApplicationError("The book is already as this version has it.", {"field": "revision"}, status=409)
+    when = revision.created_at.strftime("%Y-%m-%d %H:%M")
+    revision_keep(book=book, reason=f"Before the version of {when} UTC was restored", data=current)
+    return lorebook_import(user=book.user, name=book.name, data=revision.data, replace=True)
 
 
 def lorebook_export(*, book: Lorebook) -> dict[str, Any]:

@@ -1,0 +1,146 @@
+"""A book edited here and SillyTavern's copy of it (apps/lorebooks/services/revisions.py): the copy sent again
+unchanged (every time SillyTavern opens the chat) leaves the edit; a changed copy replaces it and the edit is kept as
+an earlier version, listed, downloaded and restored on the book's page and over the API; another user's versions are
+a 404 everywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.chats.services.chats import chat_create
+from apps.lorebooks.models import Lorebook, LorebookEntry, LorebookRevision
+from apps.lorebooks.services import revisions
+from apps.lorebooks.services.books import lorebook_export, lorebook_import
+from tests.chats.factories import CharacterFactory
+
+pytestmark = pytest.mark.django_db
+
+FORM = {"comment": "Lantern", "key": "lantern", "keysecondary": "", "selectiveLogic": 0, "position": 0,
+        "depth": 4, "role": 0, "order": 100, "probability": 100}  # fmt: skip
+
+
+def _book(content: str, uid: int = 0) -> dict:
+    return {"entries": {str(uid): {"uid": uid, "key": ["lantern"], "content": content, "position": 0}}}
+
+
+@pytest.fixture
+def chat(user):
+    return chat_create(user=user, title="Harbour", character_ids=[CharacterFactory(user=user, name="Mira").pk])
+
+
+def _send(api, chat, data, name="Harbour"):
+    """What the SillyTavern extension sends when the chat opens or the book changes there."""
+    response = api.post(
+        f"/api/v1/chats/{chat.pk}/lorebooks", {"books": [{"name": name, "data": data, "use": "chat"}]}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    return Lorebook.objects.get(user=chat.user, name=name)
+
+
+def _content(book) -> str:
+    return LorebookEntry.objects.get(lorebook=book, uid=0).data["content"]
+
+
+def _edit_here(web, book, content: str) -> None:
+    """An entry changed through its form on the book's page."""
+    response = web.post(f"/lorebooks/{book.pk}/entries/0/", {**FORM, "content": content})
+    assert response.status_code == 302, response.content.decode()
+
+
+def test_an_edit_here_stays_when_sillytavern_sends_its_unchanged_copy_again(api, web, chat):
+    book = _send(api, chat, _book("Whale oil."))
+    _edit_here(web, book, "Whale oil, and a wick trimmed by Mira.")
+    for _ in range(2):  # SillyTavern reloaded, the chat opened again
+        book = _send(api, chat, _book("Whale oil."))
+    assert _content(book) == "Whale oil, and a wick trimmed by Mira."
+    assert not LorebookRevision.objects.exists()
+    page = web.get(f"/lorebooks/{book.pk}/").content.decode()
+    assert "SillyTavern sends its own copy of this book" in page and 'id="revisions"' not in page
+
+
+def test_a_changed_copy_replaces_the_edit_and_keeps_it_to_download_and_restore(api, web, chat):
+    book = _send(api, chat, _book("Whale oil."))
+    _edit_here(web, book, "Edited in Lorekeeper.")
+    book = _send(api, chat, _book("Edited in SillyTavern."))
+    assert _content(book) == "Edited in SillyTavern."
+    [kept] = LorebookRevision.objects.filter(lorebook=book)
+    assert kept.reason == "Replaced by SillyTavern's copy" and kept.entry_count == 1
+    assert kept.data["entries"]["0"]["content"] == "Edited in Lorekeeper."
+
+    page = web.get(f"/lorebooks/{book.pk}/").content.decode()
+    assert "Earlier versions" in page and "Replaced by SillyTavern&#x27;s copy" in page
+    download = web.get(f"/lorebooks/{book.pk}/revisions/{kept.pk}/")
+    assert download.status_code == 200 and "Harbour.json" in download["Content-Disposition"]
+    assert download.json()["entries"]["0"]["content"] == "Edited in Lorekeeper."
+
+    restored = web.post(f"/lorebooks/{book.pk}/revisions/{kept.pk}/restore/", follow=True).content.decode()
+    assert "Restored." in restored
+    assert _content(book) == "Edited in Lorekeeper."
+    before = LorebookRevision.objects.filter(lorebook=book).exclude(pk=kept.pk).get()
+    assert before.reason.startswith("Before the version of") and before.data == _book("Edited in SillyTavern.")
+    # SillyTavern opens the chat again with its copy unchanged: the restore stays.
+    assert _content(_send(api, chat, _book("Edited in SillyTavern."))) == "Edited in Lorekeeper."
+
+
+def test_a_copy_that_only_follows_sillytavern_keeps_no_version(api, chat):
+    _send(api, chat, _book("First."))
+    book = _send(api, chat, _book("Second, changed in SillyTavern."))
+    assert _content(book) == "Second, changed in SillyTavern." and not LorebookRevision.objects.exists()
+
+
+def test_a_book_imported_here_that_sillytavern_replaces_is_kept(api, user, chat):
+    lorebook_import(user=user, name="Harbour", data=_book("Imported from a file here."))
+    book = _send(api, chat, _book("SillyTavern's own."))
+    assert _content(book) == "SillyTavern's own."
+    assert LorebookRevision.objects.get(lorebook=book).data == _book("Imported from a file here.")
+
+
+def test_a_book_the_same_as_sillytaverns_from_before_these_records_keeps_no_version(api, user, chat):
+    book = lorebook_import(user=user, name="Harbour", data=_book("Whale oil."))
+    assert book.client_digest == ""  # a book imported before the client's copy was recorded
+    book = _send(api, chat, _book("Whale oil."))
+    assert not LorebookRevision.objects.exists()
+    assert book.client_digest == revisions.book_digest(_book("Whale oil."))
+
+
+def test_the_newest_versions_are_kept(api, user, chat, settings):
+    book = lorebook_import(user=user, name="Harbour", data=_book("v0"))
+    for number in range(1, revisions.KEPT + 3):
+        revisions.revision_keep(book=book, reason=f"v{number}", data=lorebook_export(book=book))
+    kept = list(LorebookRevision.objects.filter(lorebook=book).values_list("reason", flat=True))
+    assert len(kept) == revisions.KEPT and kept[0] == f"v{revisions.KEPT + 2}" and "v1" not in kept
+
+
+def test_the_api_lists_downloads_and_restores_a_version(api, web, chat):
+    book = _send(api, chat, _book("Whale oil."))
+    _edit_here(web, book, "Edited in Lorekeeper.")
+    _send(api, chat, _book("Edited in SillyTavern."))
+    listed = api.get(f"/api/v1/lorebooks/{book.pk}/revisions/").json()
+    assert [(row["reason"], row["entry_count"]) for row in listed] == [("Replaced by SillyTavern's copy", 1)]
+    version = listed[0]["id"]
+    exported = api.get(f"/api/v1/lorebooks/{book.pk}/revisions/{version}/export")
+    assert exported.json()["entries"]["0"]["content"] == "Edited in Lorekeeper."
+    restored = api.post(f"/api/v1/lorebooks/{book.pk}/revisions/{version}/restore")
+    assert restored.status_code == 200 and restored.json()["entry_count"] == 1
+    assert _content(book) == "Edited in Lorekeeper."
+    again = api.post(f"/api/v1/lorebooks/{book.pk}/revisions/{version}/restore")
+    assert again.status_code == 409 and again.json()["extra"] == {"field": "revision"}
+    assert LorebookRevision.objects.filter(lorebook=book).count() == 2  # the refused restore kept nothing
+
+
+def test_another_users_versions_are_a_404_everywhere(api, web, other_api, client, other_user, chat):
+    book = _send(api, chat, _book("Whale oil."))
+    _edit_here(web, book, "Mine.")
+    _send(api, chat, _book("Replaced."))
+    version = LorebookRevision.objects.get(lorebook=book)
+    theirs = lorebook_import(user=other_user, name="Theirs", data=_book("Theirs."))
+    base = f"/api/v1/lorebooks/{book.pk}/revisions"
+    assert other_api.get(f"{base}/").status_code == 404
+    assert other_api.get(f"{base}/{version.pk}/export").status_code == 404
+    assert other_api.post(f"{base}/{version.pk}/restore").status_code == 404
+    # Their own book's id with my version's: not found either.
+    assert other_api.post(f"/api/v1/lorebooks/{theirs.pk}/revisions/{version.pk}/restore").status_code == 404
+    client.force_login(other_user)
+    assert client.get(f"/lorebooks/{book.pk}/revisions/{version.pk}/").status_code == 404
+    assert client.post(f"/lorebooks/{book.pk}/revisions/{version.pk}/restore/").status_code == 404
+    assert _content(book) == "Replaced." and LorebookRevision.objects.count() == 1
