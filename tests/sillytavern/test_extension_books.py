@@ -1,7 +1,9 @@
 """The extension sends the World Info books the open chat uses to Lorekeeper (docs/LOREBOOKS.md, "From SillyTavern"),
 in a real SillyTavern 1.19.0 in Chromium: the book active in every chat arrives global, the character's book
 arrives and is linked to the character, an entry a person edits in SillyTavern's World Info panel arrives edited,
-and a book taken off SillyTavern's global list is taken off Lorekeeper's (and put back); a book a person picks
+and a book taken off SillyTavern's global list is taken off Lorekeeper's (and put back); an entry edited in
+Lorekeeper's form stays when SillyTavern is reloaded, and is kept as an earlier version, and restored, when the
+entry is then edited in SillyTavern; a book a person picks
 among the character's Additional Lorebooks arrives and is scanned with the character's own, and leaves it when
 taken off; in a group chat each member's book is linked to that member. Lorekeeper's own prompt for the chat then
 activates them."""
@@ -13,10 +15,10 @@ import json
 import pytest
 
 from apps.chats.models import Chat
-from apps.lorebooks.models import Lorebook, LorebookEntry
+from apps.lorebooks.models import Lorebook, LorebookEntry, LorebookRevision
 from apps.lorebooks.services.lore import chat_books
 from tests.browsers import ARTIFACTS
-from tests.sillytavern.harness import open_character, open_group, wait_until
+from tests.sillytavern.harness import open_character, open_group, reload, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,6 +81,72 @@ def test_the_books_of_the_open_chat_reach_lorekeeper_and_an_edit_follows(st, st_
     page.locator(".select2-container--open .select2-results__option", has_text="World").click()
     wait_until(lambda: Lorebook.objects.get(user=user, name="World").scope == "global",
                timeout=TIMEOUT, message="World did not become global again")  # fmt: skip
+
+
+def test_an_entry_edited_in_lorekeeper_outlives_a_reload_and_is_kept_when_sillytavern_changes_it(
+    st, st_open, st_browser, lorekeeper
+):
+    worlds = st.user_dir / "worlds"
+    worlds.mkdir(parents=True, exist_ok=True)
+    (worlds / "World.json").write_text(json.dumps(_world("The harbour closes at night.", "harbour")))
+    st.add_character("Mira", first_mes="The lantern is lit.", chat="Mira - edits")
+
+    def active_world(data: dict) -> None:
+        data["world_info_settings"]["world_info"] = {"globalSelect": ["World"]}
+
+    page = st_open(extension=lorekeeper.extension_settings(inject=False), settings=active_world)
+    open_character(page, "Mira")
+    user = lorekeeper.user
+
+    def content() -> str:
+        return LorebookEntry.objects.get(lorebook__user=user, lorebook__name="World", uid=0).data["content"]
+
+    wait_until(lambda: Lorebook.objects.filter(user=user, name="World").exists(),
+               timeout=TIMEOUT, message="World did not reach Lorekeeper")  # fmt: skip
+    book = Lorebook.objects.get(user=user, name="World")
+
+    # The person corrects the entry in Lorekeeper's own entry form, in the browser.
+    web = st_browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    web.goto(f"{lorekeeper.url}/accounts/login/")
+    web.fill("input[name=username]", user.username)
+    web.fill("input[name=password]", "correct horse battery")
+    web.get_by_role("button", name="Sign in").click()
+    web.wait_for_url(lambda url: "/accounts/login/" not in url)
+    web.goto(f"{lorekeeper.url}/lorebooks/{book.pk}/entries/0/")
+    web.fill('textarea[name="content"]', "The harbour closes at night; Mira has the key.")
+    web.get_by_role("button", name="Save entry").click()
+    web.wait_for_url(f"**/lorebooks/{book.pk}/")
+    assert content() == "The harbour closes at night; Mira has the key."
+
+    # SillyTavern is reloaded and the chat opened again: the extension sends its (unchanged) copy once more.
+    with page.expect_response(lambda r: r.url.endswith("/lorebooks") and r.request.method == "POST") as sent:
+        reload(page)
+        open_character(page, "Mira")
+    assert sent.value.status == 200
+    assert content() == "The harbour closes at night; Mira has the key."  # Lorekeeper's edit stays
+
+    # Then the person edits the same entry in SillyTavern's World Info panel: SillyTavern's copy comes over it, and
+    # Lorekeeper's version is kept as an earlier one, restorable on the book's page.
+    page.click("#WIDrawerIcon")
+    page.select_option("#world_editor_select", label="World")
+    entry = page.locator("#world_popup_entries_list .world_entry").first
+    entry.locator(".inline-drawer-toggle").first.click()
+    entry.locator('textarea[name="content"]').fill("The harbour never closes.")
+    wait_until(lambda: content() == "The harbour never closes.", timeout=TIMEOUT,
+               message="SillyTavern's edit did not reach Lorekeeper")  # fmt: skip
+    kept = LorebookRevision.objects.get(lorebook=book)
+    assert kept.data["entries"]["0"]["content"] == "The harbour closes at night; Mira has the key."
+    web.goto(f"{lorekeeper.url}/lorebooks/{book.pk}/")
+    (ARTIFACTS / "lorebooks").mkdir(parents=True, exist_ok=True)
+    for width in (1280, 390):
+        web.set_viewport_size({"width": width, "height": 900})
+        web.locator("#revisions").scroll_into_view_if_needed()
+        web.screenshot(path=str(ARTIFACTS / "lorebooks" / f"earlier-versions-{width}.png"), full_page=True)
+    web.get_by_role("button", name=f"Restore the version of {kept.created_at:%Y-%m-%d %H:%M}").click()
+    web.wait_for_load_state()
+    assert "Restored." in web.content()
+    assert content() == "The harbour closes at night; Mira has the key."
+    web.context.close()
 
 
 def test_each_member_of_a_group_gets_its_own_book(st, st_open, lorekeeper):
