@@ -6,6 +6,7 @@ a 404 everywhere."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from apps.chats.services.chats import chat_create
 from apps.lorebooks.models import Lorebook, LorebookEntry, LorebookRevision
@@ -109,6 +110,22 @@ def test_the_newest_versions_are_kept(api, user, chat, settings):
         revisions.revision_keep(book=book, reason=f"v{number}", data=lorebook_export(book=book))
     kept = list(LorebookRevision.objects.filter(lorebook=book).values_list("reason", flat=True))
     assert len(kept) == revisions.KEPT and kept[0] == f"v{revisions.KEPT + 2}" and "v1" not in kept
+
+
+def test_large_versions_are_kept_within_the_room_for_them_the_newest_always(user, monkeypatch):
+    book = lorebook_import(user=user, name="Harbour", data=_book("v0"))
+    for number in range(1, 5):  # of one size as stored
+        text = "".join(f"{number}{index:04x}" for index in range(300))  # too varied to compress much
+        revisions.revision_keep(book=book, reason=f"v{number}", data=_book(text))
+        if number == 1:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_column_size(data) FROM lorebooks_lorebookrevision")
+                size = cursor.fetchone()[0]
+            monkeypatch.setattr(revisions, "KEPT_BYTES", 2 * size + size // 2)  # room for two
+    assert list(LorebookRevision.objects.filter(lorebook=book).values_list("reason", flat=True)) == ["v4", "v3"]
+    monkeypatch.setattr(revisions, "KEPT_BYTES", 10)
+    revisions.revision_keep(book=book, reason="v5", data=_book("x" * 5000))
+    assert list(LorebookRevision.objects.filter(lorebook=book).values_list("reason", flat=True)) == ["v5"]
 
 
 def test_the_api_lists_downloads_and_restores_a_version(api, web, chat):

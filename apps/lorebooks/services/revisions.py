@@ -14,9 +14,12 @@ import hashlib
 import json
 from typing import Any
 
+from django.db.models import F, Func, IntegerField
+
 from apps.lorebooks.models import Lorebook, LorebookRevision
 
 KEPT = 20  # revisions kept per book, the newest
+KEPT_BYTES = 64 * 1024 * 1024  # and as many of those as fit in this much storage (the newest one always kept)
 
 
 def book_digest(data: Any) -> str:
@@ -42,11 +45,25 @@ def edited_here(*, book: Lorebook, export: dict[str, Any]) -> bool:
 
 
 def revision_keep(*, book: Lorebook, reason: str, data: dict[str, Any]) -> LorebookRevision:
-    """The book's content `data` (its export) kept as a revision; past KEPT, the oldest of the book's revisions
-    go."""
+    """The book's content `data` (its export) kept as a revision; past KEPT, or past KEPT_BYTES of storage (as
+    PostgreSQL stores them, compressed), the oldest of the book's revisions go: a book of 10,000 long entries
+    edited back and forth takes a bounded room."""
     revision = LorebookRevision.objects.create(
         user_id=book.user_id, lorebook=book, data=data, entry_count=len(data.get("entries") or {}), reason=reason
     )
-    stale = LorebookRevision.objects.filter(lorebook=book).order_by("-created_at", "-id").values_list("id", flat=True)
-    LorebookRevision.objects.filter(id__in=list(stale[KEPT:])).delete()
+    newest = (
+        LorebookRevision.objects.filter(lorebook=book)
+        .order_by("-created_at", "-id")
+        .annotate(size=Func(F("data"), function="pg_column_size", output_field=IntegerField()))
+        .values_list("id", "size")
+    )
+    kept, stored = 0, 0
+    stale = []
+    for pk, size in newest:
+        stored += size
+        if kept and (kept == KEPT or stored > KEPT_BYTES):
+            stale.append(pk)
+        else:
+            kept += 1
+    LorebookRevision.objects.filter(id__in=stale).delete()
     return revision
