@@ -161,3 +161,13 @@ def test_another_users_versions_are_a_404_everywhere(api, web, other_api, client
     assert client.get(f"/lorebooks/{book.pk}/revisions/{version.pk}/").status_code == 404
     assert client.post(f"/lorebooks/{book.pk}/revisions/{version.pk}/restore/").status_code == 404
     assert _content(book) == "Replaced." and LorebookRevision.objects.count() == 1
+
+
+def test_a_restore_goes_into_its_own_book_whatever_its_name(api, user):
+    other = lorebook_import(user=user, name="x", data=_book("Only here."))
+    book = lorebook_import(user=user, name="x.json.json", data=_book("Now."))  # stored as "x.json"
+    version = revisions.revision_keep(book=book, reason="kept", data=_book("Before."))
+    response = api.post(f"/api/v1/lorebooks/{book.pk}/revisions/{version.pk}/restore")
+    assert response.status_code == 200 and response.json()["id"] == book.pk
+    assert (_content(book), _content(other)) == ("Before.", "Only here.")
+    assert not LorebookRevision.objects.filter(lorebook=other).exists()

@@ -71,15 +71,25 @@ def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool =
             raise ApplicationError(
                 f"A lorebook named {name!r} was made meanwhile: send it again.", {"field": "name"}, status=409
             ) from None
+        _entries_add(book, entries)
     else:
-        book.extra = extra
-        book.save(update_fields=["extra", "updated_at"])
-        book.entries.all().delete()
+        _content_replace(book, extra, entries)
+    return book
+
+
+def _content_replace(book: Lorebook, extra: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+    """The book's file keys and entries made these (checked before)."""
+    book.extra = extra
+    book.save(update_fields=["extra", "updated_at"])
+    book.entries.all().delete()
+    _entries_add(book, entries)
+
+
+def _entries_add(book: Lorebook, entries: list[dict[str, Any]]) -> None:
     LorebookEntry.objects.bulk_create(
         [LorebookEntry(lorebook=book, uid=entry["uid"], data=entry) for entry in entries], batch_size=500
     )
     _vectors_later(book, entries)
-    return book
 
 
 @transaction.atomic
@@ -117,10 +127,7 @@ def lorebook_put(
         if entries is None:
             return book, outcome
         book.entries.all().delete()
-    LorebookEntry.objects.bulk_create(
-        [LorebookEntry(lorebook=book, uid=entry["uid"], data=entry) for entry in entries], batch_size=500
-    )
-    _vectors_later(book, entries)
+    _entries_add(book, entries)
     return book, outcome
 
 
@@ -229,7 +236,8 @@ def lorebook_revision_restore(*, revision: LorebookRevision) -> Lorebook:
         raise ApplicationError("The book is already as this version has it.", {"field": "revision"}, status=409)
     when = revision.created_at.strftime("%Y-%m-%d %H:%M")
     revision_keep(book=book, reason=f"Before the version of {when} UTC was restored", data=current)
-    return lorebook_import(user=book.user, name=book.name, data=revision.data, replace=True)
+    _content_replace(book, _extra(revision.data), entries_clean(revision.data["entries"]))
+    return book
 
 
 def lorebook_export(*, book: Lorebook) -> dict[str, Any]:
