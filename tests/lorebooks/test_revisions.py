@@ -35,7 +35,7 @@ def _send(api, chat, data, name="Harbour"):
         f"/api/v1/chats/{chat.pk}/lorebooks", {"books": [{"name": name, "data": data, "use": "chat"}]}, format="json"
     )
     assert response.status_code == 200, response.content
-    return Lorebook.objects.get(user=chat.user, name=name)
+    return Lorebook.objects.get(user=chat.user, name=name.removesuffix(".json"))
 
 
 def _content(book) -> str:
@@ -171,3 +171,11 @@ def test_a_restore_goes_into_its_own_book_whatever_its_name(api, user):
     assert response.status_code == 200 and response.json()["id"] == book.pk
     assert (_content(book), _content(other)) == ("Before.", "Only here.")
     assert not LorebookRevision.objects.filter(lorebook=other).exists()
+
+
+def test_a_copy_named_with_its_file_extension_is_the_same_book(api, web, chat):
+    book = _send(api, chat, _book("Whale oil."))
+    _edit_here(web, book, "Edited in Lorekeeper.")
+    _send(api, chat, _book("Edited in SillyTavern."), name="Harbour.json")
+    assert _content(book) == "Edited in SillyTavern."
+    assert LorebookRevision.objects.get(lorebook=book).data["entries"]["0"]["content"] == "Edited in Lorekeeper."

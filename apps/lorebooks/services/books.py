@@ -207,7 +207,11 @@ def _client_copy(user: AbstractUser, item: dict[str, Any], position: int) -> Lor
     """The book as the client sent it (services/revisions.py): the same copy it sent before is not taken over what
     was edited here since; one the same as the book is not written again (activation keeps its cache); another is
     imported in its place, the book's version kept as a revision when only this server holds it."""
-    held = Lorebook.objects.select_for_update().filter(user=user, name=item["name"].strip()).first()
+    try:
+        name = lorebook_name_clean(item["name"])  # as the import stores it ("Harbour.json" is "Harbour")
+    except ApplicationError as error:
+        raise ApplicationError(f"{item['name']}: {error.message}", {**error.extra, "book": position}) from None
+    held = Lorebook.objects.select_for_update().filter(user=user, name=name).first()
     sent = book_digest(item.get("data"))
     if held is not None and held.client_digest == sent:
         return held
