@@ -179,3 +179,9 @@ def test_a_copy_named_with_its_file_extension_is_the_same_book(api, web, chat):
     _send(api, chat, _book("Edited in SillyTavern."), name="Harbour.json")
     assert _content(book) == "Edited in SillyTavern."
     assert LorebookRevision.objects.get(lorebook=book).data["entries"]["0"]["content"] == "Edited in Lorekeeper."
+
+
+def test_numbers_postgresql_stores_in_another_form_are_no_edit_here(api, chat):
+    _send(api, chat, {**_book("First."), "scale": 1e20, "zero": -0.0})
+    book = _send(api, chat, {**_book("Second."), "scale": 1e20, "zero": -0.0})
+    assert _content(book) == "Second." and not LorebookRevision.objects.exists()

@@ -226,6 +226,7 @@ def _client_copy(user: AbstractUser, item: dict[str, Any], position: int) -> Lor
     except ApplicationError as error:
         where = {**error.extra, "book": position}
         raise ApplicationError(f"{item['name']}: {error.message}", where) from None
+    book.refresh_from_db(fields=["extra"])  # as stored: PostgreSQL gives some numbers back in another form
     client_copy_taken(book=book, sent=sent, export=lorebook_export(book=book))
     return book
 
