@@ -175,7 +175,11 @@ def chat_books_put(
         if not isinstance(item, dict) or item.get("use") not in USES or not isinstance(item.get("name"), str):
             wanted = f"Book {position}: give `name`, `data` and `use` ({', '.join(USES)})."
             raise ApplicationError(wanted, {"field": "books", "book": position})
-        book = _client_copy(user, item, position)
+        try:
+            book = _client_copy(user, item)
+        except ApplicationError as error:
+            where = {**error.extra, "book": position}
+            raise ApplicationError(f"{item['name']}: {error.message}", where) from None
         if item["use"] == "global" and book.scope != Lorebook.Scope.GLOBAL:
             book = lorebook_update(book=book, scope=Lorebook.Scope.GLOBAL)
         if item["use"] == "character":
@@ -203,14 +207,11 @@ def chat_books_put(
     return done
 
 
-def _client_copy(user: AbstractUser, item: dict[str, Any], position: int) -> Lorebook:
+def _client_copy(user: AbstractUser, item: dict[str, Any]) -> Lorebook:
     """The book as the client sent it (services/revisions.py): the same copy it sent before is not taken over what
     was edited here since; one the same as the book is not written again (activation keeps its cache); another is
     imported in its place, the book's version kept as a revision when only this server holds it."""
-    try:
-        name = lorebook_name_clean(item["name"])  # as the import stores it ("Harbour.json" is "Harbour")
-    except ApplicationError as error:
-        raise ApplicationError(f"{item['name']}: {error.message}", {**error.extra, "book": position}) from None
+    name = lorebook_name_clean(item["name"])  # as the import stores it ("Harbour.json" is "Harbour")
     held = Lorebook.objects.select_for_update().filter(user=user, name=name).first()
     sent = book_digest(item.get("data"))
     if held is not None and held.client_digest == sent:
@@ -219,13 +220,9 @@ def _client_copy(user: AbstractUser, item: dict[str, Any], position: int) -> Lor
     if held is not None and export == item.get("data"):
         client_copy_taken(book=held, sent=sent, export=export)
         return held
-    try:
-        if held is not None and edited_here(book=held, export=export):
-            revision_keep(book=held, reason="Replaced by SillyTavern's copy", data=export)
-        book = lorebook_import(user=user, name=item["name"], data=item.get("data"), replace=True)
-    except ApplicationError as error:
-        where = {**error.extra, "book": position}
-        raise ApplicationError(f"{item['name']}: {error.message}", where) from None
+    if held is not None and edited_here(book=held, export=export):
+        revision_keep(book=held, reason="Replaced by SillyTavern's copy", data=export)
+    book = lorebook_import(user=user, name=item["name"], data=item.get("data"), replace=True)
     book.refresh_from_db(fields=["extra"])  # as stored: PostgreSQL gives some numbers back in another form
     client_copy_taken(book=book, sent=sent, export=lorebook_export(book=book))
     return book
