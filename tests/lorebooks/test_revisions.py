@@ -104,7 +104,7 @@ def test_a_book_the_same_as_sillytaverns_from_before_these_records_keeps_no_vers
     assert book.client_digest == revisions.book_digest(_book("Whale oil."))
 
 
-def test_the_newest_versions_are_kept(api, user, chat, settings):
+def test_the_newest_versions_are_kept(user):
     book = lorebook_import(user=user, name="Harbour", data=_book("v0"))
     for number in range(1, revisions.KEPT + 3):
         revisions.revision_keep(book=book, reason=f"v{number}", data=lorebook_export(book=book))
