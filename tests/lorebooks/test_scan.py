@@ -248,9 +248,11 @@ def test_a_runaway_regex_is_stopped_and_counted():
     text = "a" * 40 + "!"
     assert key_matches(Haystack(text), "/(a|aa)+$/", case_sensitive=False, whole_words=False, budget=budget) is False
     assert budget.timed_out == ["/(a|aa)+$/"] and pattern is not None
-    assert budget.spent < 0.2
+    # Unstopped, this pattern backtracks for minutes over that text. The budget is wall time, which a loaded machine
+    # stretches (a test run beside another missed 0.2 s): bounds far under minutes, and the number of tests it took.
+    assert budget.spent < 1.0 and budget.tests == 1
     result = _scan(_book(*[{"key": ["/(a|aa)+$/"], "content": str(n)} for n in range(20)]), ["a" * 40 + "!"])
-    assert result.regex.exhausted and result.regex.spent < 0.4
+    assert result.regex.exhausted and result.regex.spent < 2.0 and result.regex.tests < 20
 
 
 WORDS = "Mira Rowan gull ship storm lantern harbour key ring Hale's bell dock tide".split()
