@@ -39,29 +39,38 @@ def json_bytes(value: Any) -> bytes:
         return json.dumps(value).encode()
 
 
+# Objects and arrays within one another that a stored value may hold. SillyTavern's own data nests a dozen deep.
+# Python's JSON parser and encoder follow each level on the interpreter's stack (about a thousand frames, less the
+# depth of their caller): a value nested several hundred deep passed the request's parser, then failed with a server
+# error where it was encoded or read back from deeper down, such as the database driver's encoder under the ASGI
+# server.
+MAX_DEPTH = 100
+TOO_DEEP = f"nests objects or arrays more than {MAX_DEPTH} deep, which cannot be stored"
+
+
 def unstorable_reason(value: Any, raw: str | None = None) -> str | None:
     """Why `value` cannot be stored, or None. Pass the raw JSON text to skip the walk for ordinary input."""
-    if raw is not None and not _SUSPECT_ESCAPE.search(raw) and "\x00" not in raw:
+    if (
+        raw is not None
+        and not _SUSPECT_ESCAPE.search(raw)
+        and "\x00" not in raw
+        and raw.count("[") + raw.count("{") <= MAX_DEPTH  # no more brackets than that: no deeper
+    ):
         return None
-    for text in _strings(value):
-        if "\x00" in text:
-            return "contains a NUL character (\\u0000), which cannot be stored"
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return "contains an unpaired UTF-16 surrogate, which is not valid Unicode"
-    return None
-
-
-def _strings(value: Any):
-    """Every string in a JSON value, keys included (iteratively: a deep value must not hit the recursion limit)."""
-    stack = [value]
+    # Iteratively: a deep value must not hit the recursion limit here either.
+    stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, str):
-            yield item
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+            if "\x00" in item:
+                return "contains a NUL character (\\u0000), which cannot be stored"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "contains an unpaired UTF-16 surrogate, which is not valid Unicode"
+        elif isinstance(item, dict | list):
+            if depth == MAX_DEPTH:
+                return TOO_DEEP
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return None

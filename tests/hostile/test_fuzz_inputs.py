@@ -196,3 +196,59 @@ def test_markup_and_template_syntax_in_text_are_shown_not_run(web, user):
 def test_an_instance_key_with_a_nul_character_is_unknown_not_a_server_error(api, url):
     # Found by the long schema fuzz (make test-all): the key reached a lookup PostgreSQL cannot make.
     assert api.get(url).status_code == 404
+
+
+def _nested(depth: int) -> list:
+    """An array `depth` deep: [[[…]]]."""
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+# Under what the request's parser follows (the 400 above), past what a value may hold: before the limit, 300 levels
+# were stored, and reading them back failed wherever the reader's own stack was deep.
+DEEP = 300
+
+
+def _deep_writes(chat: Chat) -> list[tuple[str, str, str, str]]:
+    """(method, path, body, content type) of the writes that store a person's free-form JSON, each with a value
+    DEEP levels deep where the person's own data goes."""
+    deep = _nested(DEEP)
+    append = {"messages": [{"mes": "Hi.", "is_user": True, "extra": {"deep": deep}}], "integrity": str(chat.integrity)}
+    world = {"entries": {"0": {"uid": 0, "key": ["lantern"], "content": "Oil.", "deep": deep}}}
+    return [
+        ("POST", f"/api/v1/chats/{chat.pk}/append", json.dumps(append), "application/json"),
+        ("PATCH", f"/api/v1/chats/{chat.pk}/metadata", json.dumps({"deep": deep}), "application/merge-patch+json"),
+        ("PATCH", f"/api/v1/chats/{chat.pk}/messages/0/data/st_bme", json.dumps({"values": {"deep": deep}}),
+         "application/json"),
+        ("PATCH", "/api/v1/settings", json.dumps({"ext": {"deep": deep}}), "application/merge-patch+json"),
+        ("POST", "/api/v1/lorebooks/", json.dumps({"name": "Harbour", "data": world}), "application/json"),
+        ("POST", "/api/v1/chats/import", b'{"user_name":"You","character_name":"Mira"}\n'.decode()
+         + json.dumps({"mes": "Hi.", "is_user": True, "extra": {"deep": deep}}), "application/jsonl"),
+    ]  # fmt: skip
+
+
+def test_a_value_nested_past_the_limit_is_a_400_naming_it_and_stores_nothing(user, client, mira_chat):
+    Message.objects.create(chat=mira_chat, index=0, name="Mira", mes="Hello.")
+    Chat.objects.filter(pk=mira_chat.pk).update(message_count=1)
+    mira_chat.refresh_from_db()
+    settings_integrity = client.get("/api/v1/settings").json()["integrity"]
+    for method, path, body, content_type in _deep_writes(mira_chat):
+        before = snapshot(user)
+        match = settings_integrity if path == "/api/v1/settings" else mira_chat.integrity
+        headers = {} if path.endswith(("/import", "/lorebooks/")) else {"HTTP_IF_MATCH": f'"{match}"'}
+        response = client.generic(method, path, body, content_type=content_type, **headers)
+        assert response.status_code == 400, (path, response.status_code, response.content[:300])
+        assert "more than 100 deep" in response.content.decode(), (path, response.content[:300])
+        assert snapshot(user) == before, path
+
+
+def test_a_value_nested_as_deep_as_the_limit_is_stored_and_read_back(user, client, mira_chat):
+    deep = _nested(90)
+    body = {
+        "messages": [{"mes": "Hi.", "is_user": True, "extra": {"deep": deep}}],
+        "integrity": str(mira_chat.integrity),
+    }
+    assert client.post(f"/api/v1/chats/{mira_chat.pk}/append", body, format="json").status_code == 200
+    assert Message.objects.get(chat=mira_chat, index=0).extra == {"deep": deep}
