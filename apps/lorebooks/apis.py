@@ -19,6 +19,7 @@ from apps.common.serializers import DictField
 from apps.lorebooks import selectors
 from apps.lorebooks.models import Lorebook, LorebookRevision
 from apps.lorebooks.services.books import (
+    IMPORT_REPLACED,
     MAX_NOT_GLOBAL,
     MAX_OWNERS,
     MAX_SENT,
@@ -190,7 +191,7 @@ class LorebookListApi(APIView):
         if data is None:
             raise ApplicationError("Send the World Info file as `data` or as the multipart `file`.", {"field": "data"})
         book = lorebook_import(user=request.user, name=name or data.get("name") or "", data=data,
-                               replace=given["replace"])  # fmt: skip
+                               replace=given["replace"], kept_as=IMPORT_REPLACED)  # fmt: skip
         book = selectors.lorebook_get(user=request.user, lorebook_id=book.pk)
         return Response(LorebookOutputSerializer(book).data, status=status.HTTP_201_CREATED)
 

@@ -19,6 +19,7 @@ from apps.lorebooks import selectors
 from apps.lorebooks.forms import EntryForm, LoreSettingsForm
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import (
+    IMPORT_REPLACED,
     entry_delete,
     entry_save,
     export_disposition,
@@ -52,7 +53,10 @@ def lorebook_list(request):
             except (UnicodeDecodeError, json.JSONDecodeError) as error:
                 raise ApplicationError(f"The file is not JSON: {error}.", {"field": "file"}) from None
             name = request.POST.get("name", "").strip() or upload.name
-            book = lorebook_import(user=request.user, name=name, data=data, replace=bool(request.POST.get("replace")))
+            book = lorebook_import(
+                user=request.user, name=name, data=data, replace=bool(request.POST.get("replace")),
+                kept_as=IMPORT_REPLACED,
+            )  # fmt: skip
         except ApplicationError as error:
             messages.error(request, f"Nothing was imported. {error.message}")
         else:

@@ -5,7 +5,10 @@ a 404 everywhere."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
 from apps.chats.services.chats import chat_create
@@ -185,3 +188,26 @@ def test_numbers_postgresql_stores_in_another_form_are_no_edit_here(api, chat):
     _send(api, chat, {**_book("First."), "scale": 1e20, "zero": -0.0})
     book = _send(api, chat, {**_book("Second."), "scale": 1e20, "zero": -0.0})
     assert _content(book) == "Second." and not LorebookRevision.objects.exists()
+
+
+def test_a_file_imported_over_a_book_keeps_the_version_it_replaced(api, web, user):
+    """A person imports a file over a book (its page's import with "replace", or the API): the book's version, with
+    what was edited here, is kept; the same file imported again keeps nothing more."""
+    book = lorebook_import(user=user, name="Harbour", data=_book("Whale oil."))
+    _edit_here(web, book, "Whale oil, trimmed by Mira.")
+    upload = SimpleUploadedFile("Harbour.json", json.dumps(_book("From the file.")).encode(), "application/json")
+    page = web.post("/lorebooks/", {"file": upload, "replace": "on"}, follow=True).content.decode()
+    assert "Imported" in page and _content(book) == "From the file."
+    [kept] = LorebookRevision.objects.filter(lorebook=book)
+    assert kept.reason == "Replaced by an imported file" and kept.data["entries"]["0"]["content"] == (
+        "Whale oil, trimmed by Mira."
+    )
+    again = api.post("/api/v1/lorebooks/", {"name": "Harbour", "data": _book("From the file."), "replace": True},
+                     format="json")  # fmt: skip
+    assert again.status_code == 201, again.content
+    assert LorebookRevision.objects.filter(lorebook=book).count() == 1
+    other = api.post("/api/v1/lorebooks/", {"name": "Harbour", "data": _book("Another file."), "replace": True},
+                     format="json")  # fmt: skip
+    assert other.status_code == 201 and _content(book) == "Another file."
+    assert [r.data["entries"]["0"]["content"] for r in LorebookRevision.objects.filter(lorebook=book)
+            .order_by("-created_at", "-id")] == ["From the file.", "Whale oil, trimmed by Mira."]  # fmt: skip

@@ -50,11 +50,16 @@ def lorebook_name_clean(name: Any) -> str:
     return name
 
 
+IMPORT_REPLACED = "Replaced by an imported file"  # the revision a person's import over a book keeps
+
+
 @transaction.atomic
-def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool = False) -> Lorebook:
+def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool = False, kept_as: str = "") -> Lorebook:
     """A World Info file (`{"entries": {uid: entry}}`, SillyTavern's `worlds/<name>.json`) as the account's book
     `name`. Every entry is checked first: one bad entry refuses the whole file and nothing is stored. A book of
-    the same name is refused (409) unless `replace`, which puts the file's entries in place of the book's."""
+    the same name is refused (409) unless `replace`, which puts the file's entries in place of the book's; with
+    `kept_as` (the reason a person reads), the book's version it replaced is kept as a revision, unless the file
+    made it no different."""
     name = lorebook_name_clean(name)
     if not isinstance(data, dict) or "entries" not in data:
         raise ApplicationError("A World Info file is an object with `entries`.", {"field": "entries"})
@@ -73,7 +78,12 @@ def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool =
             ) from None
         _entries_add(book, entries)
     else:
+        before = lorebook_export(book=book) if kept_as else None
         _content_replace(book, extra, entries)
+        if before is not None:
+            book.refresh_from_db(fields=["extra"])  # as stored: PostgreSQL gives some numbers back in another form
+            if book_digest(before) != book_digest(lorebook_export(book=book)):
+                revision_keep(book=book, reason=kept_as, data=before)
     return book
 
 
