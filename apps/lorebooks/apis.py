@@ -3,8 +3,6 @@ character's or chat's memories as a World Info file."""
 
 from __future__ import annotations
 
-import json
-
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -32,9 +30,8 @@ from apps.lorebooks.services.books import (
     lorebook_revision_restore,
     lorebook_update,
 )
+from apps.lorebooks.services.fields import world_file_read
 from apps.lorebooks.services.from_memories import memories_world
-
-MAX_FILE_BYTES = 20 * 1024 * 1024
 
 
 class LorebookOutputSerializer(serializers.ModelSerializer):
@@ -181,12 +178,7 @@ class LorebookListApi(APIView):
         given = checked.validated_data
         upload, data, name = given.get("file"), given.get("data"), given.get("name")
         if upload is not None:
-            if upload.size > MAX_FILE_BYTES:
-                raise ApplicationError("The file is larger than 20 MB.", {"field": "file"}, status=413)
-            try:
-                data = json.loads(upload.read().decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as error:
-                raise ApplicationError(f"The file is not JSON: {error}.", {"field": "file"}) from None
+            data = world_file_read(upload)
             name = name or upload.name
         if data is None:
             raise ApplicationError("Send the World Info file as `data` or as the multipart `file`.", {"field": "data"})

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -29,13 +28,12 @@ from apps.lorebooks.services.books import (
     lorebook_revision_restore,
     lorebook_update,
 )
-from apps.lorebooks.services.fields import LOGICS, POSITION_LABELS
+from apps.lorebooks.services.fields import LOGICS, POSITION_LABELS, world_file_read
 from apps.lorebooks.services.from_memories import memories_world
 from apps.lorebooks.services.search import lorebook_entries_search
 from apps.lorebooks.services.settings import NAMESPACE, lore_settings_read, lore_settings_save
 
 ENTRIES_PER_PAGE = 50
-MAX_FILE_BYTES = 20 * 1024 * 1024
 
 
 @login_required
@@ -46,12 +44,7 @@ def lorebook_list(request):
         try:
             if upload is None:
                 raise ApplicationError("Choose a World Info file (.json) to import.", {"field": "file"})
-            if upload.size > MAX_FILE_BYTES:
-                raise ApplicationError("The file is larger than 20 MB.", {"field": "file"})
-            try:
-                data = json.loads(upload.read().decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as error:
-                raise ApplicationError(f"The file is not JSON: {error}.", {"field": "file"}) from None
+            data = world_file_read(upload)
             name = request.POST.get("name", "").strip() or upload.name
             book = lorebook_import(
                 user=request.user, name=name, data=data, replace=bool(request.POST.get("replace")),

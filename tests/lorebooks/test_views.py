@@ -39,6 +39,30 @@ def test_a_bad_file_says_which_entry_and_field_and_stores_nothing(web, user):
     assert not Lorebook.objects.exists()
 
 
+UNREADABLE = [
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"entries": {"0": {"uid": 0, "key": ["a"], "content": "x", "weight": NaN}}}', "NaN is not valid JSON"),
+    (b'{"entries": {}, "scale": 1e400}', "too large to store"),
+    (b'{"entries": {}, "oops"', "not JSON"),
+    (b'{"entries": {}, "name": "\xff"}', "not JSON"),
+]
+
+
+@pytest.mark.parametrize(("body", "said"), UNREADABLE)
+def test_a_file_of_json_a_book_cannot_hold_is_refused_on_the_page_and_the_api(web, api, user, body, said):
+    """Once a server error (the page and the API parsed uploads leniently): NaN and an infinite number reached
+    PostgreSQL, which refused the JSON, and a deep file passed what the parser follows."""
+    upload = io.BytesIO(body)
+    upload.name = "Harbour.json"
+    page = web.post("/lorebooks/", {"file": upload}, follow=True)
+    assert page.status_code == 200 and "Nothing was imported" in page.content.decode()
+    assert said in page.content.decode()
+    upload.seek(0)
+    answer = api.post("/api/v1/lorebooks/", {"file": upload}, format="multipart")
+    assert answer.status_code == 400 and answer.json()["extra"]["field"] == "file" and said in answer.json()["message"]
+    assert not Lorebook.objects.exists()
+
+
 def test_the_entries_are_searched(web, user):
     book = lorebook_import(user=user, name="Harbour", data=WORLD)
     page = web.get(f"/lorebooks/{book.pk}/?q=whale").content.decode()

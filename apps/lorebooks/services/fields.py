@@ -7,10 +7,11 @@ their defaults, every other key is kept as it came, so an export writes back wha
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from apps.common.exceptions import ApplicationError
-from apps.common.jsonsafe import unstorable_reason
+from apps.common.jsonsafe import loads_strict, unstorable_reason
 from apps.lorebooks.services.keys import KeyError_, key_compile
 
 POSITION_LABELS = {
@@ -35,6 +36,7 @@ MAX_ENTRIES = 10_000  # a book with more is refused whole
 MAX_KEYS = 200  # per list (primary, secondary)
 MAX_KEY_LENGTH = 2_000
 MAX_CONTENT = 200_000  # characters of one entry's content
+MAX_FILE_BYTES = 20 * 1024 * 1024  # an uploaded World Info file
 
 # name: (type, default). Types: str, int (a number, kept as given), bool, list (of strings), "int?" / "bool?" (null
 # means "the book's setting"), enum sets given below.
@@ -216,3 +218,22 @@ def entries_clean(raw: Any, *, label: str = "entry", fill: bool = False) -> list
         entry["uid"] = uid
         cleaned.append(entry)
     return sorted(cleaned, key=lambda entry: entry["uid"])
+
+
+def world_file_read(upload) -> Any:
+    """An uploaded World Info file's JSON (the book list's import, and the API's multipart one); a file too large,
+    not UTF-8 or not JSON a book can hold (NaN, a number past a float's range, nested past what the parser follows)
+    is refused naming `file`."""
+    if upload.size > MAX_FILE_BYTES:
+        raise ApplicationError(
+            f"The file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB.", {"field": "file"}, status=413
+        )
+    try:
+        return loads_strict(upload.read().decode("utf-8"))
+    except RecursionError:
+        raise ApplicationError("The file is not JSON a book can hold: nested too deeply.", {"field": "file"}) from None
+    except (UnicodeDecodeError, ValueError) as error:  # json.JSONDecodeError is a ValueError
+        reason = f"{error.msg} at line {error.lineno} column {error.colno}" if isinstance(
+            error, json.JSONDecodeError
+        ) else str(error)  # fmt: skip
+        raise ApplicationError(f"The file is not JSON: {reason}.", {"field": "file"}) from None
