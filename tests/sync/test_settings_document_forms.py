@@ -286,3 +286,21 @@ def test_an_unchanged_form_on_a_stale_page_is_no_conflict(web, user):
     seed(user, {"st_bme": {"on": True}})
     response = web.post(URL, data)
     assert response.status_code == 302 and settings_document_get(user=user).data == {"st_bme": {"on": True}}
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"st_bme": {"budget": NaN}}', "NaN is not valid JSON"),
+        ('{"st_bme": {"budget": 1e400}}', "too large to store"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_json_postgresql_cannot_store_is_refused_on_the_page_and_changes_nothing(web, user, text, said):
+    """Once a server error: the page parsed leniently, and PostgreSQL refused NaN and an infinite number, or the
+    parser ran past its depth."""
+    integrity = str(settings_document_get(user=user).integrity)
+    response = web.post(URL, {"settings": text, "integrity": integrity})
+    assert response.status_code == 400 and "Not saved: the JSON is not valid: " in page_text(response)
+    assert said in page_text(response)
+    assert settings_document_get(user=user).data == {}
