@@ -77,6 +77,16 @@ def test_a_graph_kept_as_a_json_string_is_read_and_an_empty_one_is_nothing(user)
     assert legacy_found(chat=Chat.objects.get(pk=chat.pk)) == {}
 
 
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"version": 1, "nodes": [], "x": NaN}'])
+def test_a_graph_string_no_graph_can_come_from_is_nothing_not_an_error(web, user, text):
+    """A string nested past what the parser follows raised RecursionError on the chat's page (which asks what the
+    chat carries); NaN is no graph's either, and could not be stored from one."""
+    chat = imported(user, "st_bme.jsonl")
+    Chat.objects.filter(pk=chat.pk).update(chat_metadata={**chat.chat_metadata, "st_bme_graph": text})
+    assert legacy_found(chat=Chat.objects.get(pk=chat.pk)) == {}
+    assert web.get(f"/chats/{chat.pk}/").status_code == 200
+
+
 def test_smart_memorys_chat_state_becomes_session_memories_scenes_arcs_profiles_and_the_ledger(user):
     chat = imported(user, "smart_memory.jsonl")
     counts = chat_legacy_import(user=user, chat=chat)
@@ -160,6 +170,8 @@ def test_a_chat_with_a_summary_keeps_it(user):
         ('{"developments": ["x"], "open": ["y"]}', ("", "DEVELOPMENTS: x\nOPEN: y")),
         ('{"scene_name": "S", "stage1": {"sn": "S1"}, "stage3": {"developments": ["d"]}}', ("S", "DEVELOPMENTS: d")),
         ({"content": "Running recap."}, ("", "Running recap.")),
+        ('{"sn": NaN}', ("", '{"sn": NaN}')),  # not JSON a memory could hold: the text as it is
+        ("{" + "[" * 100_000, ("", "{" + "[" * 100_000)),  # nested past what the parser follows: the same
     ],
 )
 def test_recap_strings_in_every_shape(raw, expected):

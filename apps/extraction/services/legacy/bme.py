@@ -6,9 +6,9 @@ Nodes compressed into a parent (archived, with a parent) are left out: the paren
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from apps.common.jsonsafe import loads_strict
 from apps.extraction.services.legacy.common import Item, index_of, state_item, text_of
 from apps.memories.models import Kind
 
@@ -19,8 +19,8 @@ def _bme_graph(metadata: dict[str, Any]) -> dict[str, Any] | None:
     graph = metadata.get("st_bme_graph")
     if isinstance(graph, str) and graph.strip():
         try:
-            graph = json.loads(graph)
-        except ValueError:
+            graph = loads_strict(graph)  # NaN and 1e400 are not a graph's, and could not be stored from it
+        except (ValueError, RecursionError):  # not JSON, or nested past what the parser follows
             return None
     if not isinstance(graph, dict) or graph.get("version") is None or not isinstance(graph.get("nodes"), list):
         return None

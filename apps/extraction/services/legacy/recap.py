@@ -4,11 +4,11 @@ or one of its JSON shapes); `chat_metadata.auto_recap_running_scene_recaps`' cur
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from apps.chats.models import Chat, Message
+from apps.common.jsonsafe import loads_strict
 from apps.extraction.services.legacy.common import RECAP_NAMESPACES, RUNNING_RECAP_KEYS, Item, index_of, text_of
 from apps.memories.models import Kind
 
@@ -25,8 +25,8 @@ def recap_text(raw: Any) -> tuple[str, str]:
             value = fenced.group(1)
         if value.startswith("{"):
             try:
-                value = json.loads(value)
-            except ValueError:
+                value = loads_strict(value)
+            except (ValueError, RecursionError):  # plain text after all
                 pass
     if not isinstance(value, dict):
         return "", text_of(value)
