@@ -75,6 +75,7 @@ def test_counters_are_independent_per_kind(
         '{"merges": [{"ids": [1], "content": "only one"}]}',
         '{"merges": [{"ids": [1, 9], "content": "out of range"}]}',
         '{"merges": [{"ids": [1, 2], "content": "x"}, {"ids": [2, 3], "content": "twice"}]}',
+        '{"merges": ' + "[" * 5_000 + "]" * 5_000 + "}",  # nested past what the parser follows
     ],
 )
 def test_an_unreadable_merge_answer_fails_the_job_and_changes_nothing(

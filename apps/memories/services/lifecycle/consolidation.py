@@ -41,7 +41,7 @@ def parse_merges(text: str, numbered: list[Memory]) -> list[Merge]:
         merges = data["merges"]
         if not isinstance(merges, list):
             raise TypeError
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: "[[[[…" past the parser
         raise UnreadableAnswer(f"unreadable consolidation answer: {text[:200]!r}") from exc
     used: set[int] = set()
     result: list[Merge] = []
