@@ -69,3 +69,10 @@ def test_a_chat_named_by_its_id_is_found_in_two_reads(user):
     assert (found.chat.pk, found.how, found.start) == (chat.pk, "header", 0)
     reads = [query["sql"] for query in queries.captured_queries if query["sql"].startswith("SELECT")]
     assert [sql.split(" FROM ")[1].split()[0] for sql in reads] == ['"chats_chat"', '"chats_message"']
+
+
+def test_a_header_of_a_superscript_digit_is_a_client_key_not_an_id(user):
+    """"²" is a digit to str.isdigit but not to int(): the header raised ValueError (a server error)."""
+    lines = story("A room for the night, please.", "Up the stairs, second door.")
+    found = chat_for_request(user=user, lines=lines, header="²")
+    assert found.chat.client_key == "²" and found.chat.user_id == user.pk

@@ -388,3 +388,9 @@ def test_a_visitor_is_sent_to_sign_in(client, theirs, method, url):
     response = getattr(client, method)(url.format(chat=chat.pk, memory=theirs["memory"].pk))
     assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
     assert stored(chat)["injectionText"] == "Ash is tall." and fresh(chat).integrity == chat.integrity
+
+
+@pytest.mark.parametrize("node", ["m²", "e²"])
+def test_a_node_id_of_a_superscript_digit_is_not_found(web, recalled, node):
+    """ "²" is a digit to str.isdigit but not to int(): a server error before."""
+    assert web.get(recall_url(recalled, f"graph/{node}/"), **HX).status_code == 404

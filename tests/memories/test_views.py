@@ -388,6 +388,7 @@ def test_entity_list_user_wide_and_per_character(web, user, character, foreign):
     assert "Harbour" in searched and "Corvin" not in searched
     assert web.get("/memories/entities/", {"character": foreign["character"].pk}).status_code == 404
     assert web.get("/memories/entities/", {"character": "x"}).status_code == 400
+    assert web.get("/memories/entities/", {"character": "²"}).status_code == 400  # a digit to isdigit, not to int()
 
 
 def test_one_name_in_two_registries_says_which_registry_each_is(web, user, character):

@@ -157,7 +157,7 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
             raise ApplicationError(
                 f"X-Lorekeeper-Chat holds at most {MAX_KEY} characters.", {"field": "X-Lorekeeper-Chat"}
             )
-        if header.isdigit():
+        if header.isascii() and header.isdigit():  # "²" is a digit to isdigit, not to int(): a client key
             # Another user's: 404. Its characters are not read: the history's sync locks the chat and reads it again.
             chat = chat_get(user=user, chat_id=int(header), characters=False)
             return Found(chat, _window_at(chat, _history(lines)) if _moved(chat, lines) else 0, "header")

@@ -114,7 +114,7 @@ def recall_node(request, chat_id: int, index: int, node: str):
     chat, message = _message(request, chat_id, index)
     record = recall_stored(message) or {}
     kind, raw = node[:1], node[1:]  # "m12": memory 12, "e3": entity 3
-    if kind not in ("m", "e") or not raw.isdigit():
+    if kind not in ("m", "e") or not (raw.isascii() and raw.isdigit()):  # "²" is no id
         raise Http404("No such node.")
     context = {"chat": chat, "message": message}
     if kind == "m":

@@ -32,7 +32,7 @@ def entity_list(request):
     character = None
     raw = request.GET.get("character", "")
     if raw:
-        if not raw.isdigit():
+        if not (raw.isascii() and raw.isdigit()):  # "²" is a digit to isdigit, not to int()
             return render(request, "memories/entity_list.html", {"error": "Unknown character."}, status=400)
         character = chat_selectors.character_get(user=request.user, character_id=int(raw))
     search = request.GET.get("q", "").strip()

@@ -31,7 +31,7 @@ def parse_arcs(text: str) -> Parsed:
         if parts[0] in ("arc", "open", "thread"):
             parsed.items.append(ArcLine("open", body, persistent="persistent" in parts[1:]))
         elif parts[0] in ("resolved", "resolve", "closed"):
-            number = next((int(p) for p in parts[1:] if p.isdigit()), None)
+            number = next((int(p) for p in parts[1:] if p.isascii() and p.isdigit()), None)
             if number is None:
                 found = re.match(r"^#?(\d{1,3})[.:)]?\s+(.+)$", body)
                 number, body = (int(found[1]), found[2]) if found else (None, body)

@@ -71,7 +71,7 @@ def parse_memory_tag(tag: str, kinds: tuple[str, ...]) -> MemoryLine | None:
             # Entity lists may hold a ':' of their own: the rest of the tag belongs to them.
             line.entities = _entities(":".join(rest[i:]).split("=", 1)[1])
             break
-        if low.isdigit():
+        if low.isascii() and low.isdigit():  # "²" is a digit to isdigit, not to int()
             line.importance = min(3, max(1, int(low)))
         elif low in IMPORTANCE_WORDS:
             line.importance = IMPORTANCE_WORDS[low]
