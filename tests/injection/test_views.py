@@ -390,6 +390,40 @@ def test_a_visitor_is_sent_to_sign_in(client, theirs, method, url):
     assert stored(chat)["injectionText"] == "Ash is tall." and fresh(chat).integrity == chat.integrity
 
 
+# ------------------------------------------------------------------------------------------- a client's records
+
+CLIENT_RECORDS = {
+    "no manuallyEdited": {"injectionText": "Remembered."},
+    "a prompt entry's memories a number": {
+        "injectionText": "x", "prompt": [{"slot": "x", "count": 1, "label": "L", "memories": 5}],
+    },
+    "memories not objects": {"injectionText": "x", "memories": [1, 7, "abc"]},
+    "edges joining lists": {
+        "injectionText": "x",
+        "subgraph": {"nodes": [{"id": "m1", "type": "memory", "label": "a"}],
+                     "edges": [{"source": "m1", "target": ["x"]}, {"source": ["m1"], "target": "e1"}]},
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("record", CLIENT_RECORDS.values(), ids=list(CLIENT_RECORDS))
+def test_a_recall_record_a_client_sent_in_another_shape_breaks_no_page(web, user, record):
+    """Records come from clients (an imported chat's `extra.bme_recall`): each of these was a server error on the
+    chat's page, its recall card, graph, a node, or the context page (the stored recall injected)."""
+    character = CharacterFactory(user=user, name="Mira")
+    chat = chat_create(user=user, title="Harbour", character_ids=[character.pk], user_name="Rowan")
+    say(chat, ("Mira", "Hello."), ("Rowan", "Hi."))
+    memory = memory_create(user=user, kind="fact", content="Mira is tall.", character=character, origin="manual")
+    Message.objects.filter(chat=chat, index=1).update(extra={"bme_recall": record})
+    chat = fresh(chat)
+    assert "recall-card" in slot(html(web.get(f"/chats/{chat.pk}/")))
+    for url in (recall_url(chat), recall_url(chat, "graph/"), recall_url(chat, f"graph/m{memory.pk}/")):
+        assert web.get(url, **HX).status_code == 200, url
+    assert web.get(f"/chats/{chat.pk}/messages/1/").status_code == 200
+    assert web.get(f"/chats/{chat.pk}/context/", {"message": ""}).status_code == 200
+    assert context_build(user=user, chat=chat).recall["source"] == "stored"
+
+
 @pytest.mark.parametrize("node", ["m²", "e²"])
 def test_a_node_id_of_a_superscript_digit_is_not_found(web, recalled, node):
     """ "²" is a digit to str.isdigit but not to int(): a server error before."""

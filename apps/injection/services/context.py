@@ -243,7 +243,7 @@ def _turn_recall(*, user, chat, scope, message, settings, placed, gathered, budg
         text = stored["injectionText"]  # as kept (a person may have edited it): injected as it is
         tokens = count_tokens(text) + 1
         found.triggered = Filled([Item(text)], tokens, tokens)
-        edited = stored["manuallyEdited"]
+        edited = stored.get("manuallyEdited") is True  # a client's record may lack it
         found.summary |= {"source": "stored", "memories": stored.get("memories", []), "edited": edited}
     return found
 

@@ -147,10 +147,13 @@ def graph_layout(subgraph: dict) -> dict:
     memories = [n for n in drawable.values() if n["type"] == "memory"][:MAX_NODES]
     first_named: dict[str, int] = {}
     order = {n["id"]: i for i, n in enumerate(memories)}
-    edges = _listed(subgraph, "edges")
+    # Each end an id (a string), as nodes' are: a list would be no id, nor a key to look up.
+    edges = [
+        e for e in _listed(subgraph, "edges") if isinstance(e.get("source"), str) and isinstance(e.get("target"), str)
+    ]
     for edge in edges:
-        if edge.get("source") in order:
-            first_named.setdefault(edge.get("target"), order[edge["source"]])
+        if edge["source"] in order:
+            first_named.setdefault(edge["target"], order[edge["source"]])
     entities = sorted(
         (n for n in drawable.values() if n["type"] == "entity"), key=lambda n: first_named.get(n["id"], len(memories))
     )[: MAX_NODES - len(memories)]

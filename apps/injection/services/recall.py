@@ -67,8 +67,29 @@ def recall_target(*, chat: Chat, message: str | None) -> Message | None:
 
 
 def recall_stored(message: Message | None) -> dict[str, Any] | None:
-    data = (message.extra or {}).get(NAMESPACE) if message is not None else None
-    return data if isinstance(data, dict) and isinstance(data.get("injectionText"), str) else None
+    """The user turn's kept recall (recall_readable), or None."""
+    return recall_readable((message.extra or {}).get(NAMESPACE) if message is not None else None)
+
+
+def recall_readable(data: Any) -> dict[str, Any] | None:
+    """A kept recall record as what reads it expects it, or None when it has no injection text. A record may come
+    from a client (an imported chat, the extension's sync), so its lists are made lists of objects, what else they
+    held left out: `memories`, `prompt` and each prompt entry's `memories`. Keys it lacks stay absent."""
+    if not isinstance(data, dict) or not isinstance(data.get("injectionText"), str):
+        return None
+    record = dict(data)
+    if "memories" in record:
+        record["memories"] = _objects(record["memories"])
+    if "prompt" in record:
+        record["prompt"] = [
+            entry | ({"memories": _objects(entry["memories"])} if "memories" in entry else {})
+            for entry in _objects(record["prompt"])
+        ]
+    return record
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def recall_search(

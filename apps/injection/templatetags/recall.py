@@ -1,9 +1,17 @@
-"""A recall record's ISO times, as dates the date filter can format."""
+"""A recall record as the card reads it, and its ISO times as dates the date filter can format."""
 
 from django import template
 from django.utils.dateparse import parse_datetime
 
+from apps.injection.services.recall import recall_readable
+
 register = template.Library()
+
+
+@register.filter
+def readable_recall(value):
+    """A message's kept recall (`extra.bme_recall`), its lists made lists of objects, or None (recall_readable)."""
+    return recall_readable(value)
 
 
 @register.filter
