@@ -2,7 +2,7 @@ from django import forms
 
 from apps.common.exceptions import ApplicationError
 from apps.llm.models import Connection
-from apps.llm.sampler import REPLY_TOKENS_MAX, sampler_clean
+from apps.llm.sampler import CONTEXT_WINDOW_MAX, REPLY_TOKENS_MAX, sampler_clean
 
 SAMPLER_FIELDS = (
     "temperature",
@@ -91,6 +91,7 @@ class ConnectionForm(SamplerForm):
     context_window = forms.IntegerField(
         required=False,
         min_value=512,
+        max_value=CONTEXT_WINDOW_MAX,
         label="Context size",
         help_text="Tokens the model takes in; empty: by profile (8,192 local, 128,000 hosted).",
     )

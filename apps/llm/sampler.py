@@ -31,6 +31,7 @@ STOP_MAX = 16
 STOP_LENGTH = 100
 REPLY_TOKENS_DEFAULT = 300
 REPLY_TOKENS_MAX = 100_000
+CONTEXT_WINDOW_MAX = 10_000_000  # the longest context a model offers (Llama 4 Scout's); past it, a typing slip
 SAMPLER_KEYS = (*RANGES, "stop")
 
 # The names OpenAI's own parameters have; the rest go in the request body beside them (vLLM, llama.cpp, LM Studio,

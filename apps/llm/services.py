@@ -18,7 +18,7 @@ from apps.llm.client import LlmError, complete_prompt
 from apps.llm.models import Budget, Connection, SamplerPreset
 from apps.llm.profiles import connection_context_size
 from apps.llm.prompts import prompt_get
-from apps.llm.sampler import REPLY_TOKENS_MAX, sampler_clean
+from apps.llm.sampler import CONTEXT_WINDOW_MAX, REPLY_TOKENS_MAX, sampler_clean
 
 TEST_TIMEOUT = 30.0
 FIELDS = (
@@ -57,6 +57,10 @@ def _validate(*, user: AbstractUser, connection: Connection) -> None:
     if connection.context_window is not None and connection.context_window < 512:
         raise ApplicationError(
             "A context window under 512 tokens leaves no room for a prompt.", {"field": "context_window"}
+        )
+    if connection.context_window is not None and connection.context_window > CONTEXT_WINDOW_MAX:
+        raise ApplicationError(
+            f"A context window is at most {CONTEXT_WINDOW_MAX:,} tokens.", {"field": "context_window"}
         )
     if not 1 <= connection.reply_tokens <= REPLY_TOKENS_MAX:
         raise ApplicationError(f"A reply is 1 to {REPLY_TOKENS_MAX:,} tokens long.", {"field": "reply_tokens"})

@@ -118,6 +118,7 @@ def test_create_with_an_idempotency_key_applies_once(api):
         ({"profile": "C"}, "profile"),
         ({"timeout": 0}, "timeout"),
         ({"context_window": 100}, "context_window"),
+        ({"context_window": 10_000_001}, "context_window"),
         ({"name": "nul\x00name"}, "name"),
         ({"name": "SCRIPTED"}, "name"),
     ],

@@ -90,6 +90,8 @@ def test_an_invalid_form_answers_400_with_the_error_and_without_the_key(web, use
         ({"name": "SCRIPTED"}, "You already have a connection of that name."),
         ({"base_url": "ftp://files.example.com/v1"}, "The URL must start with http:// or https:// and name a host."),
         ({"model": "   "}, "This field is required."),
+        # Past PostgreSQL's integer: a server error before the form had an upper bound.
+        ({"context_window": "2147483648"}, "Ensure this value is less than or equal to 10000000."),
     ],
 )
 def test_a_refused_form_answers_400_with_the_reason_on_its_field(web, llm, change, message):
