@@ -60,6 +60,8 @@ class TextListField(forms.Field):
 
     def validate(self, value: list[str]) -> None:
         super().validate(value)
+        if any("\x00" in item for item in value):  # as Django's CharField refuses: PostgreSQL cannot store one
+            raise forms.ValidationError(f"{self.label}: a NUL character cannot be stored.", code="null_characters")
         if len(value) > self.max_items:
             raise forms.ValidationError(
                 f"{self.label}: at most %(max)d, not %(count)d.",

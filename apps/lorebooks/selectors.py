@@ -22,7 +22,9 @@ def lorebook_get(*, user: AbstractUser, lorebook_id: int) -> Lorebook:
 
 
 def lorebook_entries(*, book: Lorebook, query: str = "") -> QuerySet[LorebookEntry]:
-    """The book's entries by uid; with `query`, those whose title, keys or content hold it."""
+    """The book's entries by uid; with `query`, those whose title, keys or content hold it (a NUL character, which
+    no stored text holds and PostgreSQL refuses in a query, left out of it)."""
+    query = query.replace("\x00", "")
     entries = book.entries.order_by("uid")
     if query:
         entries = entries.filter(

@@ -94,6 +94,17 @@ def test_the_editor_names_the_field_when_there_are_too_many_greetings(web, user)
     assert not Character.objects.filter(user=user).exists()
 
 
+def test_a_greeting_with_a_nul_character_is_refused_on_the_form(web, user):
+    """PostgreSQL cannot store one: the card's JSON was refused by it, a server error, on the new and edit forms."""
+    response = post(web, "/characters/new/", alternate_greetings=["a\x00b"])
+    assert response.status_code == 200
+    assert "Alternate greetings: a NUL character cannot be stored." in response.content.decode()
+    assert not Character.objects.filter(user=user).exists()
+    character = CharacterFactory(user=user, name="Mira")
+    response = post(web, f"/characters/{character.pk}/", alternate_greetings=["a\x00b"])
+    assert "Alternate greetings: a NUL character cannot be stored." in response.content.decode()
+
+
 def test_edited_greetings_and_instructions_round_trip_through_the_png_and_json_cards(user, media):
     character = imported(user, json.dumps(CARD).encode())
     character_update(

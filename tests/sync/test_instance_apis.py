@@ -133,3 +133,13 @@ def test_a_pull_registers_its_instance_and_status_shows_how_far_behind_each_is(a
 def test_pull_limit_is_bounded(api):
     response = api.post("/api/v1/sync/pull", {"instance": "laptop", "limit": 999999}, format="json")
     assert response.status_code == 400 and "limit" in response.json()
+
+
+def test_a_device_name_with_a_nul_character_is_refused_on_the_page_and_the_api(api, web, user):
+    """PostgreSQL cannot store one: the devices page's form was a server error."""
+    api.post("/api/v1/sync/instances", {"key": "laptop", "name": "Laptop", "kind": "desktop"}, format="json")
+    page = web.post("/devices/laptop/", {"name": "a\x00b", "kind": "desktop", "priority": "0"}, follow=True)
+    assert page.status_code == 200 and "cannot hold a NUL character" in page.content.decode()
+    answer = api.patch("/api/v1/sync/instances/laptop", {"name": "a\x00b"}, format="json")
+    assert answer.status_code == 400
+    assert api.get("/api/v1/sync/instances/laptop").json()["name"] == "Laptop"

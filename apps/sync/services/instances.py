@@ -36,6 +36,8 @@ def _fields_check(data: dict[str, Any]) -> dict[str, Any]:
         name = str(data["name"] or "").strip()
         if not name or len(name) > 100:
             raise ApplicationError("An instance's name is 1 to 100 characters.", {"field": "name"})
+        if "\x00" in name:
+            raise ApplicationError("An instance's name cannot hold a NUL character.", {"field": "name"})
         values["name"] = name
     if "kind" in data:
         if data["kind"] not in InstanceKind.values:
