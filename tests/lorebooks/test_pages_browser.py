@@ -127,3 +127,48 @@ def test_a_person_changes_the_activation_settings(browser, live_server, client, 
     assert "World Info settings saved." in page.content()
     settings = lore_settings_get(user=user)
     assert (settings.depth, settings.match_whole_words, settings.character_strategy) == (6, False, 2)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_person_imports_an_unreadable_file_then_one_over_an_edited_book(browser, live_server, client, user,
+                                                                         tmp_path, width):  # fmt: skip
+    """The import form as a person uses it: a file nested too deep for any book is refused with why (a server error
+    before), and a file imported with "Replace" over a book edited here keeps the edited version, listed on the
+    book's page."""
+    page = watched_page(browser, width, live_server, session_cookie(client, user))
+    deep = tmp_path / "Deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    page.goto(f"{live_server.url}/lorebooks/")
+    page.set_input_files("input[type=file][name=file]", str(deep))
+    page.get_by_role("button", name="Import", exact=True).click()
+    page.wait_for_load_state()
+    assert "Nothing was imported. The file is not JSON a book can hold: nested too deeply." in page.content()
+    assert not Lorebook.objects.filter(user=user).exists()
+    _fits(page, width)
+    screenshot(page, f"refused-file-{width}", FOLDER)
+
+    first = tmp_path / "Harbour.json"
+    first.write_text(json.dumps(WORLD))
+    page.set_input_files("input[type=file][name=file]", str(first))
+    page.get_by_role("button", name="Import", exact=True).click()
+    page.wait_for_load_state()
+    book = Lorebook.objects.get(user=user, name="Harbour")
+    page.get_by_role("link", name="The Gull").click()
+    page.fill("textarea[name=content]", "The Gull is Hale's ship, edited here.")
+    page.get_by_role("button", name="Save").click()
+    page.wait_for_load_state()
+
+    page.goto(f"{live_server.url}/lorebooks/")
+    second = tmp_path / "again" / "Harbour.json"
+    second.parent.mkdir()
+    second.write_text(json.dumps({"entries": {"0": {**WORLD["entries"]["0"], "content": "From the file."}}}))
+    page.set_input_files("input[type=file][name=file]", str(second))
+    page.get_by_label("Replace my book of the same name").check()
+    page.get_by_role("button", name="Import", exact=True).click()
+    page.wait_for_load_state()
+    assert page.url.endswith(f"/lorebooks/{book.pk}/")
+    assert LorebookEntry.objects.get(lorebook=book, uid=0).data["content"] == "From the file."
+    page.locator("#revisions").scroll_into_view_if_needed()
+    assert "Replaced by an imported file" in page.locator("#revisions").inner_text()
+    _fits(page, width)
+    screenshot(page, f"import-replaced-{width}", FOLDER)
