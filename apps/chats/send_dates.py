@@ -6,26 +6,31 @@ from datetime import UTC, datetime
 
 from django.utils.dateparse import parse_datetime
 
+EARLIEST = datetime(1, 1, 3, tzinfo=UTC)  # the moments a send_date may be: see parse_send_date
+LATEST = datetime(9999, 12, 29, tzinfo=UTC)
+
 
 def parse_send_date(value) -> datetime | None:
     """SillyTavern's send_date: ISO string, epoch (ms or s), or the old "2026-09-25 @23h59m28s" form."""
     if isinstance(value, bool) or value is None:
         return None
+    parsed = None
     try:
         if isinstance(value, int | float):
             seconds = value / 1000 if value > 10**11 else value
-            return datetime.fromtimestamp(seconds, tz=UTC)
-        if isinstance(value, str):
+            parsed = datetime.fromtimestamp(seconds, tz=UTC)
+        elif isinstance(value, str):
             text = value.strip()
             if "@" in text:
                 text = text.replace(" @", "T").replace("h", ":").replace("m", ":").rstrip("s")
             parsed = parse_datetime(text) or _parse_human_date(text)
             if parsed is not None and parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=UTC)
-            return parsed
+        # A date within days of year 1 or 9999 is no message's: shown in a person's time zone, or stored and read
+        # back, it passes the years Python's datetime holds (a server error on every page that showed it).
+        return parsed if parsed is not None and EARLIEST <= parsed <= LATEST else None
     except (ValueError, OverflowError, OSError):
         return None
-    return None
 
 
 # SillyTavern 1.12 wrote "May 1, 2024 12:00pm"; some exports "May 1, 2024 12:00 PM" or a bare date.

@@ -1,5 +1,7 @@
 """Input that once reached a 500 or a wrong answer (found in review): each answers a clean 4xx now."""
 
+import json
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
@@ -9,6 +11,7 @@ from django.core.management.base import CommandError
 
 from apps.chats.models import Chat
 from apps.chats.services.chats import chat_export_lines, chat_import, chat_update
+from apps.memories.services.indexing import chat_index_messages
 from tests.chats.factories import ChatFactory
 from tests.chats.helpers import fixture_bytes, json_lines, stream
 
@@ -25,6 +28,24 @@ def test_numbers_beyond_a_float_answer_400_naming_the_line(api, line):
     assert response.status_code == 400
     assert response.json()["extra"]["line"] == 2 and "too large" in response.json()["message"]
     assert not Chat.objects.exists()
+
+
+@pytest.mark.parametrize("send_date", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_a_send_date_at_the_edge_of_the_calendar_breaks_no_page_nor_memory(api, web, user, send_date):
+    """A date a day from year 1 or 9999: shown in a person's time zone it passed the years datetime holds (the chat
+    page raised OverflowError), and a memory stored with it could not be read back (DataError on every list of the
+    person's memories). It is kept as sent, and read as no moment."""
+    line = json.dumps({"name": "Rowan", "is_user": True, "mes": "Hi.", "send_date": send_date}).encode()
+    data = b'{"user_name":"Rowan","character_name":"Mira"}\n' + line
+    response = api.generic("POST", "/api/v1/chats/import", data, content_type="application/jsonl")
+    assert response.status_code == 201, response.content
+    chat = Chat.objects.get(pk=response.json()["id"])
+    assert web.get(f"/chats/{chat.pk}/").status_code == 200
+    chat_index_messages(chat_id=chat.pk)
+    assert api.get("/api/v1/memories/").status_code == 200
+    [memory] = api.get("/api/v1/memories/", {"chat": chat.pk}).json()["results"]
+    assert api.get(f"/api/v1/memories/{memory['id']}/").status_code == 200
+    assert json.loads(b"".join(chat_export_lines(chat=chat)).splitlines()[1])["send_date"] == send_date  # as sent
 
 
 def test_a_card_with_an_infinite_number_is_refused(api):
