@@ -98,6 +98,24 @@ def test_a_sticky_entry_stays_for_its_messages_and_is_kept_in_the_chat(api, user
     assert "STICKY" not in json.dumps(llm.server.requests[-1]["body"]["messages"])
 
 
+@pytest.mark.parametrize("kept", ["x", [1], 5])
+def test_timed_effects_a_client_kept_in_another_shape_do_not_stop_a_reply(api, user, mira, llm, kept):
+    """`timedWorldInfo` is the client's metadata: a string, a list or a number there raised AttributeError on every
+    reply of the chat. It is read as no timed effects, and the reply's own are kept."""
+    lorebook_import(user=user, name="Harbour", data=_entries(
+        {"key": ["gull"], "content": "STICKY: the Gull is in port.", "sticky": 3},
+    ))  # fmt: skip
+    chat = _chat(user, mira, ("Mira", "Evening."))
+    response = api.patch(
+        f"/api/v1/chats/{chat.pk}/metadata", json.dumps({"timedWorldInfo": kept}),
+        content_type="application/merge-patch+json", HTTP_IF_MATCH=f'"{chat.integrity}"',
+    )  # fmt: skip
+    assert response.status_code == 200, response.content
+    _generate(api, Chat.objects.get(pk=chat.pk), "Is the gull in?")
+    assert "STICKY: the Gull is in port." in json.dumps(llm.server.requests[-1]["body"]["messages"])
+    assert Chat.objects.get(pk=chat.pk).chat_metadata["timedWorldInfo"]["sticky"]["Harbour.0"]["start"] == 2
+
+
 def test_a_link_to_a_missing_book_is_shown_not_fatal(api, user, mira, llm):
     chat = _chat(user, mira, ("Mira", "Evening."), world="Nowhere")
     body = _generate(api, chat, "Hello")

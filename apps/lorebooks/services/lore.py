@@ -127,7 +127,9 @@ def chat_lore(
     newest = list(seen.order_by("-index").values_list("name", "mes")[: min(depth, MAX_SCAN_DEPTH)])
     lines = [f"{name}: {mes}" if settings.include_names else mes for name, mes in newest]
     depth_prompt = card_extensions(character.card_data if character is not None else None).get("depth_prompt")
-    timed = copy.deepcopy((chat.chat_metadata or {}).get("timedWorldInfo") or {})
+    kept = (chat.chat_metadata or {}).get("timedWorldInfo")
+    kept = kept if isinstance(kept, dict) else {}  # a client's metadata may hold anything there
+    timed = copy.deepcopy(kept)
     vectorized = [(book.name, entry) for book in books for entry in book.entries
                   if entry.get("vectorized") and not entry.get("disable")]  # fmt: skip
     # the newest messages, the newest first: a query is cut at five sentences, and those of the person's message are
@@ -160,7 +162,7 @@ def chat_lore(
     }
     if problems:
         info["problems"] = problems
-    activation.timed_changed = timed != ((chat.chat_metadata or {}).get("timedWorldInfo") or {})
+    activation.timed_changed = timed != kept
     activation.timed_state = timed
     return activation, info
 
