@@ -398,6 +398,11 @@ CLIENT_RECORDS = {
         "injectionText": "x", "prompt": [{"slot": "x", "count": 1, "label": "L", "memories": 5}],
     },
     "memories not objects": {"injectionText": "x", "memories": [1, 7, "abc"]},
+    "nodes of a listed type, and of ids no link can carry": {
+        "injectionText": "x",
+        "subgraph": {"nodes": [{"id": "m1", "type": ["memory"]}, {"id": "a/b", "type": "memory"},
+                               {"id": "", "type": "entity"}, {"id": "m2", "type": "memory", "label": "kept"}]},
+    },
     "edges joining lists": {
         "injectionText": "x",
         "subgraph": {"nodes": [{"id": "m1", "type": "memory", "label": "a"}],

@@ -142,7 +142,10 @@ def graph_layout(subgraph: dict) -> dict:
     subgraph = subgraph if isinstance(subgraph, dict) else {}
     drawable: dict[str, dict] = {}  # each id once, as first listed
     for n in _listed(subgraph, "nodes"):
-        if isinstance(n.get("id"), str) and n.get("type") in NODE_RADIUS and n["id"] not in drawable:
+        # An id a node's link can carry (a path segment), and a type that is a name (a list is no key to look up).
+        if not (isinstance(n.get("id"), str) and n["id"] and "/" not in n["id"] and isinstance(n.get("type"), str)):
+            continue
+        if n["type"] in NODE_RADIUS and n["id"] not in drawable:
             drawable[n["id"]] = n | {"label": str(n.get("label") or "")}
     memories = [n for n in drawable.values() if n["type"] == "memory"][:MAX_NODES]
     first_named: dict[str, int] = {}
