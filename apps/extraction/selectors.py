@@ -218,15 +218,22 @@ def story_state(*, user: AbstractUser, chat: Chat) -> dict:
         by_kind.setdefault(memory.kind, []).append(memory)
     knowledge: dict[str, list[Memory]] = {}
     for memory in by_kind.get(Kind.EPISTEMIC, []):
-        knowledge.setdefault(memory.data.get("holder") or "—", []).append(memory)
+        knowledge.setdefault(_data_text(memory, "holder") or "—", []).append(memory)
     summaries = [m for m in by_kind.get(Kind.SUMMARY, []) if m.chat_id == chat.pk]
     arcs = by_kind.get(Kind.ARC, [])
     return {
         "summary": summaries[-1] if summaries else None,
-        "ledger": sorted(by_kind.get(Kind.STATE, []), key=lambda m: (m.data.get("type", ""), m.data.get("key", ""))),
-        "open_arcs": [m for m in arcs if m.data.get("status") != "resolved"],
-        "resolved_arcs": [m for m in arcs if m.data.get("status") == "resolved"],
+        "ledger": sorted(by_kind.get(Kind.STATE, []), key=lambda m: (_data_text(m, "type"), _data_text(m, "key"))),
+        "open_arcs": [m for m in arcs if _data_text(m, "status") != "resolved"],
+        "resolved_arcs": [m for m in arcs if _data_text(m, "status") == "resolved"],
         "knowledge": sorted(knowledge.items()),
-        "profiles": sorted(by_kind.get(Kind.PROFILE, []), key=lambda m: m.data.get("section", "")),
+        "profiles": sorted(by_kind.get(Kind.PROFILE, []), key=lambda m: _data_text(m, "section")),
         "canon": by_kind.get(Kind.CANON, []),
     }
+
+
+def _data_text(memory: Memory, key: str) -> str:
+    """A field of the memory's `data` as text to group and sort by: a client may have written any JSON there (a
+    list is no key to group by, and a number does not sort among names)."""
+    value = memory.data.get(key) if isinstance(memory.data, dict) else None
+    return str(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else ""

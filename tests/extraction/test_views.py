@@ -275,6 +275,24 @@ def test_the_story_page_shows_scenes_ledger_arcs_knowledge_and_profiles(web, mod
     assert "No reply checked yet." not in page  # continuity ran on profile B
 
 
+def test_memory_data_a_client_wrote_in_another_shape_breaks_no_story_page(web, api, story):
+    """`data` is any object a client sends (the API, a sync push): a holder that was a list (no key to group by),
+    and a ledger type or a profile section that was a number beside a name (no order between them), broke the story
+    page."""
+    for kind, content, data in [
+        ("epistemic", "Mira knows the seal is forged.", {"holder": ["Mira"]}),
+        ("state", "The lantern is lit.", {"type": 5, "key": "lantern"}),
+        ("state", "Rowan owns the ledger desk.", {"type": "owner", "key": "desk"}),
+        ("profile", "Mira is tense.", {"section": 5}),
+        ("profile", "The guild rules the harbour.", {"section": "world_state"}),
+    ]:
+        body = {"chat": story.pk, "kind": kind, "content": content, "data": data}
+        assert api.post("/api/v1/memories/", body, format="json").status_code == 201
+    page = web.get(f"/chats/{story.pk}/story/")
+    assert page.status_code == 200
+    assert "Mira is tense." in html(page) and "The guild rules the harbour." in html(page)
+
+
 def test_the_story_page_of_a_new_chat_says_nothing_was_found_yet(web, story):
     page = html(web.get(f"/chats/{story.pk}/story/"))
     assert "No scene break found yet." in page and "Nothing in the ledger yet." in page
