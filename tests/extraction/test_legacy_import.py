@@ -197,3 +197,36 @@ def test_the_chat_page_offers_the_import(web, user):
     assert response.status_code == 302
     assert memories(chat).count() == 15
     assert "Import them" not in web.get(f"/chats/{chat.pk}/legacy-import/").content.decode()  # nothing new
+
+
+# Data each extension could not have written, as a client may keep it (each raised on the chat's page before).
+ODD_METADATA = [
+    {"st_bme_graph": {"version": 1, "nodes": [], "edges": 5}},
+    {"st_bme_graph": {"version": 1, "nodes": [], "summaryState": {"entries": 5}}},
+    {"smartMemory": {"sessionEntities": 5}},
+    {"smartMemory": {"sessionMemories": 5}},
+    {"smartMemory": {"sessionMemories": [{"type": ["scene"], "content": "x"}]}},
+    {"smartMemory": {"sceneHistory": 5}},
+    {"auto_recap_running_scene_recaps": {"versions": 5}},
+]
+ODD_EXTRA = [
+    {"auto_recap_memory": {"scene_recap_memory": {"developments": 5}}},
+    {"auto_recap_memory": {"scene_recap_memory": {"stage3": {"developments": ["d"]}, "stage1": "s"}}},
+]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "extra"), [(m, {}) for m in ODD_METADATA] + [({}, e) for e in ODD_EXTRA], ids=lambda v: str(v)[:60]
+)
+def test_extension_data_in_a_shape_its_extension_never_writes_is_unreadable_not_an_error(
+    web, api, user, metadata, extra
+):
+    chat = imported(user, "auto_recap.jsonl")
+    Chat.objects.filter(pk=chat.pk).update(chat_metadata=metadata)
+    if extra:
+        chat.messages.filter(index=1).update(extra=extra)
+    offer = web.get(f"/chats/{chat.pk}/legacy-import/", HTTP_HX_REQUEST="true")
+    assert offer.status_code == 200
+    response = api.post(f"/api/v1/chats/{chat.pk}/legacy-import", {}, format="json")
+    assert response.status_code == 200, response.content
+    assert any("unreadable" in what for counts in response.json()["imported"].values() for what in counts)
