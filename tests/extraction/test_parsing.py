@@ -148,7 +148,7 @@ def test_yes_no_and_prose():
 
 
 def test_a_superscript_digit_in_a_tag_is_not_a_number():
-    """"²" is a digit to str.isdigit but not to int(): a model writing one raised ValueError out of the parse."""
+    """A "²" is a digit to str.isdigit, not to int(): a model writing one raised ValueError out of the parse."""
     parsed = parse_memories("[fact:²] Mira was born in Hollin.", LONG_TERM_KINDS)
     assert parsed.items[0].text == "Mira was born in Hollin." and parsed.items[0].importance != "²"
     resolved = [(a.number, a.text) for a in parse_arcs("[resolved:²] The key was found.").items]

@@ -72,7 +72,7 @@ def test_a_chat_named_by_its_id_is_found_in_two_reads(user):
 
 
 def test_a_header_of_a_superscript_digit_is_a_client_key_not_an_id(user):
-    """"²" is a digit to str.isdigit but not to int(): the header raised ValueError (a server error)."""
+    """A superscript "²" is a digit to str.isdigit but not to int(): the header raised ValueError (a server error)."""
     lines = story("A room for the night, please.", "Up the stairs, second door.")
     found = chat_for_request(user=user, lines=lines, header="²")
     assert found.chat.client_key == "²" and found.chat.user_id == user.pk

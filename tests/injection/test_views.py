@@ -431,5 +431,5 @@ def test_a_recall_record_a_client_sent_in_another_shape_breaks_no_page(web, user
 
 @pytest.mark.parametrize("node", ["m²", "e²"])
 def test_a_node_id_of_a_superscript_digit_is_not_found(web, recalled, node):
-    """ "²" is a digit to str.isdigit but not to int(): a server error before."""
+    """A superscript "²" is a digit to str.isdigit but not to int(): a server error before."""
     assert web.get(recall_url(recalled, f"graph/{node}/"), **HX).status_code == 404
