@@ -57,20 +57,26 @@ def unstorable_reason(value: Any, raw: str | None = None) -> str | None:
         and raw.count("[") + raw.count("{") <= MAX_DEPTH  # no more brackets than that: no deeper
     ):
         return None
-    # Iteratively: a deep value must not hit the recursion limit here either.
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return "contains a NUL character (\\u0000), which cannot be stored"
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "contains an unpaired UTF-16 surrogate, which is not valid Unicode"
-        elif isinstance(item, dict | list):
-            if depth == MAX_DEPTH:
+    # Level by level, iteratively: a deep value must not hit the recursion limit here either.
+    level: list[Any] = [value]
+    for depth in range(MAX_DEPTH + 1):
+        deeper: list[Any] = []
+        for item in level:
+            if isinstance(item, str):
+                if "\x00" in item:
+                    return "contains a NUL character (\\u0000), which cannot be stored"
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return "contains an unpaired UTF-16 surrogate, which is not valid Unicode"
+            elif isinstance(item, dict | list) and depth == MAX_DEPTH:
                 return TOO_DEEP
-            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
+            elif isinstance(item, dict):
+                deeper += item.keys()
+                deeper += item.values()
+            elif isinstance(item, list):
+                deeper += item
+        if not deeper:
+            break
+        level = deeper
     return None
