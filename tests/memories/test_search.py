@@ -243,8 +243,9 @@ def test_text_search_on_a_scope_past_the_sample_ranks_the_rows_holding_the_rare_
     user, character, scripted, settings
 ):
     days = _harbour_days(scripted, user, character, 30)
-    sail = remember(scripted, user, "Corvin sailed from the harbour at dawn.", character=character)
-    bell = remember(scripted, user, "The harbour bell rang for Corvin.", character=character)
+    # Every row holds the common words, so the sample estimates them exactly whichever rows it reads first.
+    sail = remember(scripted, user, "Corvin sailed from the quiet harbour at dawn.", character=character)
+    bell = remember(scripted, user, "The quiet harbour bell rang for Corvin.", character=character)
     query = "When did Corvin leave the quiet harbour?"
     exact = memory_search(user=user, query=query, limit=40)
     settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "text_sample": 8, "text_budget": 4}
@@ -258,6 +259,21 @@ def test_text_search_on_a_scope_past_the_sample_ranks_the_rows_holding_the_rare_
     # weights are estimated from the sample, where all of them are.
     for pk in (sail.pk, bell.pk):
         assert hits(sampled)[pk].signals["text"] == pytest.approx(hits(exact)[pk].signals["text"], rel=0.02)
+
+
+def test_text_search_whose_sample_holds_the_rare_rows_still_ranks_them(user, character, scripted, settings):
+    # The sample is the first rows the scan reads; here those are the two holding the name, so the name looks
+    # common there, and the query's word no row holds ("leave") looks rarer.
+    embedding_settings_set(user=user, provider="none")
+    sail = remember(scripted, user, "Corvin sailed from the harbour at dawn.", character=character)
+    bell = remember(scripted, user, "The harbour bell rang for Corvin.", character=character)
+    _harbour_days(scripted, user, character, 30)
+    settings.LOREKEEPER_SEARCH = {**settings.LOREKEEPER_SEARCH, "text_sample": 8, "text_budget": 4}
+
+    sampled = memory_search(user=user, query="When did Corvin leave the quiet harbour?", limit=40)
+
+    # A word the sample never saw costs the budget nothing it can spend: the rarest word seen is ranked too.
+    assert set(ids(sampled)[:2]) == {sail.pk, bell.pk}
 
 
 def test_text_search_past_the_sample_with_only_common_words_still_answers(user, character, scripted, settings):

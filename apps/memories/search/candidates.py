@@ -199,7 +199,8 @@ def text_candidates(scope: Scope, *, query: str, k: int, size: int) -> TextScore
     rarest words, those estimated to fill `text_budget` rows between them, are ranked: a row sharing only common
     words with the query could not rank high anyway, and reading them all is what made text search slow on large
     scopes. The rare words' frequencies are then counted exactly over those rows (every row holding one is among
-    them)."""
+    them). When no row holds the words chosen (all missing from the sample, as a misspelt word is), the rarest word
+    the sample held is ranked with them."""
     sample, budget = int(settings.LOREKEEPER_SEARCH["text_sample"]), int(settings.LOREKEEPER_SEARCH["text_budget"])
     with connection.cursor() as cursor:
         # The query's first MAX_QUERY_LEXEMES distinct words, in the order they come.
@@ -226,25 +227,42 @@ def text_candidates(scope: Scope, *, query: str, k: int, size: int) -> TextScore
             return _rank_text(cursor, scope, weights=weights, total=whole, match=list(weights), k=k, limit=None)
         total = max(size, seen)
         estimates = {term: max(count, 0.5) * total / seen for term, count in zip(terms, counts, strict=True)}
+        ordered = sorted(terms, key=lambda term: estimates[term])
         match: list[str] = []
         spent = 0.0
-        for term in sorted(terms, key=lambda term: estimates[term]):
+        for term in ordered:
             if match and spent + estimates[term] > budget:
                 break
             match.append(term)
             spent += estimates[term]
-        weights, held = {}, []
-        for term in terms:
-            if term in match:  # counted over the candidates, below
-                i = match.index(term) + 1
-                idf = f"ln(1 + ({total} - d.d[{i}] + 0.5) / (d.d[{i}] + 0.5))"
-                weights[term] = f"(SELECT {idf} FROM d)"
-                # A word no candidate holds is not part of the query's weight, as in an exact count.
-                held.append(f"(SELECT CASE WHEN d.d[{i}] > 0 THEN {idf} ELSE 0 END FROM d)")
-            else:
-                weights[term] = f"{_idf(total, estimates[term])!r}::float8"
-                held.append(weights[term])
-        return _rank_text(cursor, scope, weights=weights, total=" + ".join(held), match=match, k=k, limit=2 * budget)
+        scores = _rank_sampled(cursor, scope, terms=terms, estimates=estimates, total=total, match=match, k=k)
+        held = [term for term, count in zip(terms, counts, strict=True) if count and term not in match]
+        if scores or not held:
+            return scores
+        # The words chosen were all missing from the sample, and are in no row either: the rarest word it held is
+        # ranked with them.
+        match.append(min(held, key=lambda term: estimates[term]))
+        return _rank_sampled(cursor, scope, terms=terms, estimates=estimates, total=total, match=match, k=k)
+
+
+def _rank_sampled(
+    cursor, scope: Scope, *, terms: list[str], estimates: dict[str, float], total: float, match: list[str], k: int
+) -> TextScores:
+    """`text_candidates` past the sample: the rows holding one of `match`, the words of the query in `terms` weighed
+    by their frequency counted over those rows (`match`) or estimated from the sample (the others)."""
+    weights, held = {}, []
+    for term in terms:
+        if term in match:  # counted over the candidates, below
+            i = match.index(term) + 1
+            idf = f"ln(1 + ({total} - d.d[{i}] + 0.5) / (d.d[{i}] + 0.5))"
+            weights[term] = f"(SELECT {idf} FROM d)"
+            # A word no candidate holds is not part of the query's weight, as in an exact count.
+            held.append(f"(SELECT CASE WHEN d.d[{i}] > 0 THEN {idf} ELSE 0 END FROM d)")
+        else:
+            weights[term] = f"{_idf(total, estimates[term])!r}::float8"
+            held.append(weights[term])
+    budget = int(settings.LOREKEEPER_SEARCH["text_budget"])
+    return _rank_text(cursor, scope, weights=weights, total=" + ".join(held), match=match, k=k, limit=2 * budget)
 
 
 def _rank_text(
