@@ -172,7 +172,13 @@ def test_a_kill_9_of_each_child_of_serve_leaves_the_platform_serving_within_10_s
             assert took[name] < BACK_WITHIN, f"{name}: serving again after {took[name]:.1f} s"
         survivors = _pids(var)
         serve.send_signal(signal.SIGINT)
-        assert serve.wait(timeout=60) == 0
+        try:
+            serve.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            serve.send_signal(signal.SIGUSR1)  # where each of its threads is, into the log printed below
+            time.sleep(2)
+            raise
+        assert serve.returncode == 0
         assert not [name for name, pid in survivors.items() if _running(pid)], survivors
         assert not (var / "pgdata" / "postmaster.pid").exists(), "PostgreSQL was left running"
         print("serving again after a kill -9 of: " + ", ".join(f"{n} {s:.1f} s" for n, s in took.items()))

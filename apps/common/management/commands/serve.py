@@ -14,6 +14,7 @@ its last user, exits. The data stays in var/ for the next run.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import socket
@@ -95,9 +96,14 @@ class Command(BaseCommand):
         parser.add_argument("--no-worker", action="store_true", help="Do not start the Celery worker and beat.")
 
     def handle(self, *args, addrport: str, no_worker: bool, **options):
-        stopping = threading.Event()
-        signal.signal(signal.SIGINT, lambda *_: stopping.set())
-        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+        # The handlers only append: a handler runs in the main thread between any two of its steps, and one that
+        # took a lock (threading.Event.set does) while the main thread held it (Event.wait does, briefly) would
+        # wait for itself forever, and Ctrl-C would never stop serve.
+        asked: list[int] = []
+        signal.signal(signal.SIGINT, lambda signum, _frame: asked.append(signum))
+        signal.signal(signal.SIGTERM, lambda signum, _frame: asked.append(signum))
+        # `kill -USR1` prints where each of serve's threads is, for a serve that seems stuck.
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         supervisor = Supervisor(write=self._say, pids_file=embedded.VAR_DIR / "serve.pids")
         try:
             self._start_database(supervisor)
@@ -112,7 +118,7 @@ class Command(BaseCommand):
             env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "false")}
             began = time.monotonic()
             supervisor.add(Process("web", web_command(host or "127.0.0.1", port), env=env))
-            self._report_ready("web (listening)", lambda: _wait_port(int(port), stopping), began)
+            self._report_ready("web (listening)", lambda: _wait_port(int(port), lambda: bool(asked)), began)
             if not no_worker:
                 # Started again whenever Valkey dies: after losing their broker, a worker sometimes exits and sometimes
                 # hangs reconnecting, which serve could not see. One worker, so no neighbours to sync with at start
@@ -124,9 +130,9 @@ class Command(BaseCommand):
                 supervisor.add(Process("beat", beat, needs=valkey))
                 self._report_ready("worker (embedding model loaded, taking tasks)", _worker_answers, began)
             self._say(self.style.SUCCESS(f"Lorekeeper is up on http://{addrport}/ — Ctrl-C stops it."))
-            while not stopping.is_set():
+            while not asked:
                 supervisor.check()
-                stopping.wait(0.25)
+                time.sleep(0.25)
         finally:
             supervisor.stop()
             self._say("Stopped.")
@@ -181,10 +187,10 @@ class Command(BaseCommand):
         self.stdout.flush()
 
 
-def _wait_port(port: int, stopping: threading.Event) -> bool:
+def _wait_port(port: int, stopping: Callable[[], bool]) -> bool:
     deadline = time.monotonic() + READY_TIMEOUT
     while not _port_open(port):
-        if stopping.is_set() or time.monotonic() > deadline:
+        if stopping() or time.monotonic() > deadline:
             return False
         time.sleep(0.1)
     return True
