@@ -186,6 +186,14 @@ class Memory(Synced):
     def is_message(self) -> bool:
         return self.kind == Kind.MESSAGE
 
+    def data_field(self, key: str, kind: type, default=None):
+        """`data[key]` when it is a `kind` (a bool is no int here), else `default`. People and their clients write
+        `data` (REST, sync), so a field the platform wrote as a number may come back as text, a list or a map."""
+        value = self.data.get(key) if isinstance(self.data, dict) else None
+        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+            return value
+        return default
+
 
 class EmbeddingCache(models.Model):
     """One vector per (model, text): identical text is never embedded twice, whoever wrote it."""

@@ -92,10 +92,10 @@ def summary_rollback(*, chat: Chat, to_index: int) -> int:
         .order_by("-id")
         .first()
     )
-    if current is None or int(current.data.get("summary_end", 0)) <= to_index:
-        return int(current.data.get("summary_end", 0)) if current else 0
+    if current is None or current.data_field("summary_end", int, 0) <= to_index:
+        return current.data_field("summary_end", int, 0) if current else 0
     version = current
-    while version is not None and int(version.data.get("summary_end", 0)) > to_index:
+    while version is not None and version.data_field("summary_end", int, 0) > to_index:
         version = Memory.objects.filter(superseded_by=version, kind=Kind.SUMMARY).defer("embedding").first()
     Memory.objects.filter(pk=current.pk).update(
         status=Status.RETIRED, retired_reason="rolled_back", version=F("version") + 1
@@ -111,5 +111,6 @@ def summary_rollback(*, chat: Chat, to_index: int) -> int:
     )
     if version is None:
         return 0
-    memories_restore([version], reason=f"the summary as it stood up to #{version.data.get('summary_end', 0)}")
-    return int(version.data.get("summary_end", 0))
+    end = version.data_field("summary_end", int, 0)
+    memories_restore([version], reason=f"the summary as it stood up to #{end}")
+    return end

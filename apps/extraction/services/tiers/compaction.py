@@ -99,7 +99,7 @@ def _extend_summary(
 ) -> dict:
     """The summary with the continuation appended, as a new `summary` memory that supersedes the previous one."""
     content = f"{previous.content}\n\n{continuation}" if previous else continuation
-    parts = (previous.data.get("parts", 1) + 1) if previous else 1
+    parts = (previous.data_field("parts", int, 1) + 1) if previous else 1
     memory = memory_create(
         user=ctx.chat.user,
         kind=Kind.SUMMARY,

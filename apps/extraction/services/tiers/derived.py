@@ -54,7 +54,7 @@ def produce_profiles(ctx: JobContext) -> Work | None:
 
     def write() -> dict:
         current = {
-            m.data.get("section"): m
+            m.data_field("section", str): m
             for m in Memory.objects.filter(chat=ctx.chat, kind=Kind.PROFILE, status=Status.ACTIVE).defer("embedding")
         }
         for section in parsed.items:

@@ -33,10 +33,9 @@ def render_state(entity: str, kind: str, fields: dict[str, str]) -> str:
 def render_ledger(memories: list[Memory]) -> str:
     lines = []
     for memory in memories:
-        data = memory.data or {}
-        fields = data.get("fields", {})
-        listed = " | ".join(f"{k}={v}" for k, v in fields.items() if v)
-        lines.append(f"[state:{data.get('entity', '?')}:{data.get('type', 'character')}] {listed}")
+        listed = " | ".join(f"{k}={v}" for k, v in memory.data_field("fields", dict, {}).items() if v)
+        entity, kind = memory.data_field("entity", str, "?"), memory.data_field("type", str, "character")
+        lines.append(f"[state:{entity}:{kind}] {listed}")
     return "\n".join(lines) or "(empty)"
 
 
@@ -73,7 +72,7 @@ def state_record(ctx: JobContext, item: StateLine, *, sources: list[int]) -> str
     current = next(
         (m for m in ledger(ctx.chat.pk) if m.data.get("key") == key and m.data.get("type") == item.type), None
     )
-    before = dict(current.data.get("fields", {})) if current else {}
+    before = dict(current.data_field("fields", dict, {})) if current else {}
     fields = {k: v for k, v in {**before, **item.fields}.items() if v}
     call = ctx.calls[-1] if ctx.calls else None
     if current is not None and fields == before:

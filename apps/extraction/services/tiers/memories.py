@@ -6,6 +6,7 @@ supersession, contradiction), a decay pass, consolidation counters."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 
 from apps.chats.models import Character
@@ -183,6 +184,11 @@ def produce_longterm(ctx: JobContext) -> Work | None:
     return Work(write, scopes=[ctx.character_scope(c) for c in ctx.characters] or [ctx.chat_scope])
 
 
+def _reading(descriptors: list) -> list[str]:
+    """Descriptors in an order to compare them by: as JSON text, since a person may have stored any value."""
+    return sorted(json.dumps(d, sort_keys=True) for d in descriptors)
+
+
 def relationship_record(
     ctx: JobContext, relation: RelationshipLine, *, owner: Character | None, sources: list[int]
 ) -> tuple[Memory, str]:
@@ -193,7 +199,7 @@ def relationship_record(
     descriptors = [list(d) for d in relation.descriptors]
     current = _current_reading(ctx, owner=owner, pair=pair)
     call = ctx.calls[-1] if ctx.calls else None
-    if current is not None and sorted(current.data.get("descriptors", [])) == sorted(descriptors):
+    if current is not None and _reading(current.data_field("descriptors", list, [])) == _reading(descriptors):
         _reconfirm_reading(relation, current, sources=sources, call=call)
         return current, Outcome.REJECTED
     memory = _new_reading(ctx, relation, owner=owner, sources=sources, pair=pair, descriptors=descriptors)
