@@ -7,12 +7,11 @@ have are listed in `absent_fields`. `join_fields(split_fields(obj))` is `obj` fo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from apps.common.exceptions import ApplicationError
-from apps.common.jsonsafe import loads_strict, unstorable_reason
+from apps.common.jsonsafe import json_problem, loads_strict, unstorable_reason
 
 
 def _is_str(value: Any) -> bool:
@@ -170,12 +169,8 @@ def iter_objects(stream: BinaryIO, *, max_bytes: int | None = None) -> Iterator[
             continue
         try:
             obj = loads_strict(text)
-        except json.JSONDecodeError as exc:
-            raise ImportLineError(line_no, f"not valid JSON: {exc.msg} at column {exc.colno}") from exc
-        except ValueError as exc:
-            raise ImportLineError(line_no, f"not valid JSON: {exc}") from exc
-        except RecursionError as exc:
-            raise ImportLineError(line_no, "nested too deeply") from exc
+        except (ValueError, RecursionError) as exc:
+            raise ImportLineError(line_no, f"not valid JSON: {json_problem(exc, line=False)}") from exc
         if not isinstance(obj, dict):
             raise ImportLineError(line_no, f"expected a JSON object, found {type(obj).__name__}")
         reason = unstorable_reason(obj, text)

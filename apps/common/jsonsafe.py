@@ -29,6 +29,16 @@ def loads_strict(text: str) -> Any:
     return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
+def json_problem(error: ValueError | RecursionError, *, line: bool = True) -> str:
+    """What `loads_strict` found wrong, for a person: where the text stopped being JSON (its line, unless the text
+    is one line of a file that names it already), or which value a store cannot hold."""
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    if isinstance(error, json.JSONDecodeError):
+        return f"{error.msg} at " + (f"line {error.lineno}, " if line else "") + f"column {error.colno}"
+    return str(error)
+
+
 def json_bytes(value: Any) -> bytes:
     """`value` as JSON in UTF-8, for a request body: orjson's encoding (a thirtieth of the standard library's time on
     a long history), or the standard library's where orjson refuses a value (an integer past 64 bits, a string with

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
 from apps.common.exceptions import ApplicationError
-from apps.common.jsonsafe import loads_strict
+from apps.common.jsonsafe import json_problem, loads_strict
 
 
 def read_limited(stream, limit: int) -> bytes:
@@ -28,11 +26,8 @@ class LimitedJSONParser(BaseParser):
         data = read_limited(stream, settings.LOREKEEPER_MAX_JSON_BYTES)
         try:
             return loads_strict(data.decode("utf-8")) if data else {}
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            message = (
-                f"{exc.msg} at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else exc
-            )
-            raise ParseError(f"JSON parse error: {message}") from exc
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            raise ParseError(f"JSON parse error: {json_problem(exc)}") from exc
 
 
 class MergePatchParser(LimitedJSONParser):

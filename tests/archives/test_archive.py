@@ -181,6 +181,10 @@ def _zip(**files: bytes | str) -> io.BytesIO:
             "characters.jsonl, line 2",
         ),
         (
+            _zip(characters__jsonl=json.dumps({"uid": str(uuid.uuid4()), "name": "A"}) + '\n{"uid": 1,}'),
+            "characters.jsonl, line 2: not JSON (Expecting property name enclosed in double quotes at column 11)",
+        ),
+        (
             _zip(memories__jsonl=json.dumps({"uid": str(uuid.uuid4()), "kind": "message", "content": "x"})),
             "line 1: kind",
         ),

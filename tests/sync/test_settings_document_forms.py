@@ -226,7 +226,8 @@ def test_invalid_json_names_its_line_and_column_and_changes_nothing(web, user):
     response = web.post(URL, {"settings": '{\n  "a": {},\n  nope\n}', "integrity": integrity})
     text = page_text(response)
     assert response.status_code == 400
-    assert "Not saved: the JSON is not valid at line 3, column 3:" in text
+    problem = "Expecting property name enclosed in double quotes at line 3, column 3"
+    assert f"Not saved: the JSON is not valid: {problem}." in text
     assert '<details class="settings-json" open>' in text and "nope" in text
     assert settings_document_get(user=user).data == {}
     not_namespaced = web.post(URL, {"settings": '{"budget": 5}', "integrity": integrity})

@@ -7,11 +7,10 @@ their defaults, every other key is kept as it came, so an export writes back wha
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from apps.common.exceptions import ApplicationError
-from apps.common.jsonsafe import loads_strict, unstorable_reason
+from apps.common.jsonsafe import json_problem, loads_strict, unstorable_reason
 from apps.lorebooks.services.keys import KeyError_, key_compile
 
 POSITION_LABELS = {
@@ -232,8 +231,5 @@ def world_file_read(upload) -> Any:
         return loads_strict(upload.read().decode("utf-8"))
     except RecursionError:
         raise ApplicationError("The file is not JSON a book can hold: nested too deeply.", {"field": "file"}) from None
-    except (UnicodeDecodeError, ValueError) as error:  # json.JSONDecodeError is a ValueError
-        reason = f"{error.msg} at line {error.lineno} column {error.colno}" if isinstance(
-            error, json.JSONDecodeError
-        ) else str(error)  # fmt: skip
-        raise ApplicationError(f"The file is not JSON: {reason}.", {"field": "file"}) from None
+    except ValueError as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ApplicationError(f"The file is not JSON: {json_problem(error)}.", {"field": "file"}) from None

@@ -18,7 +18,7 @@ from apps.accounts.services import (
     settings_document_set,
 )
 from apps.common.exceptions import ApplicationError
-from apps.common.jsonsafe import loads_strict
+from apps.common.jsonsafe import json_problem, loads_strict
 from apps.injection.services.settings import NAMESPACE, injection_settings_get
 from apps.sync.forms import KnownSettingsForm, settings_others
 
@@ -35,12 +35,8 @@ def _save_json(request) -> str:
     text = request.POST.get("settings", "")
     try:
         value = loads_strict(text)  # as a request's body: NaN, Infinity and 1e400 refused here
-    except json.JSONDecodeError as exc:
-        return f"Not saved: the JSON is not valid at line {exc.lineno}, column {exc.colno}: {exc.msg}."
-    except ValueError as exc:
-        return f"Not saved: the JSON is not valid: {exc}."
-    except RecursionError:
-        return "Not saved: the JSON is not valid: it is nested too deeply."
+    except (ValueError, RecursionError) as exc:
+        return f"Not saved: the JSON is not valid: {json_problem(exc)}."
     try:
         seen = uuid.UUID(request.POST.get("integrity", ""))
     except ValueError:

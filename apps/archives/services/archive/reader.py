@@ -5,7 +5,6 @@ are bounded by LOREKEEPER_MAX_JSON_BYTES, as a JSON request body is. Every refus
 
 from __future__ import annotations
 
-import json
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from typing import Any, BinaryIO
 from django.conf import settings
 
 from apps.archives.services.archive.format import FORMAT, VERSION, ArchiveError, size_text
-from apps.common.jsonsafe import loads_strict
+from apps.common.jsonsafe import json_problem, loads_strict
 
 # What a damaged or unusual member raises while it is unpacked (RuntimeError: an encrypted member).
 _UNREADABLE = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError)
@@ -133,11 +132,9 @@ def _object(raw: bytes, *, file: str, line: int | None) -> dict[str, Any]:
         raise ArchiveError(f"not UTF-8 (byte {exc.start + 1})", file=file, line=line) from exc
     try:
         value = loads_strict(text)
-    except ValueError as exc:
-        problem = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+    except (ValueError, RecursionError) as exc:
+        problem = json_problem(exc, line=line is None)
         raise ArchiveError(f"not JSON ({problem})", file=file, line=line) from exc
-    except RecursionError as exc:
-        raise ArchiveError("nested too deeply", file=file, line=line) from exc
     if not isinstance(value, dict):
         what = "each line is a JSON object" if line is not None else "the file is a JSON object"
         raise ArchiveError(what, file=file, line=line)
