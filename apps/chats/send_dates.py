@@ -6,8 +6,7 @@ from datetime import UTC, datetime
 
 from django.utils.dateparse import parse_datetime
 
-EARLIEST = datetime(1, 1, 3, tzinfo=UTC)  # the moments a send_date may be: see parse_send_date
-LATEST = datetime(9999, 12, 29, tzinfo=UTC)
+from apps.common.moments import moment_kept
 
 
 def parse_send_date(value) -> datetime | None:
@@ -26,9 +25,8 @@ def parse_send_date(value) -> datetime | None:
             parsed = parse_datetime(text) or _parse_human_date(text)
             if parsed is not None and parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=UTC)
-        # A date within days of year 1 or 9999 is no message's: shown in a person's time zone, or stored and read
-        # back, it passes the years Python's datetime holds (a server error on every page that showed it).
-        return parsed if parsed is not None and EARLIEST <= parsed <= LATEST else None
+        # A date within days of year 1 or 9999 is no message's (apps/common/moments.py).
+        return parsed if parsed is not None and moment_kept(parsed) else None
     except (ValueError, OverflowError, OSError):
         return None
 

@@ -1,6 +1,10 @@
+from datetime import UTC
+
+from django.utils import timezone
 from rest_framework import serializers
 
 from apps.common.jsonsafe import unstorable_reason
+from apps.common.moments import RANGE_TEXT, moment_kept
 
 
 class StorableInputSerializer(serializers.Serializer):
@@ -15,6 +19,19 @@ class StorableInputSerializer(serializers.Serializer):
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
+
+
+class MomentField(serializers.DateTimeField):
+    """A date and time Lorekeeper keeps (apps/common/moments.py): a moment within days of year 1 or 9999 is
+    refused."""
+
+    default_error_messages = {"not_kept": f"Expected a moment {RANGE_TEXT}."}
+
+    def to_internal_value(self, value):
+        moment = super().to_internal_value(value)
+        if not moment_kept(moment if timezone.is_aware(moment) else moment.replace(tzinfo=UTC)):
+            self.fail("not_kept")
+        return moment
 
 
 class DictField(serializers.JSONField):

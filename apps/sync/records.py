@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from apps.chats.apis.characters import CharacterInputSerializer
 from apps.common.exceptions import ApplicationError
-from apps.common.serializers import DictField, StorableInputSerializer
+from apps.common.serializers import DictField, MomentField, StorableInputSerializer
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import MAX_NAME, lorebook_name_clean
 from apps.lorebooks.services.fields import entries_clean
@@ -36,7 +36,7 @@ class MemoryDataSerializer(StorableInputSerializer):
     valid_to = serializers.IntegerField(min_value=0, allow_null=True, required=False)
     status = serializers.ChoiceField(Status.choices, required=False)
     retired_reason = serializers.CharField(max_length=50, allow_blank=True, required=False)
-    occurred_at = serializers.DateTimeField(allow_null=True, required=False)
+    occurred_at = MomentField(allow_null=True, required=False)
     character = serializers.UUIDField(allow_null=True, required=False, help_text="The character's uid.")
     chat = serializers.IntegerField(allow_null=True, required=False, help_text="The chat's id.")
     superseded_by = serializers.UUIDField(allow_null=True, required=False, help_text="The memory's uid.")

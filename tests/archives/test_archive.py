@@ -181,6 +181,14 @@ def _zip(**files: bytes | str) -> io.BytesIO:
             "characters.jsonl, line 2",
         ),
         (
+            _zip(
+                memories__jsonl=json.dumps(
+                    {"uid": str(uuid.uuid4()), "kind": "fact", "content": "x", "occurred_at": "0001-01-01T05:00:00Z"}
+                )
+            ),
+            "memories.jsonl, line 1: occurred_at",
+        ),
+        (
             _zip(characters__jsonl=json.dumps({"uid": str(uuid.uuid4()), "name": "A"}) + '\n{"uid": 1,}'),
             "characters.jsonl, line 2: not JSON (Expecting property name enclosed in double quotes at column 11)",
         ),

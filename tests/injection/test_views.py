@@ -107,6 +107,20 @@ def test_the_card_says_which_hook_made_the_recall_and_when(web, recalled):
     assert f'<p class="meta">context {made:%Y-%m-%d %H:%M} · from “{escape(ASK)}” · ' in card
 
 
+@pytest.mark.parametrize("moment", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_a_recall_time_a_client_wrote_at_the_edge_of_the_calendar_breaks_no_card(web, recalled, moment):
+    # A client writes the record; the date filter showed this time in UTC, a year datetime does not hold.
+    message = Message.objects.get(chat=recalled, index=1)
+    record = {**message.extra["bme_recall"], "updatedAt": moment}
+    Message.objects.filter(pk=message.pk).update(extra={**message.extra, "bme_recall": record})
+
+    response = web.get(recall_url(recalled), **HX)
+
+    assert response.status_code == 200 and is_card(response)
+    assert '<p class="meta">context  · from' in html(response)  # no time shown
+    assert web.get(f"/chats/{recalled.pk}/").status_code == 200
+
+
 # ------------------------------------------------------------------------------------------------ writes
 
 

@@ -88,6 +88,8 @@ def test_a_chat_memory_may_name_a_character_of_that_chat(api, character, mira_ch
         ({"kind": "fact", "content": "x", "valid_to": "soon"}, "valid_to"),
         ({"kind": "fact", "content": "x", "importance": 4}, "importance"),
         ({"kind": "fact", "content": "x", "entities": [{"type": "person"}]}, "entities"),
+        ({"kind": "fact", "content": "x", "occurred_at": "0001-01-01T05:00:00Z"}, "occurred_at"),
+        ({"kind": "fact", "content": "x", "occurred_at": "9999-12-31T10:00:00Z"}, "occurred_at"),
     ],
 )
 def test_create_refuses_bad_input_naming_the_field(api, character, body, field):

@@ -99,6 +99,12 @@ def test_a_bad_change_is_a_400_naming_it_and_nothing_is_stored(api, character):
         ({"type": "settings", "op": "delete"}, ("op",)),
         ({"type": "settings", "op": "update", "data": {"document": {"ns": 3}}}, ("data", "document")),
         ({"data": {"kind": "fact", "content": "bad\u0000nul", "chat": 1}}, ("data", "content")),
+        # Moments a day from year 1 or 9999 pass the years datetime holds in a person's time zone.
+        (
+            {"data": {"kind": "fact", "content": "x", "chat": 1, "occurred_at": "0001-01-01T05:00:00Z"}},
+            ("data", "occurred_at"),
+        ),
+        ({"modified_at": "9999-12-31T10:00:00Z"}, ("modified_at",)),
     ],
 )
 def test_each_malformed_change_names_its_field(api, character, change, path):

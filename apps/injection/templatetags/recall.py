@@ -1,8 +1,11 @@
 """A recall record as the card reads it, and its ISO times as dates the date filter can format."""
 
+from datetime import UTC
+
 from django import template
 from django.utils.dateparse import parse_datetime
 
+from apps.common.moments import moment_kept
 from apps.injection.services.recall import recall_readable
 
 register = template.Library()
@@ -16,10 +19,16 @@ def readable_recall(value):
 
 @register.filter
 def when(value):
+    """An ISO time as a datetime the date filter formats, or the text as it is: not a time, or not one Lorekeeper
+    keeps (apps/common/moments.py; a client wrote the record, and the filter would pass year 1 in the person's time
+    zone)."""
     try:
-        return parse_datetime(str(value or "")) or value
+        moment = parse_datetime(str(value or ""))
     except ValueError:
         return value
+    if moment is None or not moment_kept(moment if moment.tzinfo else moment.replace(tzinfo=UTC)):
+        return value
+    return moment
 
 
 @register.filter

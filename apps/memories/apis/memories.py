@@ -13,7 +13,7 @@ from apps.chats import selectors as chat_selectors
 from apps.chats.apis.common import parse_ids
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
-from apps.common.serializers import DictField, StorableInputSerializer, paginated
+from apps.common.serializers import DictField, MomentField, StorableInputSerializer, paginated
 from apps.memories import selectors
 from apps.memories.models import Decision, Kind, Memory, Status
 from apps.memories.services.lifecycle.classify import Candidate, Classified, memories_submit
@@ -152,7 +152,7 @@ class MemoryCreateInputSerializer(StorableInputSerializer):
     source_message_indices = serializers.ListField(
         child=serializers.IntegerField(min_value=0), required=False, max_length=1000
     )
-    occurred_at = serializers.DateTimeField(required=False, allow_null=True)
+    occurred_at = MomentField(required=False, allow_null=True)
     entities = EntityInputSerializer(many=True, required=False, max_length=MAX_ENTITIES)
     data = DictField(required=False)
 

@@ -8,7 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.common.serializers import DictField
+from apps.common.serializers import DictField, MomentField
 from apps.sync import selectors
 from apps.sync.clocks import clock_problem
 from apps.sync.models import FeedType, InstanceKind
@@ -119,7 +119,7 @@ class ChangeSerializer(serializers.Serializer):
     op = serializers.ChoiceField(OPS, help_text="edit: a person's correction, which overwrites (memory/update).")
     uid = serializers.UUIDField(required=False, allow_null=True, help_text="Not needed for settings.")
     clock = DictField(help_text="The vector clock of this version: {instance key: counter}.")
-    modified_at = serializers.DateTimeField(required=False, help_text="When it was changed (default: now).")
+    modified_at = MomentField(required=False, help_text="When it was changed (default: now).")
     data = DictField(required=False, help_text="The object's fields (all for create, the changed ones else).")
 
     class Meta:

@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from apps.archives.services.archive.format import ArchiveError
 from apps.chats.apis.chats import ChatImportParamsSerializer
-from apps.common.serializers import DictField, StorableInputSerializer
+from apps.common.serializers import DictField, MomentField, StorableInputSerializer
 from apps.memories.apis.memories import EntityInputSerializer
 from apps.sync.clocks import clock_problem
 from apps.sync.records import CharacterDataSerializer, MemoryDataSerializer, SettingsDataSerializer
@@ -32,7 +32,7 @@ class _Clocked(serializers.Serializer):
 
 
 class _Synced(_Clocked):
-    changed_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    changed_at = MomentField(required=False, allow_null=True, default=None)
     changed_by = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
     source_instance = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     participating_instances = serializers.ListField(
@@ -54,7 +54,7 @@ class ChatRecordSerializer(StorableInputSerializer, ChatImportParamsSerializer):
     characters = serializers.ListField(child=serializers.UUIDField(), required=False, default=list)
     file = serializers.CharField(required=False, allow_null=True, max_length=1000)
     messages = serializers.IntegerField(required=False, min_value=0)
-    created_at = serializers.DateTimeField(required=False, allow_null=True)
+    created_at = MomentField(required=False, allow_null=True)
 
     class Meta:
         ref_name = None
@@ -74,7 +74,7 @@ class MemoryRecordSerializer(_Synced, MemoryDataSerializer):
     chat = serializers.UUIDField(allow_null=True, required=False, help_text="The chat's uid.")
     valid_from = serializers.IntegerField(min_value=0, max_value=MAX_INDEX, allow_null=True, required=False)
     valid_to = serializers.IntegerField(min_value=0, max_value=MAX_INDEX, allow_null=True, required=False)
-    created_at = serializers.DateTimeField(required=False, allow_null=True)
+    created_at = MomentField(required=False, allow_null=True)
     origin = serializers.CharField(max_length=20, required=False, allow_blank=True)
     edited_by = serializers.CharField(max_length=64, required=False, allow_blank=True)
     source_message_indices = serializers.ListField(
@@ -103,8 +103,8 @@ class LorebookRecordSerializer(_Synced, StorableInputSerializer):
     name = serializers.CharField(max_length=200)
     scope = serializers.ChoiceField(choices=["linked", "global"])
     extra = DictField(required=False, default=dict)
-    created_at = serializers.DateTimeField(required=False, allow_null=True)
-    updated_at = serializers.DateTimeField()
+    created_at = MomentField(required=False, allow_null=True)
+    updated_at = MomentField()
     entries = serializers.IntegerField(required=False, min_value=0)
     file = serializers.CharField(max_length=1000)
 
@@ -115,7 +115,7 @@ class LorebookRecordSerializer(_Synced, StorableInputSerializer):
 class TombstoneRecordSerializer(StorableInputSerializer, _Clocked):
     type = serializers.CharField(max_length=20)
     uid = serializers.UUIDField()
-    deleted_at = serializers.DateTimeField(required=False, allow_null=True)
+    deleted_at = MomentField(required=False, allow_null=True)
     deleted_by = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 
     class Meta:
