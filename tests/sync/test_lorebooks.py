@@ -86,6 +86,36 @@ def test_an_entry_edited_on_the_page_is_the_servers_change_of_its_book(api, web,
     assert book.entries.get(uid=0).data["content"] == "It burns oil."
 
 
+def test_a_version_a_concurrent_push_replaced_is_kept_as_a_revision(api, web, user):
+    uid = uuid.uuid4()
+    push(api, "laptop", harbour(uid))
+    book = Lorebook.objects.get(uid=uid)
+    response = web.post(f"/lorebooks/{book.pk}/entries/0/", {
+        "comment": "Lantern", "key": "lantern", "keysecondary": "", "selectiveLogic": 0, "content": "It burns oil.",
+        "position": 4, "depth": 2, "role": 1, "order": 50, "probability": 100,
+    })  # fmt: skip
+    assert response.status_code == 302
+    # The laptop, which never saw the edit, sends its own entries later: last write wins takes them.
+    entries = {"0": {**LANTERN, "content": "Now fish oil."}}
+    later = "2099-01-01T00:00:00Z"
+    (outcome,) = push(api, "laptop", harbour(uid, {"laptop": 2}, op="update", when=later, book={"entries": entries}))[
+        "results"
+    ]
+    assert outcome["result"] == "conflict_resolved" and outcome["winner"] == "incoming"
+    assert book.entries.get(uid=0).data["content"] == "Now fish oil."
+
+    # The page's edit is not lost: the version it was in is a revision, which the book's page offers to restore.
+    (revision,) = book.revisions.all()
+    assert revision.reason == "Replaced by laptop's version (sync)"
+    assert revision.data["entries"]["0"]["content"] == "It burns oil." and revision.entry_count == 2
+    assert "Replaced by laptop&#x27;s version (sync)" in web.get(f"/lorebooks/{book.pk}/").content.decode()
+
+    # A push from a device that had that version (its clock descends from the book's) replaces nothing it lacked.
+    clock = Lorebook.objects.get(uid=uid).clock
+    push(api, "laptop", harbour(uid, {**clock, "laptop": clock["laptop"] + 1}, op="update", book={"entries": {}}))
+    assert book.entries.count() == 0 and book.revisions.count() == 1
+
+
 def test_a_push_that_replaces_the_entries_answers_the_clock_it_stored(api, user):
     uid = uuid.uuid4()
     push(api, "laptop", harbour(uid))

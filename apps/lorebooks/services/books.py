@@ -104,13 +104,21 @@ def _entries_add(book: Lorebook, entries: list[dict[str, Any]]) -> None:
 
 @transaction.atomic
 def lorebook_put(
-    *, user: AbstractUser, uid: uuid.UUID, name: str, scope: str, data: dict[str, Any] | None, rename: bool = True
+    *,
+    user: AbstractUser,
+    uid: uuid.UUID,
+    name: str,
+    scope: str,
+    data: dict[str, Any] | None,
+    rename: bool = True,
+    kept_as: str = "",
 ) -> tuple[Lorebook, str]:
     """The book `uid` of the account made `data` (a World Info file, every entry checked as at import), with
     `name` and `scope`: created, or its entries replaced (an archive's book, apps/archives; a synced one,
     apps/sync). `data` None keeps a stored book's entries. A name another of the account's books holds is refused,
-    or with `rename` the book takes the first free "<name> (2)", "(3)"…: nothing is lost. Answers the book and what
-    happened: created, updated or renamed."""
+    or with `rename` the book takes the first free "<name> (2)", "(3)"…: nothing is lost. With `kept_as` (the
+    reason a person reads), a stored book's content that `data` replaced is kept as a revision. Answers the book and
+    what happened: created, updated or renamed."""
     if scope not in Lorebook.Scope.values:
         raise ApplicationError(f"`scope` is one of {', '.join(Lorebook.Scope.values)}.", {"field": "scope"})
     wanted = lorebook_name_clean(name)
@@ -129,15 +137,21 @@ def lorebook_put(
         name = lorebook_name_clean(f"{wanted[: MAX_NAME - 8]} ({number})")
     extra = _extra(data)
     outcome = "updated" if book is not None else ("renamed" if name != wanted else "created")
+    before = None
     if book is None:
         book = Lorebook.objects.create(user=user, uid=uid, name=name, scope=scope, extra=extra)
     else:
+        before = lorebook_export(book=book) if kept_as and entries is not None else None
         book.name, book.scope, book.extra = name, scope, extra
         book.save(update_fields=["name", "scope", "extra", "updated_at"])
         if entries is None:
             return book, outcome
         book.entries.all().delete()
     _entries_add(book, entries)
+    if before is not None:
+        book.refresh_from_db(fields=["extra"])  # as stored: PostgreSQL gives some numbers back in another form
+        if book_digest(before) != book_digest(lorebook_export(book=book)):
+            revision_keep(book=book, reason=kept_as, data=before)
     return book, outcome
 
 

@@ -3,7 +3,8 @@
 SillyTavern keeps its own copy of each book, and the extension sends it when a chat opens and when it changes
 (services/books.py `chat_books_put`). A book edited here (its entry form, the API, another device) since the
 client's copy was taken would be lost when that copy came again: so a copy sent again unchanged is not taken (what
-was edited here stays), and a changed one is taken with this book's version kept as a revision first. A revision
+was edited here stays), and a changed one is taken with this book's version kept as a revision first; so is a
+version that a person's import with replace, or another device's sync that had not seen it, replaced. A revision
 restores in place of the book (services/books.py `lorebook_revision_restore`; the book as it is then kept as one in
 turn) and downloads as a World Info file.
 """

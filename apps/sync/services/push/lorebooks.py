@@ -11,6 +11,8 @@ from typing import Any
 
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import lorebook_put
+from apps.sync import clocks
+from apps.sync.clocks import Order
 from apps.sync.models import FeedType
 from apps.sync.services.push.changes import Change, Outcome
 from apps.sync.services.push.identity import apply_whole
@@ -34,6 +36,10 @@ def _written(push: Push, change: Change, book: Lorebook | None, clock: dict) -> 
     server's."""
     data = change.data
     name = data.get("name", book.name if book else "")
+    # Unless the instance had this version when it made its own, what it replaces is kept as a revision: a
+    # concurrent change that last write wins settled for the instance, or a person's correction (op "edit") made
+    # without it.
+    seen = book is not None and clocks.compare(change.clock, book.clock) is Order.AFTER
     stored, _ = lorebook_put(
         user=push.user,
         uid=change.uid,
@@ -41,6 +47,7 @@ def _written(push: Push, change: Change, book: Lorebook | None, clock: dict) -> 
         scope=data.get("scope", book.scope if book else Lorebook.Scope.LINKED),
         data=data.get("book"),
         rename=True,
+        kept_as="" if seen else f"Replaced by {push.instance.name or push.key}'s version (sync)",
     )
     participating = push.participating(book.participating_instances if book else [])
     Lorebook.objects.filter(pk=stored.pk).update(
