@@ -172,3 +172,35 @@ def test_a_person_imports_an_unreadable_file_then_one_over_an_edited_book(browse
     assert "Replaced by an imported file" in page.locator("#revisions").inner_text()
     _fits(page, width)
     screenshot(page, f"import-replaced-{width}", FOLDER)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_person_gets_back_an_edit_a_devices_sync_replaced(browser, live_server, client, api, user, width):
+    """An entry edited on the page while a device was offline; the device's later push wins by last write wins,
+    and the edit is an earlier version on the book's page, which the person restores."""
+    uid = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+    book = {"entries": {"0": {**WORLD["entries"]["0"]}}}
+    change = {"type": "lorebook", "op": "create", "uid": uid, "clock": {"laptop": 1}, "data": {
+        "name": "Harbour", "scope": "linked", "book": book}}  # fmt: skip
+    assert api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [change]}, format="json").status_code == 200
+    stored = Lorebook.objects.get(user=user, uid=uid)
+    page = watched_page(browser, width, live_server, session_cookie(client, user))
+    page.goto(f"{live_server.url}/lorebooks/{stored.pk}/")
+    page.get_by_role("link", name="The Gull").click()
+    page.fill("textarea[name=content]", "The Gull is Hale's ship, edited here.")
+    page.get_by_role("button", name="Save").click()
+    page.wait_for_load_state()
+
+    later = {"entries": {"0": {**WORLD["entries"]["0"], "content": "The Gull, as the laptop had it."}}}
+    change |= {"op": "update", "clock": {"laptop": 2}, "modified_at": "2099-01-01T00:00:00Z", "data": {"book": later}}
+    assert api.post("/api/v1/sync/push", {"instance": "laptop", "changes": [change]}, format="json").status_code == 200
+    page.goto(f"{live_server.url}/lorebooks/{stored.pk}/")
+    revisions = page.locator("#revisions")
+    revisions.scroll_into_view_if_needed()
+    assert "Replaced by laptop's version (sync)" in revisions.inner_text()
+    _fits(page, width)
+    screenshot(page, f"sync-replaced-{width}", FOLDER)
+
+    revisions.get_by_role("button", name="Restore").click()
+    page.wait_for_load_state()
+    assert LorebookEntry.objects.get(lorebook=stored, uid=0).data["content"] == "The Gull is Hale's ship, edited here."
