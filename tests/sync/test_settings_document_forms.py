@@ -260,6 +260,24 @@ def test_the_page_fits_a_phone_and_saves_from_the_form(browser, live_server, cli
         seed(user, {"st_bme": data["st_bme"]})
 
 
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("width", [1280, 390])
+def test_json_a_person_types_wrong_is_refused_saying_where(browser, live_server, client, user, width):
+    seed(user, {"st_bme": {"budget": 5}})
+    page = watched_page(browser, width, live_server, session_cookie(client, user))
+    page.goto(f"{live_server.url}{URL}")
+    page.get_by_text("Advanced: edit as JSON").click()
+    page.get_by_label("Settings as JSON").fill('{\n  "st_bme": {"budget": 6},\n  nope\n}')
+    page.get_by_role("button", name="Save JSON").click()
+    problem = "Expecting property name enclosed in double quotes at line 3, column 3"
+    page.get_by_text(f"Not saved: the JSON is not valid: {problem}.").wait_for()
+    assert "nope" in page.get_by_label("Settings as JSON").input_value()  # what the person typed stays
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    screenshot(page, f"settings-json-refused-{width}")
+    assert settings_document_get(user=user).data == {"st_bme": {"budget": 5}}
+
+
 def test_setting_fields_adds_missing_objects_and_replaces_one_that_is_not_an_object(user):
     from apps.accounts.services import settings_document_set
 
