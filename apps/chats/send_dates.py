@@ -25,7 +25,7 @@ def parse_send_date(value) -> datetime | None:
             parsed = parse_datetime(text) or _parse_human_date(text)
             if parsed is not None and parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=UTC)
-        # A date within days of year 1 or 9999 is no message's (apps/common/moments.py).
+        # A date outside the years 2 to 9998 is no message's (apps/common/moments.py).
         return parsed if parsed is not None and moment_kept(parsed) else None
     except (ValueError, OverflowError, OSError):
         return None

@@ -1,14 +1,16 @@
-"""The moments Lorekeeper keeps: those within days of year 1 or 9999 are refused. Shown in a person's time zone, or
-stored and read back, such a moment passes the years Python's datetime holds, and every page or list that showed it
-answered a server error."""
+"""The moments Lorekeeper keeps: years 2 to 9998. Shown in a person's time zone, or stored and read back, a moment
+within days of year 1 or 9999 passes the years Python's datetime holds, and every page or list that showed it
+answered a server error; and search and the summaries reckon days before and after a moment (a month's slack, the
+60 days a first summary run reaches back, a period's week): a year on each side leaves them room."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-EARLIEST = datetime(1, 1, 3, tzinfo=UTC)
-LATEST = datetime(9999, 12, 29, tzinfo=UTC)
-RANGE_TEXT = "between 0001-01-03 and 9999-12-29"
+FIRST_YEAR, LAST_YEAR = 2, 9998
+EARLIEST = datetime(FIRST_YEAR, 1, 1, tzinfo=UTC)
+LATEST = datetime(LAST_YEAR, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+RANGE_TEXT = f"in the years {FIRST_YEAR} to {LAST_YEAR}"
 
 
 def moment_kept(moment: datetime) -> bool:

@@ -22,8 +22,7 @@ class StorableInputSerializer(serializers.Serializer):
 
 
 class MomentField(serializers.DateTimeField):
-    """A date and time Lorekeeper keeps (apps/common/moments.py): a moment within days of year 1 or 9999 is
-    refused."""
+    """A date and time Lorekeeper keeps (apps/common/moments.py): one outside the years 2 to 9998 is refused."""
 
     default_error_messages = {"not_kept": f"Expected a moment {RANGE_TEXT}."}
 

@@ -197,6 +197,33 @@ def test_a_failing_model_leaves_the_job_failed_and_the_next_run_builds_it(
     assert Memory.objects.get(kind="daily").content == "Friday, summarised."
 
 
+@pytest.mark.parametrize("period", ["0001-01-01", "9999-12-31", 5, ["2026-11-20"]])
+def test_a_daily_summary_of_a_period_no_calendar_holds_stops_no_ones_tick(
+    user, other_user, character, said, hosted_llm, scripted, period
+):
+    """A summary a client stored (sync, an archive, or before periods were bounded) whose period is at the edge of
+    the calendar, or no text at all: the tick, which plans every user's characters, skips it and goes on."""
+    from apps.llm.services import connection_create
+    from tests.chats.factories import CharacterFactory
+
+    said(datetime(2026, 11, 20, 12, tzinfo=UTC), "Friday.")
+    Memory.objects.create(
+        user=user, character=character, kind="daily", content="- Odd.", content_hash=text_hash("- Odd."),
+        data={"period": period},
+    )  # fmt: skip
+    theirs = CharacterFactory(user=other_user)
+    connection_create(
+        user=other_user, name="Theirs", base_url=hosted_llm.server.url, model="m", profile="B", is_default=True
+    )
+    chat = chat_create(user=other_user, title="Log", character_ids=[theirs.pk])
+    hello = Memory.objects.create(
+        user=other_user, chat=chat, kind="message", content="Hello.", content_hash=text_hash("Hello."), message_index=0
+    )
+    Memory.objects.filter(pk=hello.pk).update(created_at=datetime(2026, 11, 20, 12, tzinfo=UTC))
+
+    assert hierarchy_tick(now=datetime(2026, 11, 21, 6, tzinfo=UTC)) == 2
+
+
 def test_the_tick_skips_users_without_a_model_or_with_the_hierarchy_off(user, character, said, scripted):
     said(datetime(2026, 11, 20, 12, tzinfo=UTC), "Friday.")
     assert hierarchy_tick() == 0
@@ -227,6 +254,10 @@ def test_a_manual_run_rebuilds_a_period_before_it_is_due_and_supersedes_the_old_
         ({"granularity": "weekly"}, "period"),
         ({"granularity": "weekly", "period": "2026-11"}, "period"),
         ({"granularity": "hourly", "period": "x"}, "granularity"),
+        # A week or month at the calendar's edge: reckoning its days passed the years datetime holds.
+        ({"granularity": "weekly", "period": "9999-W52"}, "period"),
+        ({"granularity": "monthly", "period": "9999-12"}, "period"),
+        ({"granularity": "daily", "period": "0001-01-01"}, "period"),
     ],
 )
 def test_a_manual_run_with_a_bad_period_is_refused_naming_the_field(api, character, body, field):

@@ -90,6 +90,10 @@ def test_a_chat_memory_may_name_a_character_of_that_chat(api, character, mira_ch
         ({"kind": "fact", "content": "x", "entities": [{"type": "person"}]}, "entities"),
         ({"kind": "fact", "content": "x", "occurred_at": "0001-01-01T05:00:00Z"}, "occurred_at"),
         ({"kind": "fact", "content": "x", "occurred_at": "9999-12-31T10:00:00Z"}, "occurred_at"),
+        ({"kind": "fact", "content": "x", "occurred_at": "0001-06-01T00:00:00Z"}, "occurred_at"),
+        ({"kind": "weekly", "content": "x", "data": {"period": "9999-W52"}}, "data"),
+        ({"kind": "monthly", "content": "x", "data": {"period": "9999-12"}}, "data"),
+        ({"kind": "weekly", "content": "x", "occurred_at": "9999-12-28T00:00:00Z"}, "occurred_at"),
     ],
 )
 def test_create_refuses_bad_input_naming_the_field(api, character, body, field):
@@ -466,3 +470,12 @@ def test_embedding_settings_read_and_write_without_ever_showing_the_key(
     assert api.put(url, {"provider": "local", "base_url": "http://x.test"}, format="json").status_code == 400
     assert api.put(url, {"provider": "cohere"}, format="json").status_code == 400
     assert api.put(url, {"provider": "deployment"}, format="json").json()["model_key"] == "openai:scripted"
+
+
+@pytest.mark.parametrize("occurred_at", ["0002-01-01T00:00:00Z", "9998-12-31T23:00:00Z"])
+def test_a_memory_at_the_first_or_last_year_kept_is_found_by_a_query_naming_a_month(api, character, occurred_at):
+    # A month the query names is matched with days of slack around each memory's moment.
+    body = {"character": character.pk, "kind": "fact", "content": "The ledger burned.", "occurred_at": occurred_at}
+    assert api.post(MEMORIES, body, format="json").status_code == 201
+    response = api.post("/api/v1/memories/search", {"query": "What burned in June or January?"}, format="json")
+    assert response.status_code == 200, response.content

@@ -1,11 +1,11 @@
-"""A memory's `occurred_at` within days of year 1 or 9999 becomes unknown (NULL), as the moments Lorekeeper keeps
+"""A memory's `occurred_at` outside the years 2 to 9998 becomes unknown (NULL), as the moments Lorekeeper keeps
 (apps/common/moments.py). Before them, a message dated "0001-01-01T00:00:00+14:00" was indexed as a moment of year 1
 BC, which psycopg cannot read back: every list of its owner's memories answered a server error. The memories table's
 sync trigger counts the change as the server's, so instances pull it."""
 
 from django.db import migrations
 
-OUTSIDE = "occurred_at < '0001-01-03 00:00:00+00' OR occurred_at > '9999-12-29 00:00:00+00'"
+OUTSIDE = "occurred_at < '0002-01-01 00:00:00+00' OR occurred_at >= '9999-01-01 00:00:00+00'"
 
 
 class Migration(migrations.Migration):

@@ -111,7 +111,12 @@ def hierarchy_tick(*, now: datetime | None = None) -> int:
     )
     queued = 0
     for character in characters:
-        if hierarchy_plan(character=character, now=now):
+        try:
+            due = hierarchy_plan(character=character, now=now)
+        except Exception:  # one character's data must not stop everyone's summaries
+            log.exception("hierarchy_tick: the periods of character %s could not be planned", character.pk)
+            continue
+        if due:
             hierarchy_enqueue(user=character.user, character=character)
             queued += 1
     return queued

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from apps.common.moments import FIRST_YEAR, LAST_YEAR, RANGE_TEXT
+
 LEVELS = ("daily", "weekly", "monthly", "yearly")
 EXAMPLES = {"daily": "2026-11-21", "weekly": "2026-W47", "monthly": "2026-11", "yearly": "2026"}
 CHILD = {"weekly": "daily", "monthly": "weekly", "yearly": "monthly"}
@@ -70,7 +72,20 @@ def containing(granularity: str, value: date) -> Period:
 
 
 def parse_key(granularity: str, key: str) -> Period:
-    """The period named by a key (`2026-11-21`, `2026-W47`, `2026-11`, `2026`); ValueError when malformed."""
+    """The period named by a key (`2026-11-21`, `2026-W47`, `2026-11`, `2026`); ValueError when malformed, not text
+    (a client may have written any JSON there) or outside the years Lorekeeper keeps (apps/common/moments.py)."""
+    if not isinstance(key, str):
+        raise ValueError(f"a period is text, not {type(key).__name__}")
+    try:
+        period = _parsed(granularity, key)
+    except OverflowError:  # its last day is past year 9999
+        raise ValueError(f"a period is {RANGE_TEXT}") from None
+    if not (FIRST_YEAR <= period.start.year and period.end.year <= LAST_YEAR):
+        raise ValueError(f"a period is {RANGE_TEXT}")
+    return period
+
+
+def _parsed(granularity: str, key: str) -> Period:
     if granularity == "daily":
         return day(date.fromisoformat(key))
     if granularity == "weekly":
