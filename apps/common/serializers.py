@@ -21,6 +21,10 @@ class StorableInputSerializer(serializers.Serializer):
         return attrs
 
 
+INT_MAX = 2**31 - 1  # what a PostgreSQL integer column holds
+BIGINT_MAX = 2**63 - 1  # and a bigint one
+
+
 class MomentField(serializers.DateTimeField):
     """A date and time Lorekeeper keeps (apps/common/moments.py): one outside the years 2 to 9998 is refused."""
 

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from apps.chats.apis.characters import CharacterInputSerializer
 from apps.common.exceptions import ApplicationError
-from apps.common.serializers import DictField, MomentField, StorableInputSerializer
+from apps.common.serializers import INT_MAX, DictField, MomentField, StorableInputSerializer
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import MAX_NAME, lorebook_name_clean
 from apps.lorebooks.services.fields import entries_clean
@@ -32,8 +32,8 @@ class MemoryDataSerializer(StorableInputSerializer):
     importance = serializers.IntegerField(min_value=1, max_value=3, required=False)
     confidence = serializers.FloatField(min_value=0, max_value=1, required=False)
     time_scope = serializers.ChoiceField(["", "scene", "session", "permanent"], required=False)
-    valid_from = serializers.IntegerField(min_value=0, allow_null=True, required=False)
-    valid_to = serializers.IntegerField(min_value=0, allow_null=True, required=False)
+    valid_from = serializers.IntegerField(min_value=0, max_value=INT_MAX, allow_null=True, required=False)
+    valid_to = serializers.IntegerField(min_value=0, max_value=INT_MAX, allow_null=True, required=False)
     status = serializers.ChoiceField(Status.choices, required=False)
     retired_reason = serializers.CharField(max_length=50, allow_blank=True, required=False)
     occurred_at = MomentField(allow_null=True, required=False)

@@ -94,6 +94,9 @@ def test_a_chat_memory_may_name_a_character_of_that_chat(api, character, mira_ch
         ({"kind": "weekly", "content": "x", "data": {"period": "9999-W52"}}, "data"),
         ({"kind": "monthly", "content": "x", "data": {"period": "9999-12"}}, "data"),
         ({"kind": "weekly", "content": "x", "occurred_at": "9999-12-28T00:00:00Z"}, "occurred_at"),
+        # Past what the database's integer column holds.
+        ({"kind": "fact", "content": "x", "valid_from": 2**31}, "valid_from"),
+        ({"kind": "fact", "content": "x", "source_message_indices": [2**31]}, "source_message_indices"),
     ],
 )
 def test_create_refuses_bad_input_naming_the_field(api, character, body, field):

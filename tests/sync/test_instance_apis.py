@@ -105,6 +105,7 @@ def test_a_bad_change_is_a_400_naming_it_and_nothing_is_stored(api, character):
             ("data", "occurred_at"),
         ),
         ({"modified_at": "9999-12-31T10:00:00Z"}, ("modified_at",)),
+        ({"data": {"kind": "fact", "content": "x", "chat": 1, "valid_from": 2**31}}, ("data", "valid_from")),
     ],
 )
 def test_each_malformed_change_names_its_field(api, character, change, path):
@@ -120,6 +121,12 @@ def test_each_malformed_change_names_its_field(api, character, change, path):
 def test_a_bad_instance_key_in_a_pull_names_the_instance(api):
     response = api.post("/api/v1/sync/pull", {"instance": "server"}, format="json")
     assert response.status_code == 400 and response.json()["extra"]["field"] == "instance"
+
+
+def test_a_cursor_past_what_the_feed_counts_is_refused_naming_it(api):
+    response = api.post("/api/v1/sync/pull", {"instance": "laptop", "cursor": 2**63}, format="json")
+    assert response.status_code == 400 and "cursor" in response.json()
+    assert api.post("/api/v1/sync/pull", {"instance": "laptop", "cursor": 2**63 - 1}, format="json").status_code == 200
 
 
 def test_a_pull_registers_its_instance_and_status_shows_how_far_behind_each_is(api, character):

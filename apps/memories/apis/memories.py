@@ -13,7 +13,7 @@ from apps.chats import selectors as chat_selectors
 from apps.chats.apis.common import parse_ids
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
-from apps.common.serializers import DictField, MomentField, StorableInputSerializer, paginated
+from apps.common.serializers import INT_MAX, DictField, MomentField, StorableInputSerializer, paginated
 from apps.memories import selectors
 from apps.memories.models import Decision, Kind, Memory, Status
 from apps.memories.services.lifecycle.classify import Candidate, Classified, memories_submit
@@ -147,10 +147,10 @@ class MemoryCreateInputSerializer(StorableInputSerializer):
     importance = serializers.IntegerField(required=False, min_value=1, max_value=3)
     confidence = serializers.FloatField(required=False, min_value=0, max_value=1)
     time_scope = serializers.ChoiceField(choices=["", "scene", "session", "permanent"], required=False)
-    valid_from = serializers.IntegerField(required=False, allow_null=True, min_value=0)
-    valid_to = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    valid_from = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=INT_MAX)
+    valid_to = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=INT_MAX)
     source_message_indices = serializers.ListField(
-        child=serializers.IntegerField(min_value=0), required=False, max_length=1000
+        child=serializers.IntegerField(min_value=0, max_value=INT_MAX), required=False, max_length=1000
     )
     occurred_at = MomentField(required=False, allow_null=True)
     entities = EntityInputSerializer(many=True, required=False, max_length=MAX_ENTITIES)

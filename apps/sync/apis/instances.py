@@ -8,7 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.common.serializers import DictField, MomentField
+from apps.common.serializers import BIGINT_MAX, DictField, MomentField
 from apps.sync import selectors
 from apps.sync.clocks import clock_problem
 from apps.sync.models import FeedType, InstanceKind
@@ -149,7 +149,9 @@ class ChangeSerializer(serializers.Serializer):
 
 class PullInputSerializer(serializers.Serializer):
     instance = serializers.CharField(max_length=64)
-    cursor = serializers.IntegerField(min_value=0, required=False, allow_null=True, help_text="None: a full pull.")
+    cursor = serializers.IntegerField(
+        min_value=0, max_value=BIGINT_MAX, required=False, allow_null=True, help_text="None: a full pull."
+    )
     limit = serializers.IntegerField(min_value=1, max_value=MAX_PULL_LIMIT, default=PULL_LIMIT)
 
     class Meta:

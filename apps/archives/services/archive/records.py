@@ -13,12 +13,12 @@ from rest_framework import serializers
 
 from apps.archives.services.archive.format import ArchiveError
 from apps.chats.apis.chats import ChatImportParamsSerializer
-from apps.common.serializers import DictField, MomentField, StorableInputSerializer
+from apps.common.serializers import INT_MAX, DictField, MomentField, StorableInputSerializer
 from apps.memories.apis.memories import EntityInputSerializer
 from apps.sync.clocks import clock_problem
 from apps.sync.records import CharacterDataSerializer, MemoryDataSerializer, SettingsDataSerializer
 
-MAX_INDEX = 2**31 - 1  # a positive integer column
+MAX_INDEX = INT_MAX  # a positive integer column
 
 
 class _Clocked(serializers.Serializer):
