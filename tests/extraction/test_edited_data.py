@@ -94,3 +94,21 @@ def test_a_summary_whose_counts_a_person_rewrote_is_extended_and_rolled_back(api
 
     # Its end unreadable, the summary counts as ending at #0: nothing to take back, and the rebuild runs through.
     assert failures(story) == [] and ChatPipeline.objects.get(chat=story).stale_from is None
+
+
+@pytest.mark.parametrize("fields", [{"items": 5}, {"items": "ab", "location": "quay"}])
+def test_the_story_page_shows_state_fields_and_threads_of_any_shape(api, web, model, story, fields):
+    add_turns(story, 10)
+    process(story)
+    model.server.on(TASKS["arcs"], "[resolved:1] Corvin confessed to forging the seal.")
+    add_turns(story, 10)
+    process(story)
+    rewrite(api, active(story, "state", data__key="rowan"), fields=fields)
+    rewrite(api, active(story, "arc", data__status="resolved"), thread=["not", "text"])
+
+    response = web.get(f"/chats/{story.pk}/story/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    # A field named "items" is a field like any other, not the method of the same name.
+    assert "<dt>items</dt><dd>" + str(fields["items"]) + "</dd>" in page

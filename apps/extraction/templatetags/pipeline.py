@@ -76,3 +76,11 @@ def job_summary(job) -> str:
     if result.get("unparsed"):
         parts.append(f"{len(result['unparsed'])} line(s) not understood")
     return " · ".join(parts)
+
+
+@register.filter
+def state_fields(memory) -> list[tuple[str, object]]:
+    """A state memory's fields as (name, value) pairs: not `data.fields.items` in a template, which reads a field
+    named "items" before the method (a client may write any name there, as the ledgers of SillyTavern's extensions
+    do)."""
+    return list(memory.data_field("fields", dict, {}).items())

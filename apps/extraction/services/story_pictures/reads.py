@@ -81,7 +81,8 @@ def arc_spans(*, user: AbstractUser, chat: Chat) -> list[Span]:
         if arc["data"].get("status") == "resolved":
             last = max(arc["source_message_indices"] or [first]) + 1
             start = raised.get(arc["pk"], first)
-            thread = arc["data"].get("thread") or arc["content"]
+            thread = arc["data"].get("thread")
+            thread = thread if isinstance(thread, str) and thread.strip() else arc["content"]  # a client's: any JSON
             title = f"Settled: {arc['content']} (the thread: {thread}) · {_messages(start, last)}"
             spans.append(Span(start, max(last, start + 1), thread, title, kind="settled", ref=arc["pk"]))
         else:
