@@ -116,6 +116,24 @@ def test_a_version_a_concurrent_push_replaced_is_kept_as_a_revision(api, web, us
     assert book.entries.count() == 0 and book.revisions.count() == 1
 
 
+def test_one_push_of_many_stale_edits_keeps_one_revision_and_the_persons_edit(api, web, user):
+    """A device (broken, or hostile on the person's own account) sends many edits of one book from an old version in
+    one push: the version before the push is kept once, and the kept ones are not pushed out."""
+    uid = uuid.uuid4()
+    push(api, "laptop", harbour(uid))
+    book = Lorebook.objects.get(uid=uid)
+    entry_save(book=book, uid=0, changes={"content": "It burns oil."})
+    edits = [
+        harbour(uid, {"laptop": 1}, op="edit", book={"entries": {"0": {**LANTERN, "content": f"Version {n}."}}})
+        for n in range(25)
+    ]
+    push(api, "laptop", *edits)
+
+    assert book.entries.get(uid=0).data["content"] == "Version 24."
+    (revision,) = book.revisions.all()
+    assert revision.data["entries"]["0"]["content"] == "It burns oil."
+
+
 def test_a_push_that_replaces_the_entries_answers_the_clock_it_stored(api, user):
     uid = uuid.uuid4()
     push(api, "laptop", harbour(uid))

@@ -38,8 +38,12 @@ def _written(push: Push, change: Change, book: Lorebook | None, clock: dict) -> 
     name = data.get("name", book.name if book else "")
     # Unless the instance had this version when it made its own, what it replaces is kept as a revision: a
     # concurrent change that last write wins settled for the instance, or a person's correction (op "edit") made
-    # without it.
+    # without it. Only before the push's first change of the book: what its later ones replace is its own (a push
+    # of many stale edits of one book would otherwise push every earlier version out of the kept ones).
     seen = book is not None and clocks.compare(change.clock, book.clock) is Order.AFTER
+    first = change.uid not in push.books_written
+    push.books_written.add(change.uid)
+    kept_as = "" if seen or not first else f"Replaced by {push.instance.name or push.key}'s version (sync)"
     stored, _ = lorebook_put(
         user=push.user,
         uid=change.uid,
@@ -47,7 +51,7 @@ def _written(push: Push, change: Change, book: Lorebook | None, clock: dict) -> 
         scope=data.get("scope", book.scope if book else Lorebook.Scope.LINKED),
         data=data.get("book"),
         rename=True,
-        kept_as="" if seen else f"Replaced by {push.instance.name or push.key}'s version (sync)",
+        kept_as=kept_as,
     )
     participating = push.participating(book.participating_instances if book else [])
     Lorebook.objects.filter(pk=stored.pk).update(

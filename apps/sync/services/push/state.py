@@ -32,6 +32,7 @@ class Push:
         self.priorities = dict(Instance.objects.filter(user=user).values_list("key", "priority"))
         self.touched: set[UUID] = set()
         self.embed = False  # some content changed: new vectors are due (one task for the whole push)
+        self.books_written: set[UUID] = set()  # books a change of this push has written
         self.entries: dict[tuple[str, UUID], FeedEntry | None] = {}
         self.memories: dict[UUID, Memory] = {}
         self.characters: dict[UUID, Character] = {}
