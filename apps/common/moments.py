@@ -14,5 +14,5 @@ RANGE_TEXT = f"in the years {FIRST_YEAR} to {LAST_YEAR}"
 
 
 def moment_kept(moment: datetime) -> bool:
-    """Whether an aware `moment` is one Lorekeeper keeps."""
-    return EARLIEST <= moment <= LATEST
+    """Whether `moment` (a naive one read as UTC) is one Lorekeeper keeps."""
+    return EARLIEST <= (moment if moment.tzinfo else moment.replace(tzinfo=UTC)) <= LATEST

@@ -1,6 +1,3 @@
-from datetime import UTC
-
-from django.utils import timezone
 from rest_framework import serializers
 
 from apps.common.jsonsafe import unstorable_reason
@@ -32,7 +29,7 @@ class MomentField(serializers.DateTimeField):
 
     def to_internal_value(self, value):
         moment = super().to_internal_value(value)
-        if not moment_kept(moment if timezone.is_aware(moment) else moment.replace(tzinfo=UTC)):
+        if not moment_kept(moment):
             self.fail("not_kept")
         return moment
 

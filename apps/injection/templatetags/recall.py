@@ -1,7 +1,5 @@
 """A recall record as the card reads it, and its ISO times as dates the date filter can format."""
 
-from datetime import UTC
-
 from django import template
 from django.utils.dateparse import parse_datetime
 
@@ -26,7 +24,7 @@ def when(value):
         moment = parse_datetime(str(value or ""))
     except ValueError:
         return value
-    if moment is None or not moment_kept(moment if moment.tzinfo else moment.replace(tzinfo=UTC)):
+    if moment is None or not moment_kept(moment):
         return value
     return moment
 

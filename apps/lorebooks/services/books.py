@@ -80,11 +80,18 @@ def lorebook_import(*, user: AbstractUser, name: str, data: Any, replace: bool =
     else:
         before = lorebook_export(book=book) if kept_as else None
         _content_replace(book, extra, entries)
-        if before is not None:
-            book.refresh_from_db(fields=["extra"])  # as stored: PostgreSQL gives some numbers back in another form
-            if book_digest(before) != book_digest(lorebook_export(book=book)):
-                revision_keep(book=book, reason=kept_as, data=before)
+        _keep_replaced(book, before, reason=kept_as)
     return book
+
+
+def _keep_replaced(book: Lorebook, before: dict[str, Any] | None, *, reason: str) -> None:
+    """`before` (the book's export before its content was replaced) kept as a revision, unless it is None or the
+    book is no different now."""
+    if before is None:
+        return
+    book.refresh_from_db(fields=["extra"])  # as stored: PostgreSQL gives some numbers back in another form
+    if book_digest(before) != book_digest(lorebook_export(book=book)):
+        revision_keep(book=book, reason=reason, data=before)
 
 
 def _content_replace(book: Lorebook, extra: dict[str, Any], entries: list[dict[str, Any]]) -> None:
@@ -148,10 +155,7 @@ def lorebook_put(
             return book, outcome
         book.entries.all().delete()
     _entries_add(book, entries)
-    if before is not None:
-        book.refresh_from_db(fields=["extra"])  # as stored: PostgreSQL gives some numbers back in another form
-        if book_digest(before) != book_digest(lorebook_export(book=book)):
-            revision_keep(book=book, reason=kept_as, data=before)
+    _keep_replaced(book, before, reason=kept_as)
     return book, outcome
 
 

@@ -235,21 +235,31 @@ def text_candidates(scope: Scope, *, query: str, k: int, size: int) -> TextScore
                 break
             match.append(term)
             spent += estimates[term]
-        scores = _rank_sampled(cursor, scope, terms=terms, estimates=estimates, total=total, match=match, k=k)
+        ranked = {"terms": terms, "estimates": estimates, "total": total, "k": k, "limit": 2 * budget}
+        scores = _rank_sampled(cursor, scope, match=match, **ranked)
         held = [term for term, count in zip(terms, counts, strict=True) if count and term not in match]
         if scores or not held:
             return scores
         # The words chosen were all missing from the sample, and are in no row either: the rarest word it held is
         # ranked with them.
         match.append(min(held, key=lambda term: estimates[term]))
-        return _rank_sampled(cursor, scope, terms=terms, estimates=estimates, total=total, match=match, k=k)
+        return _rank_sampled(cursor, scope, match=match, **ranked)
 
 
 def _rank_sampled(
-    cursor, scope: Scope, *, terms: list[str], estimates: dict[str, float], total: float, match: list[str], k: int
+    cursor,
+    scope: Scope,
+    *,
+    terms: list[str],
+    estimates: dict[str, float],
+    total: float,
+    match: list[str],
+    k: int,
+    limit: int,
 ) -> TextScores:
-    """`text_candidates` past the sample: the rows holding one of `match`, the words of the query in `terms` weighed
-    by their frequency counted over those rows (`match`) or estimated from the sample (the others)."""
+    """`text_candidates` past the sample: at most `limit` rows holding one of `match`, the words of the query in
+    `terms` weighed by their frequency counted over those rows (`match`) or estimated from the sample (the
+    others)."""
     weights, held = {}, []
     for term in terms:
         if term in match:  # counted over the candidates, below
@@ -261,8 +271,7 @@ def _rank_sampled(
         else:
             weights[term] = f"{_idf(total, estimates[term])!r}::float8"
             held.append(weights[term])
-    budget = int(settings.LOREKEEPER_SEARCH["text_budget"])
-    return _rank_text(cursor, scope, weights=weights, total=" + ".join(held), match=match, k=k, limit=2 * budget)
+    return _rank_text(cursor, scope, weights=weights, total=" + ".join(held), match=match, k=k, limit=limit)
 
 
 def _rank_text(
