@@ -24,8 +24,9 @@ is not set, and the chat's rows are read instead: 13 ms, not 2).
    - through the gateway: the history compared with the chat, the new message written, memory recalled and injected,
      the prompt built, the person's model called and its stream relayed;
    - the scripted model called directly, with the same messages.
-   p50/p95 of both and the difference (goal: p95 at most 60 ms over the direct call), and the server's own steps
-   from the Generation rows.
+   p50/p95 of both and the difference (goal: p95 at most 60 ms over the direct call), the server's own steps from
+   the Generation rows, and their sum from the request's arrival to the row (generation's `total` counts only its
+   own steps, not the gateway's before them).
 2. Bytes written per request once the chat is synced (the request adds only the new message and its reply): WAL
    bytes, pg_current_wal_lsn() before one gateway request to before the next (the direct call between them writes
    nothing to the database). The WAL holds everything the cluster wrote meanwhile: the rows, their indexes' entries,
@@ -190,6 +191,16 @@ def start_distance(model_url: str, rtt: float):
     return process, stop, parts._replace(netloc=f"127.0.0.1:{port}").geturl()
 
 
+def _arrival_to_row(steps: list[dict]) -> list[float]:
+    """Each request's time in the server before its Generation row: the gateway's steps (from the request's arrival,
+    `gateway_receive`) and generation's `total` (its own steps only)."""
+    return [
+        sum(ms for key, ms in step.items() if key.startswith("gateway_")) + step.get("total", 0)
+        for step in steps
+        if "gateway_receive" in step
+    ]
+
+
 def run(base_url: str, model_url: str, account: dict, requests: int, verify=True) -> bool:
     from apps.chats.models import Chat
     from apps.generation.models import Generation
@@ -241,6 +252,11 @@ def run(base_url: str, model_url: str, account: dict, requests: int, verify=True
             f"{key} {percentile([s.get(key, 0) for s in steps], 50):.0f}/"
             f"{percentile([s.get(key, 0) for s in steps], 95):.0f}" for key in keys
         ))  # fmt: skip
+    arrival = _arrival_to_row(steps)
+    if arrival:
+        print(f"  the server from the request's arrival to the row p50 {percentile(arrival, 50):.1f} ms, p95 "
+              f"{percentile(arrival, 95):.1f} ms (the gateway's steps, then generation's: its `total` is only "
+              f"theirs)")  # fmt: skip
     model = [(g.first_token_at - g.created_at).total_seconds() for g in rows if g.first_token_at]
     if model:
         print(f"  server: Generation row to the model's first token p50 {percentile(model, 50) * 1000:.1f} ms, "
@@ -293,6 +309,10 @@ def run_against(urls: dict[str, str], account: dict, requests: int) -> bool:
             f"{key} {percentile([s.get(key, 0) for s in steps], 50):.1f}/"
             f"{percentile([s.get(key, 0) for s in steps], 95):.1f}" for key in keys
         ))  # fmt: skip
+        arrival = _arrival_to_row(steps)
+        if arrival:
+            print(f"    from the request's arrival to the row p50 {percentile(arrival, 50):.1f} ms, p95 "
+                  f"{percentile(arrival, 95):.1f} ms")  # fmt: skip
     grown = Chat.objects.get(pk=account["chat"]).message_count - count
     if grown != 2 * len(order):
         print(f"BROKEN: the chat grew by {grown} messages, not {2 * len(order)}")

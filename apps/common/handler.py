@@ -24,12 +24,15 @@ after another, and gives it back once it is idle.
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import django
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
+
+ARRIVED = "lorekeeper.arrived"  # the scope's key for when the request reached the application (time.perf_counter)
 
 
 class _RequestThreads:
@@ -72,6 +75,7 @@ class OneHandOverASGIHandler(ASGIHandler):
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        scope[ARRIVED] = time.perf_counter()  # before its body is read: where a view's timings can start
         executor = self.threads.take()
         try:
             async with ThreadSensitiveContext(executor=executor):

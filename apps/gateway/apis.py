@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from apps.accounts.authentication import BearerTokenAuthentication
 from apps.common.exceptions import ApplicationError
+from apps.common.handler import ARRIVED
 from apps.common.views import may_close
 from apps.gateway import selectors
 from apps.gateway.services.complete import (
@@ -107,6 +108,7 @@ class ChatCompletionApi(GatewayApi):
     @extend_schema(exclude=True)
     def post(self, request):
         started = time.perf_counter()
+        arrived = getattr(request, "scope", {}).get(ARRIVED)  # under ASGI, when the request reached the application
         body = request.data
         if not isinstance(body, dict):
             raise ApplicationError("The body is a JSON object.", {"field": "body"})
@@ -125,6 +127,7 @@ class ChatCompletionApi(GatewayApi):
             chat_header=request.headers.get(CHAT_HEADER, ""),
             idempotency_key=key,
             started=started,
+            arrived=arrived,
         )
         headers = {CHAT_HEADER: str(completion.generation.chat_id)}
         if completion.fresh:

@@ -134,6 +134,11 @@ def test_a_reply_is_answered_and_stored_in_a_new_chat_named_after_the_character(
     assert body["temperature"] == 0.3 and body["max_tokens"] == 50
     assert body["messages"][0] == {"role": "system", "content": SYSTEM}  # the front end's prompt is kept
     assert body["messages"][-1] == person("Any ships?")
+    # Where the time before the model was asked went, from the request's arrival at the server (bench/gateway.py).
+    steps = Generation.objects.get(chat=chat).prompt_info["timings_ms"]
+    gateway = {"gateway_receive", "gateway_body", "gateway_parse", "gateway_match", "gateway_sync"}
+    assert {key for key in steps if key.startswith("gateway_")} == gateway
+    assert all(steps[key] >= 0 for key in gateway) and steps["total"] > 0
 
 
 def test_a_streamed_reply_comes_in_chunks_with_its_finish_reason_and_usage(sdk, connection):

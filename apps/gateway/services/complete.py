@@ -160,6 +160,7 @@ def completion_prepare(
     chat_header: str = "",
     idempotency_key: str = "",
     started: float | None = None,
+    arrived: float | None = None,
 ) -> Completion:
     """Everything before the model is asked, in one transaction: a refusal (a bad field, the caps on streams)
     writes nothing. The chat is the one `chat_header` (X-Lorekeeper-Chat) or the body's `lorekeeper_chat` names,
@@ -167,6 +168,8 @@ def completion_prepare(
     request (a front end sending again after the connection dropped) is not written as a regenerate: it finds the
     generation the first one made (`fresh` False)."""
     lap = _Laps(started)  # `started`: when the view began reading the body
+    if arrived is not None and started is not None:  # `arrived`: when the request reached the application
+        lap.ms["gateway_receive"] = round((started - arrived) * 1000, 2)
     digest = _digest(body) if idempotency_key else ""
     if idempotency_key:
         idempotency_lock(user.pk, idempotency_key)  # a retry sent while the first is preparing waits for it
@@ -203,7 +206,9 @@ def completion_prepare(
 
 class _Laps:
     """The time of each step before the generation is prepared, in ms, kept with its other steps (bench/gateway.py
-    prints them): the body read and checked, the history parsed, the chat found, the history compared and written."""
+    prints them): the body received and the request authenticated (`gateway_receive`, under ASGI), the body read
+    and checked, the history parsed, the chat found, the history compared and written. Generation's own steps
+    follow, and its `total` counts only them."""
 
     def __init__(self, started: float | None) -> None:
         self.mark = time.perf_counter() if started is None else started
