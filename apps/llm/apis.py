@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
+from apps.common.pagination import ListPagination
 from apps.common.serializers import DictField, StorableInputSerializer, paginated
 from apps.llm import selectors
 from apps.llm.models import Call, Connection, SamplerPreset
@@ -204,13 +204,6 @@ class CallOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-class CallPagination(CursorPagination):
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 200
-    ordering = "-id"
-
-
 class CallListApi(APIView):
     @extend_schema(
         operation_id="llm_calls_list",
@@ -221,7 +214,7 @@ class CallListApi(APIView):
         status_value = request.query_params.get("status") or None
         if status_value and status_value not in Call.Status.values:
             raise ApplicationError("Unknown status.", {"field": "status", "allowed": Call.Status.values})
-        paginator = CallPagination()
+        paginator = ListPagination()
         page = paginator.paginate_queryset(
             selectors.call_list(user=request.user, status=status_value), request, view=self
         )

@@ -10,7 +10,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors
-from apps.chats.apis.common import ListPagination
 from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import (
     MAX_BOOK_NAME,
@@ -22,6 +21,7 @@ from apps.chats.services.characters import (
 )
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
+from apps.common.pagination import ListPagination
 from apps.common.serializers import DictField, StorableInputSerializer, paginated
 
 

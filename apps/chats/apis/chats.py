@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors
-from apps.chats.apis.common import JSONL_CONTENT_TYPES, JsonlPassthroughParser, ListPagination, parse_ids
+from apps.chats.apis.common import JSONL_CONTENT_TYPES, JsonlPassthroughParser, parse_ids
 from apps.chats.models import Chat, ReplyOrder
 from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_update
 from apps.chats.services.writes import chat_import_or_update
@@ -22,6 +22,7 @@ from apps.chats.signals import chat_progress
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH, IF_MATCH_REQUIRED, request_integrity, with_etag
+from apps.common.pagination import ListPagination
 from apps.common.serializers import DictField, StorableInputSerializer, paginated
 
 

@@ -1,4 +1,4 @@
-"""What the chat API views share: pagination, the JSONL pass-through parser, id lists, and for the write path its
+"""What the chat API views share: the JSONL pass-through parser, id lists, and for the write path its
 parsers, header parameters and the chat state answer."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import re
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
-from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import BaseParser
 
 from apps.common.exceptions import ApplicationError
@@ -17,13 +16,6 @@ from apps.common.jsonpatch import MAX_OPERATIONS
 from apps.common.parsers import JSONPatchParser, LimitedJSONParser, MergePatchParser
 
 JSONL_CONTENT_TYPES = ("application/jsonl", "application/x-ndjson", "application/json-lines", "text/plain")
-
-
-class ListPagination(CursorPagination):
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 200
-    ordering = "-id"
 
 
 class JsonlPassthroughParser(BaseParser):

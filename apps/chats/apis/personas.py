@@ -8,9 +8,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors
-from apps.chats.apis.common import ListPagination
 from apps.chats.services.personas import persona_create, persona_delete, persona_update
 from apps.common.idempotency import idempotent
+from apps.common.pagination import ListPagination
 from apps.common.serializers import StorableInputSerializer, paginated
 
 

@@ -9,9 +9,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
-from apps.chats.apis.common import ListPagination
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
+from apps.common.pagination import ListPagination
 from apps.common.serializers import paginated
 from apps.extraction import selectors
 from apps.extraction.models import ContinuityCheck, PipelineJob

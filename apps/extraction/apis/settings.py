@@ -7,8 +7,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.chats.apis.common import ListPagination
 from apps.common.idempotency import idempotent
+from apps.common.pagination import ListPagination
 from apps.common.serializers import paginated
 from apps.extraction import selectors
 from apps.extraction.models import AutoChoice, ExtractionSettings, ModelTest

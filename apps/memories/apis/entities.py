@@ -9,12 +9,12 @@ from rest_framework.views import APIView
 
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
+from apps.common.pagination import ListPagination
 from apps.common.serializers import StorableInputSerializer, paginated
 from apps.memories import selectors
 from apps.memories.apis.memories import (
     EntityInputSerializer,
     MemoryOutputSerializer,
-    MemoryPagination,
     int_param,
 )
 from apps.memories.models import Entity
@@ -62,7 +62,7 @@ class EntityListApi(APIView):
             character_id=int_param(request, "character"),
             search=request.query_params.get("search", ""),
         )
-        paginator = MemoryPagination()
+        paginator = ListPagination()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(EntityOutputSerializer(page, many=True).data)
 

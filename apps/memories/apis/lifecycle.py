@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
+from apps.common.pagination import ListPagination
 from apps.common.serializers import paginated
 from apps.memories import selectors
 from apps.memories.apis.memories import (
@@ -236,13 +236,6 @@ class ConsolidationRunApi(APIView):
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class JobPagination(CursorPagination):
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 200
-    ordering = "-id"
-
-
 class LifecycleJobListApi(APIView):
     @extend_schema(
         operation_id="lifecycle_jobs_list",
@@ -255,7 +248,7 @@ class LifecycleJobListApi(APIView):
             character_id = int(raw) if raw else None
         except ValueError as exc:
             raise ApplicationError("character must be an id.", {"field": "character"}) from exc
-        paginator = JobPagination()
+        paginator = ListPagination()
         page = paginator.paginate_queryset(
             selectors.lifecycle_job_list(user=request.user, character_id=character_id), request, view=self
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -13,6 +12,7 @@ from apps.chats import selectors as chat_selectors
 from apps.chats.apis.common import parse_ids
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
+from apps.common.pagination import ListPagination
 from apps.common.serializers import INT_MAX, DictField, MomentField, StorableInputSerializer, paginated
 from apps.memories import selectors
 from apps.memories.models import Decision, Kind, Memory, Status
@@ -23,13 +23,6 @@ INSTANCE_HEADER = "HTTP_X_LOREKEEPER_INSTANCE"
 WRITABLE_KINDS = [k for k in Kind.values if k != Kind.MESSAGE]
 MAX_ENTITIES = 50  # per memory, here and in a sync push
 MAX_ALIASES = 50  # per entity
-
-
-class MemoryPagination(CursorPagination):
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 200
-    ordering = "-id"
 
 
 class EntityRefSerializer(serializers.Serializer):
@@ -253,7 +246,7 @@ class MemoryListApi(APIView):
     )
     def get(self, request):
         qs = listed(request)
-        paginator = MemoryPagination()
+        paginator = ListPagination()
         page = paginator.paginate_queryset(selectors.with_links(qs), request, view=self)
         return paginator.get_paginated_response(MemoryOutputSerializer(page, many=True).data)
 
