@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.common.charts import day_chart
 from apps.common.exceptions import ApplicationError
+from apps.common.ids import id_from
 from apps.llm import selectors
 from apps.llm.forms import ConnectionForm, SamplerForm
 from apps.llm.models import Call
@@ -112,10 +113,10 @@ def preset_save_view(request, connection_id: int):
 @require_POST
 def preset_apply_view(request, connection_id: int):
     connection = selectors.connection_get(user=request.user, connection_id=connection_id)
-    preset_id = request.POST.get("preset", "")
-    if not (preset_id.isascii() and preset_id.isdigit()):
+    preset_id = id_from(request.POST.get("preset", ""))
+    if preset_id is None:
         raise Http404("No such preset.")
-    preset = selectors.sampler_preset_get(user=request.user, preset_id=int(preset_id))
+    preset = selectors.sampler_preset_get(user=request.user, preset_id=preset_id)
     try:
         sampler_preset_apply(connection=connection, preset=preset)
     except ApplicationError as exc:

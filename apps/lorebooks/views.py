@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.accounts.services import SettingsConflict, settings_document_get
 from apps.common.exceptions import ApplicationError
+from apps.common.ids import id_from
 from apps.lorebooks import selectors
 from apps.lorebooks.forms import EntryForm, LoreSettingsForm
 from apps.lorebooks.models import Lorebook
@@ -162,9 +163,10 @@ def _scope(request) -> dict[str, int]:
     for field in ("character", "chat"):
         value = request.GET.get(field, "")
         if value:
-            if not (value.isascii() and value.isdigit()):
+            found = id_from(value)
+            if found is None:
                 raise Http404(f"No such {field}.")
-            ids[f"{field}_id"] = int(value)
+            ids[f"{field}_id"] = found
     if len(ids) > 1:
         raise Http404("Search the lorebooks of a character or of a chat.")
     return ids

@@ -3,14 +3,13 @@ parsers, header parameters and the chat state answer."""
 
 from __future__ import annotations
 
-import re
-
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.parsers import BaseParser
 
 from apps.common.exceptions import ApplicationError
+from apps.common.ids import id_from
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH
 from apps.common.jsonpatch import MAX_OPERATIONS
 from apps.common.parsers import JSONPatchParser, LimitedJSONParser, MergePatchParser
@@ -28,15 +27,13 @@ class JsonlPassthroughParser(BaseParser):
         return {}
 
 
-_ID = re.compile(r"[0-9]{1,18}")
-
-
 def parse_ids(values: list[str], field: str) -> list[int]:
     """character_ids as a comma-separated string, or repeated form fields."""
     parts = [part.strip() for value in values for part in str(value).split(",") if part.strip()]
-    if not all(_ID.fullmatch(part) for part in parts):
+    ids = [id_from(part) for part in parts]
+    if None in ids:
         raise ApplicationError("Expected integer ids, comma-separated.", {"field": field})
-    return [int(part) for part in parts]
+    return ids
 
 
 PATCH_PARSERS = [MergePatchParser, JSONPatchParser, LimitedJSONParser]

@@ -14,6 +14,7 @@ from apps.chats.services.branch import chat_branch
 from apps.chats.services.chats import chat_update
 from apps.chats.services.start import chat_start
 from apps.common.exceptions import ApplicationError
+from apps.common.ids import id_from
 
 
 def _to(request, url: str):
@@ -62,8 +63,8 @@ def group_chat_start(request):
     """The characters list's "Start a group chat": the ticked characters (in the list's order), the persona and the
     reply order chosen."""
     personas = list(selectors.persona_list(user=request.user))
-    ticked = [value for value in request.POST.getlist("characters") if value.isascii() and value.isdigit()]
-    choices = selectors.characters_get(user=request.user, character_ids=[int(value) for value in ticked])
+    ticked = [found for value in request.POST.getlist("characters") if (found := id_from(value)) is not None]
+    choices = selectors.characters_get(user=request.user, character_ids=ticked)
     form = ChatStartForm(request.POST, personas=personas, character_choices=choices)
     if form.is_valid() and not form.cleaned_data["characters"]:
         form.add_error("characters", "Tick the characters who take part.")

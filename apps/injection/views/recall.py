@@ -16,6 +16,7 @@ from django_htmx.http import trigger_client_event
 from apps.chats import selectors as chat_selectors
 from apps.chats.templatetags.chat_links import message_url
 from apps.common.exceptions import ApplicationError
+from apps.common.ids import id_from
 from apps.injection.services.graph_layout import graph_layout
 from apps.injection.services.recall import recall_edit, recall_rerun, recall_store, recall_stored
 from apps.memories import selectors as memory_selectors
@@ -113,14 +114,14 @@ def recall_node(request, chat_id: int, index: int, node: str):
     """One node of the subgraph: a memory (with the score the recall gave it) or an entity."""
     chat, message = _message(request, chat_id, index)
     record = recall_stored(message) or {}
-    kind, raw = node[:1], node[1:]  # "m12": memory 12, "e3": entity 3
-    if kind not in ("m", "e") or not (raw.isascii() and raw.isdigit()):  # "²" is no id
+    kind, number = node[:1], id_from(node[1:])  # "m12": memory 12, "e3": entity 3
+    if kind not in ("m", "e") or number is None:
         raise Http404("No such node.")
     context = {"chat": chat, "message": message}
     if kind == "m":
-        memory = memory_selectors.memory_get(user=request.user, memory_id=int(raw))
+        memory = memory_selectors.memory_get(user=request.user, memory_id=number)
         score = next((m.get("score") for m in record.get("memories", []) if m.get("id") == memory.pk), None)
         context |= {"memory": memory, "score": score}
     else:
-        context["entity"] = memory_selectors.entity_get(user=request.user, entity_id=int(raw))
+        context["entity"] = memory_selectors.entity_get(user=request.user, entity_id=number)
     return render(request, "injection/partials/recall_node.html", context)

@@ -14,6 +14,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
+from apps.common.ids import id_from
 from apps.memories import selectors
 from apps.memories.forms import EntityForm, EntityMergeForm, EntityRenameForm
 from apps.memories.models import Entity
@@ -32,9 +33,10 @@ def entity_list(request):
     character = None
     raw = request.GET.get("character", "")
     if raw:
-        if not (raw.isascii() and raw.isdigit()):  # "²" is a digit to isdigit, not to int()
+        character_id = id_from(raw)
+        if character_id is None:
             return render(request, "memories/entity_list.html", {"error": "Unknown character."}, status=400)
-        character = chat_selectors.character_get(user=request.user, character_id=int(raw))
+        character = chat_selectors.character_get(user=request.user, character_id=character_id)
     search = request.GET.get("q", "").strip()
     entities = selectors.entity_list_by_name(
         user=request.user, character_id=character.pk if character else None, search=search
