@@ -79,6 +79,17 @@ def test_a_bad_entry_refuses_the_file_naming_entry_and_field_and_stores_nothing(
     assert not Lorebook.objects.exists() and not LorebookEntry.objects.exists()
 
 
+@pytest.mark.parametrize("uid", ["9" * 5000, "-" + "9" * 5000, "2147483648"])
+def test_an_entry_uid_past_the_range_as_text_is_refused_naming_it(api, uid):
+    """A uid of digits is read as the number; past 4,300 digits int() reads none (it raised: a 500)."""
+    for data in ({"entries": {"3": {"uid": uid, "key": ["k"], "content": "c"}}},
+                 {"entries": {uid: {"key": ["k"], "content": "c"}}}):  # fmt: skip
+        response = _import(api, data)
+        assert response.status_code == 400, response.content[:300]
+        assert response.json()["extra"]["field"] == "uid"
+    assert not Lorebook.objects.exists()
+
+
 def test_a_book_of_too_many_entries_is_refused(api):
     data = {"entries": {str(n): {"uid": n, "key": ["k"], "content": "c"} for n in range(10_001)}}
     response = _import(api, data)

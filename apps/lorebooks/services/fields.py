@@ -7,6 +7,7 @@ their defaults, every other key is kept as it came, so an export writes back wha
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from apps.common.exceptions import ApplicationError
@@ -208,7 +209,8 @@ def entries_clean(raw: Any, *, label: str = "entry", fill: bool = False) -> list
         entry = entry_clean(raw_entry, where=where, fill=fill)
         uid = entry.get("uid", name)
         if isinstance(uid, str) and uid.strip().lstrip("-").isascii() and uid.strip().lstrip("-").isdigit():
-            uid = int(uid)
+            with contextlib.suppress(ValueError):  # past 4,300 digits int() reads none: refused below as a text
+                uid = int(uid)
         if not isinstance(uid, int) or isinstance(uid, bool) or not 0 <= uid < 2**31:
             raise _refuse(where, "uid", "must be a whole number from 0.")
         if uid in seen:
