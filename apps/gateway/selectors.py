@@ -30,7 +30,9 @@ def connection_for_model(*, user: AbstractUser, model: str) -> Connection:
             )  # fmt: skip
         return found
     connections = model_list(user=user)
-    found = connections.filter(name__iexact=model).first() or connections.filter(model=model).first()
+    found = None
+    if "\x00" not in model:  # no name holds one, and the database compares no text that does
+        found = connections.filter(name__iexact=model).first() or connections.filter(model=model).first()
     if found is None:
         raise ApplicationError(
             f"The model `{model}` does not exist: it is neither the name nor the model of one of your connections.",

@@ -67,3 +67,14 @@ def test_a_person_over_their_cap_is_refused_before_the_history_is_read(client, t
     read = " ".join(query["sql"] for query in queries.captured_queries)
     assert "chats_message" not in read and "chats_chat" not in read and "llm_connection" not in read
     assert busy.messages.count() == 0
+
+
+def test_a_model_name_holding_a_nul_is_a_404_in_openais_shape(client, token, llm):
+    headers = {"Authorization": f"Bearer {token}"}
+    response = client.get("/v1/models/scr%00ipted", headers=headers)
+    assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found"
+    asked = client.post(
+        "/v1/chat/completions", {"model": "scripted\x00", "messages": [{"role": "user", "content": "Hi"}]},
+        content_type="application/json", headers=headers,
+    )  # fmt: skip
+    assert asked.status_code == 404 and asked.json()["error"]["param"] == "model"
