@@ -69,12 +69,29 @@ def test_a_person_over_their_cap_is_refused_before_the_history_is_read(client, t
     assert busy.messages.count() == 0
 
 
-def test_a_model_name_holding_a_nul_is_a_404_in_openais_shape(client, token, llm):
+def test_text_holding_a_nul_is_refused_naming_its_field_or_kept_without_it(client, token, llm, user):
+    """PostgreSQL stores and compares no text holding NUL: each of the request's texts that reaches it is refused
+    (400 or 404, naming the field) or kept without the NUL, never a 500, and a refusal writes nothing."""
     headers = {"Authorization": f"Bearer {token}"}
+    hello = [{"role": "user", "content": "Hi"}]
+
+    def ask(**body):
+        return client.post("/v1/chat/completions", {"model": "scripted", "messages": hello, **body},
+                           content_type="application/json", headers=headers)  # fmt: skip
+
     response = client.get("/v1/models/scr%00ipted", headers=headers)
     assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found"
-    asked = client.post(
-        "/v1/chat/completions", {"model": "scripted\x00", "messages": [{"role": "user", "content": "Hi"}]},
-        content_type="application/json", headers=headers,
-    )  # fmt: skip
-    assert asked.status_code == 404 and asked.json()["error"]["param"] == "model"
+    response = ask(model="scripted\x00")
+    assert response.status_code == 404 and response.json()["error"]["param"] == "model"
+    response = ask(lorekeeper_chat="story\x00one")
+    assert response.status_code == 400 and response.json()["error"]["param"] == "lorekeeper_chat"
+    response = ask(stop=["\x00"])
+    assert response.status_code == 400 and response.json()["error"]["param"] == "stop"
+    assert not Chat.objects.filter(user=user).exists()
+
+    named = [{"role": "assistant", "name": "Mi\x00ra", "content": "Welcome."}, {"role": "user", "name": "Ro\x00wan",
+             "content": "Hi"}]  # fmt: skip
+    response = ask(messages=named)
+    assert response.status_code == 200, response.content[:300]
+    chat = Chat.objects.get(user=user)
+    assert chat.user_name == "Rowan" and [c.name for c in chat.characters.all()] == ["Mira"]

@@ -189,7 +189,7 @@ def completion_prepare(
     connection = connection_for_model(user=user, model=model)
     options = options_parse(body, connection)
     named = body.get(CHAT_FIELD)
-    if named is not None and (isinstance(named, bool) or not isinstance(named, str | int)):
+    if named is not None and (isinstance(named, bool) or not isinstance(named, str | int) or "\x00" in str(named)):
         raise ApplicationError(f"`{CHAT_FIELD}` is a chat id or a client key.", {"field": CHAT_FIELD})
     lap("gateway_parse")
     found = chat_for_request(user=user, lines=lines, header=chat_header or str(named or ""))

@@ -92,7 +92,7 @@ def _line(n: int, message: Any) -> Line:
     content = message.get("content")
     if type(content) is not str or len(content) > MAX_MESSAGE or "\x00" in content:
         content = _content(content, f"messages[{n}].content")
-    return Line(role, content, name.strip()[:200] if name else "")
+    return Line(role, content, name.replace("\x00", "").strip()[:200] if name else "")
 
 
 def _sampler(body: dict[str, Any]) -> dict[str, Any]:
