@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 
-_POSITION = re.compile(r"[0-9]{1,19}")  # an id, as the cursor of a list by id holds it
+from apps.common.ids import id_from
 
 
 class ListPagination(CursorPagination):
@@ -22,6 +20,6 @@ class ListPagination(CursorPagination):
 
     def decode_cursor(self, request):
         cursor = super().decode_cursor(request)
-        if cursor is not None and cursor.position is not None and not _POSITION.fullmatch(cursor.position):
+        if cursor is not None and cursor.position is not None and id_from(cursor.position) is None:
             raise NotFound(self.invalid_cursor_message)
         return cursor
