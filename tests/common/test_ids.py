@@ -3,10 +3,13 @@ digits int() reads too, is no id, and the pages and parsers that read one answer
 
 import pytest
 
+from apps.chats.models import Character, Chat
 from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.common.ids import id_from
 from apps.llm.services import connection_create
+
+pytestmark = pytest.mark.django_db
 
 LONG = "9" * 5000
 
@@ -31,5 +34,11 @@ def test_pages_given_a_number_past_any_id_answer_as_for_an_unknown_one(web, user
     assert web.get(f"/chats/{chat.pk}/messages/0/recall/graph/e{LONG}/").status_code == 404
     connection = connection_create(user=user, name="local", base_url="http://127.0.0.1:9/v1", model="m")
     assert web.post(f"/llm/{connection.pk}/presets/apply/", {"preset": LONG}).status_code == 404
-    started = web.post("/characters/group-chat/", {"characters": [LONG, str(character.pk)], "reply_order": "natural"})
-    assert started.status_code in (200, 302)
+    other = Character.objects.create(user=user, name="Rowan")
+    group = {"characters": [LONG, str(character.pk), str(other.pk)], "reply_order": "natural"}
+    started = web.post("/characters/group-chat/", group)  # a choice not offered: the form says so, nothing starts
+    assert started.status_code == 302 and started["Location"] == "/characters/"
+    assert Chat.objects.filter(user=user).count() == 1
+    group["characters"] = group["characters"][1:]
+    assert web.post("/characters/group-chat/", group).status_code == 302
+    assert Chat.objects.filter(user=user).count() == 2

@@ -138,7 +138,7 @@ def test_a_reply_is_answered_and_stored_in_a_new_chat_named_after_the_character(
     steps = Generation.objects.get(chat=chat).prompt_info["timings_ms"]
     gateway = {"gateway_receive", "gateway_body", "gateway_parse", "gateway_match", "gateway_sync"}
     assert {key for key in steps if key.startswith("gateway_")} == gateway
-    assert all(steps[key] >= 0 for key in gateway) and steps["total"] > 0
+    assert steps["gateway_receive"] > 0 and steps["total"] > 0
 
 
 def test_a_streamed_reply_comes_in_chunks_with_its_finish_reason_and_usage(sdk, connection):
