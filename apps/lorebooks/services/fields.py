@@ -7,10 +7,10 @@ their defaults, every other key is kept as it came, so an export writes back wha
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from apps.common.exceptions import ApplicationError
+from apps.common.ids import id_from
 from apps.common.jsonsafe import json_problem, loads_strict, unstorable_reason
 from apps.lorebooks.services.keys import KeyError_, key_compile
 
@@ -208,9 +208,8 @@ def entries_clean(raw: Any, *, label: str = "entry", fill: bool = False) -> list
         where = f"{label} {name}"
         entry = entry_clean(raw_entry, where=where, fill=fill)
         uid = entry.get("uid", name)
-        if isinstance(uid, str) and uid.strip().lstrip("-").isascii() and uid.strip().lstrip("-").isdigit():
-            with contextlib.suppress(ValueError):  # past 4,300 digits int() reads none: refused below as a text
-                uid = int(uid)
+        if isinstance(uid, str) and (number := id_from(uid.strip())) is not None:
+            uid = number  # a uid written as text; any other text (a sign, past 18 digits) is refused below
         if not isinstance(uid, int) or isinstance(uid, bool) or not 0 <= uid < 2**31:
             raise _refuse(where, "uid", "must be a whole number from 0.")
         if uid in seen:
