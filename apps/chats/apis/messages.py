@@ -12,7 +12,7 @@ from apps.chats.models import Message
 from apps.chats.services.messages import message_append, message_delete, message_update
 from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
-from apps.common.serializers import DictField, StorableInputSerializer
+from apps.common.serializers import INT_MAX, DictField, StorableInputSerializer
 
 MAX_SWIPES = 10_000  # per message: far beyond what anyone regenerates, and cheap to check each
 
@@ -44,7 +44,7 @@ class MessageInputSerializer(StorableInputSerializer):
         allow_null=True,
         max_length=MAX_SWIPES,
     )
-    swipe_id = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
+    swipe_id = serializers.IntegerField(min_value=0, max_value=INT_MAX, required=False, allow_null=True)
     swipe_info = serializers.ListField(child=DictField(), required=False, allow_null=True, max_length=MAX_SWIPES)
     other_fields = DictField(required=False, help_text="Replaces all keys beyond the known ones.")
 

@@ -18,8 +18,6 @@ from apps.memories.apis.memories import EntityInputSerializer
 from apps.sync.clocks import clock_problem
 from apps.sync.records import CharacterDataSerializer, MemoryDataSerializer, SettingsDataSerializer
 
-MAX_INDEX = INT_MAX  # a positive integer column
-
 
 class _Clocked(serializers.Serializer):
     clock = DictField(required=False, default=dict)
@@ -72,13 +70,13 @@ class EntityRecordSerializer(EntityInputSerializer):
 class MemoryRecordSerializer(_Synced, MemoryDataSerializer):
     uid = serializers.UUIDField()
     chat = serializers.UUIDField(allow_null=True, required=False, help_text="The chat's uid.")
-    valid_from = serializers.IntegerField(min_value=0, max_value=MAX_INDEX, allow_null=True, required=False)
-    valid_to = serializers.IntegerField(min_value=0, max_value=MAX_INDEX, allow_null=True, required=False)
+    valid_from = serializers.IntegerField(min_value=0, max_value=INT_MAX, allow_null=True, required=False)
+    valid_to = serializers.IntegerField(min_value=0, max_value=INT_MAX, allow_null=True, required=False)
     created_at = MomentField(required=False, allow_null=True)
     origin = serializers.CharField(max_length=20, required=False, allow_blank=True)
     edited_by = serializers.CharField(max_length=64, required=False, allow_blank=True)
     source_message_indices = serializers.ListField(
-        child=serializers.IntegerField(min_value=0, max_value=MAX_INDEX), required=False, default=list
+        child=serializers.IntegerField(min_value=0, max_value=INT_MAX), required=False, default=list
     )
     contradicts = serializers.ListField(child=serializers.UUIDField(), required=False, default=list)
 
