@@ -267,6 +267,13 @@ def test_a_manual_run_with_a_bad_period_is_refused_naming_the_field(api, charact
     assert not LifecycleJob.objects.exists()
 
 
+@pytest.mark.parametrize("raw", ["-1", " 5", "5.0", "x", "²", "9" * 19])
+def test_a_job_list_filtered_by_a_character_that_is_not_an_id_is_refused(api, raw):
+    response = api.get("/api/v1/memories/lifecycle/jobs/", {"character": raw})
+    assert response.status_code == 400
+    assert "character" in str(response.json())
+
+
 def test_another_users_character_and_jobs_are_404(
     api, other_api, character, said, summariser, scripted, django_capture_on_commit_callbacks
 ):

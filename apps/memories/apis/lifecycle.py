@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
+from apps.common.ids import id_from
 from apps.common.pagination import ListPagination
 from apps.common.serializers import paginated
 from apps.memories import selectors
@@ -244,10 +245,9 @@ class LifecycleJobListApi(APIView):
     )
     def get(self, request):
         raw = request.query_params.get("character")
-        try:
-            character_id = int(raw) if raw else None
-        except ValueError as exc:
-            raise ApplicationError("character must be an id.", {"field": "character"}) from exc
+        character_id = id_from(raw) if raw else None
+        if raw and character_id is None:
+            raise ApplicationError("character must be an id.", {"field": "character"})
         paginator = ListPagination()
         page = paginator.paginate_queryset(
             selectors.lifecycle_job_list(user=request.user, character_id=character_id), request, view=self
