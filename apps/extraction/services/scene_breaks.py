@@ -9,9 +9,12 @@ from dataclasses import dataclass, field
 
 from apps.extraction.services.transcript import Line
 
+# A line's own spaces before a marker (`[^\S\n]`), and spaces before a word only after its "[": `^\s*` and `\[?\s*`
+# from each line's start ran on through every blank line after it, each split of them tried, and a message of 2,000
+# newlines took minutes.
 MARKER = re.compile(
-    r"^\s*(?:(?:\*\s*){3,}|(?:-\s*){3,}|(?:=\s*){3,}|(?:~\s*){3,}|#{1,3}\s+\S|"
-    r"\[?\s*(?:scene(?:\s+break)?|chapter|time\s*skip|interlude|part)\b[\s\d:.\]-])",
+    r"^[^\S\n]*(?:(?:\*\s*){3,}|(?:-\s*){3,}|(?:=\s*){3,}|(?:~\s*){3,}|#{1,3}\s+\S|"
+    r"(?:\[\s*)?(?:scene(?:\s+break)?|chapter|time\s*skip|interlude|part)\b[\s\d:.\]-])",
     re.IGNORECASE | re.MULTILINE,
 )
 TIME = re.compile(

@@ -49,7 +49,9 @@ CAPITALISED = r"([A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,3})"
 NAMED = [
     re.compile(r"\bWrite (.{1,60}?)'s next reply"),
     re.compile(r"\b(?:[Yy]ou are|[Rr]oleplay as|[Pp]lay the role of|[Pp]lay as)\s+" + CAPITALISED),
-    re.compile(r"^\s*\[?(?:Character|Name|char)\s*[:=]\s*([^\n\]]{1,60})", re.MULTILINE),
+    # A line's own spaces only (`[^\S\n]`, not `\s`): from each line's start `\s*` ran on through every blank line
+    # after it, and a prompt of 100,000 newlines took minutes.
+    re.compile(r"^[^\S\n]*\[?(?:Character|Name|char)\s*[:=]\s*([^\n\]]{1,60})", re.MULTILINE),
 ]
 
 

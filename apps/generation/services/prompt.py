@@ -39,7 +39,8 @@ IMPERSONATE_NUDGE = (
     "the writing style of {{user}}. Don't write as {{char}} or system. Don't describe actions of {{char}}.]"
 )
 EXAMPLES_HEADING = "Examples of how {{char}} writes:"
-_START = re.compile(r"^\s*<START>\s*$", re.IGNORECASE | re.MULTILINE)
+# A line of its own (its spaces only: `\s*` from each line's start ran on through every blank line after it).
+_START = re.compile(r"^[^\S\n]*<START>[^\S\n]*$", re.IGNORECASE | re.MULTILINE)
 HISTORY_PAGE = 200  # messages read at a time, newest first, until the budget is spent
 
 
