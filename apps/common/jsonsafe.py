@@ -13,6 +13,21 @@ import orjson
 _SUSPECT_ESCAPE = re.compile(r"\\u0000|\\u[dD][89a-fA-F]")
 
 
+# What UTF-8 cannot carry: a UTF-16 surrogate alone (JSON's escapes can write one, as a client that cut an emoji's
+# pair in two does), and NUL, which PostgreSQL's text refuses.
+_UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
+
+
+def text_storable(text: str) -> bool:
+    """Whether a string can be stored and encoded: no NUL, no lone surrogate (ASCII text is known at once)."""
+    return text.isascii() and "\x00" not in text or _UNSTORABLE_CHARS.search(text) is None
+
+
+def text_stored(text: str) -> str:
+    """The string without what could not be stored (NUL characters and lone surrogates)."""
+    return text if text_storable(text) else _UNSTORABLE_CHARS.sub("", text)
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 

@@ -6,6 +6,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db.models import QuerySet
 
 from apps.common.exceptions import ApplicationError
+from apps.common.jsonsafe import text_storable, text_stored
 from apps.llm.models import Connection
 from apps.llm.selectors import connection_for_replies, connection_list
 
@@ -31,11 +32,12 @@ def connection_for_model(*, user: AbstractUser, model: str) -> Connection:
         return found
     connections = model_list(user=user)
     found = None
-    if "\x00" not in model:  # no name holds one, and the database compares no text that does
+    if text_storable(model):  # no name holds a NUL or a lone surrogate, and the database compares no text that does
         found = connections.filter(name__iexact=model).first() or connections.filter(model=model).first()
     if found is None:
+        shown = text_stored(model)[:200]  # said back as it can be written
         raise ApplicationError(
-            f"The model `{model}` does not exist: it is neither the name nor the model of one of your connections.",
+            f"The model `{shown}` does not exist: it is neither the name nor the model of one of your connections.",
             {"field": "model"},
             status=404,
             code="model_not_found",

@@ -11,6 +11,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from apps.common.exceptions import ApplicationError
+from apps.common.jsonsafe import text_storable
 
 if TYPE_CHECKING:
     from apps.llm.models import Connection
@@ -79,8 +80,8 @@ def _stop(value: Any) -> list[str]:
         raise ApplicationError(f"stop holds at most {STOP_MAX} strings.", {"field": "stop"})
     if any(len(item) > STOP_LENGTH for item in strings):
         raise ApplicationError(f"Each stop string is at most {STOP_LENGTH} characters.", {"field": "stop"})
-    if any("\x00" in item for item in strings):  # nor could it be stored (PostgreSQL's text and jsonb hold none)
-        raise ApplicationError("A stop string holds no NUL character.", {"field": "stop"})
+    if not all(text_storable(item) for item in strings):  # nor could it be stored (PostgreSQL's text holds none)
+        raise ApplicationError("A stop string holds no NUL character or lone surrogate.", {"field": "stop"})
     return strings
 
 

@@ -95,3 +95,37 @@ def test_text_holding_a_nul_is_refused_naming_its_field_or_kept_without_it(clien
     assert response.status_code == 200, response.content[:300]
     chat = Chat.objects.get(user=user)
     assert chat.user_name == "Rowan" and [c.name for c in chat.characters.all()] == ["Mira"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [({"model": "scri\ud800pted"}, 404, "model"), ({"lorekeeper_chat": "story\udfff"}, 400, "lorekeeper_chat"),
+     ({"stop": ["\ud800"]}, 400, "stop")],
+)  # fmt: skip
+def test_a_field_holding_a_lone_surrogate_is_refused_naming_it(client, token, llm, user, body, status, field):
+    """A lone UTF-16 surrogate (valid in JSON's escapes, not in Unicode) is no text PostgreSQL or a digest can
+    take: refused naming the field, never a 500, and nothing is written."""
+    response = client.post(
+        "/v1/chat/completions", {"model": "scripted", "messages": [{"role": "user", "content": "Hi"}], **body},
+        content_type="application/json", headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "k1"},
+    )  # fmt: skip
+    assert response.status_code == status, response.content[:300]
+    assert response.json()["error"]["param"] == field
+    assert not Chat.objects.filter(user=user).exists()
+
+
+def test_messages_holding_lone_surrogates_are_kept_without_them(client, token, llm, user):
+    """A front end that cut an emoji's pair in two sends the half with every later turn: the history is kept without
+    it (as without a NUL), so the chat goes on, and the same request again is the same request."""
+    messages = [{"role": "system", "content": "A story.\udc00"}, {"role": "assistant", "name": "Mi\ud800ra",
+                "content": "Welcome \ud83d."}, {"role": "user", "content": "Hi \ud83d\ude00\ud83d there"}]  # fmt: skip
+    for _ in range(2):
+        response = client.post(
+            "/v1/chat/completions", {"model": "scripted", "messages": messages}, content_type="application/json",
+            headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "k2"},
+        )  # fmt: skip
+        assert response.status_code == 200, response.content[:300]
+    chat = Chat.objects.get(user=user)
+    said = list(chat.messages.order_by("index").values_list("name", "mes"))
+    assert [mes for _, mes in said] == ["Welcome .", "Hi \U0001f600 there", said[2][1]] and said[0][0] == "Mira"
+    assert chat.messages.count() == 3

@@ -19,6 +19,7 @@ from django.db import transaction
 
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotency_lock
+from apps.common.jsonsafe import text_storable
 from apps.gateway.selectors import connection_for_model
 from apps.gateway.services.match import chat_for_request
 from apps.gateway.services.request import Line, messages_parse, options_parse
@@ -133,7 +134,10 @@ HOW_ANSWERED = ("stream", "stream_options")  # a retry may ask for the same repl
 
 def _digest(body: dict[str, Any]) -> str:
     asked = {key: value for key, value in body.items() if key not in HOW_ANSWERED}
-    return hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    # A lone surrogate (dropped from the texts that are kept) is digested as it came: the same body, the same digest.
+    return hashlib.sha256(
+        json.dumps(asked, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    ).hexdigest()
 
 
 def _replayed(user: AbstractUser, key: str, digest: str) -> Generation | None:
@@ -189,7 +193,9 @@ def completion_prepare(
     connection = connection_for_model(user=user, model=model)
     options = options_parse(body, connection)
     named = body.get(CHAT_FIELD)
-    if named is not None and (isinstance(named, bool) or not isinstance(named, str | int) or "\x00" in str(named)):
+    if named is not None and (
+        isinstance(named, bool) or not isinstance(named, str | int) or not text_storable(str(named))
+    ):
         raise ApplicationError(f"`{CHAT_FIELD}` is a chat id or a client key.", {"field": CHAT_FIELD})
     lap("gateway_parse")
     found = chat_for_request(user=user, lines=lines, header=chat_header or str(named or ""))

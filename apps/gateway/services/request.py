@@ -7,6 +7,7 @@ import unicodedata
 from typing import Any, NamedTuple
 
 from apps.common.exceptions import ApplicationError
+from apps.common.jsonsafe import text_storable, text_stored
 from apps.generation.services.bounds import MAX_MESSAGE
 from apps.llm.models import Connection
 from apps.llm.sampler import REPLY_TOKENS_MAX, SAMPLER_KEYS, sampler_clean
@@ -53,7 +54,7 @@ def _content(value: Any, field: str) -> str:
         raise ApplicationError(f"{field} is a string or a list of content parts.", {"field": field})
     if len(text) > MAX_MESSAGE:
         raise ApplicationError(f"{field} holds at most {MAX_MESSAGE} characters.", {"field": field})
-    return text.replace("\x00", "")
+    return text_stored(text)
 
 
 def messages_parse(messages: Any) -> list[Line]:
@@ -69,7 +70,7 @@ def messages_parse(messages: Any) -> list[Line]:
         if type(message) is dict and message.get("name") is None:
             asked, content = message.get("role"), message.get("content")
             role = roles.get(asked) if type(asked) is str else None
-            if role is not None and type(content) is str and len(content) <= MAX_MESSAGE and "\x00" not in content:
+            if role is not None and type(content) is str and len(content) <= MAX_MESSAGE and text_storable(content):
                 append(make(Line, (role, content, "")))
                 continue
         append(_line(n, message))
@@ -90,9 +91,9 @@ def _line(n: int, message: Any) -> Line:
     if name is not None and not isinstance(name, str):
         raise ApplicationError(f"messages[{n}].name is a string.", {"field": f"messages[{n}].name"})
     content = message.get("content")
-    if type(content) is not str or len(content) > MAX_MESSAGE or "\x00" in content:
+    if type(content) is not str or len(content) > MAX_MESSAGE or not text_storable(content):
         content = _content(content, f"messages[{n}].content")
-    return Line(role, content, name.replace("\x00", "").strip()[:200] if name else "")
+    return Line(role, content, text_stored(name).strip()[:200] if name else "")
 
 
 def _sampler(body: dict[str, Any]) -> dict[str, Any]:
