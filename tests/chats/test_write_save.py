@@ -104,5 +104,9 @@ def test_a_save_with_a_lone_surrogate_is_refused_naming_the_item(api, chat):
     response = save('{"user_name": "a"}, {"mes": "ok"}, {"mes": "bad \\ud800 here"}')
     assert response.status_code == 400, response.content
     assert response.json()["extra"]["field"] == "chat[2]"
+    # An escape of a pair sends the body to the pure-Python parser, whose own errors were a 500 (ValueError).
+    for broken in ('{"mes": "\\ud83d\\ude00"}, {"mes": "\\q"}', '{"mes": "\\ud83d\\ude00"}, {"mes": "a\tb"}'):
+        response = save(broken)
+        assert response.status_code == 400 and response.json()["extra"]["field"] == "body", response.content[:300]
     assert save('{"user_name": "a"}, {"mes": "emoji \\ud83d\\ude00"}').status_code == 200
     assert exported(chat)[1]["mes"] == "emoji 😀"

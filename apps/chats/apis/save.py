@@ -55,7 +55,7 @@ def _save_to_jsonl(body) -> tuple[tempfile.SpooledTemporaryFile, object, bool]:
     for i, backend in enumerate(backends):
         try:
             return _parse_save(body, backend)
-        except ijson.JSONError as exc:
+        except (ijson.JSONError, ValueError) as exc:  # the pure-Python parser raises ValueError for a bad escape
             if i == len(backends) - 1 or "overflow" not in str(exc).lower():
                 raise ApplicationError(f"The body is not valid JSON: {exc}.", {"field": "body"}) from exc
         body.seek(0)
