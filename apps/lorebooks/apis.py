@@ -6,13 +6,14 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
 from apps.chats.services.characters import MAX_BOOK_NAME, MAX_EXTRA_BOOKS
 from apps.common.exceptions import ApplicationError
+from apps.common.parsers import LimitedJSONParser
 from apps.common.serializers import DictField
 from apps.lorebooks import selectors
 from apps.lorebooks.models import Lorebook, LorebookRevision
@@ -157,7 +158,8 @@ class LorebookListApi(APIView):
     """Your lorebooks; POST imports a SillyTavern World Info file (JSON `{"name", "data"}`, or multipart `file`).
     One bad entry refuses the file: the answer names the entry and the field, and nothing is stored."""
 
-    parser_classes = [JSONParser, MultiPartParser]
+    # The project's JSON parser: its size limit, NaN and 1e400 refused (jsonb holds neither), depth answered 400.
+    parser_classes = [LimitedJSONParser, MultiPartParser]
 
     @extend_schema(operation_id="lorebooks_list", responses={200: LorebookOutputSerializer(many=True)})
     def get(self, request):

@@ -63,6 +63,15 @@ def test_a_file_of_json_a_book_cannot_hold_is_refused_on_the_page_and_the_api(we
     assert not Lorebook.objects.exists()
 
 
+@pytest.mark.parametrize(("book", "said"), [(body, said) for body, said in UNREADABLE[:3]])
+def test_a_json_body_a_book_cannot_hold_is_refused(api, user, book, said):
+    """The import as JSON (`{"name", "data"}`) was parsed by DRF's lenient parser: the same values were 500s."""
+    body = b'{"name": "Harbour", "data": ' + book + b"}"
+    answer = api.generic("POST", "/api/v1/lorebooks/", body, content_type="application/json")
+    assert answer.status_code == 400 and said in str(answer.json()), answer.content[:300]
+    assert not Lorebook.objects.exists()
+
+
 def test_the_entries_are_searched(web, user):
     book = lorebook_import(user=user, name="Harbour", data=WORLD)
     page = web.get(f"/lorebooks/{book.pk}/?q=whale").content.decode()
