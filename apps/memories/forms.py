@@ -2,6 +2,7 @@
 
 from django import forms
 
+from apps.common.serializers import INT_MAX
 from apps.memories.embeddings import DEFAULT_MODELS
 from apps.memories.models import Kind, Status
 
@@ -66,8 +67,12 @@ class MemoryEditForm(forms.Form):
         min_value=0, max_value=1, widget=forms.NumberInput(attrs={"step": "0.05"}), help_text="0 to 1."
     )
     time_scope = forms.ChoiceField(choices=TIME_SCOPES, required=False)
-    valid_from = forms.IntegerField(min_value=0, required=False, help_text="Index of the message from which it holds.")
-    valid_to = forms.IntegerField(min_value=0, required=False, help_text="Index of the message at which it stopped.")
+    valid_from = forms.IntegerField(
+        min_value=0, max_value=INT_MAX, required=False, help_text="Index of the message from which it holds."
+    )
+    valid_to = forms.IntegerField(
+        min_value=0, max_value=INT_MAX, required=False, help_text="Index of the message at which it stopped."
+    )
 
     def clean(self):
         data = super().clean()

@@ -518,3 +518,13 @@ def test_a_memory_made_from_a_stretch_of_the_chat_shows_it_as_a_range(web, user,
     page = web.get(f"/chats/{mira_chat.pk}/memories/").content.decode()
     assert "#2640–#2679</a>, " in page and "#2700</a>" in page
     assert "?at=2640" in page and "#2650" not in page and "in all" not in page
+
+
+def test_a_message_index_past_what_the_database_holds_is_a_form_error():
+    """valid_from past a PostgreSQL integer reached the save (a 500); the API's serializer capped it already."""
+    from apps.memories.forms import MemoryEditForm
+
+    base = {"version": 1, "content": "x", "kind": "fact", "importance": 2, "confidence": 0.5}
+    form = MemoryEditForm({**base, "valid_from": 3_000_000_000})
+    assert not form.is_valid() and "valid_from" in form.errors
+    assert MemoryEditForm({**base, "valid_from": 2**31 - 1}).is_valid()
