@@ -7,6 +7,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from apps.common.jsonsafe import text_storable
+
 SERVER = "server"  # the key the server's own writes count under
 MAX_KEYS = 100
 
@@ -59,8 +61,8 @@ def clock_problem(value: Any) -> str | None:
     if len(value) > MAX_KEYS:
         return f"a clock has at most {MAX_KEYS} instances"
     for key, count in value.items():
-        if not isinstance(key, str) or not key or len(key) > 64:
-            return "a clock's keys are instance keys of 1 to 64 characters"
+        if not isinstance(key, str) or not key or len(key) > 64 or not text_storable(key):
+            return "a clock's keys are instance keys of 1 to 64 characters (no NUL, no lone surrogate)"
         if isinstance(count, bool) or not isinstance(count, int) or count < 0 or count > 2**53:
             return f"the counter of {key!r} is a whole number from 0"
     return None

@@ -1,6 +1,7 @@
 """The sync API's wiring: instances registered, listed, changed and removed; pull and push validated with errors
 that name the change and field (and nothing stored then); status; another user's instances out of reach."""
 
+import json
 import uuid
 
 import pytest
@@ -116,6 +117,19 @@ def test_each_malformed_change_names_its_field(api, character, change, path):
     for key in path:
         error = error[key]
     assert error
+
+
+@pytest.mark.parametrize("key", ["\x00", "lap\ud800"])
+def test_a_clock_key_the_database_cannot_store_is_refused_naming_the_clock(api, character, key):
+    """A clock is stored as jsonb, which holds no NUL and no lone surrogate: a 500 before."""
+    body = fact(character) | {"clock": {"laptop": 1, key: 1}}
+    response = api.generic(
+        "POST", "/api/v1/sync/push", json.dumps({"instance": "laptop", "changes": [body]}),
+        content_type="application/json",
+    )  # fmt: skip
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["changes"]["0"]["clock"]
+    assert not Memory.objects.exists()
 
 
 def test_a_bad_instance_key_in_a_pull_names_the_instance(api):
