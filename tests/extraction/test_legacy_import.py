@@ -140,6 +140,24 @@ def test_smart_memory_settings_must_have_its_characters(user, api):
     assert not memories(chat).exists()
 
 
+def test_smart_memory_settings_holding_what_the_database_cannot_store_are_refused_or_left_out(user, api):
+    """A NUL in a memory's text was a 500 where the memory was stored, and so was a message index past a PostgreSQL
+    integer: the text is refused naming the field, the index left out like any other that is not one."""
+    chat = imported(user, "smart_memory.jsonl")
+    settings = json.loads((FIXTURES / "smart_memory_settings.json").read_text())
+    first = settings["smart_memory"]["characters"]["Elara"]["memories"][0]
+    url = f"/api/v1/chats/{chat.pk}/legacy-import"
+    first["content"] = "Elara\x00 trusts Senjin."
+    response = api.post(url, {"smart_memory_settings": settings["smart_memory"]}, format="json")
+    assert response.status_code == 400 and "NUL" in str(response.json()["smart_memory_settings"])
+    assert not memories(chat).exists()
+    first["content"], first["source_messages"], first["valid_from"] = "Elara trusts Senjin.", [14, 2**31], 2**40
+    response = api.post(url, {"smart_memory_settings": settings["smart_memory"]}, format="json")
+    assert response.status_code == 200, response.content[:300]
+    kept = Memory.objects.get(content="Elara trusts Senjin.", origin="import")
+    assert (kept.source_message_indices, kept.valid_from) == ([14], None)
+
+
 def test_auto_recap_summaries_and_scene_recaps(user):
     chat = imported(user, "auto_recap.jsonl")
     counts = chat_legacy_import(user=user, chat=chat)

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors as chat_selectors
-from apps.common.serializers import DictField
+from apps.common.serializers import DictField, StorableInputSerializer
 from apps.extraction.services.legacy.run import chat_legacy_import, legacy_found
 
 
@@ -22,7 +22,7 @@ class LegacyFoundSerializer(serializers.Serializer):
         ref_name = "LegacyFound"
 
 
-class LegacyImportInputSerializer(serializers.Serializer):
+class LegacyImportInputSerializer(StorableInputSerializer):
     smart_memory_settings = DictField(
         required=False,
         help_text="SillyTavern's extension_settings.smart_memory (from settings.json): Smart Memory's long-term "

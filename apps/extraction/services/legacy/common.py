@@ -13,6 +13,7 @@ from django.contrib.auth.models import AbstractUser
 from django.db.models import F
 
 from apps.chats.models import Character, Chat
+from apps.common.serializers import INT_MAX
 from apps.extraction.models import ChatPipeline
 from apps.memories.embeddings import text_hash
 from apps.memories.models import Kind, Memory, Status
@@ -50,7 +51,8 @@ def text_of(value: Any) -> str:
 
 
 def index_of(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """A message's index as the legacy data wrote it, or None: a whole number a PostgreSQL integer holds."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT_MAX else None
 
 
 def importance_of(value: Any) -> int:
