@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from apps.common.jsonsafe import unstorable_reason
+from apps.common.jsonsafe import loads_strict, unstorable_reason
 from apps.common.moments import RANGE_TEXT, moment_kept
 
 
@@ -34,7 +34,20 @@ class MomentField(serializers.DateTimeField):
         return moment
 
 
-class DictField(serializers.JSONField):
+class JSONField(serializers.JSONField):
+    """Any JSON value. A form or multipart field's text is read as the JSON parser reads a body (DRF's own field
+    reads it with json.loads, which takes NaN and 1e400, which jsonb refuses, and follows nesting past the stack)."""
+
+    def to_internal_value(self, data):
+        if self.binary or getattr(data, "is_json_string", False):
+            try:
+                return loads_strict(data.decode() if isinstance(data, bytes) else data)
+            except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+                self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class DictField(JSONField):
     """A JSON object."""
 
     default_error_messages = {"not_object": "Expected a JSON object."}

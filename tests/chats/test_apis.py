@@ -86,6 +86,17 @@ def test_character_crud(api):
     assert not Character.objects.exists()
 
 
+@pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": 1e400}', "[" * 5000 + "]" * 5000, '{"a": "\\ud800"}'])
+def test_json_a_form_field_sends_is_read_as_strictly_as_a_json_body(api, user, text):
+    """DRF's JSONField read a form's text with json.loads: NaN and 1e400 reached jsonb, and deep nesting the
+    stack's end (500s); a lone surrogate failed the encoding. Each is a 400 naming the field, and nothing changes."""
+    character = CharacterFactory(user=user, card_data={"v": 2})
+    response = api.patch(f"/api/v1/characters/{character.pk}/", {"card_data": text}, format="multipart")
+    assert response.status_code == 400 and "card_data" in response.json(), response.content[:300]
+    character.refresh_from_db()
+    assert character.card_data == {"v": 2}
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

@@ -23,7 +23,7 @@ from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.pagination import ListPagination
-from apps.common.serializers import DictField, StorableInputSerializer, paginated
+from apps.common.serializers import DictField, JSONField, StorableInputSerializer, paginated
 
 
 class CharacterRefSerializer(serializers.Serializer):
@@ -51,7 +51,7 @@ class ChatDetailSerializer(ChatSummarySerializer):
     reply_order = serializers.ChoiceField(
         choices=ReplyOrder.choices, help_text="Who replies in a group: natural order, or you choose."
     )
-    create_date = serializers.JSONField()
+    create_date = JSONField()
     chat_metadata = serializers.DictField()
     has_header = serializers.BooleanField()
     indexed_messages = serializers.SerializerMethodField(help_text="Messages indexed for recall as they are now.")

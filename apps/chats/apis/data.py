@@ -17,15 +17,15 @@ from apps.chats.apis.common import (
 from apps.chats.services.extension_data import extension_data_get, extension_data_set
 from apps.common.idempotency import idempotent
 from apps.common.integrity import request_integrity, with_etag
-from apps.common.serializers import DictField
+from apps.common.serializers import DictField, JSONField
 
 
 class ExtensionDataOutputSerializer(ChatStateSerializer):
     index = serializers.IntegerField()
     namespace = serializers.CharField()
-    data = serializers.JSONField(help_text="message.extra[namespace]")
+    data = JSONField(help_text="message.extra[namespace]")
     swipe_id = serializers.IntegerField(allow_null=True)
-    swipe_data = serializers.JSONField(help_text="swipe_info[swipe_id].extra[namespace], the current swipe's copy")
+    swipe_data = JSONField(help_text="swipe_info[swipe_id].extra[namespace], the current swipe's copy")
 
 
 class ExtensionDataInputSerializer(serializers.Serializer):

@@ -12,7 +12,7 @@ from apps.chats.models import Message
 from apps.chats.services.messages import message_append, message_delete, message_update
 from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
-from apps.common.serializers import INT_MAX, DictField, StorableInputSerializer
+from apps.common.serializers import INT_MAX, DictField, JSONField, StorableInputSerializer
 
 MAX_SWIPES = 10_000  # per message: far beyond what anyone regenerates, and cheap to check each
 
@@ -22,12 +22,12 @@ class MessageOutputSerializer(serializers.Serializer):
     name = serializers.CharField()
     is_user = serializers.BooleanField()
     is_system = serializers.BooleanField()
-    send_date = serializers.JSONField()
+    send_date = JSONField()
     mes = serializers.CharField()
     extra = serializers.DictField()
-    swipes = serializers.JSONField()
+    swipes = JSONField()
     swipe_id = serializers.IntegerField(allow_null=True)
-    swipe_info = serializers.JSONField()
+    swipe_info = JSONField()
     other_fields = serializers.DictField(help_text="Keys of the SillyTavern message beyond the ones above.")
 
 
@@ -35,7 +35,7 @@ class MessageInputSerializer(StorableInputSerializer):
     name = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
     is_user = serializers.BooleanField(required=False)
     is_system = serializers.BooleanField(required=False)
-    send_date = serializers.JSONField(required=False)
+    send_date = JSONField(required=False)
     mes = serializers.CharField(allow_blank=True, trim_whitespace=False)
     extra = DictField(required=False)
     swipes = serializers.ListField(

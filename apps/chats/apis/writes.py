@@ -24,10 +24,11 @@ from apps.chats.services import writes
 from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
 from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH_REQUIRED, request_integrity, with_etag
+from apps.common.serializers import JSONField
 
 
 class AppendInputSerializer(serializers.Serializer):
-    messages = serializers.ListField(child=serializers.JSONField(), max_length=writes.MAX_APPEND_MESSAGES)
+    messages = serializers.ListField(child=JSONField(), max_length=writes.MAX_APPEND_MESSAGES)
     generation_id = serializers.CharField(required=False, allow_null=True, max_length=200)
     integrity = serializers.UUIDField(required=False, help_text="Or send it as If-Match.")
 
@@ -39,7 +40,7 @@ class AppendOutputSerializer(ChatStateSerializer):
 
 class PatchInputSerializer(serializers.Serializer):
     operations = serializers.ListField(
-        child=serializers.JSONField(),
+        child=JSONField(),
         max_length=MAX_PATCH_OPERATIONS,
         help_text="RFC 6902 operations against the message array. A patch writes at most the JSON body limit "
         "(values added, replaced and copied): 413 `patch_too_large` naming the operation beyond it.",
