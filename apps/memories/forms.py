@@ -2,6 +2,7 @@
 
 from django import forms
 
+from apps.common.ids import id_from
 from apps.common.serializers import INT_MAX
 from apps.memories.embeddings import DEFAULT_MODELS
 from apps.memories.models import Kind, Status
@@ -113,11 +114,9 @@ class EntityIdsField(forms.Field):
         values = value or []
         if not isinstance(values, list | tuple):
             values = [values]
-        try:
-            ids = list(dict.fromkeys(int(item) for item in values))
-        except (TypeError, ValueError) as exc:
-            raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from exc
-        if any(not 0 < item < 2**63 for item in ids):
+        read = [id_from(str(item)) for item in values]  # "-1", " 5" and "٥" are no ids
+        ids = list(dict.fromkeys(read))
+        if None in ids or 0 in ids:
             raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
         if len(ids) > MAX_MERGED:
             raise forms.ValidationError(f"At most {MAX_MERGED} entities at a time.", code="max")

@@ -284,6 +284,9 @@ def test_merge_page_refuses_bad_choices_and_changes_nothing(web, user, registry)
         ({"merge": [corvin.pk, harbour.pk]}, "Only entities of one registry"),
         ({"merge": [corvin.pk]}, "Choose at least two entities to merge."),
         ({"merge": ["x"]}, "Choose entities from the list."),
+        # Spellings int() read as ids: a space before, a sign, Arabic-Indic digits.
+        ({"merge": [f" {corvin.pk}", f"+{harbour.pk}"]}, "Choose entities from the list."),
+        ({"merge": [str(corvin.pk), "".join(chr(0x660 + int(d)) for d in str(harbour.pk))]}, "Choose entities from"),
         ({"merge": [corvin.pk], "into": corvin.pk}, "Choose at least two entities to merge."),
     ):
         for method in (web.get, web.post):
