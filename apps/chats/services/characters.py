@@ -32,12 +32,7 @@ CARD_ONLY_FIELDS = {"alternate_greetings": list, "post_history_instructions": st
 
 def extra_books_clean(names: list[str]) -> list[str]:
     """A character's additional lorebooks as kept: each name trimmed, empty ones and repeats left out, in order."""
-    kept: list[str] = []
-    for name in names:
-        name = name.strip()
-        if name and name not in kept:
-            kept.append(name)
-    return kept
+    return list(dict.fromkeys(name for name in (name.strip() for name in names) if name))  # a set's lookups
 
 
 def card_body(card_data: Any) -> dict[str, Any]:
