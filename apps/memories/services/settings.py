@@ -86,7 +86,7 @@ def lifecycle_settings_set(
     if time_zone is not None:
         try:
             ZoneInfo(time_zone)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
+        except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # "Europe" is a folder of zones: OSError
             raise ApplicationError(
                 f"Unknown time zone {time_zone!r} (use an IANA name).", {"field": "time_zone"}
             ) from exc
