@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from apps.extraction.services.parsing.lines import Parsed, answer_lines
-from apps.extraction.services.parsing.memories import RELATION
+from apps.extraction.services.parsing.memories import relation_split
 
 PROFILE_SECTIONS = ("character_state", "world_state", "relationship_matrix")
 _CONFIDENCE = re.compile(r"\[\s*confidence\s*:\s*(?P<c>[01](?:\.\d+)?)\s*\]", re.IGNORECASE)
@@ -31,13 +31,13 @@ def parse_profiles(text: str) -> Parsed:
         if section == "relationship_matrix":
             for line in body.splitlines():
                 found = _CONFIDENCE.search(line)
-                pair = RELATION.match(_CONFIDENCE.sub("", line).strip())
+                pair = relation_split(_CONFIDENCE.sub("", line))
                 if pair:
                     item.relationships.append(
                         {
-                            "source": pair["a"].strip()[:100],
-                            "target": pair["b"].strip()[:100],
-                            "text": pair["desc"].strip()[:500],
+                            "source": pair[0][:100],
+                            "target": pair[1][:100],
+                            "text": pair[2][:500],
                             "confidence": min(1.0, float(found["c"])) if found else None,
                         }
                     )
