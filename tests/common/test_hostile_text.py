@@ -1,4 +1,5 @@
-"""Texts a person (or their model) can send that made a pattern backtrack: each read of them must take linear time.
+"""Texts a person (or their model) can send that a read took the square of their length or more over (a pattern
+that backtracked, a string scanned again for each character): each read of them must take linear time.
 
 Each text below is one that took minutes or longer with the pattern it replaced (a run of blank lines or spaces that
 every split of was tried). A read of it runs in a forked child, which is killed past DEADLINE seconds: a read that
@@ -8,16 +9,24 @@ figure: each read takes milliseconds."""
 from __future__ import annotations
 
 import multiprocessing
+import queue
 
 import pytest
 
 from apps.chats.models import Character
+from apps.chats.services.characters import extra_books_clean
+from apps.extraction.services.parsing.memories import parse_relationship
+from apps.extraction.services.parsing.profiles import parse_profiles
 from apps.extraction.services.scene_breaks import SceneState, cue
 from apps.extraction.services.story_pictures.reads import arrow_read
 from apps.extraction.services.transcript import Line as TranscriptLine
 from apps.gateway.services.match import character_named
 from apps.gateway.services.request import Line
 from apps.generation.services.prompt import _examples
+from apps.llm.client import UnreadableAnswer
+from apps.llm.thinking import strip_thinking
+from apps.lorebooks.forms import _keys
+from apps.memories.services.lifecycle.consolidation import parse_merges
 from apps.sync.services.daily import bullets
 
 DEADLINE = 30
@@ -31,12 +40,13 @@ def _read_in_time(read, *args, **kwargs):
     answers = context.Queue()
     child = context.Process(target=lambda: answers.put(read(*args, **kwargs)), daemon=True)
     child.start()
-    child.join(DEADLINE)
-    if child.is_alive():
+    try:  # read before joining: a child whose answer is larger than the pipe holds ends only once it is read
+        return answers.get(timeout=DEADLINE)
+    except queue.Empty:
+        pytest.fail(f"{read.__name__} was still reading after {DEADLINE} s")
+    finally:
         child.kill()
         child.join()
-        pytest.fail(f"{read.__name__} was still reading after {DEADLINE} s")
-    return answers.get(timeout=5)
 
 
 def test_a_daily_memory_of_a_bullet_mark_and_spaces_is_read_in_time():
@@ -87,3 +97,43 @@ def test_a_relationship_text_of_spaces_is_read_in_time():
     assert arrow_read("Mira → Rowan: trust") == ("Mira", "Rowan", "trust")
     assert arrow_read("Mira: → Rowan: trust") is None
     assert arrow_read("Mira > Rowan: trust") is None
+
+
+def test_lorebook_keys_of_spaces_and_slashes_are_read_in_time():
+    assert _read_in_time(_keys, "x," + " " * 300_000 + "/" * 300_000) == ["x", "/" * 300_000]
+    assert _keys("a, /b,c/i, d\\,e") == ["a", "/b,c/i", "d\\", "e"]
+
+
+def test_additional_lorebooks_of_many_names_are_read_in_time():
+    names = [f"Book {n}" for n in range(300_000)]
+    assert _read_in_time(extra_books_clean, names + [" Book 1 ", ""]) == names
+
+
+def test_a_models_relationship_line_of_arrows_or_spaces_is_read_in_time():
+    assert _read_in_time(parse_relationship, "a" + " ->" * 100_000 + "x") is None
+    assert _read_in_time(parse_relationship, "Mira -> Rowan: warm" + SPACES + "(x") is None
+    line = parse_relationship(" Mira => Rowan : warm (high), wary ( low ), odd")
+    assert (line.source, line.target, line.descriptors) == ("Mira", "Rowan", [("warm", "high"), ("wary", "low")])
+    assert parse_relationship("Mira: -> Rowan: warm (high)") is None
+    matrix = "<relationship_matrix>\n" + "a" + " ->" * 50_000 + "\nMira -> Rowan: trusts her [confidence: 0.8]\n"
+    (section,) = [item for item in _read_in_time(parse_profiles, matrix).items if item.relationships]
+    assert section.relationships == [{"source": "Mira", "target": "Rowan", "text": "trusts her", "confidence": 0.8}]
+
+
+def test_a_consolidation_answer_of_spaces_is_read_in_time():
+    def unreadable(text):
+        try:
+            parse_merges(text, [])
+        except UnreadableAnswer:
+            return True
+        return False
+
+    assert _read_in_time(unreadable, "x" + " " * 300_000 + "y")
+    assert parse_merges('```json\n{"merges": []}\n```', []) == []
+
+
+@pytest.mark.parametrize("text", ["<think>" * 30_000, "<think " * 100_000, "<think<thinking>" * 20_000])
+def test_a_models_answer_of_unclosed_think_tags_is_read_in_time(text):
+    answer, reasoning = _read_in_time(strip_thinking, text + "Hello.")
+    assert (answer or reasoning).endswith("Hello.")  # a block never closed is all reasoning
+    assert strip_thinking("<think>hm</think>Hi <thinking>a</thinking>there") == ("Hi there", "hm\n\na")
