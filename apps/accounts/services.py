@@ -18,6 +18,7 @@ from apps.common.exceptions import ApplicationError
 from apps.common.jsonsafe import unstorable_reason
 
 TOKEN_PREFIX = "lk_"
+MAX_ACTIVE_TOKENS = 50  # a person's unrevoked tokens: one a device or script, with room to spare
 # Recording every use would turn each API read into a write; a minute's precision is plenty.
 LAST_USED_PRECISION = timedelta(minutes=1)
 
@@ -32,6 +33,12 @@ def api_token_create(*, user: AbstractUser, name: str, ip: str | None = None) ->
     name = name.strip()
     if not name:
         raise ApplicationError("A token needs a name.", {"field": "name"})
+    get_user_model().objects.select_for_update().filter(pk=user.pk).exists()  # one creation at a time a person
+    if ApiToken.objects.filter(user=user, revoked_at__isnull=True).count() >= MAX_ACTIVE_TOKENS:
+        raise ApplicationError(
+            f"You have {MAX_ACTIVE_TOKENS} tokens in use, the most there can be: revoke one you no longer use first.",
+            {"field": "name"},
+        )
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(user=user, name=name[:100], prefix=raw[:10], digest=token_digest(raw))
     audit_record(action=AuditEvent.Action.TOKEN_CREATED, user=user, target=f"{token.name} ({token.prefix}…)", ip=ip)

@@ -10,8 +10,9 @@ from django.views.decorators.vary import vary_on_headers
 from apps.accounts.audit import client_ip
 from apps.accounts.forms import ApiTokenForm, SignupForm
 from apps.accounts.models import ApiToken
-from apps.accounts.selectors import api_token_list
+from apps.accounts.selectors import api_token_list, api_tokens_revoked_count
 from apps.accounts.services import api_token_create, api_token_revoke, user_signup
+from apps.common.exceptions import ApplicationError
 
 
 @require_http_methods(["GET", "POST"])
@@ -36,9 +37,19 @@ def token_list(request):
     form = ApiTokenForm(request.POST or None)
     new_token = None
     if request.method == "POST" and form.is_valid():
-        _, new_token = api_token_create(user=request.user, name=form.cleaned_data["name"], ip=client_ip(request))
-        form = ApiTokenForm()
-    context = {"tokens": api_token_list(user=request.user), "form": form, "new_token": new_token}
+        try:
+            _, new_token = api_token_create(user=request.user, name=form.cleaned_data["name"], ip=client_ip(request))
+            form = ApiTokenForm()
+        except ApplicationError as exc:  # the most tokens in use
+            form.add_error("name", exc.message)
+    revoked = api_tokens_revoked_count(user=request.user)
+    tokens = api_token_list(user=request.user)
+    context = {
+        "tokens": tokens,
+        "revoked_hidden": revoked - sum(token.revoked_at is not None for token in tokens),
+        "form": form,
+        "new_token": new_token,
+    }
     template = "accounts/token_list.html#token-panel" if request.htmx else "accounts/token_list.html"
     return render(request, template, context)
 

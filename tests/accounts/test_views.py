@@ -6,6 +6,7 @@ from django.core import mail
 from django.test import override_settings
 
 from apps.accounts.models import ApiToken
+from apps.common.exceptions import ApplicationError
 
 pytestmark = pytest.mark.django_db
 
@@ -93,3 +94,27 @@ def test_token_page_lists_only_own_tokens(web, other_user):
 
     api_token_create(user=other_user, name="bobs secret laptop")
     assert "bobs secret laptop" not in web.get("/accounts/tokens/").content.decode()
+
+
+def test_tokens_in_use_are_capped_and_old_revoked_ones_only_counted(web, user):
+    """A person (or a script signed in as them) making tokens without end: the ones in use stop at the cap with the
+    reason on the form, and the page lists the revoked ones last revoked first, the older only counted."""
+    from django.utils import timezone
+
+    from apps.accounts.selectors import REVOKED_SHOWN
+    from apps.accounts.services import MAX_ACTIVE_TOKENS, api_token_create
+
+    for n in range(MAX_ACTIVE_TOKENS):
+        api_token_create(user=user, name=f"device {n}")
+    with pytest.raises(ApplicationError):
+        api_token_create(user=user, name="one more")
+    page = web.post("/accounts/tokens/", {"name": "one more"}).content.decode()
+    assert "the most there can be" in page and ApiToken.objects.filter(user=user).count() == MAX_ACTIVE_TOKENS
+    ApiToken.objects.filter(user=user).update(revoked_at=timezone.now())
+    for n in range(REVOKED_SHOWN + 3):
+        api_token_create(user=user, name=f"again {n}")
+    ApiToken.objects.filter(user=user, name__startswith="again").update(revoked_at=timezone.now())
+    api_token_create(user=user, name="in use")
+    page = web.get("/accounts/tokens/").content.decode()
+    assert page.count('<tr id="token-') == 1 + REVOKED_SHOWN and "in use" in page
+    assert f"{MAX_ACTIVE_TOKENS + 3} tokens revoked" in page
