@@ -3,6 +3,7 @@
 // settings, events, the generate interceptor, macros, recall cards. The panel: panel.js; World Info: world-info-sync.js.
 
 import { Api, LorekeeperError } from './lib/api.js';
+import { extensionPrompts, macroTexts } from './lib/prompts.js';
 import { renderRecallCards } from './lib/recall.js';
 import { notSyncedReason, storedSettings } from './lib/settings.js';
 import { IndexedDbStore } from './lib/store.js';
@@ -254,10 +255,10 @@ async function interceptor(chat, _contextSize, _abort, type) {
             clearSlots(); // another chat was opened meanwhile: this answer is not its memory
             return;
         }
-        for (const prompt of answer.sillytavern ?? []) {
-            c.setExtensionPrompt(prompt.key, prompt.value ?? '', prompt.position, prompt.depth, Boolean(prompt.scan), prompt.role);
+        for (const prompt of extensionPrompts(answer.sillytavern, SLOT_KEYS)) {
+            c.setExtensionPrompt(prompt.key, prompt.value, prompt.position, prompt.depth, prompt.scan, prompt.role);
         }
-        macroValues = answer.macros ?? {};
+        macroValues = macroTexts(answer.macros);
         const recall = answer.recall;
         if (recall?.stored && recall.bme_recall && Number.isInteger(recall.message_index)) {
             putRecall(recall.message_index, recall.bme_recall);
@@ -298,7 +299,7 @@ function putRecall(index, record) {
 async function preloadMacros(sync) {
     try {
         const last = await api().lastContext(/** @type {number} */ (sync.chatId));
-        if (current === sync && !Object.keys(macroValues).length) macroValues = last.macros ?? {};
+        if (current === sync && !Object.keys(macroValues).length) macroValues = macroTexts(last.macros);
     } catch {
         // Nothing built yet, or offline: the first reply's context fills them.
     }

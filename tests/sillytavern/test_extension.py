@@ -129,7 +129,9 @@ def test_a_solo_chat_is_mirrored_through_send_swipe_edit_delete_hide_and_move(st
     ].get("integrity")
 
 
-DOG = "The lighthouse keeper's old dog is called Biscuit."
+# A model writes memories from the chat, so a card or a message can put SillyTavern's macros in one: the extension
+# keeps them inert but {{user}} and {{char}} (lib/prompts.js).
+DOG = "{{user}} knows the lighthouse keeper's old dog, Biscuit.{{setvar::dog::1}}"
 ASK = "Tell me about the lighthouse keeper's old dog."
 
 
@@ -161,8 +163,12 @@ def test_a_memory_reaches_the_model_and_its_recall_card_is_edited_and_rerun(
     remember_dog(lorekeeper.user)
 
     chat = send_message(page, ASK)
-    prompt = json.dumps(llm_server.requests[-1]["body"])
+    prompt = json.dumps(llm_server.requests[-1]["body"], ensure_ascii=False)
     assert "Biscuit" in prompt, "the memory reached the model's request"
+    assert "{\u200b{setvar::dog::1}}" in prompt and "{{setvar" not in prompt, "the memory's macro reached it inert"
+    assert "User knows the lighthouse keeper" in prompt, "{{user}} in a memory is still SillyTavern's"
+    dog = page.evaluate("() => SillyTavern.getContext().chatMetadata.variables?.dog ?? null")
+    assert dog is None, "a memory set none of the chat's variables"
     record = chat[1]["extra"]["bme_recall"]
     assert "Biscuit" in record["injectionText"], "the pending message found the memory"
     assert_mirrored(st, page, lorekeeper.user, "the recall")
