@@ -47,6 +47,7 @@ export class NotNow extends Error {}
 
 const RETRY_MIN_MS = 1000;
 const RETRY_MAX_MS = 30000;
+const MAX_ROUNDS = 50; // plans and sends in one sync, each meeting another device's write at most
 
 /**
  * The chat as a SillyTavern 1.19 file: the header line, then one line per message.
@@ -245,10 +246,12 @@ export class ChatSync {
         try {
             if (this.stale) await this.reconcile(this.base);
             let previous = '';
-            for (let rounds = 0; rounds < 50 && !this.closed; rounds++) {
+            let settled = false;
+            for (let rounds = 0; rounds < MAX_ROUNDS && !this.closed; rounds++) {
                 if (!this.queue.length) {
                     const writes = planWrites(/** @type {ChatState} */ (this.base), this.live());
-                    if (!writes.length) break;
+                    settled = !writes.length;
+                    if (settled) break;
                     // The same writes again right after they were acknowledged: something in the live chat does not
                     // survive as JSON. Stop rather than send them forever.
                     const planned = JSON.stringify(writes);
@@ -265,6 +268,17 @@ export class ChatSync {
                 if (this.conflicts !== conflicts) previous = ''; // merged: planning the same again is right
             }
             await this.persist();
+            if (this.closed) return;
+            if (!settled) {
+                // Every round met another device's write (a 409, merged, sent again): it writes as fast as this one.
+                // Asking again at once would read the whole chat back every round, for ever: wait, longer each time.
+                const seconds = Math.round(this.retryMs / 1000);
+                this.setStatus('conflict', `Another device keeps changing this chat: trying again in ${seconds} s`);
+                this.notBefore = Date.now() + this.retryMs;
+                this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+                this.schedule();
+                return;
+            }
             this.retryMs = RETRY_MIN_MS;
             this.notBefore = 0;
             this.setStatus('synced', 'Synced');

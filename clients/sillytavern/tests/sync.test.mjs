@@ -356,6 +356,37 @@ describe('ChatSync', () => {
         assert.ok(jsonEqual(fake.state(id), again.host.live));
     });
 
+    syncTest('a device that writes before every write of this one is not raced for ever: the sync backs off', async () => {
+        const fake = new FakeLorekeeper();
+        const a = await device(fake, { state: gen(15).chat(6) });
+        const id = a.sync.chatId;
+        let racing = true;
+        const forward = a.api.fetch;
+        a.api.fetch = async (url, init = {}) => {
+            if (racing && init.method && init.method !== 'GET') {
+                fake.writeAsOtherDevice(id, (state) => {
+                    state.metadata.note_prompt = `B ${fake.log.length}`;
+                });
+            }
+            return forward(url, init);
+        };
+        a.host.live.messages.push(gen(150, 'A').user());
+        const before = fake.log.length;
+        await a.sync.flush();
+        const asked = fake.log.length - before;
+        assert.equal(a.sync.status.state, 'conflict', 'not "Synced": the message is not in Lorekeeper yet');
+        assert.ok(a.sync.notBefore > Date.now(), 'the next try waits');
+        assert.ok(asked <= 2 * 50 + 2, `one sync asks at most two requests a round (${asked})`);
+        const waited = a.sync.notBefore - Date.now();
+        await a.sync.flush();
+        assert.ok(a.sync.notBefore - Date.now() > waited, 'and waits longer after another such sync');
+        racing = false;
+        a.sync.notBefore = 0;
+        await a.sync.flush();
+        assert.equal(a.sync.status.state, 'synced');
+        assert.ok(jsonEqual(fake.state(id), a.host.live));
+    });
+
     syncTest('a merge waits while SillyTavern cannot take a new chat (host.canReplace), then goes in', async () => {
         const fake = new FakeLorekeeper();
         const state = gen(14).chat(8);
