@@ -272,7 +272,9 @@ async function interceptor(chat, _contextSize, _abort, type) {
         if (!outageToastShown) {
             outageToastShown = true;
             const reason = error instanceof Error ? error.message : String(error);
-            globalThis.toastr?.warning(`${reason} This reply is generated without memory.`, 'Lorekeeper');
+            // The reason can quote what the server was sent (a book's regex key): text, never HTML, whatever the
+            // page's toastr defaults.
+            globalThis.toastr?.warning(`${reason} This reply is generated without memory.`, 'Lorekeeper', { escapeHtml: true });
         }
     }
 }

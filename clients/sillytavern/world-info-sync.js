@@ -64,7 +64,9 @@ export function bookSender({ ctx, api, linked, syncing }) {
             try {
                 const { refused } = await sendBooks({ api: api(), chatId, used, load: (name) => c.loadWorldInfo(name), sent });
                 for (const book of refused) {
-                    globalThis.toastr?.warning(`${book.reason} Lorekeeper's replies use the book as it had it.`, `Lorekeeper refused the World Info book ${book.name}`);
+                    globalThis.toastr?.warning(`${book.reason} Lorekeeper's replies use the book as it had it.`, `Lorekeeper refused the World Info book ${book.name}`, {
+                        escapeHtml: true, // the reason quotes the book (a key, a name): text, never HTML
+                    });
                 }
                 await sendExtraBooks({ api: api(), chatId, extras: extraBooksOfChat(open), sent });
                 await sendNotGlobal({ api: api(), chatId, allNames: allBookNames(), globalNames, sent });
