@@ -205,8 +205,14 @@ export class Api {
                     break;
                 }
                 metadata = body.chat_metadata;
-                messages.push(...body.messages);
+                const page = Array.isArray(body.messages) ? body.messages : [];
+                if (page.length > 500) throw new LorekeeperError('Lorekeeper answered a page of more messages than asked.');
+                for (const message of page) messages.push(message); // not push(...page): a spread has a size limit
                 if (!body.has_more) break;
+                // A page that does not move on would be asked for again for ever.
+                if (!Number.isInteger(body.next_index) || body.next_index <= from) {
+                    throw new LorekeeperError('Lorekeeper answered a page of the chat that does not move on.');
+                }
                 from = body.next_index;
             }
             if (consistent) return { messages, metadata, integrity };

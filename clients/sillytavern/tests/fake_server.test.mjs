@@ -200,6 +200,25 @@ describe('fake Lorekeeper', () => {
         assert.equal(reread.integrity, fake.integrity(chat.id));
     });
 
+    test('Api.readChat refuses a server whose pages do not move on, rather than asking for ever', async () => {
+        const { fake, chat } = await setup(600);
+        let asked = 0;
+        const stuck = new Api({
+            serverUrl: 'http://lk.test',
+            token: 't',
+            fetch: async (url, init) => {
+                const answer = await fake.fetch(url, init);
+                if (!url.includes('/delta')) return answer;
+                asked++;
+                const body = await answer.json();
+                const text = JSON.stringify({ ...body, has_more: true, next_index: 0 }); // the first page, again
+                return { ...answer, text: async () => text, json: async () => JSON.parse(text) };
+            },
+        });
+        await assert.rejects(stuck.readChat(chat.id), /does not move on/);
+        assert.equal(asked, 1);
+    });
+
     test('offline: fetch rejects, Api answers an offline LorekeeperError; bytes are counted per path', async () => {
         const { fake, api, chat } = await setup();
         fake.offline = true;
