@@ -15,19 +15,41 @@ function escapeHtml(text) {
     return String(text ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
 }
 
+// Nodes, links of a node, and memories of the prompt a card lists at most: a record is kept in the chat and drawn
+// each time it opens, and one imported from elsewhere can hold any number.
+export const SHOWN = 200;
+
+/**
+ * Each node's edges, in the edges' order, found in one pass over them (not a pass a node).
+ * @param {any[]} nodes
+ * @param {any[]} edges
+ * @returns {Map<any, any[]>}
+ */
+function edgesByNode(nodes, edges) {
+    const found = new Map(nodes.map((node) => [node.id, []]));
+    for (const edge of edges) {
+        for (const end of edge?.source === edge?.target ? [edge?.source] : [edge?.source, edge?.target]) {
+            const list = found.get(end);
+            if (list && list.length < SHOWN) list.push(edge);
+        }
+    }
+    return found;
+}
+
 /**
  * The subgraph as a list of nodes, each with its edges; clicking a node shows its details.
  * @param {{nodes?: any[], edges?: any[]}} subgraph
  */
 function subgraphHtml(subgraph) {
-    const nodes = subgraph?.nodes ?? [];
-    const edges = subgraph?.edges ?? [];
+    const nodes = (Array.isArray(subgraph?.nodes) ? subgraph.nodes : []).filter((n) => n && typeof n === 'object').slice(0, SHOWN);
+    const edges = Array.isArray(subgraph?.edges) ? subgraph.edges : [];
     if (!nodes.length) return '<div class="lorekeeper-empty">No subgraph.</div>';
-    const labels = Object.fromEntries(nodes.map((n) => [n.id, n.label ?? n.id]));
+    const labels = new Map(nodes.map((n) => [n.id, n.label ?? n.id]));
+    const linked = edgesByNode(nodes, edges);
     const items = nodes.map((node) => {
-        const links = edges
-            .filter((e) => e.source === node.id || e.target === node.id)
-            .map((e) => `${escapeHtml(e.kind)} → ${escapeHtml(labels[e.source === node.id ? e.target : e.source] ?? '')}`);
+        const links = (linked.get(node.id) ?? []).map(
+            (e) => `${escapeHtml(e.kind)} → ${escapeHtml(labels.get(e.source === node.id ? e.target : e.source) ?? '')}`,
+        );
         const details = [
             `<div><b>${escapeHtml(node.type)}</b> · ${escapeHtml(node.kind ?? '')}${node.score != null ? ` · score ${Number(node.score).toFixed(3)}` : ''}</div>`,
             `<div>${escapeHtml(node.label)}</div>`,
@@ -59,11 +81,10 @@ export function otherSlots(record) {
 /** @param {any} record */
 function promptListHtml(record) {
     const entries = Array.isArray(record?.prompt) ? record.prompt : [];
-    const items = entries.flatMap((e) =>
-        (Array.isArray(e.memories) ? e.memories : []).map(
-            (m) => `<li><b>${escapeHtml(e.label ?? e.slot)}</b> ${escapeHtml(m.text ?? m.kind ?? '')}</li>`,
-        ),
-    );
+    const items = entries
+        .flatMap((e) => (Array.isArray(e?.memories) ? e.memories.slice(0, SHOWN).map((m) => [e, m]) : []))
+        .slice(0, SHOWN)
+        .map(([e, m]) => `<li><b>${escapeHtml(e.label ?? e.slot)}</b> ${escapeHtml(m?.text ?? m?.kind ?? '')}</li>`);
     return items.length ? `<ul class="lorekeeper-recall-prompt">${items.join('')}</ul>` : '';
 }
 

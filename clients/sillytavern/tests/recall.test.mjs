@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { cardHtml, otherSlots } from '../lib/recall.js';
+import { cardHtml, otherSlots, SHOWN } from '../lib/recall.js';
 
 const longTerm = { slot: 'long', label: 'Long-term', count: 1, memories: [{ id: 7, kind: 'fact', text: 'Biscuit sleeps by the lamp.' }] };
 
@@ -22,4 +22,20 @@ test('the recall itself is counted once, and an older record without slots reads
     const html = cardHtml(3, { injectionText: 'Ash is tall.', memories: [{ id: 1 }], tokenEstimate: 5 });
     assert.match(html, /<summary>Lorekeeper recalled 1 memory \(~5 tokens\)<\/summary>/);
     assert.doesNotMatch(html, /lorekeeper-recall-prompt/);
+});
+
+test("a record of any size draws at most SHOWN nodes, links and prompt memories, each node's links found once", () => {
+    const nodes = Array.from({ length: 20_000 }, (_, n) => ({ id: `m${n}`, type: 'memory', label: `Memory ${n}` }));
+    const edges = Array.from({ length: 20_000 }, (_, n) => ({ source: 'm0', target: `m${n + 1}`, kind: 'knows' }));
+    edges.push({ source: 'm1', target: 'm1', kind: 'self' });
+    const prompt = [{ slot: 'long', label: 'Long-term', count: 50_000, memories: nodes.map((n) => ({ text: n.label })) }];
+    const started = performance.now();
+    const html = cardHtml(1, { injectionText: 'x', memories: [], subgraph: { nodes, edges }, prompt });
+    const took = performance.now() - started;
+    assert.equal(html.match(/class="lorekeeper-node"/g).length, SHOWN);
+    // m0's first SHOWN links, and each other node drawn (m1 to m199) its own link to m0.
+    assert.equal(html.match(/<li>knows → /g).length, SHOWN + SHOWN - 1);
+    assert.equal(html.match(/<li>self → Memory 1<\/li>/g).length, 1, 'a node linked to itself is listed once');
+    assert.equal(html.match(/<li><b>Long-term<\/b>/g).length, SHOWN);
+    console.log(`drawn in ${took.toFixed(0)} ms`); // printed, not asserted
 });
