@@ -81,6 +81,8 @@ _OPEN = re.compile(rf"<(?P<tag>{_TAGS})\b[^>]*>", re.IGNORECASE)
 _OPENING = re.compile(rf"<(?:{_TAGS})\b[^>]*$", re.IGNORECASE)  # an opening tag still arriving
 _TAG_NAMES = tuple(f"<{name}" for name in _TAGS.split("|"))
 _HOLD_LIMIT = 200  # longer than any opening tag: past it the text is no tag
+CLOSE_REACH = 64  # characters before a new piece where its closing tag may have begun
+REASONING_KEPT = 200_000  # characters of a streamed think block kept in `reasoning` (a model may think on and on)
 
 
 class ThinkFilter:
@@ -92,32 +94,56 @@ class ThinkFilter:
 
     def __init__(self) -> None:
         self._state = "start"  # start → (inside → after) → pass
-        self._held = ""
+        self._held = ""  # start: the text so far (a possible opening tag); after: the spaces after the block
         self._close: re.Pattern | None = None
+        # Inside the block: its text in pieces (not one string grown by each piece, which copied all of it each
+        # time: the square of a long block's length on the event loop), and its last CLOSE_REACH characters.
+        self._thought: list[str] = []
+        self._thought_chars = 0
+        self._tail = ""
         self.reasoning = ""
 
     def feed(self, piece: str) -> str:
         if self._state == "pass":
             return piece
+        if self._state == "inside":
+            return self._inside(piece)
         self._held += piece
         if self._state == "start":
             head = self._held.lstrip()
             opened = _OPEN.match(head)
             if opened:
                 self._close = re.compile(rf"</{opened.group('tag')}\s*>", re.IGNORECASE)
-                self._state, self._held = "inside", head[opened.end() :]
-            elif not head or (len(head) < _HOLD_LIMIT and _may_open(head)):
+                self._state, self._held = "inside", ""
+                return self._inside(head[opened.end() :])
+            if not head or (len(head) < _HOLD_LIMIT and _may_open(head)):
                 return ""
-            else:
-                self._state, self._held = "pass", ""
-                return head
-        if self._state == "inside":
-            # Only the new text, and a tag's length before it, can hold the closing tag: not all that is held again.
-            closed = self._close.search(self._held, max(0, len(self._held) - len(piece) - 64))
-            if not closed:
-                return ""
-            self.reasoning += self._held[: closed.start()].strip()
-            self._state, self._held = "after", self._held[closed.end() :]
+            self._state, self._held = "pass", ""
+            return head
+        return self._after()
+
+    def _inside(self, piece: str) -> str:
+        # Only the new text, and a tag's length before it, can hold the closing tag: not all that is held again.
+        window = self._tail + piece
+        closed = self._close.search(window)
+        if closed is None:
+            cut = max(0, len(window) - CLOSE_REACH)
+            self._think(window[:cut])
+            self._tail = window[cut:]
+            return ""
+        self._think(window[: closed.start()])
+        self.reasoning += "".join(self._thought).strip()
+        self._thought, self._tail = [], ""
+        self._state, self._held = "after", window[closed.end() :]
+        return self._after()
+
+    def _think(self, text: str) -> None:
+        room = REASONING_KEPT - self._thought_chars
+        if text and room > 0:
+            self._thought.append(text[:room])
+            self._thought_chars += min(len(text), room)
+
+    def _after(self) -> str:
         shown = self._held.lstrip()
         if shown:
             self._state, self._held = "pass", ""
@@ -128,7 +154,9 @@ class ThinkFilter:
         unclosed block (an answer cut short while thinking) is all reasoning."""
         held, self._held = self._held, ""
         if self._state == "inside":
-            self.reasoning += held.strip()
+            self._think(self._tail)
+            self.reasoning += "".join(self._thought).strip()
+            self._thought, self._tail = [], ""
             return ""
         return held.lstrip() if self._state == "start" else ""
 

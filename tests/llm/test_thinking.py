@@ -164,3 +164,16 @@ def test_an_unclosed_streamed_block_is_all_reasoning():
 
 def test_a_lone_opening_of_a_tag_at_the_end_is_shown():
     assert _filtered(["<thi"]) == (["<thi"], "")
+
+
+def test_a_long_streamed_block_is_read_once_and_kept_within_its_bound():
+    """A model thinking on in tiny deltas: each delta is searched for the closing tag with the few characters before
+    it, not with all that came before (grown and copied each time: the square of the block's length on the event
+    loop), and the reasoning kept stops at REASONING_KEPT characters. The closing tag split across deltas is found."""
+    from apps.llm.thinking import REASONING_KEPT
+
+    pieces = ["<think>", *["a"] * (REASONING_KEPT + 50_000), "</th", "ink", ">", "Hello."]
+    shown, reasoning = _filtered(pieces)
+    assert (shown, reasoning) == (["Hello."], "a" * REASONING_KEPT)
+    shown, reasoning = _filtered(["<think>", "b" * 10, "c" * (REASONING_KEPT + 5)])  # never closed: all reasoning
+    assert (shown, len(reasoning), reasoning[:11]) == ([], REASONING_KEPT, "b" * 10 + "c")
