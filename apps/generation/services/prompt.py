@@ -39,8 +39,7 @@ IMPERSONATE_NUDGE = (
     "the writing style of {{user}}. Don't write as {{char}} or system. Don't describe actions of {{char}}.]"
 )
 EXAMPLES_HEADING = "Examples of how {{char}} writes:"
-# A line of its own (its spaces only: `\s*` from each line's start ran on through every blank line after it).
-_START = re.compile(r"^[^\S\n]*<START>[^\S\n]*$", re.IGNORECASE | re.MULTILINE)
+_START = re.compile(r"^[^\S\n]*<START>[^\S\n]*$", re.IGNORECASE | re.MULTILINE)  # a line's own spaces: \s* backtracked
 HISTORY_PAGE = 200  # messages read at a time, newest first, until the budget is spent
 
 
