@@ -113,7 +113,7 @@ class ThinkFilter:
             head = self._held.lstrip()
             opened = _OPEN.match(head)
             if opened:
-                self._close = re.compile(rf"</{opened.group('tag')}\s*>", re.IGNORECASE)
+                self._close = _CLOSE[opened.group("tag").lower()]
                 self._state, self._held = "inside", ""
                 return self._inside(head[opened.end() :])
             if not head or (len(head) < _HOLD_LIMIT and _may_open(head)):
