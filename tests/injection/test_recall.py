@@ -2,14 +2,16 @@
 priority rules, what the record holds, and a person's edit, deletion and re-run."""
 
 import re
+import threading
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from apps.accounts.services import settings_document_get
 from apps.chats.models import Chat, Message
 from apps.common.exceptions import ApplicationError
+from apps.injection.services import context as context_module
 from apps.injection.services.context import context_build
 from apps.injection.services.recall import recall_edit, recall_rerun, recall_store, recall_stored, recall_subgraph
 from apps.injection.services.settings import injection_settings_save
@@ -84,6 +86,32 @@ def test_what_another_slot_injects_is_not_recalled_again(user, story, facts, cha
     context = context_build(user=user, chat=story, message=ASK, preview=True)
     assert important.pk in context.slots["smart_memory_long"]["memory_ids"]
     assert important.pk not in context.slots["smart_memory_triggered"]["memory_ids"]
+
+
+@pytest.mark.django_db(transaction=True)  # outside a test's transaction work beside runs in a thread of its own
+def test_the_slots_are_read_beside_the_recall_search_in_a_replys_transaction(
+    user, story, facts, character, remember, monkeypatch
+):
+    important = remember(
+        "fact", "The lighthouse keeper guards the old harbour dog kennels.", character=character, importance=3
+    )
+    threads: list[str] = []
+    real = context_module.gather
+
+    def gather(scope, budgets):
+        threads.append(threading.current_thread().name)
+        return real(scope, budgets)
+
+    monkeypatch.setattr(context_module, "gather", gather)
+    with transaction.atomic():  # as a reply's preparation builds it, after writing the person's message
+        context = context_build(user=user, chat=story, message=ASK)
+    assert len(threads) == 1 and threads[0].startswith("beside")
+    mine = ("smart_memory_triggered", "smart_memory_unified")  # the unified slot holds all the others
+    placed = {pk for key, slot in context.slots.items() if key not in mine for pk in slot["memory_ids"]}
+    recalled = context.slots["smart_memory_triggered"]["memory_ids"]
+    assert important.pk in placed and recalled[0] == facts["dog"].pk and not placed & set(recalled)
+    assert recall_stored(last_user(story))["selectedNodeIds"] == [f"m{pk}" for pk in recalled]
+    assert set(context.timings_ms) >= {"gather", "embed", "search", "commit", "total"}
 
 
 def test_an_edited_recall_is_kept_when_the_same_message_is_asked_again_until_re_run(user, story, facts):

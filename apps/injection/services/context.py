@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.chats.models import Character, Chat, Message
+from apps.common.beside import beside_committed
 from apps.common.exceptions import ApplicationError
 from apps.extraction.models import ContinuityCheck
 from apps.injection.models import InjectionState
@@ -32,6 +33,7 @@ from apps.injection.services.settings import (
 )
 from apps.injection.services.slots import (
     Filled,
+    Gathered,
     Item,
     Scope,
     fit,
@@ -125,16 +127,18 @@ def context_build(
     budgets = budgets_for(settings, turn=turn, demand=state.demand if state else {})
     timings: dict[str, float] = {}
 
-    mark = time.perf_counter()
-    gathered = gather(scope, budgets)
-    timings["gather"] = (time.perf_counter() - mark) * 1000
+    # The slots' memories are read beside the turn's recall search, on a connection of their own: both read only
+    # memories, which a reply's preparation never writes (they are indexed after it; apps/common/beside.py).
+    gathering = beside_committed(_gathered_timed, scope, budgets)
+    asked = recalls.recall_asked(user=user, chat=chat, scope=scope, message=message, settings=settings)
+    gathered, timings["gather"] = gathering.result()
     filled = _fill(gathered, budgets)
     # What another slot injects is not recalled again (a slot switched off, or outside the unified block, injects
     # nothing, so its memories may be recalled).
     shown = UNIFIED_ORDER if settings.unified else [name for name in filled if settings.enabled[name]]
     placed = {pk for name in shown for pk in filled[name].memory_ids}
     turn_recall = _turn_recall(
-        user=user, chat=chat, scope=scope, message=message, settings=settings, placed=placed, gathered=gathered,
+        user=user, chat=chat, message=message, settings=settings, asked=asked, placed=placed,
         budget=budgets["long"] - filled["long"].injected,
     )  # fmt: skip
     timings |= turn_recall.timings
@@ -206,11 +210,15 @@ class TurnRecall:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def _turn_recall(*, user, chat, scope, message, settings, placed, gathered, budget) -> TurnRecall:
-    """The turn's triggered recall: a new search for the pending message, unless the stored recall of that same
-    message was edited by a person; else the stored recall of the turn being answered, as kept; else nothing."""
-    target = recalls.recall_target(chat=chat, message=message or None)
-    stored = recalls.recall_stored(target)
+def _gathered_timed(scope: Scope, budgets: dict[str, int]) -> tuple[Gathered, float]:
+    started = time.perf_counter()
+    return gather(scope, budgets), (time.perf_counter() - started) * 1000
+
+
+def _turn_recall(*, user, chat, message, settings, asked: recalls.RecallAsked, placed, budget) -> TurnRecall:
+    """The turn's triggered recall: what the new search found that no other slot holds; else the stored recall
+    of the turn being answered, as kept; else nothing."""
+    target, stored = asked.target, asked.stored
     found = TurnRecall(
         triggered=Filled(),
         target=target,
@@ -218,19 +226,11 @@ def _turn_recall(*, user, chat, scope, message, settings, placed, gathered, budg
     )
     if not (settings.enabled["triggered"] or settings.unified):
         return found
-    asked = " ".join((message or "").split())  # as recallInput is compared: line breaks and spacing aside
-    keep_edit = stored is not None and stored.get("manuallyEdited") and asked == _normal(stored)
-    if message and not keep_edit:
-        search = recalls.recall_search(
-            user=user,
-            scope=scope,
-            query=message,
-            budget=budget,
-            limit=settings.triggered_limit,
-            exclude=placed,
+    if asked.found is not None:
+        search = recalls.recall_fill(
+            asked.found, budget=budget, limit=settings.triggered_limit, exclude=placed,
             recent_from=chat.message_count - settings.recent_messages if settings.recall_messages else -1,
-            scope_rows=gathered.rows + chat.message_count,
-        )
+        )  # fmt: skip
         found.timings = {"embed": search.embed_ms, "search": search.search_ms}
         if search.filled.items:
             found.triggered = search.filled
@@ -300,10 +300,6 @@ def _sillytavern(slots: dict[str, dict]) -> list[dict]:
         }
         for key, slot in slots.items()
     ]
-
-
-def _normal(stored: dict) -> str:
-    return " ".join(str(stored.get("recallInput", "")).split())
 
 
 def _label(name: str, responder: Character | None) -> str:

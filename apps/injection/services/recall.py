@@ -27,7 +27,7 @@ from apps.injection.services.settings import SLOT, injection_settings_get
 from apps.injection.services.slots import Filled, Item, Scope, fit, render, responder_of
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Kind
-from apps.memories.search.ranking import memory_search
+from apps.memories.search.ranking import SearchOutcome, memory_search
 from apps.memories.selectors import memory_graph
 
 NAMESPACE = "bme_recall"
@@ -92,6 +92,31 @@ def _objects(value: Any) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
+@dataclass
+class RecallAsked:
+    """The user turn a recall is kept on, its kept recall, and the new search for the pending message (None: no
+    new search, the stored recall serves)."""
+
+    target: Message | None
+    stored: dict[str, Any] | None
+    found: SearchOutcome | None = None
+
+
+def recall_asked(*, user: AbstractUser, chat: Chat, scope: Scope, message: str, settings) -> RecallAsked:
+    """A context build's search for the turn, before the other slots are filled: a new one for the pending
+    message, unless the stored recall of that same message was edited by a person."""
+    target = recall_target(chat=chat, message=message or None)
+    asked = RecallAsked(target, recall_stored(target))
+    if not message or not (settings.enabled["triggered"] or settings.unified):
+        return asked
+    stored = asked.stored
+    edited = stored is not None and stored.get("manuallyEdited")
+    if edited and _normal(message) == _normal(str(stored.get("recallInput", ""))):
+        return asked  # the person's edit of this message's recall is kept
+    asked.found = recall_find(user=user, scope=scope, query=message, limit=settings.triggered_limit)
+    return asked
+
+
 def recall_search(
     *,
     user: AbstractUser,
@@ -106,7 +131,16 @@ def recall_search(
     """The pending message (split into sentences by the search) against the chat's memories with the memory
     store's multi-signal ranking; memories already in another slot, and chat turns from `recent_from` on (they are
     in the prompt anyway), are left out."""
-    outcome = memory_search(
+    found = recall_find(user=user, scope=scope, query=query, limit=limit, scope_rows=scope_rows)
+    return recall_fill(found, budget=budget, limit=limit, exclude=exclude, recent_from=recent_from)
+
+
+def recall_find(
+    *, user: AbstractUser, scope: Scope, query: str, limit: int, scope_rows: int | None = None
+) -> SearchOutcome:
+    """recall_search's search, before what other slots hold is known: enough hits for `limit` once they are left
+    out (recall_fill)."""
+    return memory_search(
         user=user,
         query=query,
         chat_id=scope.chat.pk,
@@ -117,6 +151,12 @@ def recall_search(
         committed=True,  # a reply's preparation writes messages, never memories (they are indexed after it)
         fields=("kind", "content", "message_index"),  # what is read of each hit below
     )
+
+
+def recall_fill(
+    outcome: SearchOutcome, *, budget: int, limit: int, exclude: set[int], recent_from: int | None
+) -> Recalled:
+    """What recall_find found, left out what another slot holds and the chat's recent turns, cut to the budget."""
     items: list[Item] = []
     for hit in outcome.results:
         memory = hit.memory
