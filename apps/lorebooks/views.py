@@ -11,6 +11,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 from apps.accounts.services import SettingsConflict, settings_document_get
 from apps.common.exceptions import ApplicationError
@@ -35,10 +36,12 @@ from apps.lorebooks.services.search import lorebook_entries_search
 from apps.lorebooks.services.settings import NAMESPACE, lore_settings_read, lore_settings_save
 
 ENTRIES_PER_PAGE = 50
+BOOKS_PER_PAGE = 25
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
 def lorebook_list(request):
     if request.method == "POST":
         upload = request.FILES.get("file")
@@ -56,8 +59,16 @@ def lorebook_list(request):
         else:
             messages.success(request, f"Imported “{book.name}”.")
             return redirect("lorebooks:detail", lorebook_id=book.pk)
-    books = selectors.lorebook_list(user=request.user)
-    return render(request, "lorebooks/lorebook_list.html", {"books": books, **_settings_context(request.user)})
+    if request.htmx and request.method == "GET":
+        return render(request, "lorebooks/lorebook_list.html#book-results", _books_page(request))
+    return render(request, "lorebooks/lorebook_list.html", _books_page(request) | _settings_context(request.user))
+
+
+def _books_page(request) -> dict:
+    """A page of the person's books, those whose name holds the search (`q`) when there is one."""
+    search = request.GET.get("q", "").strip()
+    books = selectors.lorebook_list(user=request.user, search=search)
+    return {"page": Paginator(books, BOOKS_PER_PAGE).get_page(request.GET.get("page")), "search": search}
 
 
 def _settings_context(user, form: LoreSettingsForm | None = None) -> dict:
@@ -84,8 +95,7 @@ def lore_settings_view(request):
         else:
             messages.success(request, "World Info settings saved.")
         return redirect("lorebooks:list")
-    books = selectors.lorebook_list(user=request.user)
-    context = {"books": books, **_settings_context(request.user, form), "settings_open": True}
+    context = _books_page(request) | _settings_context(request.user, form) | {"settings_open": True}
     return render(request, "lorebooks/lorebook_list.html", context, status=400)
 
 

@@ -130,6 +130,33 @@ def test_a_person_changes_the_activation_settings(browser, live_server, client, 
 
 
 @pytest.mark.parametrize("width", [1280, 390])
+def test_a_person_with_many_books_pages_through_them_and_finds_one_by_name(browser, live_server, client, user, width):
+    from apps.lorebooks.services.books import lorebook_import
+
+    small = {"entries": {"0": {**SAVED, "uid": 0, "key": ["gull"], "comment": "The Gull", "content": "A ship."}}}
+    for n in range(40):
+        lorebook_import(user=user, name=f"Harbour district {n:02}", data=small)
+    lorebook_import(user=user, name="Mountain pass", data=small)
+    page = watched_page(browser, width, live_server, session_cookie(client, user))
+    page.goto(f"{live_server.url}/lorebooks/")
+    rows = page.locator("#book-results tbody tr")
+    assert rows.count() == 25 and page.get_by_text("Page 1 of 2").is_visible()
+    _fits(page, width)
+    screenshot(page, f"books-{width}", FOLDER)
+    page.get_by_role("link", name="Next →").click()
+    page.get_by_text("Page 2 of 2").wait_for()
+    assert rows.count() == 16 and page.get_by_role("link", name="Mountain pass").is_visible()
+    page.get_by_label("Search lorebooks").fill("mountain")
+    page.get_by_text("Page 2 of 2").wait_for(state="detached")
+    assert rows.count() == 1 and "q=mountain" in page.url
+    screenshot(page, f"books-found-{width}", FOLDER)
+    page.get_by_role("link", name="Mountain pass").click()
+    page.wait_for_url(f"{live_server.url}/lorebooks/*/")
+    assert page.get_by_text("The Gull").is_visible()
+    _fits(page, width)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
 def test_a_person_imports_an_unreadable_file_then_one_over_an_edited_book(browser, live_server, client, user,
                                                                          tmp_path, width):  # fmt: skip
     """The import form as a person uses it: a file nested too deep for any book is refused with why (a server error

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 
@@ -79,6 +80,27 @@ def test_the_entries_are_searched(web, user):
     # A NUL character, which PostgreSQL refuses in a query (a server error before), is left out of the search.
     page = web.get(f"/lorebooks/{book.pk}/", {"q": "wha\x00le"})
     assert page.status_code == 200 and "The lantern" in page.content.decode()
+
+
+def test_the_books_are_paged_and_found_by_name(web, user, other_user):
+    for n in range(30):
+        lorebook_import(user=user, name=f"Harbour {n:02}", data=WORLD)
+    lorebook_import(user=user, name="Mountain pass", data=WORLD)
+    lorebook_import(user=other_user, name="Harbour of Bob", data=WORLD)
+    first = web.get("/lorebooks/").content.decode()
+    assert len(re.findall(r'href="/lorebooks/\d+/"', first)) == 25
+    assert "Harbour 00" in first and "Harbour 24" in first and "Harbour 25" not in first
+    assert "Page 1 of 2" in first and "Harbour of Bob" not in first
+    second = web.get("/lorebooks/", {"page": 2}).content.decode()
+    assert "Harbour 25" in second and "Mountain pass" in second and "Harbour 00" not in second
+    assert "Harbour of Bob" not in second
+    found = web.get("/lorebooks/", {"q": "mountain"}).content.decode()
+    assert "Mountain pass" in found and "Harbour 0" not in found and "Page 1" not in found
+    none = web.get("/lorebooks/", {"q": "bob"}).content.decode()
+    assert "Harbour of Bob" not in none and "No book's name holds “bob”." in none
+    # A page past the last, or not a number, shows the last or the first, as the other lists do.
+    assert "Mountain pass" in web.get("/lorebooks/", {"page": 99}).content.decode()
+    assert "Harbour 00" in web.get("/lorebooks/", {"page": "x\x00"}).content.decode()
 
 
 def test_the_entry_form_changes_an_entry_and_keeps_its_other_fields(web, user):
