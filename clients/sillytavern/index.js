@@ -3,6 +3,7 @@
 // settings, events, the generate interceptor, macros, recall cards. The panel: panel.js; World Info: world-info-sync.js.
 
 import { Api, LorekeeperError } from './lib/api.js';
+import { LINK_RETRY_MIN_MS, linkRetry } from './lib/connection.js';
 import { extensionPrompts, macroTexts } from './lib/prompts.js';
 import { renderRecallCards } from './lib/recall.js';
 import { notSyncedReason, storedSettings } from './lib/settings.js';
@@ -30,6 +31,8 @@ let replacing = false;
 /** @type {Record<string, string>} */
 let macroValues = {};
 let outageToastShown = false;
+/** The wait before the next attempt to link the open chat while Lorekeeper does not answer (lib/connection.js). */
+let linkRetryMs = LINK_RETRY_MIN_MS;
 /** @type {Api|null} */
 let apiCache = null;
 
@@ -170,6 +173,7 @@ async function bindOpenChat() {
         preloadMacros(sync);
         await sync.flush();
         outageToastShown = false;
+        linkRetryMs = LINK_RETRY_MIN_MS;
         syncBooks();
     } catch (error) {
         if (current !== sync) return;
@@ -180,8 +184,10 @@ async function bindOpenChat() {
             return;
         }
         if (error instanceof LorekeeperError && error.offline) {
-            showStatus({ state: 'offline', message: `Offline: ${error.message} Retrying…` });
-            setTimeout(() => current === sync && sync.base === null && bindOpenChat(), 5000);
+            const { waitMs, nextMs } = linkRetry(linkRetryMs, error.retryAfter);
+            linkRetryMs = nextMs;
+            showStatus({ state: 'offline', message: `Offline: ${error.message} Trying again in ${Math.round(waitMs / 1000)} s…` });
+            setTimeout(() => current === sync && sync.base === null && bindOpenChat(), waitMs);
         } else {
             showStatus({ state: 'error', message: `Could not link this chat: ${error instanceof Error ? error.message : error}` });
         }

@@ -4,6 +4,7 @@ reaching the model, recall cards, groups, an outage and a second browser writing
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -261,6 +262,32 @@ def test_an_outage_still_gives_a_reply_and_everything_syncs_when_lorekeeper_is_b
     assert len(lorekeeper_lines(lorekeeper.user)) < len(file_lines(st, page))
 
     relay.up()
+    assert_mirrored(st, page, lorekeeper.user, "Lorekeeper coming back")
+    relay.down()
+
+
+def test_a_chat_opened_while_lorekeeper_is_down_is_linked_when_it_is_back(st, st_open, lorekeeper, live_server):
+    """Linking is tried again less often while Lorekeeper stays unreachable (5 s, then 10, 20… at most 2 min, a
+    fifth more at random), and the chat links at the next try once it answers."""
+    relay = Relay(int(live_server.url.rsplit(":", 1)[1]))
+    relay.down()
+    st.add_character("Mira", first_mes="Welcome back.")
+    page = st_open(extension=lorekeeper.extension_settings(server_url=relay.url, timeout_ms=3000))
+    open_character(page, "Mira")
+    said = "() => document.getElementById('lorekeeper_status')?.textContent ?? ''"
+    waits: list[int] = []
+
+    def longer() -> bool:
+        shown = re.search(r"Trying again in (\d+) s", page.evaluate(said))
+        if shown and (not waits or int(shown[1]) != waits[-1]):
+            waits.append(int(shown[1]))
+        return len(waits) >= 2
+
+    wait_until(longer, timeout=SYNC_TIMEOUT, interval=0.2, message="a longer wait each time")
+    assert waits[1] > waits[0] >= 5, waits
+    assert status(page) == "offline" and not Chat.objects.filter(user=lorekeeper.user).exists()
+    relay.up()
+    save(page)
     assert_mirrored(st, page, lorekeeper.user, "Lorekeeper coming back")
     relay.down()
 

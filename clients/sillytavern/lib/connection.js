@@ -13,6 +13,27 @@ export const CORS_VARIABLE = 'LOREKEEPER_CORS_ORIGINS';
  * @typedef {{kind: OutcomeKind, status?: number, detail?: string}} Outcome
  */
 
+/** The first wait before a chat is linked again when Lorekeeper did not answer, the longest, and the longest a
+ * server's Retry-After is followed. */
+export const LINK_RETRY_MIN_MS = 5000;
+export const LINK_RETRY_MAX_MS = 120000;
+const RETRY_AFTER_MAX_MS = 600000;
+
+/**
+ * How long to wait before linking the chat again, and the wait after that one: doubled each time Lorekeeper still
+ * does not answer (at most LINK_RETRY_MAX_MS), never under its Retry-After (seconds), with up to a fifth more at
+ * random, so that the browsers a server's restart left waiting do not all come back in the same second.
+ * @param {number} previousMs the wait this one follows (LINK_RETRY_MIN_MS at first)
+ * @param {number} [retryAfterSeconds]
+ * @param {() => number} [random]
+ * @returns {{waitMs: number, nextMs: number}}
+ */
+export function linkRetry(previousMs, retryAfterSeconds = 0, random = Math.random) {
+    const base = Math.min(Math.max(Number(previousMs) || 0, LINK_RETRY_MIN_MS), LINK_RETRY_MAX_MS);
+    const asked = Math.min(Math.max(Number(retryAfterSeconds) || 0, 0) * 1000, RETRY_AFTER_MAX_MS);
+    return { waitMs: Math.max(Math.round(base * (1 + random() / 5)), asked), nextMs: Math.min(base * 2, LINK_RETRY_MAX_MS) };
+}
+
 /** A name of this machine: localhost, 127.0.0.0/8 or ::1. @param {string} hostname */
 export function isLoopback(hostname) {
     const host = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { checkConnection, cleartextWarning, describeConnection, isLoopback } from '../lib/connection.js';
+import { LINK_RETRY_MAX_MS, LINK_RETRY_MIN_MS, checkConnection, cleartextWarning, describeConnection, isLoopback, linkRetry } from '../lib/connection.js';
 
 const ORIGIN = 'http://127.0.0.1:8000';
 
@@ -119,5 +119,35 @@ describe('the token in clear', () => {
     test('isLoopback knows this machine by its names only', () => {
         assert.ok(isLoopback('localhost') && isLoopback('app.localhost') && isLoopback('[::1]') && isLoopback('127.0.0.1'));
         assert.ok(!isLoopback('10.0.0.1') && !isLoopback('example.org') && !isLoopback('127.0.0.1.example.org'));
+    });
+});
+
+describe('linking again while Lorekeeper does not answer', () => {
+    test('waits longer each time, up to a cap, and starts over when given the first wait again', () => {
+        const none = () => 0;
+        const waits = [];
+        let next = LINK_RETRY_MIN_MS;
+        for (let n = 0; n < 8; n++) {
+            const { waitMs, nextMs } = linkRetry(next, 0, none);
+            waits.push(waitMs);
+            next = nextMs;
+        }
+        assert.deepEqual(waits, [5000, 10000, 20000, 40000, 80000, 120000, 120000, 120000]);
+        assert.equal(LINK_RETRY_MAX_MS, 120000);
+        assert.equal(linkRetry(LINK_RETRY_MIN_MS, 0, none).waitMs, 5000);
+    });
+
+    test("follows the server's Retry-After, within ten minutes", () => {
+        assert.equal(linkRetry(5000, 30, () => 0).waitMs, 30000);
+        assert.equal(linkRetry(80000, 30, () => 0).waitMs, 80000); // its own wait is longer
+        assert.equal(linkRetry(5000, 86400, () => 0).waitMs, 600000);
+        assert.equal(linkRetry(5000, Number.NaN, () => 0).waitMs, 5000);
+        assert.equal(linkRetry(5000, -5, () => 0).waitMs, 5000);
+    });
+
+    test('spreads the browsers a restart left waiting over a fifth of the wait', () => {
+        assert.equal(linkRetry(10000, 0, () => 0.999).waitMs, 11998);
+        const spread = new Set(Array.from({ length: 50 }, () => linkRetry(10000).waitMs));
+        assert.ok(spread.size > 10 && [...spread].every((ms) => ms >= 10000 && ms <= 12000));
     });
 });
