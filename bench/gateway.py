@@ -26,7 +26,8 @@ is not set, and the chat's rows are read instead: 13 ms, not 2).
    - the scripted model called directly, with the same messages.
    p50/p95 of both and the difference (goal: p95 at most 60 ms over the direct call), the server's own steps from
    the Generation rows, and their sum from the request's arrival to the row (generation's `total` counts only its
-   own steps, not the gateway's before them).
+   own steps, not the gateway's before them). Some steps overlap: `context_gather` runs beside `context_embed` and
+   `context_search`, and `context_gather_wait` is how long the build then waited for it.
 2. Bytes written per request once the chat is synced (the request adds only the new message and its reply): WAL
    bytes, pg_current_wal_lsn() before one gateway request to before the next (the direct call between them writes
    nothing to the database). The WAL holds everything the cluster wrote meanwhile: the rows, their indexes' entries,

@@ -131,7 +131,9 @@ def context_build(
     # memories, which a reply's preparation never writes (they are indexed after it; apps/common/beside.py).
     gathering = beside_committed(_gathered_timed, scope, budgets)
     asked = recalls.recall_asked(user=user, chat=chat, scope=scope, message=message, settings=settings)
-    gathered, timings["gather"] = gathering.result()
+    mark = time.perf_counter()
+    gathered, timings["gather"] = gathering.result()  # its own time beside the search; then the wait for it
+    timings["gather_wait"] = (time.perf_counter() - mark) * 1000
     filled = _fill(gathered, budgets)
     # What another slot injects is not recalled again (a slot switched off, or outside the unified block, injects
     # nothing, so its memories may be recalled).

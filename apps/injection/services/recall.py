@@ -126,18 +126,15 @@ def recall_search(
     limit: int,
     exclude: set[int],
     recent_from: int | None,
-    scope_rows: int | None = None,
 ) -> Recalled:
     """The pending message (split into sentences by the search) against the chat's memories with the memory
     store's multi-signal ranking; memories already in another slot, and chat turns from `recent_from` on (they are
     in the prompt anyway), are left out."""
-    found = recall_find(user=user, scope=scope, query=query, limit=limit, scope_rows=scope_rows)
+    found = recall_find(user=user, scope=scope, query=query, limit=limit)
     return recall_fill(found, budget=budget, limit=limit, exclude=exclude, recent_from=recent_from)
 
 
-def recall_find(
-    *, user: AbstractUser, scope: Scope, query: str, limit: int, scope_rows: int | None = None
-) -> SearchOutcome:
+def recall_find(*, user: AbstractUser, scope: Scope, query: str, limit: int) -> SearchOutcome:
     """recall_search's search, before what other slots hold is known: enough hits for `limit` once they are left
     out (recall_fill)."""
     return memory_search(
@@ -147,7 +144,6 @@ def recall_find(
         chat_characters=[character.pk for character in scope.characters],
         kinds=RECALL_KINDS,
         limit=max(limit * 3, 10),
-        scope_rows=scope_rows,
         committed=True,  # a reply's preparation writes messages, never memories (they are indexed after it)
         fields=("kind", "content", "message_index"),  # what is read of each hit below
     )

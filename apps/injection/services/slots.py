@@ -109,12 +109,11 @@ def _limit(budget: int) -> int:
 
 @dataclass
 class Gathered:
-    """Each tier's candidates best first (the summary as its text), what each tier holds in all (tokens,
-    estimated from bytes), and how many memories the chat's scope holds (for the search)."""
+    """Each tier's candidates best first (the summary as its text), and what each tier holds in all (tokens,
+    estimated from bytes)."""
 
     tiers: dict[str, list[Item] | str]
     sizes: dict[str, int]
-    rows: int
 
 
 _VISIBLE = (
@@ -232,10 +231,8 @@ def gather(scope: Scope, budgets: dict[str, int]) -> Gathered:
     tiers: dict[str, list[Item] | str] = {tier: [] for tier in (*_TIER_SQL, "long")} | {"short": ""}
     profiles: list[tuple[int, Item]] = []
     sizes: dict[str, int] = {}
-    total = 0
-    for pk, kind, content, data, tier, _rank, history, count, tokens in rows:
+    for pk, kind, content, data, tier, _rank, history, _count, tokens in rows:
         if tier is None:  # what the scope holds of a kind
-            total += count
             if size_tier := _tier_of(kind, history):
                 sizes[size_tier] = sizes.get(size_tier, 0) + int(tokens or 0)
             continue
@@ -251,7 +248,7 @@ def gather(scope: Scope, budgets: dict[str, int]) -> Gathered:
         else:
             tiers[tier].append(Item(content, pk, kind))
     tiers["profiles"] = [item for _, item in sorted(profiles, key=lambda pair: pair[0])]
-    return Gathered(tiers, sizes, total)
+    return Gathered(tiers, sizes)
 
 
 def repair_note(chat: Chat) -> ContinuityCheck | None:
