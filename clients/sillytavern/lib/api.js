@@ -6,9 +6,9 @@
 export class LorekeeperError extends Error {
     /**
      * @param {string} message
-     * @param {{status?: number, body?: any, offline?: boolean, retryAfter?: number, timedOut?: boolean}} [details]
+     * @param {{status?: number, body?: any, offline?: boolean, retryAfter?: number, timedOut?: boolean, redirected?: boolean}} [details]
      */
-    constructor(message, { status = 0, body = null, offline = false, retryAfter = 0, timedOut = false } = {}) {
+    constructor(message, { status = 0, body = null, offline = false, retryAfter = 0, timedOut = false, redirected = false } = {}) {
         super(message);
         this.status = status;
         this.body = body;
@@ -16,6 +16,8 @@ export class LorekeeperError extends Error {
         this.retryAfter = retryAfter;
         /** No answer within the time-out (rather than a refused or blocked request). */
         this.timedOut = timedOut;
+        /** The address answered with a redirect, which is not followed (see Api.request). */
+        this.redirected = redirected;
     }
 
     /** A 409 saying the chat changed since the integrity sent (another device wrote first). */
@@ -78,6 +80,10 @@ export class Api {
                 body: payload,
                 signal: controller.signal,
                 credentials: 'omit',
+                // A redirect is not followed: a POST answered 301 or 302 would come back a GET, its write silently
+                // not made, and its answer read as the write's (an http:// address behind a proxy that sends
+                // everything to https:// does that). The person is told to give the address it redirects to.
+                redirect: 'manual',
             });
             text = await response.text(); // within the time-out too: a stalled body counts as no answer
         } catch (error) {
@@ -94,6 +100,13 @@ export class Api {
             parsed = text ? JSON.parse(text) : null;
         } catch {
             parsed = text;
+        }
+        if (response.type === 'opaqueredirect' || (response.status >= 300 && response.status < 400)) {
+            const to = response.headers.get('Location'); // a browser does not show it
+            throw new LorekeeperError(
+                `${this.serverUrl} answered with a redirect${to ? ` to ${to}` : ''}, which the extension does not follow: give the address Lorekeeper is served at (https://, if a proxy in front of it redirects there).`,
+                { status: response.status, redirected: true },
+            );
         }
         if (!response.ok) {
             const retryAfter = Number(response.headers.get('Retry-After')) || 0;

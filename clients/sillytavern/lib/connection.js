@@ -9,7 +9,7 @@ export const CORS_VARIABLE = 'LOREKEEPER_CORS_ORIGINS';
 
 /**
  * @typedef {'connected'|'no_url'|'bad_url'|'no_token'|'mixed_content'|'unauthorized'|'forbidden'|'answered'
- *     |'timeout'|'nothing_listening'|'cors'} OutcomeKind
+ *     |'redirected'|'timeout'|'nothing_listening'|'cors'} OutcomeKind
  * @typedef {{kind: OutcomeKind, status?: number, detail?: string}} Outcome
  */
 
@@ -80,6 +80,7 @@ export function describeConnection(outcome, { serverUrl, origin, timeoutMs = 0 }
         unauthorized: `Lorekeeper at ${url} refused the token (401). Make a new one in Lorekeeper under API tokens and paste it here.`,
         forbidden: `Lorekeeper at ${url} refused this request (403)${detail}.`,
         answered: `${url} answered ${outcome.status}${detail}. Is this the address of Lorekeeper?`,
+        redirected: `${url} answers with a redirect, which the extension does not follow (a write would be lost on the way). Give the address Lorekeeper is served at: https://, if a proxy in front of it redirects there.`,
         timeout: `${url} did not answer within ${Math.round(timeoutMs / 100) / 10} s. Is Lorekeeper running there, and not overloaded?`,
         nothing_listening: `Nothing is listening at ${url}. Start Lorekeeper, or check the host and port.`,
         cors: `Something answers at ${url}, but the browser blocked the request (CORS): Lorekeeper does not allow this page's origin. Add ${origin} to ${CORS_VARIABLE} on the Lorekeeper server and restart it.`,
@@ -107,6 +108,7 @@ export async function checkConnection({ serverUrl, token, pageProtocol = 'http:'
         return { kind: 'connected' };
     } catch (error) {
         if (!(error instanceof LorekeeperError)) return { kind: 'answered', status: 0, detail: String(error) };
+        if (error.redirected) return { kind: 'redirected' };
         if (error.status === 401) return { kind: 'unauthorized' };
         if (error.status === 403) return { kind: 'forbidden', detail: error.message };
         if (error.status) return { kind: 'answered', status: error.status, detail: error.message };

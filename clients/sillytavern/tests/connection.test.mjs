@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
+import { Api, LorekeeperError } from '../lib/api.js';
 import { LINK_RETRY_MAX_MS, LINK_RETRY_MIN_MS, checkConnection, cleartextWarning, describeConnection, isLoopback, linkRetry } from '../lib/connection.js';
 
 const ORIGIN = 'http://127.0.0.1:8000';
@@ -149,5 +150,51 @@ describe('linking again while Lorekeeper does not answer', () => {
         assert.equal(linkRetry(10000, 0, () => 0.999).waitMs, 11998);
         const spread = new Set(Array.from({ length: 50 }, () => linkRetry(10000).waitMs));
         assert.ok(spread.size > 10 && [...spread].every((ms) => ms >= 10000 && ms <= 12000));
+    });
+});
+
+describe('an address that redirects', () => {
+    /** A real HTTP server that sends every request on to /moved/…, as a proxy sending http:// to https:// does. */
+    async function redirecting() {
+        const { createServer } = await import('node:http');
+        const seen = [];
+        const server = createServer((request, response) => {
+            seen.push(`${request.method} ${request.url}`);
+            response.writeHead(request.url.startsWith('/moved') ? 200 : 301, { Location: `/moved${request.url}`, 'Content-Type': 'application/json' });
+            response.end('{"results": []}');
+        });
+        await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+        const base = `http://127.0.0.1:${server.address().port}`;
+        return { base, seen, close: () => new Promise((resolve) => server.close(resolve)) };
+    }
+
+    test('is not followed: the write is not sent again as a read, and the error says why', async () => {
+        const server = await redirecting();
+        try {
+            const api = new Api({ serverUrl: server.base, token: 'lk_good' });
+            await assert.rejects(api.request('POST', 'chats/7/messages', { body: { messages: [] } }), (error) => {
+                assert.ok(error instanceof LorekeeperError && error.redirected && !error.offline);
+                assert.equal(error.status, 301);
+                assert.match(error.message, /answered with a redirect to \/moved\/api\/v1\/chats\/7\/messages/);
+                return true;
+            });
+            assert.deepEqual(server.seen, ['POST /api/v1/chats/7/messages']);
+        } finally {
+            await server.close();
+        }
+    });
+
+    test('is named by Test connection', async () => {
+        const server = await redirecting();
+        try {
+            const outcome = await checkConnection({ serverUrl: server.base, token: 'lk_good', timeoutMs: 2000 });
+            assert.deepEqual(outcome, { kind: 'redirected' });
+            const { message, state } = describeConnection(outcome, { serverUrl: server.base, origin: ORIGIN });
+            assert.equal(state, 'error');
+            assert.match(message, /answers with a redirect, which the extension does not follow/);
+            assert.equal(server.seen.length, 1);
+        } finally {
+            await server.close();
+        }
     });
 });
