@@ -63,11 +63,13 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Before anything that can answer: a preflight OPTIONS is answered here, without authentication, and every API
+    # answer carries the CORS headers, the redirect to https:// (SECURE_SSL_REDIRECT) too, so that the extension,
+    # which follows no redirect, can tell a person that the address redirects rather than "unreachable".
+    "corsheaders.middleware.CorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Every HTML page forbids inline script and eval (apps/common/csp.py).
     "apps.common.csp.ContentSecurityPolicyMiddleware",
-    # Before anything that can answer: a preflight OPTIONS is answered here, without authentication.
-    "corsheaders.middleware.CorsMiddleware",
     "apps.common.uploads.UploadLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -145,6 +145,29 @@ def test_preflight_from_sillytavern_needs_no_token_and_allows_the_write_headers(
     assert "Access-Control-Allow-Credentials" not in response
 
 
+def test_the_redirect_to_https_answers_cors_so_the_extension_can_say_so(client, settings):
+    # The extension follows no redirect (a POST redirected comes back a GET): a browser shows it the redirect only
+    # when the preflight was answered and the 301 carries the CORS headers. Otherwise it is a network error, and
+    # the person reads "unreachable".
+    settings.CORS_ALLOWED_ORIGINS = ["http://127.0.0.1:8000"]
+    settings.SECURE_SSL_REDIRECT = True
+    preflight = client.options(
+        "/api/v1/chats/1/append",
+        HTTP_ORIGIN="http://127.0.0.1:8000",
+        HTTP_ACCESS_CONTROL_REQUEST_METHOD="POST",
+        HTTP_ACCESS_CONTROL_REQUEST_HEADERS="authorization, content-type",
+    )
+    assert preflight.status_code == 200 and preflight["Access-Control-Allow-Origin"] == "http://127.0.0.1:8000"
+    write = client.post(
+        "/api/v1/chats/1/append", {}, content_type="application/json", HTTP_ORIGIN="http://127.0.0.1:8000",
+        HTTP_AUTHORIZATION="Bearer lk_x",
+    )  # fmt: skip
+    assert write.status_code == 301 and write["Location"].startswith("https://")
+    assert write["Access-Control-Allow-Origin"] == "http://127.0.0.1:8000"
+    page = client.get("/accounts/login/", HTTP_ORIGIN="http://127.0.0.1:8000")
+    assert page.status_code == 301 and "Access-Control-Allow-Origin" not in page
+
+
 def test_api_answers_expose_the_etag_to_sillytavern_only(api, settings):
     settings.CORS_ALLOWED_ORIGINS = ["http://127.0.0.1:8000"]
     chat_id = _import(api, fixture_bytes("current_swipes.jsonl")).json()["id"]
