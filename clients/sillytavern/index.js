@@ -167,33 +167,44 @@ async function bindOpenChat() {
     current = sync;
     macroValues = {};
     showStatus({ state: 'binding', message: 'Linking this chat with Lorekeeper…' });
+    let bound = false; // once linked, ChatSync sends what waits and tries again itself, with its own status
+    const again = (ms) => setTimeout(() => current === sync && !bound && bindOpenChat(), ms);
     try {
         await sync.bind();
+        bound = true;
+        linkRetryMs = LINK_RETRY_MIN_MS;
         if (current !== sync) return;
         preloadMacros(sync);
         await sync.flush();
         outageToastShown = false;
-        linkRetryMs = LINK_RETRY_MIN_MS;
         syncBooks();
     } catch (error) {
         if (current !== sync) return;
-        if (error instanceof Superseded || error instanceof NotNow) {
-            // SillyTavern was still loading or switching the chat while it was linked: link it again once it
-            // settles (a switch to another chat makes a new link of its own).
-            setTimeout(() => current === sync && sync.base === null && bindOpenChat(), 1000);
-            return;
-        }
-        if (error instanceof LorekeeperError && error.offline) {
-            const { waitMs, nextMs } = linkRetry(linkRetryMs, error.retryAfter);
-            linkRetryMs = nextMs;
-            showStatus({ state: 'offline', message: `Offline: ${error.message} Trying again in ${Math.round(waitMs / 1000)} s…` });
-            setTimeout(() => current === sync && sync.base === null && bindOpenChat(), waitMs);
-        } else {
-            showStatus({ state: 'error', message: `Could not link this chat: ${error instanceof Error ? error.message : error}` });
-        }
+        // Once linked, what waited and could not be sent is ChatSync's to send: it says so and tries again itself.
+        if (!bound) linkFailed(error, again);
     }
     drawCards();
     refreshStory();
+}
+
+/**
+ * The open chat could not be linked: try again in a second when SillyTavern was still switching it, later each
+ * time while Lorekeeper does not answer (lib/connection.js linkRetry), else say why.
+ * @param {unknown} error
+ * @param {(ms: number) => void} again
+ */
+function linkFailed(error, again) {
+    if (error instanceof Superseded || error instanceof NotNow) {
+        again(1000); // a switch to another chat makes a new link of its own
+    } else if (error instanceof LorekeeperError && error.offline) {
+        const { waitMs, nextMs } = linkRetry(linkRetryMs, error.retryAfter);
+        linkRetryMs = nextMs;
+        const seconds = Math.round(waitMs / 1000);
+        showStatus({ state: 'offline', message: `Offline: ${error.message} Trying again in ${seconds} s (Test connection tries now)…` });
+        again(waitMs);
+    } else {
+        showStatus({ state: 'error', message: `Could not link this chat: ${error instanceof Error ? error.message : error}` });
+    }
 }
 
 function changed() {

@@ -267,7 +267,7 @@ def test_an_outage_still_gives_a_reply_and_everything_syncs_when_lorekeeper_is_b
 
 
 def test_a_chat_opened_while_lorekeeper_is_down_is_linked_when_it_is_back(st, st_open, lorekeeper, live_server):
-    """Linking is tried again less often while Lorekeeper stays unreachable (5 s, then 10, 20… at most 2 min, a
+    """Linking is tried again less often while Lorekeeper stays unreachable (5 s, then 10, 20… at most a minute, a
     fifth more at random), and the chat links at the next try once it answers."""
     relay = Relay(int(live_server.url.rsplit(":", 1)[1]))
     relay.down()

@@ -16,7 +16,7 @@ export const CORS_VARIABLE = 'LOREKEEPER_CORS_ORIGINS';
 /** The first wait before a chat is linked again when Lorekeeper did not answer, the longest, and the longest a
  * server's Retry-After is followed. */
 export const LINK_RETRY_MIN_MS = 5000;
-export const LINK_RETRY_MAX_MS = 120000;
+export const LINK_RETRY_MAX_MS = 60000;
 const RETRY_AFTER_MAX_MS = 600000;
 
 /**
@@ -31,7 +31,7 @@ const RETRY_AFTER_MAX_MS = 600000;
 export function linkRetry(previousMs, retryAfterSeconds = 0, random = Math.random) {
     const base = Math.min(Math.max(Number(previousMs) || 0, LINK_RETRY_MIN_MS), LINK_RETRY_MAX_MS);
     const asked = Math.min(Math.max(Number(retryAfterSeconds) || 0, 0) * 1000, RETRY_AFTER_MAX_MS);
-    return { waitMs: Math.max(Math.round(base * (1 + random() / 5)), asked), nextMs: Math.min(base * 2, LINK_RETRY_MAX_MS) };
+    return { waitMs: Math.round(Math.max(base, asked) * (1 + random() / 5)), nextMs: Math.min(base * 2, LINK_RETRY_MAX_MS) };
 }
 
 /** A name of this machine: localhost, 127.0.0.0/8 or ::1. @param {string} hostname */
@@ -83,7 +83,7 @@ export function describeConnection(outcome, { serverUrl, origin, timeoutMs = 0 }
         redirected: `${url} answers with a redirect, which the extension does not follow (a write would be lost on the way). Give the address Lorekeeper is served at: https://, if a proxy in front of it redirects there.`,
         timeout: `${url} did not answer within ${Math.round(timeoutMs / 100) / 10} s. Is Lorekeeper running there, and not overloaded?`,
         nothing_listening: `Nothing is listening at ${url}. Start Lorekeeper, or check the host and port.`,
-        cors: `Something answers at ${url}, but the browser blocked the request (CORS): Lorekeeper does not allow this page's origin. Add ${origin} to ${CORS_VARIABLE} on the Lorekeeper server and restart it.`,
+        cors: `Something answers at ${url}, but the browser blocked the request (CORS): Lorekeeper does not allow this page's origin. Add ${origin} to ${CORS_VARIABLE} on the Lorekeeper server and restart it.${url.startsWith('http://') ? ' Or the address redirects (a proxy sending http:// to https://): then give the https:// address.' : ''}`,
     };
     const warning = outcome.kind === 'bad_url' || outcome.kind === 'no_url' ? '' : cleartextWarning(serverUrl);
     const message = [messages[outcome.kind] ?? `Connection failed${detail}.`, warning].filter(Boolean).join(' ');
