@@ -59,6 +59,11 @@ describe('checkConnection', () => {
         assert.equal(calls[1].authorization, null, 'the probe carries no token');
         assert.match(shown.message, /CORS/);
         assert.ok(shown.message.includes(`Add ${ORIGIN} to LOREKEEPER_CORS_ORIGINS`), shown.message);
+        // A proxy's redirect from http:// to https:// looks the same to a page: the message names it too.
+        assert.match(shown.message, /Or the address redirects \(a proxy sending http:\/\/ to https:\/\/\)/);
+        const secure = await check({ corsAllowed: false }, { serverUrl: 'https://lore.example' });
+        assert.equal(secure.outcome.kind, 'cors');
+        assert.doesNotMatch(secure.shown.message, /redirects/);
     });
 
     test('401 is about the token', async () => {
