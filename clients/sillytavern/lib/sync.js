@@ -327,6 +327,12 @@ export class ChatSync {
             this.setStatus('error', 'This chat is gone from Lorekeeper: press Test connection to link it again.');
             return;
         }
+        if (error.redirected) {
+            // Sending the whole chat would be redirected too: what waits stays queued for a corrected address.
+            this.failed = true;
+            this.setStatus('error', `${error.message} Sync is stopped until the address is changed (then press Test connection).`);
+            return;
+        }
         this.setStatus('error', `Lorekeeper refused a change (${error.message}); sending the whole chat.`);
         try {
             await this.overwrite();

@@ -137,6 +137,33 @@ describe('ChatSync', () => {
         assert.ok(jsonEqual(fake.state(id), a.host.live));
     });
 
+    syncTest('a redirected write stops the sync with why, sends nothing more and keeps the queue', async () => {
+        const fake = new FakeLorekeeper();
+        const g = gen(5);
+        const a = await device(fake, { state: g.chat(10) });
+        const id = a.sync.chatId;
+        const passed = fake.fetch;
+        /** @type {string[]} */
+        const redirected = [];
+        // The address now answers writes with a redirect, as a proxy sending http:// to https:// does.
+        a.api.fetch = async (url, init = {}) => {
+            if ((init.method ?? 'GET') === 'GET') return passed(url, init);
+            redirected.push(`${init.method} ${url}`);
+            return new Response(null, { status: 301, headers: { Location: 'https://lk.test/' } });
+        };
+        fake.resetCounters();
+        const message = g.user();
+        a.host.live.messages.push(copy(message));
+        await assert.rejects(a.sync.flush(), (e) => e instanceof LorekeeperError && e.redirected && !e.offline);
+        assert.deepEqual(redirected, [`POST http://lk.test/api/v1/chats/${id}/append?mirror=true`], 'the whole chat was not sent again');
+        assert.equal(a.sync.status.state, 'error');
+        assert.match(a.sync.status.message, /answered with a redirect to https:\/\/lk\.test\/.*Sync is stopped until the address is changed/);
+        assert.ok(a.sync.failed);
+        const record = await a.store.get('chat-1');
+        assert.deepEqual(record.queue.map((item) => item.write), [{ kind: 'append', messages: [message] }]);
+        assert.equal(fake.state(id).messages.length, 10);
+    });
+
     syncTest('offline: changes wait in the stored queue, then go out in order', async () => {
         const fake = new FakeLorekeeper();
         const g = gen(4);
