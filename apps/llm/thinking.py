@@ -132,8 +132,7 @@ class ThinkFilter:
             self._tail = window[cut:]
             return ""
         self._think(window[: closed.start()])
-        self.reasoning += "".join(self._thought).strip()
-        self._thought, self._tail = [], ""
+        self._thought_done()
         self._state, self._held = "after", window[closed.end() :]
         return self._after()
 
@@ -142,6 +141,10 @@ class ThinkFilter:
         if text and room > 0:
             self._thought.append(text[:room])
             self._thought_chars += min(len(text), room)
+
+    def _thought_done(self) -> None:
+        self.reasoning += "".join(self._thought).strip()
+        self._thought, self._thought_chars, self._tail = [], 0, ""
 
     def _after(self) -> str:
         shown = self._held.lstrip()
@@ -155,8 +158,7 @@ class ThinkFilter:
         held, self._held = self._held, ""
         if self._state == "inside":
             self._think(self._tail)
-            self.reasoning += "".join(self._thought).strip()
-            self._thought, self._tail = [], ""
+            self._thought_done()
             return ""
         return held.lstrip() if self._state == "start" else ""
 

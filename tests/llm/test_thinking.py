@@ -4,7 +4,7 @@ the answer keeps only what the model meant to say."""
 
 import pytest
 
-from apps.llm.thinking import ThinkFilter, split_message, strip_thinking
+from apps.llm.thinking import REASONING_KEPT, ThinkFilter, split_message, strip_thinking
 
 # ------------------------------------------------------------------------------------------------ text blocks
 
@@ -170,8 +170,6 @@ def test_a_long_streamed_block_is_read_once_and_kept_within_its_bound():
     """A model thinking on in tiny deltas: each delta is searched for the closing tag with the few characters before
     it, not with all that came before (grown and copied each time: the square of the block's length on the event
     loop), and the reasoning kept stops at REASONING_KEPT characters. The closing tag split across deltas is found."""
-    from apps.llm.thinking import REASONING_KEPT
-
     pieces = ["<think>", *["a"] * (REASONING_KEPT + 50_000), "</th", "ink", ">", "Hello."]
     shown, reasoning = _filtered(pieces)
     assert (shown, reasoning) == (["Hello."], "a" * REASONING_KEPT)
