@@ -6,15 +6,16 @@ from django.contrib.auth.models import AbstractUser
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
+from apps.common.jsonsafe import text_stored
 from apps.lorebooks.models import Lorebook, LorebookEntry, LorebookRevision
 
 
 def lorebook_list(*, user: AbstractUser, search: str = "") -> QuerySet[Lorebook]:
-    """The user's books by name, each with its `entry_count`; with `search`, those whose name holds it (a NUL
-    character, which no name holds and PostgreSQL refuses in a query, left out of it)."""
+    """The user's books by name, each with its `entry_count`; with `search`, those whose name holds it (what no
+    name holds and PostgreSQL refuses in a query, NUL and a lone surrogate, left out of it)."""
     # Ordered here: a query that counts (GROUP BY) takes no model's default order.
     books = Lorebook.objects.filter(user=user).annotate(entry_count=Count("entries")).order_by("name", "id")
-    search = search.replace("\x00", "").strip()
+    search = text_stored(search).strip()
     return books.filter(name__icontains=search) if search else books
 
 

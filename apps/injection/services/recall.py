@@ -23,7 +23,7 @@ from apps.chats.services.extension_data import extension_data_put
 from apps.common.exceptions import ApplicationError
 from apps.injection.models import InjectionState
 from apps.injection.services.budgets import budgets_for, classify_turn
-from apps.injection.services.settings import SLOT, injection_settings_get
+from apps.injection.services.settings import SLOT, InjectionSettings, injection_settings_get
 from apps.injection.services.slots import Filled, Item, Scope, fit, render, responder_of
 from apps.llm.tokens import count_tokens
 from apps.memories.models import Kind
@@ -102,7 +102,9 @@ class RecallAsked:
     found: SearchOutcome | None = None
 
 
-def recall_asked(*, user: AbstractUser, chat: Chat, scope: Scope, message: str, settings) -> RecallAsked:
+def recall_asked(
+    *, user: AbstractUser, chat: Chat, scope: Scope, message: str, settings: InjectionSettings
+) -> RecallAsked:
     """A context build's search for the turn, before the other slots are filled: a new one for the pending
     message, unless the stored recall of that same message was edited by a person."""
     target = recall_target(chat=chat, message=message or None)
