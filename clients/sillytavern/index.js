@@ -33,6 +33,10 @@ let macroValues = {};
 let outageToastShown = false;
 /** The wait before the next attempt to link the open chat while Lorekeeper does not answer (lib/connection.js). */
 let linkRetryMs = LINK_RETRY_MIN_MS;
+/** The open chat's next attempt at linking, while one waits (a timer), and the time before which Lorekeeper's
+ * Retry-After asked for none. */
+let relinkTimer = 0;
+let relinkNotBefore = 0;
 /** @type {Api|null} */
 let apiCache = null;
 
@@ -135,6 +139,8 @@ const host = {
 // ------------------------------------------------------------------------------------------------ binding
 
 async function bindOpenChat() {
+    clearTimeout(relinkTimer);
+    relinkTimer = 0;
     current?.close();
     current = null;
     const s = settings();
@@ -168,7 +174,13 @@ async function bindOpenChat() {
     macroValues = {};
     showStatus({ state: 'binding', message: 'Linking this chat with Lorekeeper…' });
     let bound = false; // once linked, ChatSync sends what waits and tries again itself, with its own status
-    const again = (ms) => setTimeout(() => current === sync && !bound && bindOpenChat(), ms);
+    const again = (ms, notBefore = 0) => {
+        relinkNotBefore = notBefore;
+        relinkTimer = setTimeout(() => {
+            relinkTimer = 0;
+            if (current === sync && !bound) bindOpenChat();
+        }, ms);
+    };
     try {
         await sync.bind();
         bound = true;
@@ -201,10 +213,19 @@ function linkFailed(error, again) {
         linkRetryMs = nextMs;
         const seconds = Math.round(waitMs / 1000);
         showStatus({ state: 'offline', message: `Offline: ${error.message} Trying again in ${seconds} s (Test connection tries now)…` });
-        again(waitMs);
+        again(waitMs, error.retryAfter ? Date.now() + error.retryAfter * 1000 : 0);
     } else {
         showStatus({ state: 'error', message: `Could not link this chat: ${error instanceof Error ? error.message : error}` });
     }
+}
+
+/**
+ * The network came back, or the person came back to the tab: the open chat waiting to be linked again is linked now
+ * rather than at its timer, unless Lorekeeper asked for the wait (Retry-After). A wait that goes on stays as long.
+ */
+function relinkNow() {
+    if (!relinkTimer || Date.now() < relinkNotBefore) return;
+    bindOpenChat();
 }
 
 function changed() {
@@ -415,6 +436,10 @@ globalThis.lorekeeperState = () => ({
     setInterval(() => {
         if (document.visibilityState !== 'hidden') changed();
     }, POLL_MS);
-    window.addEventListener('online', changed);
+    window.addEventListener('online', () => {
+        relinkNow();
+        changed();
+    });
+    document.addEventListener('visibilitychange', () => document.visibilityState === 'visible' && relinkNow());
     await bindOpenChat();
 })();

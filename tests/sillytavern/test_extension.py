@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -289,6 +290,39 @@ def test_a_chat_opened_while_lorekeeper_is_down_is_linked_when_it_is_back(st, st
     relay.up()
     save(page)
     assert_mirrored(st, page, lorekeeper.user, "Lorekeeper coming back")
+    relay.down()
+
+
+def test_a_chat_waiting_to_be_linked_is_linked_when_the_network_comes_back(st, st_open, lorekeeper, live_server):
+    """The browser going offline and online again (the network back) links the open chat at once, not at the end of
+    its wait, which by then is 20 s or more."""
+    relay = Relay(int(live_server.url.rsplit(":", 1)[1]))
+    relay.down()
+    st.add_character("Mira", first_mes="Welcome back.")
+    page = st_open(extension=lorekeeper.extension_settings(server_url=relay.url, timeout_ms=3000))
+    open_character(page, "Mira")
+    said = "() => document.getElementById('lorekeeper_status')?.textContent ?? ''"
+    shown = {}
+
+    def long_wait() -> bool:
+        wait = re.search(r"Trying again in (\d+) s", page.evaluate(said))
+        if wait and int(wait[1]) >= 20:
+            shown.update(seconds=int(wait[1]), at=time.monotonic())
+        return bool(shown)
+
+    wait_until(long_wait, timeout=SYNC_TIMEOUT, interval=0.2, message="a wait of 20 s or more")
+    relay.up()
+    page.context.set_offline(True)
+    page.context.set_offline(False)
+    timer = shown["at"] + shown["seconds"] - 0.5  # the earliest the wait's own timer could link it
+    wait_until(
+        lambda: Chat.objects.filter(user=lorekeeper.user).exists(),
+        timeout=max(0.0, timer - 3 - time.monotonic()),
+        interval=0.2,
+        message="linked when the network came back, before the wait ran out",
+    )
+    save(page)
+    assert_mirrored(st, page, lorekeeper.user, "the network coming back")
     relay.down()
 
 
