@@ -76,3 +76,63 @@ def test_a_header_of_a_superscript_digit_is_a_client_key_not_an_id(user):
     lines = story("A room for the night, please.", "Up the stairs, second door.")
     found = chat_for_request(user=user, lines=lines, header="²")
     assert found.chat.client_key == "²" and found.chat.user_id == user.pk
+
+
+def test_a_conversation_sharing_a_storys_opening_goes_on_in_a_branch_and_both_keep_their_messages(user):
+    """Two conversations of a front end that begin alike (no system prompt, the same first words): the second does
+    not cut the first down; each request goes on in the one its history agrees with longest."""
+    first = [Line("user", "hi"), Line("assistant", "Hello, traveller."), Line("user", "Any ships?")]
+    a = stored(user, [*first, Line("assistant", "One came in at dawn, sails torn.")])
+    b = chat_for_request(user=user, lines=[Line("user", "hi")])
+    assert (b.chat.pk, b.how) == (a.pk, "fingerprint")
+    branch = history_sync(chat=b.chat, lines=[Line("user", "hi")], branch_key=b.branch_key).chat
+    assert branch.pk != a.pk and branch.client_key == b.branch_key
+    assert [m.mes for m in a.messages.order_by("index")] == [line.content for line in first] + [
+        "One came in at dawn, sails torn."
+    ]
+    assert [m.mes for m in branch.messages.order_by("index")] == ["hi"]
+    branch.messages.create(index=1, name="Mira", mes="Welcome to the inn.")  # its reply, as the generation stores it
+    Chat.objects.filter(pk=branch.pk).update(message_count=2)
+    b_next = [Line("user", "hi"), Line("assistant", "Welcome to the inn."), Line("user", "A room, please.")]
+    assert chat_for_request(user=user, lines=b_next).chat.pk == branch.pk
+    a_next = [*first, Line("assistant", "One came in at dawn, sails torn."), Line("user", "Which one?")]
+    found = chat_for_request(user=user, lines=a_next)
+    assert found.chat.pk == a.pk
+    assert history_sync(chat=found.chat, lines=a_next, branch_key=found.branch_key).chat.pk == a.pk
+    assert Chat.objects.count() == 2
+
+
+def test_a_story_found_by_its_fingerprint_still_takes_an_edit_of_its_last_exchange(user):
+    reply = "One came in at dawn, sails torn."
+    chat = stored(user, story("Any ships?", reply, Line("user", "Which?"), Line("assistant", "The Heron.")))
+    edited = story("Any ships?", reply, Line("user", "Which one, Mira?"))  # the person's last words edited
+    found = chat_for_request(user=user, lines=edited)
+    synced = history_sync(chat=found.chat, lines=edited, branch_key=found.branch_key)
+    assert (synced.chat.pk, synced.mode) == (chat.pk, "swipe")  # the reply after them asked for again
+    assert synced.written == {"appended": 0, "edited": 1, "deleted": 0}
+    assert Chat.objects.count() == 1
+
+
+def test_a_side_request_sent_with_a_storys_header_is_answered_and_changes_nothing(user):
+    """A front end's title or summary request, sent to the chat its header names: answered, the story untouched."""
+    lines = story("Any ships?", "One came in at dawn.", Line("user", "Which?"), Line("assistant", "The Heron."))
+    found = chat_for_request(user=user, lines=lines, header="my-story")
+    chat = history_sync(chat=found.chat, lines=lines, start=found.start, named=False).chat
+    before = list(chat.messages.order_by("index").values_list("mes", flat=True))
+    title = [Line("user", "Write a short title for this conversation: Any ships? One came in at dawn.")]
+    found = chat_for_request(user=user, lines=title, header="my-story")
+    synced = history_sync(chat=found.chat, lines=title, start=found.start, named=True)
+    assert synced.mode == "impersonate" and synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+    assert list(chat.messages.order_by("index").values_list("mes", flat=True)) == before
+
+
+def test_a_trimmed_history_not_found_in_the_chat_its_header_names_is_not_written_over_it(user):
+    turns = [Line("user" if n % 2 else "assistant", f"Message {n} of the long story.") for n in range(400)]
+    found = chat_for_request(user=user, lines=turns, header="long")
+    chat = history_sync(chat=found.chat, lines=turns, named=True).chat
+    assert chat.message_count == 399  # the last, the person's turn, is stored with the reply's generation
+    trimmed = [*turns[240:340], Line("user", "And the next day?")]  # its end deleted in the front end, then trimmed
+    found = chat_for_request(user=user, lines=trimmed, header="long")
+    synced = history_sync(chat=found.chat, lines=trimmed, start=found.start, named=True)
+    assert synced.mode == "impersonate"
+    assert list(chat.messages.order_by("index").values_list("mes", flat=True)) == [t.content for t in turns[:399]]

@@ -200,7 +200,9 @@ def completion_prepare(
     lap("gateway_parse")
     found = chat_for_request(user=user, lines=lines, header=chat_header or str(named or ""))
     lap("gateway_match")
-    synced = history_sync(chat=found.chat, lines=lines, start=found.start)
+    synced = history_sync(
+        chat=found.chat, lines=lines, start=found.start, branch_key=found.branch_key, named=found.how == "header"
+    )
     lap("gateway_sync")
     prepared = generation_prepare(
         user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection=connection,

@@ -5,7 +5,9 @@
 2. Else by the conversation's fingerprint: the first system message and the messages up to and including the
    person's first one (the greeting and the first words), each with whitespace normalised. Those never change as
    the story grows, so every request of a story has the same fingerprint; two stories of the same card part at the
-   person's first message. The fingerprint is kept as the chat's client key (`gateway:<system>:<story>`).
+   person's first message. The fingerprint is kept as the chat's client key (`gateway:<system>:<story>`), and a
+   branch of the story's (services/sync.py: a conversation that begins alike and would cut it down) as that key,
+   `/` and a suffix: of these the one the history agrees with longest is the story.
 3. Else the person edited their first message (or the greeting): the fingerprint is new, but a chat with the same
    system prompt holds the same speakers message by message, and at least one reply after the person's first
    message word for word (two stories of one card part at the person's first message, so their replies differ).
@@ -23,11 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import uuid
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
 from django.utils import timezone
 
 from apps.chats.models import Character, Chat, Message
@@ -37,8 +40,10 @@ from apps.chats.services.chats import chat_create, client_key_lock
 from apps.chats.services.start import chat_file_title
 from apps.common.exceptions import ApplicationError
 from apps.gateway.services.request import Line, said
+from apps.gateway.services.sync import agreement
 
 KEY_PREFIX = "gateway"
+BRANCH = "/"  # a branch's key: its story's, this, and a suffix of its own
 MAX_KEY = 500
 WINDOW_CHECK = 2  # messages that must stand in order for a trimmed history to be found in a chat
 WINDOW_SLACK = 50  # messages deleted in the front end since, that a trimmed history may still be found past
@@ -60,6 +65,9 @@ class Found:
     chat: Chat
     start: int  # the index of the chat's message the request's history starts at
     how: str  # header | fingerprint | edited | window | new
+    # Found by a guess (fingerprint, window): the key of the branch the request goes on in if it would rewrite the
+    # chat further back than its last exchange (services/sync.py)
+    branch_key: str = ""
 
 
 def _digest(value) -> str:
@@ -129,12 +137,12 @@ def _window_in(chats: list[tuple[int, int]], history: list[Line]) -> tuple[int, 
     where = Q()
     for chat_id, count in chats:
         where |= Q(chat_id=chat_id, index__gte=max(1, count - len(history) - WINDOW_SLACK))
-    rank = {chat_id: n for n, (chat_id, _) in enumerate(chats)}
-    candidates = sorted(
+    rank = Case(*[When(chat_id=chat_id, then=Value(n)) for n, (chat_id, _) in enumerate(chats)])
+    candidates = (  # the most recently written chats' first, before the cap, the latest place in each first
         Message.objects.filter(where, is_user=head[0].role == "user", is_system=False)
         .filter(mes__contains=head[0].content.strip()[:200])
-        .values_list("chat_id", "index")[:50],
-        key=lambda found: (rank[found[0]], -found[1]),
+        .order_by(rank, "-index")
+        .values_list("chat_id", "index")[:50]
     )
     for chat_id, index in candidates:
         following = list(
@@ -170,9 +178,15 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
         return Found(chat, _window_at(chat, _history(lines)) if _moved(chat, lines) else 0, "header")
     key = fingerprint(lines)
     client_key_lock(user=user, client_key=key)
-    chat = Chat.objects.filter(user=user, client_key=key).first()
-    if chat is not None:
-        return Found(chat, 0, "fingerprint")
+    # The story, or the branch of it (services/sync.py) the history agrees with longest, the most recent first
+    stories = list(
+        Chat.objects.filter(Q(client_key=key) | Q(client_key__startswith=key + BRANCH), user=user).order_by(
+            "-updated_at", "-pk"
+        )[:WINDOW_CHATS]
+    )
+    if stories:
+        chat = stories[0] if len(stories) == 1 else max(stories, key=lambda c: agreement(chat=c, lines=lines))
+        return Found(chat, 0, "fingerprint", _branch_key(key))
     system_key = key.rsplit(":", 1)[0] + ":"
     same_system = (
         Chat.objects.filter(user=user, client_key__startswith=system_key)
@@ -186,8 +200,13 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
         return Found(Chat.objects.get(pk=edited), 0, "edited")
     window = _window_in(same_system, _history(lines))
     if window is not None:
-        return Found(Chat.objects.get(pk=window[0]), window[1], "window")
+        chat = Chat.objects.get(pk=window[0])
+        return Found(chat, window[1], "window", _branch_key(chat.client_key.split(BRANCH)[0]))
     return Found(_new_chat(user, lines, key), 0, "new")
+
+
+def _branch_key(key: str) -> str:
+    return f"{key}{BRANCH}{uuid.uuid4().hex[:12]}"
 
 
 def _edited_opening(chats: list[int], history: list[Line]) -> int | None:

@@ -16,6 +16,16 @@ From where the request's history starts in the chat (services/match.py), message
   (generation's impersonate mode).
 Messages SillyTavern hides from the model (`is_system`) are not compared; a request with no history (only system
 messages) changes nothing.
+
+What a chat holds is never rewritten on a guess:
+- a chat found by its fingerprint or by position (services/match.py), of which the request would delete or
+  replace more than its last exchange (its last two messages), is left as it is: the request goes on in a branch of
+  it holding the messages before (another story with the same opening, a branch made in the front end, or messages
+  deleted there), kept under the fingerprint's key and a suffix of its own, where the story's next requests find it
+  (an edit of an earlier message, the same speakers throughout, is written in place);
+- a chat named by the request (the header) that the history does not fit (fewer than half the messages compared
+  the chat's, where the speakers agree: a front end's side request, for a title or a summary, sent with the header;
+  a trimmed history not found in it) is answered and not stored.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from django.db import transaction
 
 from apps.chats.models import Chat, Message
 from apps.chats.selectors import history_digests
+from apps.chats.services.branch import chat_branch
 from apps.chats.services.chats import chat_lock
 from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
 from apps.chats.services.start import send_date
@@ -105,6 +116,17 @@ def _agreeing(ours: str, theirs: str, count: int, *, width: int = 1) -> int:
     return agree
 
 
+def agreement(*, chat: Chat, lines: list[Line]) -> int:
+    """How many of the request's history messages, from the first on, the chat holds as they are (speaker and
+    text, compared by digest): which of a story's branches the request goes on."""
+    history = [line for line in lines if line.role != "system"]
+    stored = history_digests(chat=chat)
+    cut = min(len(history), len(stored.indices))
+    speakers = "".join(["u" if line.role == "user" else "a" for line in history[:cut]])
+    cut = _agreeing(speakers, stored.speakers, cut)
+    return _agreeing("".join([_DIGESTS.of(line.content) for line in history[:cut]]), stored.md5, cut, width=32)
+
+
 def _changed(chat: Chat, index: int, line: Line) -> bool:
     return line.said != said(Message.objects.values_list("mes", flat=True).get(chat=chat, index=index))
 
@@ -142,10 +164,15 @@ def _append(chat: Chat, lines: list[dict[str, Any]]) -> Chat:
 
 
 @transaction.atomic
-def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
+def history_sync(
+    *, chat: Chat, lines: list[Line], start: int = 0, branch_key: str = "", named: bool = False
+) -> Synced:
     """Write what the request's history changes in the chat (from message `start` on) and answer how the reply is
     asked for: a new reply (to `message`, the person's turn, when it is new), a swipe, or a continuation. Runs in
-    the caller's transaction, the chat locked from the comparison on."""
+    the caller's transaction, the chat locked from the comparison on. `branch_key`: the chat was found by a guess,
+    and a request that would rewrite it further back than its last exchange goes on in a branch with that key;
+    `named`: the request named the chat, and a history sharing nothing with it is not stored (the module's
+    docstring)."""
     chat = chat_lock(chat=chat)
     history = [line for line in lines if line.role != "system"]
     if not history:  # only a system prompt: nothing of the chat is said, so nothing of it is deleted
@@ -164,18 +191,27 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
     digests = "".join([held.get(line.content) or digest(line.content) for line in history[:cut]])
     same = _agreeing(digests, stored.md5, cut, width=32)
     synced.indices[:same] = stored.indices[:same]
+    edited = []  # the positions of the history whose message says something else than the chat's
     for n in range(same, cut):
         line, index = history[n], stored.indices[n]
         if digests[32 * n : 32 * n + 32] == stored.md5[32 * n : 32 * n + 32]:
             synced.indices[n] = index
         elif _changed(chat, index, line):
-            operations += _edit(chat, index, line.content)
-            synced.written["edited"] += 1
-            synced.indices[n] = index
+            edited.append(n)  # (the same words spaced otherwise: not an edit, and the prompt keeps them as sent)
     impersonate = _answered_only(lines, history)
     regenerate = not impersonate and (
         cut == len(history) == len(stored.indices) - 1 and history[-1].role == "user" and stored.speakers[-1] == "a"
     )
+    deleted_from = cut if not regenerate and cut < len(stored.indices) else len(stored.indices)
+    if branch_key and deleted_from < len(stored.indices) - 2:
+        return _branched(chat, lines, start, stored.indices[deleted_from - 1] if deleted_from else None, branch_key)
+    agreeing = cut - len(edited)
+    if named and len(stored.indices) >= 2 and (cut == 0 or agreeing * 2 < cut):  # shares (almost) nothing
+        return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[None] * len(history))
+    for n in edited:
+        operations += _edit(chat, stored.indices[n], history[n].content)
+        synced.written["edited"] += 1
+        synced.indices[n] = stored.indices[n]
     if regenerate:
         synced.mode = Generation.Mode.SWIPE
     elif cut < len(stored.indices):  # the request ends before the chat does: the rest was deleted in the front end
@@ -198,3 +234,15 @@ def history_sync(*, chat: Chat, lines: list[Line], start: int = 0) -> Synced:
         synced.mode = Generation.Mode.CONTINUE
     synced.chat = chat
     return synced
+
+
+def _branched(chat: Chat, lines: list[Line], start: int, last: int | None, key: str) -> Synced:
+    """The request written into a branch of `chat` holding its messages up to `last` (the last the two agree on), or
+    answered and not stored when they agree on none."""
+    history = [line for line in lines if line.role != "system"]
+    if last is None:
+        return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[None] * len(history))
+    branch = chat_branch(chat=chat, index=last)
+    Chat.objects.filter(pk=branch.pk).update(client_key=key)
+    branch.client_key = key
+    return history_sync(chat=branch, lines=lines, start=start)
