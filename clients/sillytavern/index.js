@@ -8,7 +8,7 @@ import { extensionPrompts, macroTexts } from './lib/prompts.js';
 import { renderRecallCards } from './lib/recall.js';
 import { notSyncedReason, storedSettings } from './lib/settings.js';
 import { IndexedDbStore } from './lib/store.js';
-import { ChatSync, NotNow, Superseded, withRecall } from './lib/sync.js';
+import { ChatSync, MergeDeferred, NotNow, Superseded, withRecall } from './lib/sync.js';
 import { settingsPanel } from './panel.js';
 import { bookSender } from './world-info-sync.js';
 
@@ -200,14 +200,15 @@ async function bindOpenChat() {
 }
 
 /**
- * The open chat could not be linked: try again in a second when SillyTavern was still switching it, later each
+ * The open chat could not be linked: try again in a second when SillyTavern was still switching it (or writing a
+ * reply, or editing a message, under which Lorekeeper's version cannot replace it), later each
  * time while Lorekeeper does not answer (lib/connection.js linkRetry), else say why.
  * @param {unknown} error
  * @param {(ms: number) => void} again
  */
 function linkFailed(error, again) {
-    if (error instanceof Superseded || error instanceof NotNow) {
-        again(1000); // a switch to another chat makes a new link of its own
+    if (error instanceof Superseded || error instanceof NotNow || error instanceof MergeDeferred) {
+        again(1000); // a switch to another chat makes a new link of its own; a reply or an edit under way ends
     } else if (error instanceof LorekeeperError && error.offline) {
         const { waitMs, nextMs } = linkRetry(linkRetryMs, error.retryAfter);
         linkRetryMs = nextMs;

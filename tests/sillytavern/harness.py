@@ -626,7 +626,8 @@ def swipe(page, direction: str = "right", *, timeout: float = 30.0) -> dict[str,
     return live_chat(page)[index]
 
 
-def _start_edit(page, index: int):
+def start_edit(page, index: int):
+    """Open message `index` in SillyTavern's editor (its pencil button) and leave it open."""
     message = page.locator(f'#chat .mes[mesid="{index}"]')
     message.scroll_into_view_if_needed()
     message.hover()
@@ -637,7 +638,7 @@ def _start_edit(page, index: int):
 
 def edit_message(page, index: int, text: str, *, timeout: float = 10.0) -> dict[str, Any]:
     """Edit message `index` through its pencil button and confirm; returns the message."""
-    message = _start_edit(page, index)
+    message = start_edit(page, index)
     page.locator("#curEditTextarea").fill(text)
     message.locator(".mes_edit_done").click()
     page.wait_for_function(
@@ -652,7 +653,7 @@ def delete_message(page, index: int, *, swipe_only: bool = False, timeout: float
     """Delete message `index` through its edit menu and the confirmation popup. `swipe_only` deletes just the shown
     swipe (offered for the last message when it has several)."""
     before = live_chat(page)
-    _start_edit(page, index)
+    start_edit(page, index)
     page.locator(f'#chat .mes[mesid="{index}"] .mes_edit_delete').click()
     if page.evaluate("() => SillyTavern.getContext().powerUserSettings.confirm_message_delete"):
         popup = page.locator("dialog.popup[open]")
@@ -772,7 +773,7 @@ class Relay:
 def move_message(page, index: int, direction: str, *, timeout: float = 10.0) -> None:
     """Move message `index` one place up or down with its edit menu's arrows, then close the editor."""
     before = live_chat(page)
-    message = _start_edit(page, index)
+    message = start_edit(page, index)
     message.locator(f".mes_edit_{direction}").click()
     target = index - 1 if direction == "up" else index + 1
     page.wait_for_function(

@@ -12,6 +12,7 @@ import pytest
 from apps.accounts.services import settings_document_get
 from apps.chats.models import Character, Chat
 from apps.chats.services.chats import chat_export_lines
+from apps.chats.services.writes import chat_append
 from apps.injection.services.recall import recall_stored
 from apps.injection.services.settings import injection_settings_save
 from apps.memories.services.memories import memory_create
@@ -27,6 +28,7 @@ from tests.sillytavern.harness import (
     read_chat_file,
     run_command,
     send_message,
+    start_edit,
     swipe,
     wait_until,
 )
@@ -323,6 +325,38 @@ def test_a_chat_waiting_to_be_linked_is_linked_when_the_network_comes_back(st, s
     )
     save(page)
     assert_mirrored(st, page, lorekeeper.user, "the network coming back")
+    relay.down()
+
+
+def test_a_chat_linked_while_a_message_is_being_edited_is_merged_once_the_edit_ends(
+    st, st_open, lorekeeper, live_server
+):
+    """A browser that never synced this chat opens it while Lorekeeper, which holds more of it, cannot be reached;
+    when it links, a message is open in SillyTavern's editor, under which the merged chat cannot be shown: it tries
+    again until the editor closes."""
+    relay = Relay(int(live_server.url.rsplit(":", 1)[1]))
+    st.add_character("Mira", first_mes="Welcome back.")
+    settings = lorekeeper.extension_settings(server_url=relay.url, timeout_ms=3000)
+    first = st_open(extension=settings)
+    open_character(first, "Mira")
+    save(first)
+    assert_mirrored(st, first, lorekeeper.user, "opening the chat")
+    first.context.close()
+    relay.down()
+    chat = Chat.objects.get(user=lorekeeper.user)
+    written = {"name": "You", "is_user": True, "is_system": False, "send_date": "", "mes": "Written elsewhere."}
+    chat_append(chat=chat, messages=[written], integrity=chat.integrity)
+    page = st_open(extension=settings)  # a browser of its own: nothing of this chat's sync saved in it
+    open_character(page, "Mira")
+    wait_until(lambda: status(page) == "offline", timeout=SYNC_TIMEOUT, message="the panel says offline")
+    start_edit(page, 0)
+    relay.up()
+    page.wait_for_timeout(8000)  # the next try at linking (5 s on) meets the open editor
+    assert [m["mes"] for m in live_chat(page)] == ["Welcome back."]
+    page.locator('#chat .mes[mesid="0"] .mes_edit_cancel').click()
+    save(page)
+    assert_mirrored(st, page, lorekeeper.user, "the editor closed")
+    assert [m["mes"] for m in live_chat(page)] == ["Welcome back.", "Written elsewhere."]
     relay.down()
 
 
