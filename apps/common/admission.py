@@ -20,6 +20,7 @@ import asyncio
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 
+from apps.common.asgi_answers import answer_headers
 from apps.common.views import RETRY_AFTER_SECONDS, plain_page
 
 MESSAGE = "The server is busy: the request was not started. Try again in a few seconds."
@@ -76,8 +77,7 @@ def admission(app):
             await app(scope, receive_admitted, send_released)
         except _NoPlace:
             response = busy_response(scope.get("path", ""))
-            headers = [(key.lower().encode(), value.encode()) for key, value in response.items()]
-            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.start", "status": 503, "headers": answer_headers(scope, response)})
             await send({"type": "http.response.body", "body": response.content})
         finally:
             release()

@@ -19,6 +19,7 @@ import asyncio
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 
+from apps.common.asgi_answers import answer_headers
 from apps.common.views import plain_page
 
 MESSAGE = "The request's body arrived too slowly."
@@ -61,8 +62,8 @@ def body_time_limit(app):
         await app(scope, receive_timed, send)
         if state["late"]:
             response = too_slow_response(scope.get("path", ""))
-            headers = [(b"content-type", response["Content-Type"].encode()), (b"connection", b"close")]
-            await send({"type": "http.response.start", "status": 408, "headers": headers})
+            response["Connection"] = "close"
+            await send({"type": "http.response.start", "status": 408, "headers": answer_headers(scope, response)})
             await send({"type": "http.response.body", "body": response.content})
 
     return timed

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.files.uploadhandler import FileUploadHandler
 from django.http import HttpResponse, JsonResponse
 
+from apps.common.asgi_answers import answer_headers
 from apps.common.exceptions import ApplicationError
 from apps.common.views import plain_page
 
@@ -110,13 +111,7 @@ def limit_asgi_body(app):
             await app(scope, counted, send)
         if state["over"]:
             response = too_large_response(scope.get("path", ""), limit)
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 413,
-                    "headers": [(b"content-type", response["Content-Type"].encode())],
-                }
-            )
+            await send({"type": "http.response.start", "status": 413, "headers": answer_headers(scope, response)})
             await send({"type": "http.response.body", "body": response.content})
 
     return limited

@@ -11,6 +11,7 @@ import pytest
 from django.test import override_settings
 
 from apps.common.admission import admission
+from apps.common.uploads import limit_asgi_body
 
 
 class Held:
@@ -39,7 +40,9 @@ class Held:
             self.working -= 1
 
 
-async def call(app, *, path: str = "/api/v1/chats/", chunks: list[bytes] | None = None, gap: float = 0.0):
+async def call(
+    app, *, path: str = "/api/v1/chats/", chunks: list[bytes] | None = None, gap: float = 0.0, origin: str = ""
+):
     """One request through `app`: its status, headers and body."""
     chunks = chunks or [b""]
     queue = [
@@ -57,7 +60,8 @@ async def call(app, *, path: str = "/api/v1/chats/", chunks: list[bytes] | None 
     async def send(message):
         sent.append(message)
 
-    await app({"type": "http", "path": path, "method": "POST", "headers": []}, receive, send)
+    headers = [(b"origin", origin.encode())] if origin else []
+    await app({"type": "http", "path": path, "method": "POST", "headers": headers}, receive, send)
     start = next(m for m in sent if m["type"] == "http.response.start")
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return start["status"], dict(start["headers"]), body
@@ -80,6 +84,27 @@ def test_a_request_past_the_places_waits_then_is_told_the_server_is_busy():
         inner.go.set()
         assert (await first)[0] == 200
         assert (await queued)[0] == 200
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))  # a regression fails, never hangs
+
+
+@override_settings(LOREKEEPER_ADMISSION={"places": 1, "wait": 0.3}, CORS_ALLOWED_ORIGINS=["http://127.0.0.1:8000"])
+def test_a_page_on_an_allowed_origin_can_read_that_the_server_is_busy_and_when_to_come_back():
+    """The 503 is given outside Django's middleware, with the CORS headers it would have added: the extension then
+    reads "busy" and Retry-After, not a failed cross-origin request. Another origin gets none."""
+
+    async def scenario():
+        inner = Held()
+        app = admission(inner)
+        first = asyncio.create_task(call(app))
+        await asyncio.sleep(0.05)
+        status, headers, _ = await call(app, origin="http://127.0.0.1:8000")
+        assert status == 503 and headers[b"access-control-allow-origin"] == b"http://127.0.0.1:8000"
+        assert b"retry-after" in headers[b"access-control-expose-headers"].lower().split(b", ")
+        status, headers, _ = await call(app, origin="http://elsewhere.example")
+        assert status == 503 and b"access-control-allow-origin" not in headers
+        inner.go.set()
+        await first
 
     asyncio.run(asyncio.wait_for(scenario(), 10))  # a regression fails, never hangs
 
@@ -154,3 +179,20 @@ def test_without_places_every_request_goes_straight_through(places):
             assert [(await task)[0] for task in tasks] == [200] * 5
 
         asyncio.run(asyncio.wait_for(scenario(), 10))  # a regression fails, never hangs
+
+
+@override_settings(LOREKEEPER_MAX_UPLOAD_BYTES=10, CORS_ALLOWED_ORIGINS=["http://127.0.0.1:8000"])
+def test_a_body_over_the_upload_limit_is_refused_with_the_cors_headers_an_allowed_page_needs_to_read_it():
+    """The upload limit's 413 is given outside Django's middleware too (apps/common/uploads.py)."""
+
+    async def scenario():
+        async def reads_its_body(scope, receive, send):  # as Django: stops at the disconnect it is told of
+            while (message := await receive())["type"] == "http.request" and message.get("more_body"):
+                pass
+
+        app = limit_asgi_body(reads_its_body)
+        status, headers, body = await call(app, chunks=[b"x" * 11], origin="http://127.0.0.1:8000")
+        assert status == 413 and headers[b"access-control-allow-origin"] == b"http://127.0.0.1:8000"
+        assert headers[b"content-type"] == b"application/json" and json.loads(body)["message"]
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
