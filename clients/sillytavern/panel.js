@@ -1,7 +1,7 @@
 // The extension's panel in SillyTavern's Extensions drawer (settings.html): the server and token a person types,
 // Test connection, the open chat's status line and its "This story" section.
 
-import { checkConnection, cleartextWarning, describeConnection } from './lib/connection.js';
+import { checkConnection, cleartextWarning, describeConnection, serverUrlProblem } from './lib/connection.js';
 import { consentNotice, pipelineText } from './lib/story.js';
 
 const TEST_TIMEOUT_MS = 8000;
@@ -120,7 +120,11 @@ export function settingsPanel({ ctx, settings, api, linked, relink, clearSlots, 
         input('lorekeeper_sync_assistant').checked = s.sync_assistant;
         input('lorekeeper_inject').checked = s.inject;
         input('lorekeeper_timeout_ms').value = String(s.timeout_ms);
-        const warnCleartext = () => showConnection('offline', cleartextWarning(settings().server_url));
+        // What is wrong with the address as typed, else a warning when the token would travel in clear.
+        const warnCleartext = () => {
+            const problem = serverUrlProblem(settings().server_url);
+            showConnection(problem ? 'error' : 'offline', problem ? `The server URL: ${problem}` : cleartextWarning(settings().server_url));
+        };
         warnCleartext();
         input('lorekeeper_timeout_ms').addEventListener('change', savePanel);
         // Another server or token: the open chat is linked again through it (its status line follows).

@@ -147,6 +147,27 @@ def test_a_url_where_nothing_listens_says_nothing_is_listening(st, st_open):
     assert "CORS" not in outcome
 
 
+def test_an_address_typed_without_http_is_said_to_need_it_where_the_person_looks(st, st_open, lorekeeper):
+    """Typed without its scheme, the address would be a path on SillyTavern's own server (the token sent there): the
+    panel says what to add as soon as the field is left, the chat's status line says it too, and nothing is sent."""
+    st.add_character("Mira", first_mes="Welcome back.")
+    page = st_open(extension={})
+    open_character(page, "Mira")
+    open_panel(page)
+    typed = lorekeeper.url.removeprefix("http://")
+    type_connection(page, typed, lorekeeper.token)
+    said = page.locator("#lorekeeper_connection")
+    expected = f"needs http:// or https:// before it: http://{typed} (or https://{typed})"
+    assert expected in said.inner_text() and said.get_attribute("data-state") == "error"
+    status = page.locator("#lorekeeper_status")
+    page.wait_for_function(
+        "(text) => document.getElementById('lorekeeper_status')?.textContent.includes(text)", arg=expected
+    )
+    assert status.inner_text().startswith("Not connected:")
+    assert expected in test_connection(page)
+    assert not Chat.objects.filter(user=lorekeeper.user).exists()
+
+
 def test_an_origin_lorekeeper_does_not_allow_names_the_setting_and_the_origin(st, st_open, lorekeeper, settings):
     settings.CORS_ALLOWED_ORIGINS = ["http://elsewhere.example:8000"]
     page = st_open(extension={})

@@ -51,6 +51,21 @@ export function parseServerUrl(text) {
 }
 
 /**
+ * What is wrong with the server URL as typed, in words for the panel; empty when it is an http(s) URL or empty. An
+ * address typed without its scheme (`127.0.0.1:8720`) would otherwise be read by the browser as a path on
+ * SillyTavern's own server, or as a scheme of its own (`localhost:8720`).
+ * @param {string} text
+ */
+export function serverUrlProblem(text) {
+    const typed = String(text || '').trim();
+    if (!typed || parseServerUrl(typed)) return '';
+    if (!typed.includes('://') && parseServerUrl(`http://${typed}`)) {
+        return `the address needs http:// or https:// before it: http://${typed} (or https://${typed}).`;
+    }
+    return `"${typed}" is not an http:// or https:// address.`;
+}
+
+/**
  * A warning when the token would cross the network unencrypted: plain http:// to a host that is not this machine.
  * Empty otherwise.
  * @param {string} serverUrl
@@ -74,7 +89,7 @@ export function describeConnection(outcome, { serverUrl, origin, timeoutMs = 0 }
     const messages = {
         connected: `Connected to Lorekeeper at ${url}.`,
         no_url: 'Type the address of your Lorekeeper server, e.g. http://127.0.0.1:8720.',
-        bad_url: `"${url}" is not an http:// or https:// address.`,
+        bad_url: `The server URL: ${serverUrlProblem(url)}`,
         no_token: 'Paste an API token: make one in Lorekeeper under API tokens.',
         mixed_content: `This page is served over https://, so the browser blocks plain http:// requests to ${url}. Give Lorekeeper an https:// address.`,
         unauthorized: `Lorekeeper at ${url} refused the token (401). Make a new one in Lorekeeper under API tokens and paste it here.`,

@@ -4,16 +4,16 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { Api, LorekeeperError } from '../lib/api.js';
-import { LINK_RETRY_MAX_MS, LINK_RETRY_MIN_MS, checkConnection, cleartextWarning, describeConnection, isLoopback, linkRetry } from '../lib/connection.js';
+import { LINK_RETRY_MAX_MS, LINK_RETRY_MIN_MS, checkConnection, cleartextWarning, describeConnection, isLoopback, linkRetry, serverUrlProblem } from '../lib/connection.js';
 
 const ORIGIN = 'http://127.0.0.1:8000';
 
 /**
  * A fetch that fails as a browser's does: a TypeError with no detail for a refused connection and for a CORS
  * refusal alike, an AbortError when the signal fires. `no-cors` requests get an opaque answer from any listener.
- * @param {{listening?: boolean, corsAllowed?: boolean, status?: number, body?: any, hang?: boolean}} server
+ * @param {{listening?: boolean, corsAllowed?: boolean, status?: number, body?: any, hang?: boolean, retryAfter?: string}} server
  */
-function browserFetch({ listening = true, corsAllowed = true, status = 200, body = { results: [] }, hang = false }) {
+function browserFetch({ listening = true, corsAllowed = true, status = 200, body = { results: [] }, hang = false, retryAfter = '' }) {
     const calls = [];
     const fetch = async (url, init = {}) => {
         calls.push({ url, mode: init.mode ?? 'cors', authorization: init.headers?.Authorization ?? null });
@@ -23,7 +23,8 @@ function browserFetch({ listening = true, corsAllowed = true, status = 200, body
         }
         if (init.mode === 'no-cors') return new Response(null, { status: 200 });
         if (!corsAllowed) throw new TypeError('Failed to fetch');
-        return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
+        const headers = { 'Content-Type': 'application/json', ...(retryAfter ? { 'Retry-After': retryAfter } : {}) };
+        return new Response(JSON.stringify(body), { status, headers });
     };
     return { fetch, calls };
 }
@@ -202,5 +203,28 @@ describe('an address that redirects', () => {
         } finally {
             await server.close();
         }
+    });
+});
+
+describe('the server URL as typed', () => {
+    test('an address without its scheme is said to need http:// or https://', () => {
+        for (const typed of ['127.0.0.1:8720', 'localhost:8720', 'lk.example.com', ' lk.example.com/ ']) {
+            const problem = serverUrlProblem(typed);
+            assert.match(problem, /needs http:\/\/ or https:\/\/ before it: http:\/\/\S+ \(or https:\/\/\S+\)\.$/, typed);
+            assert.ok(problem.includes(`http://${typed.trim()}`), problem);
+        }
+    });
+
+    test('an http(s) address or none is no problem; another scheme or nonsense is named', () => {
+        for (const typed of ['', '  ', 'http://127.0.0.1:8720', 'https://lk.example.com/']) assert.equal(serverUrlProblem(typed), '', typed);
+        assert.equal(serverUrlProblem('ftp://lk.example.com'), '"ftp://lk.example.com" is not an http:// or https:// address.');
+        assert.equal(serverUrlProblem('http://'), '"http://" is not an http:// or https:// address.');
+    });
+
+    test('Test connection says the same of an address without its scheme, without trying it', async () => {
+        const { outcome, calls, shown } = await check({}, { serverUrl: '127.0.0.1:8720' });
+        assert.equal(outcome.kind, 'bad_url');
+        assert.equal(calls.length, 0);
+        assert.equal(shown.message, 'The server URL: the address needs http:// or https:// before it: http://127.0.0.1:8720 (or https://127.0.0.1:8720).');
     });
 });

@@ -52,3 +52,9 @@ test('not connected, no chat and sync off are said first', () => {
     assert.equal(notSyncedReason({ ...base, clientKey: null }), 'No chat open.');
     assert.equal(notSyncedReason({ ...base, sync: false }), 'Sync is off.');
 });
+
+test('an address typed without http:// is said before anything is tried', () => {
+    const state = { configured: true, urlProblem: 'the address needs http:// or https:// before it: http://lk.example (or https://lk.example).', clientKey: 'k', avatar: 'Mira.png', sync: true, syncAssistant: false, inject: true };
+    assert.equal(notSyncedReason(state), `Not connected: ${state.urlProblem}`);
+    assert.equal(notSyncedReason({ ...state, urlProblem: '' }), null);
+});
