@@ -8,9 +8,9 @@ import { Api, LorekeeperError } from './api.js';
 export const CORS_VARIABLE = 'LOREKEEPER_CORS_ORIGINS';
 
 /**
- * @typedef {'connected'|'no_url'|'bad_url'|'no_token'|'mixed_content'|'unauthorized'|'forbidden'|'answered'
+ * @typedef {'connected'|'no_url'|'bad_url'|'no_token'|'mixed_content'|'unauthorized'|'forbidden'|'busy'|'answered'
  *     |'redirected'|'timeout'|'nothing_listening'|'cors'} OutcomeKind
- * @typedef {{kind: OutcomeKind, status?: number, detail?: string}} Outcome
+ * @typedef {{kind: OutcomeKind, status?: number, detail?: string, retryAfter?: number}} Outcome
  */
 
 /** The first wait before a chat is linked again when Lorekeeper did not answer, the longest, and the longest a
@@ -94,6 +94,7 @@ export function describeConnection(outcome, { serverUrl, origin, timeoutMs = 0 }
         mixed_content: `This page is served over https://, so the browser blocks plain http:// requests to ${url}. Give Lorekeeper an https:// address.`,
         unauthorized: `Lorekeeper at ${url} refused the token (401). Make a new one in Lorekeeper under API tokens and paste it here.`,
         forbidden: `Lorekeeper at ${url} refused this request (403)${detail}.`,
+        busy: `Lorekeeper at ${url} is busy (${outcome.status}): try again in ${outcome.retryAfter ? `${outcome.retryAfter} s` : 'a few seconds'}.`,
         answered: `${url} answered ${outcome.status}${detail}. Is this the address of Lorekeeper?`,
         redirected: `${url} answers with a redirect, which the extension does not follow (a write would be lost on the way). Give the address Lorekeeper is served at: https://, if a proxy in front of it redirects there.`,
         timeout: `${url} did not answer within ${Math.round(timeoutMs / 100) / 10} s. Is Lorekeeper running there, and not overloaded?`,
@@ -126,6 +127,7 @@ export async function checkConnection({ serverUrl, token, pageProtocol = 'http:'
         if (error.redirected) return { kind: 'redirected' };
         if (error.status === 401) return { kind: 'unauthorized' };
         if (error.status === 403) return { kind: 'forbidden', detail: error.message };
+        if (error.status === 429 || error.status === 503) return { kind: 'busy', status: error.status, retryAfter: error.retryAfter };
         if (error.status) return { kind: 'answered', status: error.status, detail: error.message };
         if (error.timedOut) return { kind: 'timeout' };
     }

@@ -206,6 +206,18 @@ describe('an address that redirects', () => {
     });
 });
 
+describe('a busy server', () => {
+    test('503 or 429 is said to be busy, with the wait it asked for, not a wrong address', async () => {
+        const busy = { message: 'The server is busy: the request was not started. Try again in a few seconds.' };
+        const { outcome, shown } = await check({ status: 503, body: busy, retryAfter: '5' });
+        assert.deepEqual(outcome, { kind: 'busy', status: 503, retryAfter: 5 });
+        assert.equal(shown.message, 'Lorekeeper at http://127.0.0.1:8720 is busy (503): try again in 5 s.');
+        const limited = await check({ status: 429, body: { detail: 'Request was throttled.' } });
+        assert.equal(limited.shown.message, 'Lorekeeper at http://127.0.0.1:8720 is busy (429): try again in a few seconds.');
+        assert.doesNotMatch(limited.shown.message, /address/);
+    });
+});
+
 describe('the server URL as typed', () => {
     test('an address without its scheme is said to need http:// or https://', () => {
         for (const typed of ['127.0.0.1:8720', 'localhost:8720', 'lk.example.com', ' lk.example.com/ ']) {
