@@ -46,6 +46,7 @@ class Reply:
     fail_after: int | None = None  # a stream is cut after this many content chunks
     drop: bool = False  # the connection is closed without an answer
     unasked: str | None = None  # a whole second answer sent 0.3 s after this one, to no request (a hostile server)
+    finish: str = "stop"  # how the model says it ended: "length" at its max_tokens
 
 
 @dataclass
@@ -156,7 +157,7 @@ def _handler(server: LlmServer):
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": body.get("model", ""),
-                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "choices": [{"index": 0, "message": message, "finish_reason": reply.finish}],
                 }
                 if reply.usage:
                     answer["usage"] = {
@@ -168,7 +169,12 @@ def _handler(server: LlmServer):
                 message = {"role": "assistant", "content": reply.content}
                 if reply.reasoning is not None:
                     message["thinking"] = reply.reasoning
-                answer = {"model": body.get("model", ""), "message": message, "done": True}
+                answer = {
+                    "model": body.get("model", ""),
+                    "message": message,
+                    "done": True,
+                    "done_reason": reply.finish,
+                }
                 if reply.usage:
                     answer |= {"prompt_eval_count": usage_in, "eval_count": usage_out}
             else:
@@ -212,14 +218,14 @@ def _stream(handler: BaseHTTPRequestHandler, request: dict, reply: Reply, usage:
             events.append(_openai_event(request, {"reasoning_content": reply.reasoning}))
         events += [_openai_event(request, {"content": piece}) for piece in _pieces(reply.content)]
         totals = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
-        events.append(_openai_event(request, {}, "stop", totals if reply.usage else None))
+        events.append(_openai_event(request, {}, reply.finish, totals if reply.usage else None))
         events.append(b"data: [DONE]\n\n")
     else:
         if reply.reasoning is not None:
             events.append(_ollama_line(request, {"content": "", "thinking": reply.reasoning}))
         events += [_ollama_line(request, {"content": piece}) for piece in _pieces(reply.content)]
         counts = {"prompt_eval_count": usage[0], "eval_count": usage[1]} if reply.usage else {}
-        events.append(_ollama_line(request, {"content": ""}, done=True, done_reason="stop", **counts))
+        events.append(_ollama_line(request, {"content": ""}, done=True, done_reason=reply.finish, **counts))
     first_content = 1 + (reply.reasoning is not None) if openai else int(reply.reasoning is not None)
     pause = 1 / reply.tokens_per_second if reply.tokens_per_second else 0.0
     handler.protocol_version = "HTTP/1.1"

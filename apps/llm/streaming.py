@@ -18,6 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -32,6 +33,13 @@ from apps.llm.transport import LlmError, Record, answer_chunks, call_save, reque
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class StreamEnd:
+    """How the model ended a streamed reply: `length` when it said it stopped at its reply length (max_tokens)."""
+
+    length: bool = False
+
+
 async def stream_chat(
     connection: Connection,
     messages: list[dict],
@@ -40,12 +48,13 @@ async def stream_chat(
     user_id: int,
     max_tokens: int | None = None,
     sampler: dict | None = None,
+    end: StreamEnd | None = None,
 ) -> AsyncIterator[str]:
     """The model's reply to `messages`, as text deltas while they arrive (each what one read from the network
     brought): a think block at its start and the reasoning fields are never yielded. `max_tokens` and `sampler`
     default to the connection's own (`reply_tokens`, `sampler`). Raises LlmError (its `call` is the record) when
     the model cannot be reached, refuses, is silent for the connection's timeout, or breaks off; text already
-    yielded stays yielded."""
+    yielded stays yielded. `end`, when given, says how the model ended its reply, once it has."""
     started = time.monotonic()
     record = Record()
     status = Call.Status.ERROR
@@ -64,6 +73,8 @@ async def stream_chat(
         async with contextlib.aclosing(reads):
             filter_ = ThinkFilter()
             async for chunks in reads:
+                if end is not None and any(chunk.length for chunk in chunks):
+                    end.length = True
                 shown = filter_.feed("".join(chunk.content for chunk in chunks))
                 if shown:
                     record.shown = True

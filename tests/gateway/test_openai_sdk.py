@@ -321,6 +321,26 @@ def test_a_reply_past_max_tokens_is_cut_with_finish_reason_length_and_stored_sto
     assert stored.extra["lorekeeper"]["reason"] == "length"
 
 
+def test_a_reply_the_model_itself_stopped_at_max_tokens_says_length_streamed_or_not(sdk, connection):
+    """The model's own finish_reason "length" (it stopped at the max_tokens it was sent, before Lorekeeper's bound,
+    which allows a margin) is passed on, and the reply stored as stopped at its length."""
+    connection.server.on(lambda prompt: True, Reply("The tide turned and the", finish="length"))
+    answer = sdk.chat.completions.create(model="scripted", messages=opening(person("Sing.")), max_tokens=6)
+    assert (answer.choices[0].message.content, answer.choices[0].finish_reason) == (
+        "The tide turned and the",
+        "length",
+    )
+    assert Message.objects.get(chat=only_chat(), index=2).extra["lorekeeper"]["reason"] == "length"
+    chunks = list(
+        sdk.chat.completions.create(
+            model="scripted", messages=opening(person("Sing."), reply("The tide turned and the"), person("Again.")),
+            max_tokens=6, stream=True,
+        )
+    )  # fmt: skip
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["length"]
+    assert Generation.objects.latest("created_at").stop_reason == "length"
+
+
 def test_a_model_failing_is_a_502_and_mid_stream_an_error_chunk(sdk, connection):
     connection.server.on(lambda prompt: True, Reply(status=401))
     with pytest.raises(openai.APIStatusError) as caught:

@@ -21,7 +21,7 @@ from apps.llm.client import LlmError
 from apps.llm.models import Call
 from apps.llm.profiles import connection_context_size
 from apps.llm.services import connection_create, connection_update
-from apps.llm.streaming import stream_chat
+from apps.llm.streaming import StreamEnd, stream_chat
 from tests.llm_server import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -97,6 +97,16 @@ def test_the_reply_arrives_as_the_model_sends_it_and_is_recorded(user, llm_serve
     assert (call.prompt_tokens, call.completion_tokens, call.tokens_estimated) == (7, 16, False)
     [request] = llm_server.requests
     assert request["body"]["stream"] is True and request["body"]["messages"] == HELLO
+
+
+@BOTH_APIS
+def test_a_model_that_says_it_stopped_at_its_length_is_heard_in_either_api(user, llm_server, api):
+    connection = _connection(user, llm_server, api)
+    for finish, length in (("length", True), ("stop", False)):
+        llm_server.on("Say hello", Reply(STORY, finish=finish))
+        end = StreamEnd()
+        assert "".join(_deltas(connection, end=end)) == STORY
+        assert end.length is length, finish
 
 
 @BOTH_APIS

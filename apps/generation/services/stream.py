@@ -25,7 +25,7 @@ from apps.generation.services.bounds import Arrived, Bounds, generation_settings
 from apps.generation.services.lease import lease_renew, lease_seconds
 from apps.generation.services.store import Stored, reply_store
 from apps.llm.client import LlmError
-from apps.llm.streaming import stream_chat
+from apps.llm.streaming import StreamEnd, stream_chat
 from apps.llm.tokens import tokenizer_for
 
 log = logging.getLogger(__name__)
@@ -138,6 +138,7 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
     reply_tokens = options.get("max_tokens") or connection.reply_tokens
     bounds = Bounds.of(generation, reply_tokens)
     arrived = Arrived(bounds, tokenizer)
+    end = StreamEnd()
     deadline = loop.time() + bounds.seconds
     sent_at = 0.0
     open_streams.add(generation.pk)
@@ -145,7 +146,7 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
     try:
         deltas = stream_chat(
             connection, generation.prompt, purpose="chat", user_id=generation.user_id, max_tokens=reply_tokens,
-            sampler=options.get("sampler"),
+            sampler=options.get("sampler"), end=end,
         )  # fmt: skip
         async with aclosing(deltas):  # stopped early, the model's stream is closed at once, not when collected
             while True:
@@ -178,6 +179,8 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
     finally:
         open_streams.discard(generation.pk)
         lease.cancel()
+    if not arrived.reason and end.length:  # the model stopped itself at the reply's length: as the bound would
+        arrived.reason = Generation.Reason.LENGTH
     if arrived.reason:
         ended = {"state": Generation.State.STOPPED, "error": bounds.says(arrived.reason), "reason": arrived.reason}
     else:

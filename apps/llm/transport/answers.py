@@ -26,6 +26,7 @@ READ_BATCH = 64 * 1024
 # (apps/llm/outbound.py); one that goes on past these is closed with the call, as before.
 REST_SECONDS = 0.1
 REST_BYTES = 64 * 1024
+LENGTH = "length"  # the finish_reason (Ollama: done_reason) of a reply the model stopped at its max_tokens
 
 
 def _count(value) -> int | None:
@@ -45,8 +46,8 @@ async def _body(response: aiohttp.ClientResponse) -> bytes:
     return body
 
 
-def _message_chunk(message: dict, usage: tuple[int | None, int | None]) -> Chunk:
-    """A whole answer's message, of either API."""
+def _message_chunk(message: dict, usage: tuple[int | None, int | None], ended: object = None) -> Chunk:
+    """A whole answer's message, of either API; `ended`: its finish_reason (done_reason)."""
     reasoning = [str(message[name]).strip() for name in REASONING_FIELDS if isinstance(message.get(name), str)]
     return Chunk(
         content=message["content"] if isinstance(message.get("content"), str) else "",
@@ -54,6 +55,7 @@ def _message_chunk(message: dict, usage: tuple[int | None, int | None]) -> Chunk
         prompt_tokens=usage[0],
         completion_tokens=usage[1],
         done=True,
+        length=ended == LENGTH,
     )
 
 
@@ -70,7 +72,8 @@ def _openai_answer(body: bytes) -> Chunk:
     except (KeyError, IndexError, TypeError) as exc:
         raise LlmError("unreadable answer: no choices in it") from exc
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    return _message_chunk(message, (_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))))
+    counts = (_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+    return _message_chunk(message, counts, data["choices"][0].get("finish_reason"))
 
 
 def _openai_event(payload: str) -> Chunk:
@@ -94,6 +97,7 @@ def _openai_event(payload: str) -> Chunk:
         reasoning="".join(str(delta.get(name) or "") for name in REASONING_FIELDS),
         prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=_count(usage.get("completion_tokens")),
+        length=isinstance(choices[0], dict) and choices[0].get("finish_reason") == LENGTH,
     )
 
 
@@ -106,7 +110,8 @@ def _ollama_answer(body: bytes) -> Chunk:
             raise TypeError
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise LlmError("unreadable answer: not an Ollama chat response") from exc
-    return _message_chunk(message, (_count(data.get("prompt_eval_count")), _count(data.get("eval_count"))))
+    counts = (_count(data.get("prompt_eval_count")), _count(data.get("eval_count")))
+    return _message_chunk(message, counts, data.get("done_reason"))
 
 
 def _ollama_line(line: str) -> Chunk:
@@ -122,6 +127,7 @@ def _ollama_line(line: str) -> Chunk:
             prompt_tokens=_count(data.get("prompt_eval_count")) if done else None,
             completion_tokens=_count(data.get("eval_count")) if done else None,
             done=done,
+            length=done and data.get("done_reason") == LENGTH,
         )
     except (ValueError, AttributeError, RecursionError) as exc:
         raise LlmError("unreadable answer: not an Ollama chat stream") from exc

@@ -27,6 +27,7 @@ class Chunk:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     done: bool = False
+    length: bool = False  # the model said it stopped at its reply length (finish_reason or done_reason "length")
 
 
 @dataclass
