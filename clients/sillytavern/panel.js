@@ -126,7 +126,15 @@ export function settingsPanel({ ctx, settings, api, linked, relink, clearSlots, 
             showConnection(problem ? 'error' : 'offline', problem ? `The server URL: ${problem}` : cleartextWarning(settings().server_url));
         };
         warnCleartext();
-        input('lorekeeper_timeout_ms').addEventListener('change', savePanel);
+        // Saved as typed (SillyTavern saves a second after the last change): a token pasted and the page reloaded
+        // without leaving the field is kept. The field then shows the time-out used, once left.
+        for (const id of ['lorekeeper_server_url', 'lorekeeper_api_token', 'lorekeeper_timeout_ms']) {
+            input(id).addEventListener('input', savePanel);
+        }
+        input('lorekeeper_timeout_ms').addEventListener('change', () => {
+            savePanel();
+            input('lorekeeper_timeout_ms').value = String(settings().timeout_ms);
+        });
         // Another server or token: the open chat is linked again through it (its status line follows).
         for (const id of ['lorekeeper_server_url', 'lorekeeper_api_token', 'lorekeeper_sync', 'lorekeeper_sync_assistant']) {
             input(id).addEventListener('change', () => {

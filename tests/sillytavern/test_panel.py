@@ -128,6 +128,31 @@ def test_a_url_and_token_typed_into_the_panel_are_used_kept_and_synced(st, st_op
         page.screenshot(path=str(ARTIFACTS / "extension" / f"sillytavern-panel-{width}.png"))
 
 
+def test_a_token_pasted_and_the_page_reloaded_without_leaving_the_field_is_kept(st, st_open, lorekeeper):
+    """A person types the address, pastes the token and reloads, the cursor still in the token's field (no change
+    event): both were saved as typed. A time-out typed out of range shows the one used once the field is left."""
+    page = st_open(extension={})
+    open_panel(page)
+    for selector, text in (("#lorekeeper_server_url", lorekeeper.url), ("#lorekeeper_api_token", lorekeeper.token)):
+        box = page.locator(selector)
+        box.click()
+        box.press("ControlOrMeta+a")
+        box.press_sequentially(text)
+    typed = {"server_url": lorekeeper.url, "api_token": lorekeeper.token}
+    wait_until(lambda: typed.items() <= saved_extension_settings(st).items(), message="saved without a change event")
+    reload(page)
+    open_panel(page)
+    assert page.locator("#lorekeeper_server_url").input_value() == lorekeeper.url
+    assert page.locator("#lorekeeper_api_token").input_value() == lorekeeper.token
+    timeout = page.locator("#lorekeeper_timeout_ms")
+    timeout.click()
+    timeout.press("ControlOrMeta+a")
+    timeout.press_sequentially("50")
+    timeout.press("Tab")
+    assert timeout.input_value() == "200"
+    wait_until(lambda: saved_extension_settings(st).get("timeout_ms") == 200, message="the time-out used, saved")
+
+
 def test_a_wrong_token_is_named_as_the_problem(st, st_open, lorekeeper):
     page = st_open(extension={})
     open_panel(page)
