@@ -25,8 +25,10 @@ export function settingsPanel({ ctx, settings, api, linked, relink, clearSlots, 
     function showStatus(status) {
         const element = document.getElementById('lorekeeper_status');
         if (!element) return;
-        element.textContent = status.message;
-        element.dataset.state = status.state;
+        // Only what changed: the status line is a live region, and a screen reader reads it again at each write
+        // (the sync says "Synced" after every look at the chat, every few seconds).
+        if (element.textContent !== status.message) element.textContent = status.message;
+        if (element.dataset.state !== status.state) element.dataset.state = status.state;
     }
 
     async function refreshStory() {

@@ -247,6 +247,7 @@ export class ChatSync {
             if (this.stale) await this.reconcile(this.base);
             let previous = '';
             let settled = false;
+            let sent = false; // nothing planned or sent (the poll finding the chat as it was): nothing saved again
             for (let rounds = 0; rounds < MAX_ROUNDS && !this.closed; rounds++) {
                 if (!this.queue.length) {
                     const writes = planWrites(/** @type {ChatState} */ (this.base), this.live());
@@ -263,11 +264,12 @@ export class ChatSync {
                 }
                 this.setStatus('pending', `${this.queue.length} change(s) to send`);
                 const conflicts = this.conflicts;
+                sent = true;
                 await this.sendHead();
                 this.check();
                 if (this.conflicts !== conflicts) previous = ''; // merged: planning the same again is right
             }
-            await this.persist();
+            if (sent) await this.persist();
             if (this.closed) return;
             if (!settled) {
                 // Every round met another device's write (a 409, merged, sent again): it writes as fast as this one.

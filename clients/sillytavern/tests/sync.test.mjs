@@ -593,6 +593,15 @@ describe('ChatSync and its saved state (lib/saved.js)', () => {
         assert.ok(jsonEqual(fake.state(a.sync.chatId), a.host.live));
     });
 
+    syncTest('looking at a chat that did not change saves nothing and sends nothing', async () => {
+        const { fake, store, a } = await savedChat(23, 300, new CountingStore());
+        store.written = 0;
+        fake.resetCounters();
+        for (let n = 0; n < 3; n++) await a.sync.flush(); // the poll, every few seconds
+        assert.equal(store.written, 0);
+        assert.deepEqual(writesIn(fake), []);
+    });
+
     syncTest('a reload reads the synced chat back from its pages, with edits in several of them', async () => {
         const { fake, store, g, a } = await savedChat(22, 700);
         for (const index of [3, 260, 690]) {
