@@ -37,7 +37,7 @@ from apps.generation.services.stream import generation_events, last_event
 CHAT_HEADER = "X-Lorekeeper-Chat"
 INVALID = "invalid_request_error"
 TYPES = {400: INVALID, 401: INVALID, 403: "permission_error", 404: INVALID, 409: "conflict_error", 413: INVALID,
-         422: INVALID, 429: "rate_limit_error", 503: "server_error"}  # fmt: skip
+         415: INVALID, 422: INVALID, 429: "rate_limit_error", 503: "server_error"}  # fmt: skip
 CODES = {401: "invalid_api_key", 404: "not_found", 413: "request_too_large", 429: "rate_limit_exceeded"}
 
 

@@ -129,3 +129,15 @@ def test_messages_holding_lone_surrogates_are_kept_without_them(client, token, l
     said = list(chat.messages.order_by("index").values_list("name", "mes"))
     assert [mes for _, mes in said] == ["Welcome .", "Hi \U0001f600 there", said[2][1]] and said[0][0] == "Mira"
     assert chat.messages.count() == 3
+
+
+def test_a_body_that_is_not_json_is_a_415_in_openais_shape(client, token, llm, user):
+    response = client.post(
+        "/v1/chat/completions",
+        "model=scripted",
+        content_type="text/plain",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    error = response.json()["error"]
+    assert response.status_code == 415 and error["type"] == "invalid_request_error" and error["message"]
+    assert not Chat.objects.filter(user=user).exists()

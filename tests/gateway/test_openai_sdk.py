@@ -300,6 +300,7 @@ def test_another_users_chat_in_the_header_is_a_404(sdk, other_user, connection):
         ({"messages": [person("Hi"), {"role": "wizard", "content": "Boo"}]}, "messages[1].role"),
         ({"messages": [person("Hi")], "temperature": 5}, "temperature"),
         ({"messages": [{"role": "user", "content": 7}]}, "messages[0].content"),
+        ({"messages": [person("Hi")], "n": True}, "n"),
     ],
 )
 def test_bad_input_is_a_400_naming_the_field(gateway, token, connection, body, param):

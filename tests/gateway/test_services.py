@@ -61,6 +61,7 @@ PARTS = [{"type": "text", "text": "a"}, {"type": "image_url"}, {"type": "text", 
         ({"role": "user", "content": "a\x00b"}, Line("user", "ab")),
         ({"role": "assistant", "content": None}, Line("assistant", "")),
         ({"role": "user", "content": PARTS}, Line("user", "a\nb")),
+        ({"role": "system", "content": "x" * 150_000}, Line("system", "x" * 150_000)),  # not stored
     ],
 )  # fmt: skip
 def test_each_message_is_read_the_same_beside_plain_ones(message, line):
@@ -75,6 +76,8 @@ def test_each_message_is_read_the_same_beside_plain_ones(message, line):
         ({"role": "user", "content": "x" * 100_001}, "messages[1].content"),
         ({"role": "user", "content": 7}, "messages[1].content"),
         ({"role": "user", "content": "Hi", "name": 3}, "messages[1].name"),
+        ({"role": "user", "content": [{"type": "text", "text": "a"}, "b"]}, "messages[1].content[1]"),
+        ({"role": "system", "content": "x" * 1_000_001}, "messages[1].content"),
     ],
 )
 def test_a_message_that_is_not_plain_and_wrong_is_refused_naming_its_field(message, field):

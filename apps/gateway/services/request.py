@@ -14,6 +14,9 @@ from apps.llm.sampler import REPLY_TOKENS_MAX, SAMPLER_KEYS, sampler_clean
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 MAX_MESSAGES = 20_000
+# A system prompt is sent to the model, never stored as a message: a front end's, with its lorebook entries in it,
+# may pass a message's limit (MAX_MESSAGE). The body's own limit (10 MB) bounds it too.
+MAX_SYSTEM = 1_000_000
 
 
 class Line(NamedTuple):
@@ -34,7 +37,7 @@ def said(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text or "").split())
 
 
-def _content(value: Any, field: str) -> str:
+def _content(value: Any, field: str, limit: int = MAX_MESSAGE) -> str:
     """A message's text: a string, or the text parts of a list of parts (images and the like are not kept)."""
     if value is None:
         return ""
@@ -44,7 +47,9 @@ def _content(value: Any, field: str) -> str:
         parts = []
         for n, part in enumerate(value):
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise ApplicationError(f"{field}[{n}] is a content part: an object with a `type`.", {"field": field})
+                raise ApplicationError(
+                    f"{field}[{n}] is a content part: an object with a `type`.", {"field": f"{field}[{n}]"}
+                )
             if part["type"] == "text":
                 if not isinstance(part.get("text"), str):
                     raise ApplicationError(f"{field}[{n}].text is a string.", {"field": f"{field}[{n}].text"})
@@ -52,8 +57,8 @@ def _content(value: Any, field: str) -> str:
         text = "\n".join(parts)
     else:
         raise ApplicationError(f"{field} is a string or a list of content parts.", {"field": field})
-    if len(text) > MAX_MESSAGE:
-        raise ApplicationError(f"{field} holds at most {MAX_MESSAGE} characters.", {"field": field})
+    if len(text) > limit:
+        raise ApplicationError(f"{field} holds at most {limit} characters.", {"field": field})
     return text_stored(text)
 
 
@@ -91,8 +96,9 @@ def _line(n: int, message: Any) -> Line:
     if name is not None and not isinstance(name, str):
         raise ApplicationError(f"messages[{n}].name is a string.", {"field": f"messages[{n}].name"})
     content = message.get("content")
-    if type(content) is not str or len(content) > MAX_MESSAGE or not text_storable(content):
-        content = _content(content, f"messages[{n}].content")
+    limit = MAX_SYSTEM if role == "system" else MAX_MESSAGE
+    if type(content) is not str or len(content) > limit or not text_storable(content):
+        content = _content(content, f"messages[{n}].content", limit)
     return Line(role, content, text_stored(name).strip()[:200] if name else "")
 
 
@@ -107,7 +113,7 @@ def options_parse(body: dict[str, Any], connection: Connection) -> dict[str, Any
     """What is asked of the model: the request's samplers over the connection's own, and its reply length
     (`max_completion_tokens`, else `max_tokens`) over the connection's."""
     n = body.get("n")
-    if n is not None and n != 1:
+    if n is not None and (isinstance(n, bool) or n != 1):  # True == 1 to Python
         raise ApplicationError("`n` is 1: one reply is written at a time.", {"field": "n"})
     options: dict[str, Any] = {"sampler": sampler_clean({**(connection.sampler or {}), **_sampler(body)})}
     for field in ("max_completion_tokens", "max_tokens"):
