@@ -141,3 +141,20 @@ def test_a_body_that_is_not_json_is_a_415_in_openais_shape(client, token, llm, u
     error = response.json()["error"]
     assert response.status_code == 415 and error["type"] == "invalid_request_error" and error["message"]
     assert not Chat.objects.filter(user=user).exists()
+
+
+def test_a_system_prompt_longer_than_a_message_reaches_the_model_whole(client, token, llm, user):
+    """A front end's system prompt, its lorebook entries in it, may pass a message's 100,000 characters: it is sent
+    to the model, not stored as a message."""
+    llm.server.default.content = "The lantern is lit."
+    system = "Mira keeps the lighthouse. " * 6_000  # 162,000 characters
+    response = client.post(
+        "/v1/chat/completions",
+        {"model": "scripted", "messages": [{"role": "system", "content": system}, {"role": "user", "content": "Hi"}]},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["choices"][0]["message"]["content"] == "The lantern is lit."
+    assert llm.server.requests[-1]["body"]["messages"][0] == {"role": "system", "content": system}
+    assert [m.mes for m in Chat.objects.get(user=user).messages.order_by("index")] == ["Hi", "The lantern is lit."]
