@@ -191,6 +191,13 @@ def test_an_address_typed_without_http_is_said_to_need_it_where_the_person_looks
     assert status.inner_text().startswith("Not connected:")
     assert expected in test_connection(page)
     assert not Chat.objects.filter(user=lorekeeper.user).exists()
+    (ARTIFACTS / "extension").mkdir(parents=True, exist_ok=True)
+    for width in (1280, 390):  # what the person sees, on a desktop and a phone
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(500)  # SillyTavern lays its drawers out again after a resize
+        open_panel(page)
+        said.evaluate("(element) => element.scrollIntoView({block: 'center'})")
+        page.screenshot(path=str(ARTIFACTS / "extension" / f"panel-address-without-http-{width}.png"))
 
 
 def test_an_origin_lorekeeper_does_not_allow_names_the_setting_and_the_origin(st, st_open, lorekeeper, settings):
