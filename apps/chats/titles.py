@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 # apps/chats/services/start.py `chat_file_title` leaves the month and day unpadded).
 FILE_NAME = re.compile(
     r"^(?P<names>.+?) - (?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2}) ?@ ?"
-    r"(?P<hour>\d{1,2})h ?(?P<minute>\d{1,2})m ?(?P<second>\d{1,2})s(?: ?\d{1,3} ?ms)?(?:\.jsonl)?$"
+    r"(?P<hour>\d{1,2})h ?(?P<minute>\d{1,2})m ?(?P<second>\d{1,2})s(?: ?\d{1,3} ?ms)?(?:\.jsonl)?"
+    r"(?P<branch> \(branch\))?$"  # a branch Lorekeeper made of such a chat (apps/chats/services/branch.py)
 )
 # A title written when the chat was made (within this of `created_at`, both UTC) is Lorekeeper's own, in UTC.
 STARTED_HERE = timedelta(minutes=2)
@@ -25,10 +26,11 @@ class FileNameTitle:
     names: str
     moment: datetime  # naive: the clock of whoever wrote the file name
     utc: bool  # written by Lorekeeper when it started the chat, so the moment is UTC
+    branch: str = ""  # " (branch)" after the moment, as the title had it
 
     @property
     def shown(self) -> str:
-        return f"{self.names}, {moment_shown(self.moment)}"
+        return f"{self.names}, {moment_shown(self.moment)}{self.branch}"
 
 
 def moment_shown(moment: datetime) -> str:
@@ -45,13 +47,13 @@ def file_name_title(title: str, created_at: datetime | None = None) -> FileNameT
     found = FILE_NAME.match(title.strip())
     if found is None:
         return None
-    parts = {key: int(value) for key, value in found.groupdict().items() if key != "names"}
+    parts = {key: int(value) for key, value in found.groupdict().items() if key not in ("names", "branch")}
     try:
         moment = datetime(**parts)
     except ValueError:
         return None
     utc = created_at is not None and abs(moment.replace(tzinfo=UTC) - created_at) <= STARTED_HERE
-    return FileNameTitle(names=found["names"].strip(), moment=moment, utc=utc)
+    return FileNameTitle(names=found["names"].strip(), moment=moment, utc=utc, branch=found["branch"] or "")
 
 
 def title_shown(title: str, created_at: datetime | None = None) -> str:

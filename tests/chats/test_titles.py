@@ -5,8 +5,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from apps.chats.services.branch import chat_branch
 from apps.chats.services.chats import chat_create
 from apps.chats.services.start import chat_start
+from apps.chats.services.writes import chat_append
 from apps.chats.titles import file_name_title, title_shown
 
 pytestmark = pytest.mark.django_db
@@ -21,6 +23,7 @@ FILE_NAME = "Mira - 2026-11-23@14h49m06s448ms"
         ("Mira - 2026-5-1@09h03m07s042ms", "Mira, 1 May 2026, 09:03"),  # as Lorekeeper starts one: unpadded
         ("Mira - 2023-05-06 @14h 49m 06s 448ms", "Mira, 6 May 2023, 14:49"),  # SillyTavern before 1.10
         ("Mira - 2026-11-23@14h49m06s", "Mira, 23 Nov 2026, 14:49"),  # no milliseconds
+        (f"{FILE_NAME} (branch)", "Mira, 23 Nov 2026, 14:49 (branch)"),  # a branch Lorekeeper made of one
         ("Branch #12 - Mira - 2026-11-23@14h49m06s448ms.jsonl", "Branch #12 - Mira, 23 Nov 2026, 14:49"),
         ("Mira, Bram - 2026-11-23@14h49m06s448ms", "Mira, Bram, 23 Nov 2026, 14:49"),
         ("Mira - 2026-13-40@14h49m06s448ms", "Mira - 2026-13-40@14h49m06s448ms"),  # no such day: as it is
@@ -51,6 +54,17 @@ def test_the_chat_pages_show_the_title_and_keep_the_file_name_for_the_export(web
     assert chat.title == FILE_NAME
     exported = web.get(f"/chats/{chat.pk}/export/")
     assert f'filename="{FILE_NAME}.jsonl"' in exported["Content-Disposition"]
+
+
+def test_a_branch_of_a_chat_lorekeeper_started_shows_its_moment_and_that_it_is_a_branch(web, user, character):
+    started = chat_start(user=user, characters=[character])
+    hi = [{"name": "Rowan", "is_user": True, "mes": "Hi"}]
+    started = chat_append(chat=started, messages=hi, integrity=started.integrity).chat
+    chat = chat_branch(chat=started, index=0)
+    moment = file_name_title(chat.title).moment.replace(tzinfo=UTC)
+    html = web.get("/chats/").content.decode()
+    assert f'{character.name}, <time datetime="{moment.isoformat()}" data-local="title"' in html
+    assert " UTC</time> (branch)</a>" in html and chat.title not in html.replace(f'title="{chat.title}"', "")
 
 
 def test_a_chat_lorekeeper_started_shows_its_moment_in_the_readers_zone(web, user, character):

@@ -21,11 +21,12 @@ def chat_title(chat):
         return parsed.shown
     moment = parsed.moment.replace(tzinfo=UTC)
     return format_html(
-        '{}, <time datetime="{}" data-local="title" title="{}">{}</time>',
+        '{}, <time datetime="{}" data-local="title" title="{}">{}</time>{}',
         parsed.names,
         moment.isoformat(),
         chat.title,
         moment_shown(parsed.moment) + " UTC",
+        parsed.branch,
     )
 
 
