@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from apps.chats.models import Chat
+from apps.chats.models import Chat, Message
+from apps.chats.services.writes import chat_append
 from apps.gateway.services.match import chat_for_request, fingerprint
 from apps.gateway.services.request import Line
-from apps.gateway.services.sync import history_sync
+from apps.gateway.services.sync import agreement, history_sync
 
 pytestmark = pytest.mark.django_db
 
@@ -136,3 +138,75 @@ def test_a_trimmed_history_not_found_in_the_chat_its_header_names_is_not_written
     synced = history_sync(chat=found.chat, lines=trimmed, start=found.start, named=True)
     assert synced.mode == "impersonate"
     assert list(chat.messages.order_by("index").values_list("mes", flat=True)) == [t.content for t in turns[:399]]
+
+
+def sent(user, lines: list[Line], header: str = "") -> Chat:
+    """One request's history written as the gateway writes it; the chat it went to (the reply not stored)."""
+    found = chat_for_request(user=user, lines=lines, header=header)
+    return history_sync(
+        chat=found.chat, lines=lines, start=found.start, branch_key=found.branch_key, named=found.how == "header"
+    ).chat
+
+
+def texts(chat: Chat) -> list[str]:
+    return list(chat.messages.order_by("index").values_list("mes", flat=True))
+
+
+def test_a_story_another_conversation_wrote_into_is_branched_not_edited_over(user):
+    """A second conversation's 'hi' reads as a regenerate of the story's first reply (a swipe: nothing lost) and goes
+    on in it; when the first conversation comes back, its history would edit two earlier messages over: a branch."""
+    hi, hello = Line("user", "hi"), Line("assistant", "Hello, traveller.")
+    story_chat = sent(user, [hi, hello])
+    assert chat_for_request(user=user, lines=[hi]).chat.pk == story_chat.pk  # the other conversation's first request
+    Message.objects.filter(chat=story_chat, index=1).update(mes="Welcome to the inn.")  # its reply, shown as a swipe
+    room = [hi, Line("assistant", "Welcome to the inn."), Line("user", "A room, please.")]
+    assert sent(user, room).pk == story_chat.pk
+    story_chat = Chat.objects.get(pk=story_chat.pk)
+    more = [{"name": "Rowan", "is_user": True, "mes": "A room, please."}, {"name": "Mira", "mes": "Up the stairs."}]
+    chat_append(
+        chat=story_chat, messages=more, integrity=story_chat.integrity
+    )  # as the reply's generation stores them
+    before = texts(story_chat)
+    back = sent(user, [hi, hello, Line("user", "Any ships?")])  # the first conversation, its next turn
+    assert back.pk != story_chat.pk and texts(back) == ["hi", "Hello, traveller."]
+    assert texts(story_chat) == before == ["hi", "Welcome to the inn.", "A room, please.", "Up the stairs."]
+
+
+def test_a_person_editing_one_earlier_message_edits_it_in_place(user):
+    reply = "One came in at dawn, sails torn."
+    lines = story("Any ships?", reply, Line("user", "Which?"), Line("assistant", "The Heron."), Line("user", "Oh."))
+    chat = sent(user, lines)
+    edited = story("Any ships?", "One came in at dawn, her sails torn.", *lines[4:], Line("assistant", "Yes."))
+    assert sent(user, [*edited, Line("user", "And?")]).pk == chat.pk
+    assert texts(chat)[2] == "One came in at dawn, her sails torn." and Chat.objects.count() == 1
+
+
+def test_the_first_message_edited_and_its_reply_asked_again_in_a_named_chat_is_written(user):
+    chat = sent(user, [Line("user", "Any ships?"), Line("assistant", "One came in.")], header="harbour")
+    found = chat_for_request(user=user, lines=[Line("user", "Any ships today?")], header="harbour")
+    synced = history_sync(chat=found.chat, lines=[Line("user", "Any ships today?")], named=True)
+    assert (synced.chat.pk, synced.mode, synced.written["edited"]) == (chat.pk, "swipe", 1)
+    assert texts(chat)[0] == "Any ships today?"
+
+
+def test_a_regenerate_of_the_first_reply_goes_on_in_the_branch_of_that_length(user):
+    hi = Line("user", "hi")
+    long_story = sent(user, [hi, Line("assistant", "Hello, traveller."), Line("user", "Any ships?")])
+    for n, text in enumerate(["One, at dawn.", "Which?", "The Heron."], start=3):
+        long_story.messages.create(index=n, name="x", mes=text, is_user=text == "Which?")
+    Chat.objects.filter(pk=long_story.pk).update(message_count=6)
+    branch = sent(user, [hi])  # another conversation: the story would be cut down
+    assert branch.pk != long_story.pk
+    branch.messages.create(index=1, name="Assistant", mes="Welcome to the inn.")
+    Chat.objects.filter(pk=branch.pk).update(message_count=2)
+    Chat.objects.filter(pk=long_story.pk).update(updated_at=timezone.now())  # the story written last
+    found = chat_for_request(user=user, lines=[hi])
+    assert found.chat.pk == branch.pk  # the branch of two, not the story of six
+    assert history_sync(chat=found.chat, lines=[hi], branch_key=found.branch_key).mode == "swipe"
+    assert Chat.objects.count() == 2
+
+
+def test_a_reply_stored_with_other_spacing_still_agrees_with_the_history(user):
+    chat = sent(user, [Line("user", "hi"), Line("assistant", "Hello,  traveller.\n"), Line("user", "Any ships?")])
+    assert agreement(chat=chat, lines=[Line("user", "hi"), Line("assistant", "Hello, traveller."), Line("user", "x")])
+    assert agreement(chat=chat, lines=[Line("user", "hi"), Line("assistant", "Hello, traveller.")]) == 2

@@ -123,16 +123,16 @@ def _new_chat(user: AbstractUser, lines: list[Line], client_key: str) -> Chat:
 
 def _window_at(chat: Chat, history: list[Line]) -> int:
     found = _window_in([(chat.pk, chat.message_count)], history)
-    return found[1] if found else 0
+    return found[0][1] if found else 0
 
 
-def _window_in(chats: list[tuple[int, int]], history: list[Line]) -> tuple[int, int] | None:
-    """(chat id, index) where the request's first messages stand in order past the start of one of the `chats`
-    ((id, message count), the most recently written first); None when they stand nowhere. A trimmed history ends
-    at about the chat's end, so only its last `len(history) + WINDOW_SLACK` messages are searched (by the chat and
-    index key: a long chat is not scanned)."""
+def _window_in(chats: list[tuple[int, int]], history: list[Line]) -> list[tuple[int, int]]:
+    """(chat id, index) where the request's first messages stand in order past the start of each of the `chats`
+    ((id, message count), the most recently written first) they stand in: the latest such place in each, in the
+    chats' order; none when they stand nowhere. A trimmed history ends at about the chat's end, so only its last
+    `len(history) + WINDOW_SLACK` messages are searched (by the chat and index key: a long chat is not scanned)."""
     if len(history) < WINDOW_CHECK or not chats:
-        return None
+        return []
     head = history[:WINDOW_CHECK]
     where = Q()
     for chat_id, count in chats:
@@ -144,7 +144,10 @@ def _window_in(chats: list[tuple[int, int]], history: list[Line]) -> tuple[int, 
         .order_by(rank, "-index")
         .values_list("chat_id", "index")[:50]
     )
+    places: list[tuple[int, int]] = []
     for chat_id, index in candidates:
+        if places and places[-1][0] == chat_id:
+            continue  # a later place in this chat was found
         following = list(
             Message.objects.filter(chat_id=chat_id, index__gte=index, is_system=False)
             .order_by("index")
@@ -154,8 +157,8 @@ def _window_in(chats: list[tuple[int, int]], history: list[Line]) -> tuple[int, 
             is_user == (line.role == "user") and said(mes) == line.said
             for (is_user, mes), line in zip(following, head, strict=True)
         ):
-            return chat_id, index
-    return None
+            places.append((chat_id, index))
+    return places
 
 
 @transaction.atomic
@@ -185,7 +188,7 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
         )[:WINDOW_CHATS]
     )
     if stories:
-        chat = stories[0] if len(stories) == 1 else max(stories, key=lambda c: agreement(chat=c, lines=lines))
+        chat = stories[0] if len(stories) == 1 else _likeliest(stories, lines)
         return Found(chat, 0, "fingerprint", _branch_key(key))
     system_key = key.rsplit(":", 1)[0] + ":"
     same_system = (
@@ -197,12 +200,30 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
     edited = _edited_opening([pk for pk, _ in same_system], _history(lines))
     if edited is not None:
         Chat.objects.filter(pk=edited).update(client_key=key)  # its opening as it now reads
-        return Found(Chat.objects.get(pk=edited), 0, "edited")
-    window = _window_in(same_system, _history(lines))
-    if window is not None:
-        chat = Chat.objects.get(pk=window[0])
-        return Found(chat, window[1], "window", _branch_key(chat.client_key.split(BRANCH)[0]))
+        return Found(Chat.objects.get(pk=edited), 0, "edited", _branch_key(key))
+    places = _window_in(same_system, _history(lines))
+    if places:
+        # A story and its branches hold the same messages up to where they part: the one agreeing longest from there
+        chats, at = Chat.objects.in_bulk([chat_id for chat_id, _ in places]), dict(places)
+        chat = _likeliest([chats[chat_id] for chat_id, _ in places], lines, at)
+        return Found(chat, at[chat.pk], "window", _branch_key(chat.client_key.split(BRANCH)[0]))
     return Found(_new_chat(user, lines, key), 0, "new")
+
+
+def _likeliest(chats: list[Chat], lines: list[Line], starts: dict[int, int] | None = None) -> Chat:
+    """Of a story and its branches (the most recently written first; the history compared from `starts[chat.pk]`
+    on, else their start), the one the history agrees with longest; of those that agree as long, the one whose
+    length is nearest the history's (a regenerate of the first reply goes on in the branch of two messages, not in
+    the story of fifty), then the most recent."""
+    if len(chats) == 1:
+        return chats[0]
+    length = sum(line.role != "system" for line in lines)
+
+    def likeness(chat: Chat) -> tuple[int, int]:
+        start = (starts or {}).get(chat.pk, 0)
+        return agreement(chat=chat, lines=lines, start=start), -abs(chat.message_count - start - length)
+
+    return max(chats, key=likeness)
 
 
 def _branch_key(key: str) -> str:

@@ -18,14 +18,15 @@ Messages SillyTavern hides from the model (`is_system`) are not compared; a requ
 messages) changes nothing.
 
 What a chat holds is never rewritten on a guess:
-- a chat found by its fingerprint or by position (services/match.py), of which the request would delete or
-  replace more than its last exchange (its last two messages), is left as it is: the request goes on in a branch of
-  it holding the messages before (another story with the same opening, a branch made in the front end, or messages
-  deleted there), kept under the fingerprint's key and a suffix of its own, where the story's next requests find it
-  (an edit of an earlier message, the same speakers throughout, is written in place);
-- a chat named by the request (the header) that the history does not fit (fewer than half the messages compared
-  the chat's, where the speakers agree: a front end's side request, for a title or a summary, sent with the header;
-  a trimmed history not found in it) is answered and not stored.
+- a chat found by a guess (its fingerprint, an edited opening, its position: services/match.py) that the request
+  would rewrite before its last exchange (its last two messages) is left as it is: messages deleted there, or a
+  message edited there along with another. The request goes on in a branch of it holding the messages before the
+  first it changes (another story with the same opening, a branch made in the front end, messages deleted there),
+  kept under the fingerprint's key and a suffix of its own, where the story's next requests find it. An edit of one
+  earlier message alone is written in place, as a person makes one;
+- a chat named by the request (the header) that the history does not fit is answered and not stored: fewer than
+  half the messages compared are the chat's, and it would rewrite the chat before its last exchange (a front end's
+  side request, for a title or a summary, sent with the header; a trimmed history not found in it).
 """
 
 from __future__ import annotations
@@ -116,15 +117,26 @@ def _agreeing(ours: str, theirs: str, count: int, *, width: int = 1) -> int:
     return agree
 
 
-def agreement(*, chat: Chat, lines: list[Line]) -> int:
-    """How many of the request's history messages, from the first on, the chat holds as they are (speaker and
-    text, compared by digest): which of a story's branches the request goes on."""
+AGREEMENT_READS = 50  # messages of a chat read to tell text that differs only in its spacing, at most
+
+
+def agreement(*, chat: Chat, lines: list[Line], start: int = 0) -> int:
+    """How many of the request's history messages, from the first on, the chat holds (from its message `start`
+    on) as they are: the same speaker and the same words (compared by digest; where the digests differ, by the text
+    with whitespace normalised, for at most AGREEMENT_READS messages). Which of a story's branches the request goes
+    on."""
     history = [line for line in lines if line.role != "system"]
-    stored = history_digests(chat=chat)
+    stored = history_digests(chat=chat, start=start)
     cut = min(len(history), len(stored.indices))
     speakers = "".join(["u" if line.role == "user" else "a" for line in history[:cut]])
     cut = _agreeing(speakers, stored.speakers, cut)
-    return _agreeing("".join([_DIGESTS.of(line.content) for line in history[:cut]]), stored.md5, cut, width=32)
+    digests = "".join([_DIGESTS.of(line.content) for line in history[:cut]])
+    same = _agreeing(digests, stored.md5, cut, width=32)
+    for _ in range(AGREEMENT_READS):
+        if same >= cut or _changed(chat, stored.indices[same], history[same]):
+            break
+        same += 1 + _agreeing(digests[32 * (same + 1) :], stored.md5[32 * (same + 1) :], cut - same - 1, width=32)
+    return same
 
 
 def _changed(chat: Chat, index: int, line: Line) -> bool:
@@ -170,9 +182,8 @@ def history_sync(
     """Write what the request's history changes in the chat (from message `start` on) and answer how the reply is
     asked for: a new reply (to `message`, the person's turn, when it is new), a swipe, or a continuation. Runs in
     the caller's transaction, the chat locked from the comparison on. `branch_key`: the chat was found by a guess,
-    and a request that would rewrite it further back than its last exchange goes on in a branch with that key;
-    `named`: the request named the chat, and a history sharing nothing with it is not stored (the module's
-    docstring)."""
+    and a request that would rewrite it before its last exchange goes on in a branch with that key; `named`: the
+    request named the chat, and a history that does not fit it is not stored (the module's docstring)."""
     chat = chat_lock(chat=chat)
     history = [line for line in lines if line.role != "system"]
     if not history:  # only a system prompt: nothing of the chat is said, so nothing of it is deleted
@@ -203,10 +214,16 @@ def history_sync(
         cut == len(history) == len(stored.indices) - 1 and history[-1].role == "user" and stored.speakers[-1] == "a"
     )
     deleted_from = cut if not regenerate and cut < len(stored.indices) else len(stored.indices)
-    if branch_key and deleted_from < len(stored.indices) - 2:
-        return _branched(chat, lines, start, stored.indices[deleted_from - 1] if deleted_from else None, branch_key)
+    # Rewritten before the chat's last exchange: messages deleted there, or a message edited there along with
+    # another (a person's edit of one earlier message is written in place).
+    last_exchange = len(stored.indices) - 2
+    early = deleted_from < last_exchange or (bool(edited) and edited[0] < last_exchange and len(edited) >= 2)
+    if branch_key and early:
+        first = min([*edited[:1], deleted_from])
+        return _branched(chat, lines, start, stored.indices[first - 1] if first else None, branch_key)
     agreeing = cut - len(edited)
-    if named and len(stored.indices) >= 2 and (cut == 0 or agreeing * 2 < cut):  # shares (almost) nothing
+    misfit = cut == 0 or agreeing * 2 < cut  # fewer than half the messages compared are the chat's
+    if named and misfit and (deleted_from < last_exchange or (edited and edited[0] < last_exchange)):
         return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[None] * len(history))
     for n in edited:
         operations += _edit(chat, stored.indices[n], history[n].content)
