@@ -213,3 +213,27 @@ def test_a_swipe_on_the_message_unchanged_still_lands(api, story, llm):
     llm.server.on(lambda prompt: True, "None tonight.")
     body = generate(api, story, mode="swipe").json()
     assert body["state"] == "done" and last(story).swipes == ["The lantern is lit.", "None tonight."]
+
+
+def test_a_fault_of_the_servers_mid_reply_ends_it_failed_keeping_what_arrived(api, story, llm, monkeypatch):
+    """Every reply ends in a known state: an error of Lorekeeper's own while relaying (here, injected at the fourth
+    piece) stores what had arrived, marked failed, instead of leaving the generation streaming."""
+    from apps.generation.services.bounds import Arrived
+
+    taken = Arrived.add
+
+    def add(self, delta):
+        if len(self.parts) >= 3:
+            raise RuntimeError("injected fault")
+        return taken(self, delta)
+
+    monkeypatch.setattr(Arrived, "add", add)
+    llm.server.on("Any ships?", Reply("One ship came in late tonight under a torn sail", tokens_per_second=50))
+    response = generate(api, story, message="Any ships?")
+    body = response.json()
+    assert body["state"] == "failed" and "relaying" in body["detail"], body
+    generation = Generation.objects.get(uid=body["generation"])
+    whole = "One ship came in late tonight under a torn sail"
+    assert generation.state == "failed" and generation.text and whole.startswith(generation.text)
+    assert len(generation.text) < len(whole)  # what had arrived when the fault came, not the whole reply
+    assert last(story).mes == generation.text and last(story).extra["lorekeeper"]["state"] == "failed"

@@ -29,6 +29,7 @@ from apps.llm.streaming import StreamEnd, stream_chat
 from apps.llm.tokens import tokenizer_for
 
 log = logging.getLogger(__name__)
+INTERNAL_ERROR = "the server failed while relaying the reply; what had arrived is kept"
 # A stream sends at most one event in DELTA_WINDOW seconds: a person reads no faster, and what arrives meanwhile
 # waits in the socket and is read at once after, so the web worker wakes once for a window's tokens, not for each.
 # An event costs the worker about 0.25 ms of CPU, whatever it holds (bench/chat.py): past BUSY_STREAMS streams open
@@ -168,6 +169,13 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
     except LlmError as exc:
         stored = await _released(reply_store)(
             generation=generation, text=arrived.text(), state=Generation.State.FAILED, error=exc.message
+        )
+        yield stored_event(stored)
+        return
+    except Exception:  # a fault of ours mid-stream: the reply still ends in a known state, what arrived kept
+        log.exception("generation %s failed while streaming", generation.pk)
+        stored = await _released(reply_store)(
+            generation=generation, text=arrived.text(), state=Generation.State.FAILED, error=INTERNAL_ERROR
         )
         yield stored_event(stored)
         return
