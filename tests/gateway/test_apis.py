@@ -158,3 +158,15 @@ def test_a_system_prompt_longer_than_a_message_reaches_the_model_whole(client, t
     assert response.json()["choices"][0]["message"]["content"] == "The lantern is lit."
     assert llm.server.requests[-1]["body"]["messages"][0] == {"role": "system", "content": system}
     assert [m.mes for m in Chat.objects.get(user=user).messages.order_by("index")] == ["Hi", "The lantern is lit."]
+
+
+def test_a_chat_named_0_in_the_body_is_looked_for_not_ignored(client, token, llm, user):
+    """`"lorekeeper_chat": 0` names chat 0, which is no one's: a 404, not a chat guessed from the messages."""
+    response = client.post(
+        "/v1/chat/completions",
+        {"model": "scripted", "messages": [{"role": "user", "content": "Hi"}], "lorekeeper_chat": 0},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 404 and response.json()["error"]["type"] == "invalid_request_error"
+    assert not Chat.objects.filter(user=user).exists()

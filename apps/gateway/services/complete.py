@@ -198,7 +198,7 @@ def completion_prepare(
     ):
         raise ApplicationError(f"`{CHAT_FIELD}` is a chat id or a client key.", {"field": CHAT_FIELD})
     lap("gateway_parse")
-    found = chat_for_request(user=user, lines=lines, header=chat_header or str(named or ""))
+    found = chat_for_request(user=user, lines=lines, header=chat_header or ("" if named is None else str(named)))
     lap("gateway_match")
     synced = history_sync(
         chat=found.chat, lines=lines, start=found.start, branch_key=found.branch_key, named=found.how == "header"
