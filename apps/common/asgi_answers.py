@@ -16,5 +16,6 @@ _CORS = CorsMiddleware(lambda request: None)  # its header rules only; it wraps 
 
 def answer_headers(scope: dict, response: HttpResponse) -> list[tuple[bytes, bytes]]:
     """The response's headers for `http.response.start`, CORS's added as for any answer to the request `scope`."""
-    _CORS.add_response_headers(ASGIRequest(scope, io.BytesIO()), response)
+    request = ASGIRequest({**scope, "method": scope.get("method") or "GET"}, io.BytesIO())  # a scope may lack one
+    _CORS.add_response_headers(request, response)
     return [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in response.items()]
