@@ -5,7 +5,7 @@
 import { Api, LorekeeperError } from './lib/api.js';
 import { LINK_RETRY_MIN_MS, linkRetry, serverUrlProblem } from './lib/connection.js';
 import { extensionPrompts, macroTexts } from './lib/prompts.js';
-import { renderRecallCards } from './lib/recall.js';
+import { recallFits, renderRecallCards } from './lib/recall.js';
 import { notSyncedReason, storedSettings } from './lib/settings.js';
 import { IndexedDbStore } from './lib/store.js';
 import { ChatSync, MergeDeferred, NotNow, Superseded, withRecall } from './lib/sync.js';
@@ -301,9 +301,13 @@ async function interceptor(chat, _contextSize, _abort, type) {
         macroValues = macroTexts(answer.macros);
         const recall = answer.recall;
         if (recall?.stored && recall.bme_recall && Number.isInteger(recall.message_index)) {
-            putRecall(recall.message_index, recall.bme_recall);
-            sync.acknowledgeRecall(recall.message_index, recall.bme_recall, answer.integrity);
-            ctx().saveChat?.();
+            if (recallFits(ctx().chat[recall.message_index], recall.bme_recall)) {
+                putRecall(recall.message_index, recall.bme_recall);
+                sync.acknowledgeRecall(recall.message_index, recall.bme_recall, answer.integrity);
+                ctx().saveChat?.();
+            } else {
+                sync.stale = true; // another message stands there: the next sync reads Lorekeeper's chat and merges
+            }
         }
         outageToastShown = false;
         setTimeout(drawCards, 0);

@@ -15,6 +15,21 @@ function escapeHtml(text) {
     return String(text ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
 }
 
+/**
+ * Whether the recall Lorekeeper stored for the turn at `message`'s index is that message's: a person's message,
+ * shown to the model, saying what the recall was asked for (`recallInput`, the message as sent). When a send
+ * failed and SillyTavern's chat holds a change Lorekeeper has not (a deletion waiting), the index can name another
+ * message: the record is then not written into it.
+ * @param {any} message SillyTavern's message at the recall's index
+ * @param {any} record the recall record (`bme_recall`)
+ */
+export function recallFits(message, record) {
+    if (!message || message.is_user !== true || message.is_system === true) return false;
+    if (typeof record?.recallInput !== 'string') return true; // a record without it: nothing to tell it by
+    const said = (/** @type {unknown} */ text) => String(text ?? '').replace(/\0/g, '').trim();
+    return said(message.mes) === said(record.recallInput);
+}
+
 // Nodes, links of a node, and memories of the prompt a card lists at most: a record is kept in the chat and drawn
 // each time it opens, and one imported from elsewhere can hold any number.
 export const SHOWN = 200;

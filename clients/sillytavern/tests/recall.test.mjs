@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { cardHtml, otherSlots, SHOWN } from '../lib/recall.js';
+import { cardHtml, otherSlots, recallFits, SHOWN } from '../lib/recall.js';
 
 const longTerm = { slot: 'long', label: 'Long-term', count: 1, memories: [{ id: 7, kind: 'fact', text: 'Biscuit sleeps by the lamp.' }] };
 
@@ -38,4 +38,16 @@ test("a record of any size draws at most SHOWN nodes, links and prompt memories,
     assert.equal(html.match(/<li>self → Memory 1<\/li>/g).length, 1, 'a node linked to itself is listed once');
     assert.equal(html.match(/<li><b>Long-term<\/b>/g).length, SHOWN);
     console.log(`drawn in ${took.toFixed(0)} ms`); // printed, not asserted
+});
+
+test("a stored recall is written only into the person's message it was asked for", () => {
+    const record = { recallInput: 'Any ships tonight?', injectionText: '…' };
+    assert.equal(recallFits({ is_user: true, mes: ' Any ships tonight? ' }, record), true);
+    assert.equal(recallFits({ is_user: true, mes: 'Any ships tonight?\0' }, record), true); // NUL, as the server drops it
+    // A deletion not yet sent shifts the indices: another message stands at the recall's.
+    assert.equal(recallFits({ is_user: true, mes: 'Which one?' }, record), false);
+    assert.equal(recallFits({ is_user: false, mes: 'Any ships tonight?' }, record), false);
+    assert.equal(recallFits({ is_user: true, is_system: true, mes: 'Any ships tonight?' }, record), false);
+    assert.equal(recallFits(undefined, record), false);
+    assert.equal(recallFits({ is_user: true, mes: 'Anything' }, { injectionText: 'old record' }), true);
 });
