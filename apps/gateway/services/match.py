@@ -65,8 +65,8 @@ class Found:
     chat: Chat
     start: int  # the index of the chat's message the request's history starts at
     how: str  # header | fingerprint | edited | window | new
-    # Found by a guess (fingerprint, window): the key of the branch the request goes on in if it would rewrite the
-    # chat further back than its last exchange (services/sync.py)
+    # Found by a guess (fingerprint, edited opening, window): the key of the branch the request goes on in if it
+    # would rewrite the chat before its last exchange (services/sync.py)
     branch_key: str = ""
 
 
