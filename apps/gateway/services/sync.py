@@ -39,7 +39,7 @@ from typing import Any
 from django.db import transaction
 
 from apps.chats.models import Chat, Message
-from apps.chats.selectors import history_digests
+from apps.chats.selectors import HistoryDigests, history_digests
 from apps.chats.services.branch import chat_branch
 from apps.chats.services.chats import chat_lock
 from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
@@ -117,6 +117,17 @@ def _agreeing(ours: str, theirs: str, count: int, *, width: int = 1) -> int:
     return agree
 
 
+def _compared(history: list[Line], stored: HistoryDigests) -> tuple[int, str, int]:
+    """How far the history's speakers agree with the chat's (`cut`), its messages' digests that far (32 hex
+    characters each), and how many of those agree from the first on (`same`)."""
+    held, digest = _DIGESTS.held, _DIGESTS.of
+    cut = min(len(history), len(stored.indices))
+    speakers = "".join(["u" if line.role == "user" else "a" for line in history[:cut]])
+    cut = _agreeing(speakers, stored.speakers, cut)
+    digests = "".join([held.get(line.content) or digest(line.content) for line in history[:cut]])
+    return cut, digests, _agreeing(digests, stored.md5, cut, width=32)
+
+
 AGREEMENT_READS = 50  # messages of a chat read to tell text that differs only in its spacing, at most
 
 
@@ -127,11 +138,7 @@ def agreement(*, chat: Chat, lines: list[Line], start: int = 0) -> int:
     on."""
     history = [line for line in lines if line.role != "system"]
     stored = history_digests(chat=chat, start=start)
-    cut = min(len(history), len(stored.indices))
-    speakers = "".join(["u" if line.role == "user" else "a" for line in history[:cut]])
-    cut = _agreeing(speakers, stored.speakers, cut)
-    digests = "".join([_DIGESTS.of(line.content) for line in history[:cut]])
-    same = _agreeing(digests, stored.md5, cut, width=32)
+    cut, digests, same = _compared(history, stored)
     for _ in range(AGREEMENT_READS):
         if same >= cut or _changed(chat, stored.indices[same], history[same]):
             break
@@ -195,12 +202,7 @@ def history_sync(
     stored = history_digests(chat=chat, start=start)
     synced = Synced(chat, indices=[None] * len(history))
     operations: list[dict[str, Any]] = []
-    held, digest = _DIGESTS.held, _DIGESTS.of
-    cut = min(len(history), len(stored.indices))
-    speakers = "".join(["u" if line.role == "user" else "a" for line in history[:cut]])
-    cut = _agreeing(speakers, stored.speakers, cut)  # from the first speaker that differs the request replaces
-    digests = "".join([held.get(line.content) or digest(line.content) for line in history[:cut]])
-    same = _agreeing(digests, stored.md5, cut, width=32)
+    cut, digests, same = _compared(history, stored)  # from the first speaker that differs the request replaces
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
     for n in range(same, cut):
