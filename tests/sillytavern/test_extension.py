@@ -269,21 +269,33 @@ def test_an_outage_still_gives_a_reply_and_everything_syncs_when_lorekeeper_is_b
     relay.down()
 
 
-def test_a_chat_opened_while_lorekeeper_is_down_is_linked_when_it_is_back(st, st_open, lorekeeper, live_server):
-    """Linking is tried again less often while Lorekeeper stays unreachable (5 s, then 10, 20… at most a minute, a
-    fifth more at random), and the chat links at the next try once it answers."""
+def opened_while_down(st, st_open, lorekeeper, live_server):
+    """Mira's chat opened while Lorekeeper cannot be reached (a relay in front of it, down): the relay and the page."""
     relay = Relay(int(live_server.url.rsplit(":", 1)[1]))
     relay.down()
     st.add_character("Mira", first_mes="Welcome back.")
     page = st_open(extension=lorekeeper.extension_settings(server_url=relay.url, timeout_ms=3000))
     open_character(page, "Mira")
-    said = "() => document.getElementById('lorekeeper_status')?.textContent ?? ''"
+    return relay, page
+
+
+def retry_wait(page) -> int | None:
+    """The seconds the panel says the next try at linking is away, if it says so."""
+    said = page.evaluate("() => document.getElementById('lorekeeper_status')?.textContent ?? ''")
+    shown = re.search(r"Trying again in (\d+) s", said)
+    return int(shown[1]) if shown else None
+
+
+def test_a_chat_opened_while_lorekeeper_is_down_is_linked_when_it_is_back(st, st_open, lorekeeper, live_server):
+    """Linking is tried again less often while Lorekeeper stays unreachable (5 s, then 10, 20… at most a minute, a
+    fifth more at random), and the chat links at the next try once it answers."""
+    relay, page = opened_while_down(st, st_open, lorekeeper, live_server)
     waits: list[int] = []
 
     def longer() -> bool:
-        shown = re.search(r"Trying again in (\d+) s", page.evaluate(said))
-        if shown and (not waits or int(shown[1]) != waits[-1]):
-            waits.append(int(shown[1]))
+        shown = retry_wait(page)
+        if shown and (not waits or shown != waits[-1]):
+            waits.append(shown)
         return len(waits) >= 2
 
     wait_until(longer, timeout=SYNC_TIMEOUT, interval=0.2, message="a longer wait each time")
@@ -298,18 +310,13 @@ def test_a_chat_opened_while_lorekeeper_is_down_is_linked_when_it_is_back(st, st
 def test_a_chat_waiting_to_be_linked_is_linked_when_the_network_comes_back(st, st_open, lorekeeper, live_server):
     """The browser going offline and online again (the network back) links the open chat at once, not at the end of
     its wait, which by then is 20 s or more."""
-    relay = Relay(int(live_server.url.rsplit(":", 1)[1]))
-    relay.down()
-    st.add_character("Mira", first_mes="Welcome back.")
-    page = st_open(extension=lorekeeper.extension_settings(server_url=relay.url, timeout_ms=3000))
-    open_character(page, "Mira")
-    said = "() => document.getElementById('lorekeeper_status')?.textContent ?? ''"
+    relay, page = opened_while_down(st, st_open, lorekeeper, live_server)
     shown = {}
 
     def long_wait() -> bool:
-        wait = re.search(r"Trying again in (\d+) s", page.evaluate(said))
-        if wait and int(wait[1]) >= 20:
-            shown.update(seconds=int(wait[1]), at=time.monotonic())
+        wait = retry_wait(page)
+        if wait and wait >= 20:
+            shown.update(seconds=wait, at=time.monotonic())
         return bool(shown)
 
     wait_until(long_wait, timeout=SYNC_TIMEOUT, interval=0.2, message="a wait of 20 s or more")
