@@ -306,7 +306,7 @@ async function interceptor(chat, _contextSize, _abort, type) {
                 sync.acknowledgeRecall(recall.message_index, recall.bme_recall, answer.integrity);
                 ctx().saveChat?.();
             } else {
-                sync.stale = true; // another message stands there: the next sync reads Lorekeeper's chat and merges
+                sync.readBack(); // another message stands there: the next sync reads Lorekeeper's chat and merges
             }
         }
         outageToastShown = false;

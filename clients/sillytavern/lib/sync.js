@@ -436,6 +436,12 @@ export class ChatSync {
         this.persist().catch(() => {});
     }
 
+    /** Lorekeeper holds something this device could not place (a recall for a message it does not stand at): its
+     * chat is read back and merged at the next sync. */
+    readBack() {
+        this.stale = true;
+    }
+
     close() {
         this.closed = true;
         if (this.timer) clearTimeout(this.timer);
