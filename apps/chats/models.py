@@ -110,6 +110,12 @@ class Chat(models.Model):
     header_absent_fields = models.JSONField(default=list, blank=True)
     # Changes on every write to the chat or its messages (optimistic locking for clients).
     integrity = models.UUIDField(default=uuid.uuid4)
+    writes = models.PositiveBigIntegerField(
+        default=0,
+        editable=False,
+        help_text="How many writes the chat has had. It only grows, so a client that saw a higher number than the "
+        "chat shows is looking at a copy that went back in time: a database restored from an older backup.",
+    )
     uid = models.UUIDField(
         default=uuid.uuid4, unique=True, editable=False, help_text="Stable across accounts: archives match it."
     )

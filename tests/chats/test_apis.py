@@ -167,7 +167,7 @@ def test_multipart_import_answers_201_and_exports_back_the_same_lines(api):
     response = api.post("/api/v1/chats/import", {"file": upload}, format="multipart")
     assert response.status_code == 201, response.content
     body = response.json()
-    assert set(body) == {"id", "title", "total_messages", "integrity", "client_key", "created"}
+    assert set(body) == {"id", "title", "total_messages", "integrity", "writes", "client_key", "created"}
     assert body["total_messages"] == 3 and body["title"] == "Seraphina - 2026-09-25"
     export = api.get(f"/api/v1/chats/{body['id']}/export")
     assert export["Content-Type"].startswith("application/jsonl")

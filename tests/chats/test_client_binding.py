@@ -55,6 +55,7 @@ def test_importing_with_a_client_key_twice_updates_the_one_chat_and_keeps_what_i
         "title": first.json()["title"],
         "total_messages": first.json()["total_messages"] + 1,
         "integrity": None,
+        "writes": first.json()["writes"] + 1,
         "client_key": KEY,
         "created": False,
     }

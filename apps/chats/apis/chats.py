@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors
-from apps.chats.apis.common import JSONL_CONTENT_TYPES, JsonlPassthroughParser, parse_ids
+from apps.chats.apis.common import JSONL_CONTENT_TYPES, WRITES_HELP, JsonlPassthroughParser, parse_ids
 from apps.chats.models import Chat, ReplyOrder
 from apps.chats.services.chats import chat_create, chat_delete, chat_export_lines, chat_update
 from apps.chats.services.writes import chat_import_or_update
@@ -39,6 +39,7 @@ class ChatSummarySerializer(serializers.Serializer):
     character_name = serializers.CharField()
     total_messages = serializers.IntegerField(source="message_count")
     integrity = serializers.UUIDField()
+    writes = serializers.IntegerField(help_text=WRITES_HELP)
     client_key = serializers.CharField(allow_null=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
@@ -180,6 +181,7 @@ class ChatImportOutputSerializer(serializers.Serializer):
     title = serializers.CharField()
     total_messages = serializers.IntegerField(source="message_count")
     integrity = serializers.UUIDField()
+    writes = serializers.IntegerField(help_text=WRITES_HELP)
     client_key = serializers.CharField(allow_null=True)
     created = serializers.SerializerMethodField(help_text="False when the file updated an existing chat.")
 

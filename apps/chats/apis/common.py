@@ -66,13 +66,24 @@ def patch_kind(request) -> str:
     return "merge" if isinstance(request.data, dict) else "json"
 
 
+WRITES_HELP = (
+    "How many writes the chat has had; it only grows. A client that saw a higher number is looking at a copy that "
+    "went back in time (a database restored from an older backup): its missing messages were not deleted."
+)
+
+
 class ChatStateSerializer(serializers.Serializer):
     integrity = serializers.UUIDField()
     total_messages = serializers.IntegerField()
+    writes = serializers.IntegerField(help_text=WRITES_HELP)
 
 
 def chat_state(result_chat) -> dict:
-    return {"integrity": result_chat.integrity, "total_messages": result_chat.message_count}
+    return {
+        "integrity": result_chat.integrity,
+        "total_messages": result_chat.message_count,
+        "writes": result_chat.writes,
+    }
 
 
 def valid(serializer_class, data) -> dict:

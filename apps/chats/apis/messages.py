@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors
+from apps.chats.apis.common import WRITES_HELP, ChatStateSerializer, chat_state
 from apps.chats.models import Message
 from apps.chats.services.messages import message_append, message_delete, message_update
 from apps.common.idempotency import idempotent
@@ -49,15 +50,12 @@ class MessageInputSerializer(StorableInputSerializer):
     other_fields = DictField(required=False, help_text="Replaces all keys beyond the known ones.")
 
 
-class MessageWriteOutputSerializer(serializers.Serializer):
+class MessageWriteOutputSerializer(ChatStateSerializer):
     message = MessageOutputSerializer()
-    integrity = serializers.UUIDField()
-    total_messages = serializers.IntegerField()
 
 
-class ChatWriteOutputSerializer(serializers.Serializer):
-    integrity = serializers.UUIDField()
-    total_messages = serializers.IntegerField()
+class ChatWriteOutputSerializer(ChatStateSerializer):
+    pass
 
 
 class MessagePageSerializer(serializers.Serializer):
@@ -66,6 +64,7 @@ class MessagePageSerializer(serializers.Serializer):
     total_messages = serializers.IntegerField()
     has_more = serializers.BooleanField()
     integrity = serializers.UUIDField()
+    writes = serializers.IntegerField(help_text=WRITES_HELP)
     results = MessageOutputSerializer(many=True)
 
 
@@ -75,7 +74,7 @@ class MessageQuerySerializer(serializers.Serializer):
 
 
 def _write_answer(message: Message | None, chat) -> dict:
-    answer = {"integrity": chat.integrity, "total_messages": chat.message_count}
+    answer = chat_state(chat)
     if message is not None:
         answer["message"] = MessageOutputSerializer(message).data
     return answer
@@ -97,6 +96,7 @@ class MessageListApi(APIView):
             "total_messages": chat.message_count,
             "has_more": has_more,
             "integrity": chat.integrity,
+            "writes": chat.writes,
             "results": messages,
         }
         return Response(MessagePageSerializer(page).data)

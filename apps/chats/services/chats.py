@@ -60,11 +60,15 @@ def chat_touch(*, chat: Chat, fields: Iterable[str] = (), mirror: bool = False) 
     `mirror`: the write made the chat equal to a SillyTavern file (an import, a save, the extension's sync), so an
     export may keep the file's own chat_metadata.integrity (see chat_header)."""
     chat.integrity = uuid.uuid4()
-    fields = ["integrity", "updated_at", *fields]
+    # Counted by the database, not from this instance's number: one read before another writer's change must
+    # not make the count go back.
+    chat.writes = models.F("writes") + 1
+    fields = ["integrity", "writes", "updated_at", *fields]
     if mirror:
         chat.mirrored_integrity = chat.integrity
         fields.append("mirrored_integrity")
     chat.save(update_fields=fields)
+    chat.refresh_from_db(fields=["writes"])
     chat_written.send(sender=Chat, chat_id=chat.pk)
     return chat
 
@@ -222,6 +226,7 @@ def chat_import(
     chat.title = chat.title[:300]
     chat.integrity = uuid.uuid4()
     chat.mirrored_integrity = chat.integrity
+    chat.writes = 1  # a new chat: no one else has written it
     chat.save()
     chat_written.send(sender=Chat, chat_id=chat.pk)
     return chat
