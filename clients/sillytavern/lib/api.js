@@ -167,12 +167,13 @@ export class Api {
     }
 
     /**
-     * Send one planned write. Answers the chat's new integrity.
+     * Send one planned write. Answers the chat's new integrity, and its count of writes (`writes`: only grows;
+     * null from a server older than it).
      * @param {number} chatId
      * @param {Write} write
      * @param {string} integrity
      * @param {string} idempotencyKey
-     * @returns {Promise<string>}
+     * @returns {Promise<{integrity: string, writes: number|null}>}
      */
     async send(chatId, write, integrity, idempotencyKey) {
         const options = { ifMatch: integrity, idempotencyKey };
@@ -194,26 +195,29 @@ export class Api {
                 contentType: 'application/json-patch+json',
             });
         }
-        return answer.body.integrity;
+        return { integrity: answer.body.integrity, writes: writesOf(answer.body) };
     }
 
     /**
      * The whole chat as Lorekeeper holds it, read a page at a time; pages read while another write landed are
      * read again.
      * @param {number} chatId
-     * @returns {Promise<{messages: any[], metadata: Record<string, any>, integrity: string}>}
+     * @returns {Promise<{messages: any[], metadata: Record<string, any>, integrity: string, writes: number|null}>}
      */
     async readChat(chatId) {
         for (let attempt = 0; attempt < 5; attempt++) {
             const messages = [];
             let integrity = null;
+            let writes = null;
             let metadata = {};
             let from = 0;
             let consistent = true;
             for (;;) {
                 const { body } = await this.request('GET', `chats/${chatId}/delta?from_index=${from}&limit=500`);
-                if (integrity === null) integrity = body.integrity;
-                else if (integrity !== body.integrity) {
+                if (integrity === null) {
+                    integrity = body.integrity;
+                    writes = writesOf(body);
+                } else if (integrity !== body.integrity) {
                     consistent = false;
                     break;
                 }
@@ -228,7 +232,7 @@ export class Api {
                 }
                 from = body.next_index;
             }
-            if (consistent) return { messages, metadata, integrity };
+            if (consistent) return { messages, metadata, integrity, writes };
         }
         throw new LorekeeperError('The chat kept changing while it was read.', { status: 409 });
     }
@@ -290,4 +294,14 @@ export class Api {
 export function newKey() {
     if (globalThis.crypto?.randomUUID) return globalThis.crypto.randomUUID();
     return `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}-${Math.random().toString(36).slice(2)}`;
+}
+
+/**
+ * A chat's count of writes as an answer gives it (`writes`), or null when the answer has none (a server from before
+ * it).
+ * @param {any} body
+ * @returns {number|null}
+ */
+export function writesOf(body) {
+    return Number.isSafeInteger(body?.writes) && body.writes >= 0 ? body.writes : null;
 }

@@ -43,7 +43,7 @@ export class SavedChat {
             messages.push(...page.messages);
         }
         this.pages = pages;
-        return { chatId: head.chatId, integrity: head.integrity, queue: head.queue ?? [], base: { messages, metadata: head.metadata ?? {} } };
+        return { chatId: head.chatId, integrity: head.integrity, writes: head.writes ?? null, queue: head.queue ?? [], base: { messages, metadata: head.metadata ?? {} } };
     }
 
     /** @param {SyncRecord} record */
@@ -66,7 +66,7 @@ export class SavedChat {
         }
         const deletes = [];
         for (let n = pages.length; n < before.length; n++) deletes.push(pageKey(this.clientKey, n));
-        const head = { chatId: record.chatId, integrity: record.integrity, queue: record.queue, metadata: record.base.metadata, pages: pages.map((page) => page.stamp) };
+        const head = { chatId: record.chatId, integrity: record.integrity, writes: record.writes ?? null, queue: record.queue, metadata: record.base.metadata, pages: pages.map((page) => page.stamp) };
         puts.push([this.clientKey, head]);
         // Taken as saved at once, so that a save begun before this one ends compares with it; a save that fails
         // leaves nothing taken as saved, and the next writes every page.

@@ -6,6 +6,7 @@
  * @typedef {object} SyncRecord
  * @property {number} chatId
  * @property {string} integrity
+ * @property {number|null} [writes] the chat's count of writes as Lorekeeper last answered it
  * @property {import('./plan.js').ChatState} base
  * @property {{write: import('./plan.js').Write, key: string}[]} queue
  */

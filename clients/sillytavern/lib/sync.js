@@ -7,7 +7,7 @@
 // merge goes into SillyTavern's chat, and what is left is sent. While Lorekeeper is unreachable the queue waits
 // and is retried with a growing pause. Each save of base and queue writes only what changed (saved.js).
 
-import { LorekeeperError, newKey } from './api.js';
+import { LorekeeperError, newKey, writesOf } from './api.js';
 import { jsonEqual, toJson } from './json.js';
 import { applyWrite, applyWrites, mergeStates, planWrites } from './plan.js';
 import { SavedChat } from './saved.js';
@@ -99,6 +99,14 @@ export class ChatSync {
         this.chatId = null;
         /** @type {string|null} */
         this.integrity = null;
+        /**
+         * The chat's count of writes as Lorekeeper last answered it (null: not known). It only grows there, so a
+         * chat read back with fewer has gone back in time (a database restored from a backup; see reconcile).
+         * @type {number|null}
+         */
+        this.writes = null;
+        /** Times Lorekeeper's chat was found gone back in time and this chat sent over it, for the tests. */
+        this.restores = 0;
         /** @type {ChatState|null} */
         this.base = null;
         /** @type {{write: Write, key: string}[]} */
@@ -164,6 +172,7 @@ export class ChatSync {
             this.check();
             this.chatId = answer.id;
             this.integrity = answer.integrity;
+            this.writes = writesOf(answer);
             this.base = live;
             this.queue = [];
             await this.persist();
@@ -175,6 +184,7 @@ export class ChatSync {
         if (stored && stored.chatId === found.id) {
             this.base = stored.base;
             this.integrity = stored.integrity;
+            this.writes = stored.writes ?? null;
             this.queue = stored.queue ?? [];
             if (stored.integrity !== found.integrity) {
                 // Written since this device last synced: elsewhere, or by a queued write of ours whose answer was
@@ -198,7 +208,7 @@ export class ChatSync {
     async persist() {
         if (this.chatId === null || this.base === null || this.integrity === null) return;
         /** @type {SyncRecord} */
-        const record = { chatId: this.chatId, integrity: this.integrity, base: this.base, queue: this.queue };
+        const record = { chatId: this.chatId, integrity: this.integrity, writes: this.writes, base: this.base, queue: this.queue };
         await this.saved.save(record);
     }
 
@@ -350,9 +360,10 @@ export class ChatSync {
     async sendHead() {
         const head = this.queue[0];
         try {
-            const integrity = await this.api.send(/** @type {number} */ (this.chatId), head.write, /** @type {string} */ (this.integrity), head.key);
+            const answer = await this.api.send(/** @type {number} */ (this.chatId), head.write, /** @type {string} */ (this.integrity), head.key);
             this.base = applyWrite(/** @type {ChatState} */ (this.base), head.write);
-            this.integrity = integrity;
+            this.integrity = answer.integrity;
+            this.writes = answer.writes ?? this.writes;
             this.queue.shift();
             // Not saved here: a write acknowledged but still in the stored queue is sent again with its
             // Idempotency-Key after a reload, and answers as it did.
@@ -375,6 +386,19 @@ export class ChatSync {
      */
     async reconcile(common) {
         const remote = await this.api.readChat(/** @type {number} */ (this.chatId));
+        if (remote.writes !== null && this.writes !== null && remote.writes < this.writes) {
+            // Fewer writes than Lorekeeper answered this device before: its chat went back in time (its database was
+            // restored from an older backup). What it lacks was never deleted: merged as deletions, SillyTavern's
+            // file would lose every message written since the backup. This chat is sent over it instead (the import
+            // keeps what it replaces as a revision there).
+            this.restores++;
+            this.setStatus('conflict', "Lorekeeper's copy of this chat is older than this browser's (restored from a backup?): sending this chat to it…");
+            // Until it is sent, nothing queued goes onto the old copy: the next sync reads it back again first.
+            this.stale = true;
+            await this.overwrite();
+            this.stale = false;
+            return;
+        }
         const remoteState = { messages: remote.messages, metadata: remote.metadata ?? {} };
         // From here to the replace nothing waits: the chat read is the chat merged and replaced.
         const live = this.live();
@@ -398,6 +422,7 @@ export class ChatSync {
         }
         this.base = remoteState;
         this.integrity = remote.integrity;
+        this.writes = remote.writes ?? this.writes;
         this.queue = [];
         await this.persist();
     }
@@ -414,6 +439,7 @@ export class ChatSync {
         this.check();
         this.base = live;
         this.integrity = answer.integrity;
+        this.writes = writesOf(answer);
         this.queue = [];
         await this.persist();
     }

@@ -38,6 +38,12 @@ export function sameJson(a, b) {
     return ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && sameJson(a[k], b[k]));
 }
 
+/** A write: a new integrity, and one more write counted (Chat.writes, which only grows). */
+function touch(chat) {
+    chat.integrity = randomUUID();
+    chat.writes += 1;
+}
+
 const copy = (value) => (value === undefined ? undefined : JSON.parse(JSON.stringify(value)));
 const isObj = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
 const own = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
@@ -167,7 +173,7 @@ export class FakeLorekeeper {
     constructor({ token = 't', origin = 'http://lk.test' } = {}) {
         this.token = token;
         this.origin = origin;
-        /** @type {Map<number, {id: number, title: string, clientKey: string|null, integrity: string, hasHeader: boolean, header: any, messages: any[], metadata: Record<string, any>, revisions: any[], generations: Set<string>}>} */
+        /** @type {Map<number, {id: number, title: string, clientKey: string|null, integrity: string, writes: number, hasHeader: boolean, header: any, messages: any[], metadata: Record<string, any>, revisions: any[], generations: Set<string>}>} */
         this.chats = new Map();
         this.nextId = 1;
         /** @type {Map<string, {fingerprint: string, status: number, body: any, headers: Record<string, string>}>} */
@@ -215,8 +221,23 @@ export class FakeLorekeeper {
         const result = fn(state) ?? state;
         chat.messages = copy(result.messages);
         chat.metadata = copy(result.metadata ?? {});
-        chat.integrity = randomUUID();
+        touch(chat);
         return chat.integrity;
+    }
+
+    /** The chat as a database backup holds it, for `restore`. @param {number} chatId */
+    backup(chatId) {
+        return copy(this.chat(chatId));
+    }
+
+    /**
+     * Bring a chat back as a backup held it: its messages, metadata, integrity and count of writes, as restoring the
+     * database does (nothing of what was written since is left).
+     * @param {any} backup what `backup` answered
+     */
+    restore(backup) {
+        const chat = this.chat(backup.id);
+        Object.assign(chat, copy(backup), { generations: chat.generations });
     }
 
     /** Requests matching a method and a path (RegExp or a string the path must end with). */
@@ -324,7 +345,7 @@ export class FakeLorekeeper {
     }
 
     chatState(chat) {
-        return { integrity: chat.integrity, total_messages: chat.messages.length };
+        return { integrity: chat.integrity, total_messages: chat.messages.length, writes: chat.writes };
     }
 
     summary(chat) {
@@ -336,6 +357,7 @@ export class FakeLorekeeper {
             character_name: chat.header?.character_name ?? '',
             total_messages: chat.messages.length,
             integrity: chat.integrity,
+            writes: chat.writes,
             client_key: chat.clientKey,
             created_at: '2025-01-01T00:00:00Z',
             updated_at: '2025-01-01T00:00:00Z',
@@ -406,6 +428,7 @@ export class FakeLorekeeper {
                 title: query.title || 'chat',
                 clientKey,
                 integrity: randomUUID(),
+                writes: 1,
                 hasHeader: Boolean(header),
                 header: copy(header),
                 messages: copy(messages),
@@ -414,7 +437,7 @@ export class FakeLorekeeper {
                 generations: new Set(),
             };
             this.chats.set(chat.id, chat);
-            return this.ok(chat, { id: chat.id, title: chat.title, total_messages: chat.messages.length, integrity: chat.integrity, client_key: chat.clientKey, created: true }, 201);
+            return this.ok(chat, { id: chat.id, title: chat.title, total_messages: chat.messages.length, integrity: chat.integrity, writes: chat.writes, client_key: chat.clientKey, created: true }, 201);
         }
         if (integrity !== null && integrity !== chat.integrity) throw conflict(chat);
         if (clientKey !== null && clientKey !== chat.clientKey) {
@@ -431,8 +454,8 @@ export class FakeLorekeeper {
         chat.header = copy(header);
         chat.messages = copy(messages);
         chat.metadata = copy(header?.chat_metadata ?? {});
-        chat.integrity = randomUUID();
-        return this.ok(chat, { id: chat.id, title: chat.title, total_messages: chat.messages.length, integrity: chat.integrity, client_key: chat.clientKey, created: false });
+        touch(chat);
+        return this.ok(chat, { id: chat.id, title: chat.title, total_messages: chat.messages.length, integrity: chat.integrity, writes: chat.writes, client_key: chat.clientKey, created: false });
     }
 
     append(chat, headers, bodyText) {
@@ -462,7 +485,7 @@ export class FakeLorekeeper {
         if (generation) chat.generations.add(generation);
         if (fresh.length) {
             chat.messages.push(...copy(fresh));
-            chat.integrity = randomUUID();
+            touch(chat);
         }
         return answer(fresh.length, skipped);
     }
@@ -562,7 +585,7 @@ export class FakeLorekeeper {
         }
         if (changed) {
             chat.messages = messages;
-            chat.integrity = randomUUID();
+            touch(chat);
         }
         return this.ok(chat, { applied, skipped, ...this.chatState(chat) });
     }
@@ -589,7 +612,7 @@ export class FakeLorekeeper {
             throw error;
         }
         chat.metadata = copy(patched);
-        chat.integrity = randomUUID(); // chat_update always touches
+        touch(chat); // chat_update always touches
         return this.ok(chat, { chat_metadata: copy(chat.metadata), ...this.chatState(chat) });
     }
 

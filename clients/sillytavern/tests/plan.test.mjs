@@ -38,7 +38,7 @@ async function sendToFake(base, writes, fake = new FakeLorekeeper()) {
     const api = new Api({ serverUrl: 'http://lk.test', token: 't', fetch: fake.fetch });
     const answer = await api.importChat({ jsonl: toJsonl(base), clientKey: `k${fake.chats.size}` });
     let integrity = answer.integrity;
-    for (const write of writes) integrity = await api.send(answer.id, write, integrity, newKey());
+    for (const write of writes) integrity = (await api.send(answer.id, write, integrity, newKey())).integrity;
     assert.equal(integrity, fake.integrity(answer.id));
     return fake.state(answer.id);
 }

@@ -452,6 +452,78 @@ describe('ChatSync', () => {
     });
 });
 
+describe('ChatSync and a Lorekeeper restored from an older backup', () => {
+    syncTest('its chat went back in time: this chat is sent over it, and nothing is removed here', async () => {
+        const fake = new FakeLorekeeper();
+        const g = gen(40);
+        const a = await device(fake, { state: g.chat(10) });
+        const id = a.sync.chatId;
+        const backup = fake.backup(id);
+        for (let n = 0; n < 3; n++) {
+            a.host.live.messages.push(g.user(), g.assistant());
+            await a.sync.flush();
+        }
+        a.host.live.metadata.note = 'written after the backup';
+        await a.sync.flush();
+        const written = copy(a.host.live);
+        assert.equal(written.messages.length, 16);
+
+        fake.restore(backup); // the server's database, as the backup held it
+        a.host.live.messages.push(g.user());
+        await a.sync.flush();
+
+        assert.equal(a.sync.restores, 1);
+        assert.equal(a.host.live.messages.length, 17, 'no message removed from SillyTavern');
+        assert.ok(jsonEqual(a.host.live.messages.slice(0, 16), written.messages));
+        assert.equal(a.host.live.metadata.note, 'written after the backup');
+        assert.ok(jsonEqual(fake.state(id), a.host.live), 'Lorekeeper holds the chat again');
+        assert.equal(fake.chat(id).revisions.at(-1).messages.length, 10, 'the restored copy is kept as a revision');
+        assert.equal(a.sync.status.state, 'synced');
+        assert.equal(a.sync.writes, fake.chat(id).writes);
+
+        // Then the sync goes on as before: another device's deletion is merged here.
+        fake.writeAsOtherDevice(id, (state) => {
+            state.messages.splice(15, 2);
+        });
+        a.sync.stale = true;
+        await a.sync.flush();
+        assert.equal(a.sync.restores, 1);
+        assert.equal(a.host.live.messages.length, 15);
+        assert.ok(jsonEqual(fake.state(id), a.host.live));
+    });
+
+    syncTest('found when the browser opens the chat again after the restore', async () => {
+        const fake = new FakeLorekeeper();
+        const g = gen(41);
+        const a = await device(fake, { state: g.chat(6) });
+        const id = a.sync.chatId;
+        const backup = fake.backup(id);
+        a.host.live.messages.push(g.user(), g.assistant());
+        await a.sync.flush();
+        a.sync.close();
+        fake.restore(backup);
+
+        const again = await device(fake, { store: a.store, host: a.host });
+        await again.sync.flush();
+        assert.equal(again.sync.restores, 1);
+        assert.equal(a.host.live.messages.length, 8, 'no message removed from SillyTavern');
+        assert.ok(jsonEqual(fake.state(id), a.host.live));
+    });
+
+    syncTest("another device's deletions are still deletions: the count grew", async () => {
+        const fake = new FakeLorekeeper();
+        const a = await device(fake, { state: gen(42).chat(8) });
+        const id = a.sync.chatId;
+        fake.writeAsOtherDevice(id, (state) => {
+            state.messages.splice(4, 4);
+        });
+        a.sync.stale = true;
+        await a.sync.flush();
+        assert.equal(a.sync.restores, 0);
+        assert.equal(a.host.live.messages.length, 4);
+    });
+});
+
 describe('ChatSync property', () => {
     const ONLY_SEED = process.env.LK_SEED === undefined ? null : Number(process.env.LK_SEED);
     const COUNT = Math.max(20, Math.floor((Number(process.env.LK_SCENARIOS) || 300) / 5));
