@@ -3,7 +3,7 @@
 // settings, events, the generate interceptor, macros, recall cards. The panel: panel.js; World Info: world-info-sync.js.
 
 import { Api, LorekeeperError } from './lib/api.js';
-import { LINK_RETRY_MIN_MS, linkRetry, serverUrlProblem } from './lib/connection.js';
+import { LINK_RETRY_MIN_MS, linkRetry, serverUrlProblem, tokenProblem } from './lib/connection.js';
 import { extensionPrompts, macroTexts } from './lib/prompts.js';
 import { recallFits, renderRecallCards } from './lib/recall.js';
 import { notSyncedReason, storedSettings } from './lib/settings.js';
@@ -149,6 +149,7 @@ async function bindOpenChat() {
     const why = notSyncedReason({
         configured: api().configured,
         urlProblem: serverUrlProblem(s.server_url),
+        tokenProblem: tokenProblem(s.api_token),
         clientKey: key,
         avatar: c.groupId ? null : (c.characters[c.characterId]?.avatar ?? null),
         assistantAvatar: c.accountStorage?.getItem('assistant') ?? null,

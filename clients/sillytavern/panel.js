@@ -1,7 +1,7 @@
 // The extension's panel in SillyTavern's Extensions drawer (settings.html): the server and token a person types,
 // Test connection, the open chat's status line and its "This story" section.
 
-import { checkConnection, cleartextWarning, describeConnection, serverUrlProblem } from './lib/connection.js';
+import { checkConnection, cleartextWarning, describeConnection, serverUrlProblem, tokenProblem } from './lib/connection.js';
 import { consentNotice, pipelineText } from './lib/story.js';
 
 const TEST_TIMEOUT_MS = 8000;
@@ -122,10 +122,13 @@ export function settingsPanel({ ctx, settings, api, linked, relink, clearSlots, 
         input('lorekeeper_sync_assistant').checked = s.sync_assistant;
         input('lorekeeper_inject').checked = s.inject;
         input('lorekeeper_timeout_ms').value = String(s.timeout_ms);
-        // What is wrong with the address as typed, else a warning when the token would travel in clear.
+        // What is wrong with the address or the token as typed, else a warning when the token would travel in clear.
         const warnCleartext = () => {
             const problem = serverUrlProblem(settings().server_url);
-            showConnection(problem ? 'error' : 'offline', problem ? `The server URL: ${problem}` : cleartextWarning(settings().server_url));
+            const token = tokenProblem(settings().api_token);
+            if (problem) showConnection('error', `The server URL: ${problem}`);
+            else if (token) showConnection('error', `The API token: ${token}`);
+            else showConnection('offline', cleartextWarning(settings().server_url));
         };
         warnCleartext();
         // Saved as typed (SillyTavern saves a second after the last change): a token pasted and the page reloaded
@@ -144,7 +147,9 @@ export function settingsPanel({ ctx, settings, api, linked, relink, clearSlots, 
                 relink();
             });
         }
-        input('lorekeeper_server_url').addEventListener('change', warnCleartext); // after the save above
+        for (const id of ['lorekeeper_server_url', 'lorekeeper_api_token']) {
+            input(id).addEventListener('change', warnCleartext); // after the save above
+        }
         input('lorekeeper_inject').addEventListener('change', () => {
             savePanel();
             if (!settings().inject) clearSlots();

@@ -200,6 +200,39 @@ def test_an_address_typed_without_http_is_said_to_need_it_where_the_person_looks
         page.screenshot(path=str(ARTIFACTS / "extension" / f"panel-address-without-http-{width}.png"))
 
 
+def test_a_token_pasted_with_a_hidden_character_is_named_where_the_person_looks(st, st_open, lorekeeper):
+    """A token copied with a zero-width space cannot go in a header: the browser refuses the request before it
+    leaves, which the panel took for a CORS refusal. It says what is wrong with the token, where, and sends nothing."""
+    st.add_character("Mira", first_mes="Welcome back.")
+    page = st_open(extension={})
+    open_character(page, "Mira")
+    open_panel(page)
+    pasted = lorekeeper.token[:8] + "\u200b" + lorekeeper.token[8:]
+    type_connection(page, lorekeeper.url, "x")
+    box = page.locator("#lorekeeper_api_token")
+    box.click()
+    box.press("ControlOrMeta+a")
+    page.keyboard.insert_text(pasted)  # as a paste puts it in: one input event
+    box.press("Tab")
+    said = page.locator("#lorekeeper_connection")
+    expected = f"U+200B at character 9 of {len(pasted)}"
+    assert expected in said.inner_text() and said.get_attribute("data-state") == "error", said.inner_text()
+    page.wait_for_function(
+        "(text) => document.getElementById('lorekeeper_status')?.textContent.includes(text)", arg=expected
+    )
+    assert page.locator("#lorekeeper_status").inner_text().startswith("Not connected: the token holds")
+    outcome = test_connection(page)
+    assert expected in outcome and "CORS" not in outcome, outcome
+    assert not Chat.objects.filter(user=lorekeeper.user).exists()
+    (ARTIFACTS / "extension").mkdir(parents=True, exist_ok=True)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(500)
+        open_panel(page)
+        said.evaluate("(element) => element.scrollIntoView({block: 'center'})")
+        page.screenshot(path=str(ARTIFACTS / "extension" / f"panel-token-hidden-character-{width}.png"))
+
+
 def test_an_origin_lorekeeper_does_not_allow_names_the_setting_and_the_origin(st, st_open, lorekeeper, settings):
     settings.CORS_ALLOWED_ORIGINS = ["http://elsewhere.example:8000"]
     page = st_open(extension={})

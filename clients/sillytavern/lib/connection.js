@@ -8,7 +8,7 @@ import { Api, LorekeeperError } from './api.js';
 export const CORS_VARIABLE = 'LOREKEEPER_CORS_ORIGINS';
 
 /**
- * @typedef {'connected'|'no_url'|'bad_url'|'no_token'|'mixed_content'|'unauthorized'|'forbidden'|'busy'|'answered'
+ * @typedef {'connected'|'no_url'|'bad_url'|'no_token'|'bad_token'|'mixed_content'|'unauthorized'|'forbidden'|'busy'|'answered'
  *     |'redirected'|'timeout'|'nothing_listening'|'cors'} OutcomeKind
  * @typedef {{kind: OutcomeKind, status?: number, detail?: string, retryAfter?: number}} Outcome
  */
@@ -66,6 +66,22 @@ export function serverUrlProblem(text) {
 }
 
 /**
+ * What is wrong with the token as pasted, in words for the panel; empty when it could be one (or is empty). A token is
+ * plain ASCII; a character outside it (a zero-width space or a curly quote picked up with a copy) cannot be sent in a
+ * header at all: the browser refuses the request before it leaves, which would otherwise read as a CORS refusal.
+ * @param {string} text
+ */
+export function tokenProblem(text) {
+    const typed = String(text || '').trim();
+    const at = [...typed].findIndex((char) => char < '!' || char > '~');
+    if (at < 0) return '';
+    const char = [...typed][at];
+    const code = `U+${(char.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`;
+    const shown = /\p{L}|\p{N}|\p{P}|\p{S}/u.test(char) ? ` "${char}"` : '';
+    return `the token holds a character no token has, ${code}${shown} at character ${at + 1} of ${[...typed].length}: copy it again from Lorekeeper's API tokens page and paste it here.`;
+}
+
+/**
  * A warning when the token would cross the network unencrypted: plain http:// to a host that is not this machine.
  * Empty otherwise.
  * @param {string} serverUrl
@@ -91,6 +107,7 @@ export function describeConnection(outcome, { serverUrl, origin, timeoutMs = 0 }
         no_url: 'Type the address of your Lorekeeper server, e.g. http://127.0.0.1:8720.',
         bad_url: `The server URL: ${serverUrlProblem(url)}`,
         no_token: 'Paste an API token: make one in Lorekeeper under API tokens.',
+        bad_token: `The API token: ${outcome.detail ?? ''}`,
         mixed_content: `This page is served over https://, so the browser blocks plain http:// requests to ${url}. Give Lorekeeper an https:// address.`,
         unauthorized: `Lorekeeper at ${url} refused the token (401). Make a new one in Lorekeeper under API tokens and paste it here.`,
         forbidden: `Lorekeeper at ${url} refused this request (403)${detail}.`,
@@ -117,6 +134,8 @@ export async function checkConnection({ serverUrl, token, pageProtocol = 'http:'
     if (!url) return { kind: 'bad_url' };
     if (pageProtocol === 'https:' && url.protocol === 'http:' && !isLoopback(url.hostname)) return { kind: 'mixed_content' };
     if (!String(token || '').trim()) return { kind: 'no_token' };
+    const problem = tokenProblem(token);
+    if (problem) return { kind: 'bad_token', detail: problem };
     const doFetch = fetchImpl ?? globalThis.fetch.bind(globalThis);
     const api = new Api({ serverUrl, token: token.trim(), fetch: doFetch, timeoutMs });
     try {

@@ -27,13 +27,14 @@ export const DEFAULT_ASSISTANT_AVATAR = 'default_Assistant.png';
 
 /**
  * Why the open chat is not synced, in words for the status line; null when it is.
- * @param {{configured: boolean, urlProblem?: string, clientKey: string|null, avatar?: string|null, assistantAvatar?: string|null,
+ * @param {{configured: boolean, urlProblem?: string, tokenProblem?: string, clientKey: string|null, avatar?: string|null, assistantAvatar?: string|null,
  *     sync: boolean, syncAssistant: boolean, inject: boolean}} state
  * @returns {string|null}
  */
-export function notSyncedReason({ configured, urlProblem = '', clientKey, avatar = null, assistantAvatar = null, sync, syncAssistant, inject }) {
+export function notSyncedReason({ configured, urlProblem = '', tokenProblem = '', clientKey, avatar = null, assistantAvatar = null, sync, syncAssistant, inject }) {
     if (!configured) return 'Not connected: set the server URL and token.';
     if (urlProblem) return `Not connected: ${urlProblem}`;
+    if (tokenProblem) return `Not connected: ${tokenProblem}`;
     if (!clientKey) return 'No chat open.';
     if (!sync) return inject ? 'Sync is off, so no memory is injected either (Lorekeeper needs the chat).' : 'Sync is off.';
     // The welcome page's Assistant is SillyTavern's scratch chat, not a story: kept out unless asked for.

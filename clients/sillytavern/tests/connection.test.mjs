@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { Api, LorekeeperError } from '../lib/api.js';
-import { LINK_RETRY_MAX_MS, LINK_RETRY_MIN_MS, checkConnection, cleartextWarning, describeConnection, isLoopback, linkRetry, serverUrlProblem } from '../lib/connection.js';
+import { LINK_RETRY_MAX_MS, LINK_RETRY_MIN_MS, checkConnection, cleartextWarning, describeConnection, isLoopback, linkRetry, serverUrlProblem, tokenProblem } from '../lib/connection.js';
 
 const ORIGIN = 'http://127.0.0.1:8000';
 
@@ -98,6 +98,26 @@ describe('checkConnection', () => {
             assert.equal(outcome.kind, kind, `${serverUrl} / ${token}`);
             assert.equal(calls.length, 0);
         }
+    });
+
+    test('a token with a character no token has is said before any request, not taken for CORS', async () => {
+        for (const [token, said] of [
+            ['lk_abc\u200bdef', /U\+200B at character 7 of 10/],
+            ['\u201clk_abcdef\u201d', /U\+201C "\u201c" at character 1 of 11/],
+            ['lk_abc def', /U\+0020 at character 7 of 10/],
+            ['lk_caf\u00e9', /U\+00E9 "\u00e9" at character 7 of 7/],
+        ]) {
+            const { outcome, calls, shown } = await check({}, { token });
+            assert.equal(outcome.kind, 'bad_token', token);
+            assert.equal(calls.length, 0, 'nothing was sent');
+            assert.equal(shown.state, 'error');
+            assert.match(shown.message, /^The API token: the token holds a character no token has, /);
+            assert.match(shown.message, said);
+            assert.match(shown.message, /copy it again from Lorekeeper's API tokens page/);
+        }
+        // Spaces and line ends around it are trimmed, as the request trims them; a real token passes.
+        for (const token of ['  lk_Ab-9_x\n', 'lk_' + 'A'.repeat(43)]) assert.equal(tokenProblem(token), '', JSON.stringify(token));
+        assert.equal(tokenProblem(''), '');
     });
 
     test('from an https:// page, plain http:// to another machine is blocked by the browser, and said so', async () => {

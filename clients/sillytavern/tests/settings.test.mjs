@@ -38,6 +38,7 @@ test('the defaults object is never handed out or changed', () => {
 test("the Assistant's chat is not synced unless asked for; other chats are", () => {
     const base = { configured: true, clientKey: 'st:char:Mira.png:c1', avatar: 'Mira.png', sync: true, syncAssistant: false, inject: true };
     assert.equal(notSyncedReason(base), null);
+    assert.match(notSyncedReason({ ...base, tokenProblem: 'the token holds a character no token has' }), /^Not connected: the token holds/);
     const assistant = { ...base, clientKey: 'st:char:default_Assistant.png:c1', avatar: 'default_Assistant.png' };
     assert.match(notSyncedReason(assistant), /Assistant chat is not synced/);
     assert.equal(notSyncedReason({ ...assistant, syncAssistant: true }), null);
