@@ -1,6 +1,8 @@
 """The memories, entities and embedding-settings API: wiring, status codes, shapes and tenancy."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.chats.services.chats import chat_create, chat_import
 from apps.memories.models import Entity, Memory
@@ -334,6 +336,17 @@ def test_search_answers_method_results_and_signals(api, user, character, scripte
     assert hit["signals"]["vector"] is None and hit["signals"]["text"] > 0
     assert 0 < hit["score"] and 0 < hit["relevance"] <= 1
     assert set(body["timings_ms"]) == {"embed", "search"}
+
+
+def test_search_reads_of_its_hits_only_what_it_answers(api, user, character, scripted):
+    memory_create(user=user, character=character, kind="event", content="Corvin relit the lantern.")
+    with CaptureQueriesContext(connection) as queries:
+        response = api.post(f"{MEMORIES}search", {"query": "Who relit the lantern?"}, format="json")
+    assert response.status_code == 200 and len(response.json()["results"]) == 1, response.content
+    [hits] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT "memories_memory"."id"')]
+    assert '"memories_memory"."content"' in hits and '"memories_memory"."occurred_at"' in hits
+    for unread in ("data", "content_hash", "embedding", "embedding_model", "retired_reason"):
+        assert f'"memories_memory"."{unread}"' not in hits, unread
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,17 @@ class SearchOutputSerializer(serializers.Serializer):
     timings_ms = serializers.DictField(child=serializers.FloatField())
 
 
+# What the answer reads of each hit's memory (SearchResultSerializer's `memory.…` sources, a foreign key by its
+# field's name): only these are loaded, not the search vector and the rest.
+HIT_FIELDS = tuple(
+    dict.fromkeys(
+        field.source.removeprefix("memory.").removesuffix("_id")
+        for field in SearchResultSerializer().fields.values()
+        if field.source.startswith("memory.") and field.source != "memory.pk"
+    )
+)
+
+
 class MemorySearchApi(APIView):
     @extend_schema(
         operation_id="memories_search",
@@ -88,5 +99,6 @@ class MemorySearchApi(APIView):
             min_score=data.get("min_score"),
             include_retired=data["include_retired"],
             instance=data.get("instance") or request.META.get(INSTANCE_HEADER, "")[:100],
+            fields=HIT_FIELDS,
         )
         return Response(SearchOutputSerializer(outcome).data)
