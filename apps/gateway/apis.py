@@ -28,6 +28,7 @@ from apps.gateway.services.complete import (
     completion_chunks,
     completion_prepare,
     completion_replayed,
+    failed_status,
     model_failed,
 )
 from apps.generation.models import Generation
@@ -148,5 +149,5 @@ class ChatCompletionApi(GatewayApi):
             return response
         event = async_to_sync(last_event)(events)
         if event.name == "error":
-            return Response(model_failed(event.data), status=502, headers=headers)
+            return Response(model_failed(event.data), status=failed_status(event.data), headers=headers)
         return Response(completion_body(completion, event), headers=headers)

@@ -33,6 +33,7 @@ class Generation(models.Model):
         TIME = "time"  # the total time a generation may take
         IDLE = "idle"  # the model sent nothing for too long between tokens
         LEASE = "lease"  # the process streaming it died: its lease ran out
+        SERVER = "server"  # a fault of Lorekeeper's own while relaying it, not the model's
 
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="generations")

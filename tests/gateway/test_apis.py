@@ -6,7 +6,9 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from apps.chats.models import Chat
+from apps.generation.models import Generation
 from apps.generation.services.stream import open_streams
+from tests.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
 
@@ -170,3 +172,39 @@ def test_a_chat_named_0_in_the_body_is_looked_for_not_ignored(client, token, llm
     )
     assert response.status_code == 404 and response.json()["error"]["type"] == "invalid_request_error"
     assert not Chat.objects.filter(user=user).exists()
+
+
+def test_a_fault_of_lorekeepers_own_is_a_500_server_error_not_the_models(client, token, llm, user, monkeypatch):
+    """A reply that failed because Lorekeeper itself failed relaying it (injected here at the third piece) is not
+    answered as the model's failure: a person would look for the fault in a model that did nothing wrong. The model's
+    own failure stays a 502 `model_failed`."""
+    from apps.generation.services.bounds import Arrived
+
+    taken = Arrived.add
+
+    def add(self, delta):
+        if len(self.parts) >= 2:
+            raise RuntimeError("injected fault")
+        return taken(self, delta)
+
+    monkeypatch.setattr(Arrived, "add", add)
+    llm.server.on(lambda prompt: True, Reply("One ship came in late tonight under a torn sail", tokens_per_second=50))
+
+    def ask(text: str):
+        return client.post(
+            "/v1/chat/completions", {"model": "scripted", "messages": [{"role": "user", "content": text}]},
+            content_type="application/json", headers={"Authorization": f"Bearer {token}"},
+        )  # fmt: skip
+
+    response = ask("Any ships?")
+    error = response.json()["error"]
+    assert response.status_code == 500, response.content
+    assert (error["type"], error["code"]) == ("server_error", "server_error")
+    assert error["message"].startswith("Lorekeeper failed: ") and "relaying" in error["message"]
+    generation = Generation.objects.get(user=user)
+    assert (generation.state, generation.stop_reason) == ("failed", "server")
+
+    monkeypatch.setattr(Arrived, "add", taken)
+    llm.server.on(lambda prompt: True, Reply(status=401))
+    response = ask("Any ships at all?")
+    assert response.status_code == 502 and response.json()["error"]["code"] == "model_failed", response.content

@@ -175,7 +175,11 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
     except Exception:  # a fault of ours mid-stream: the reply still ends in a known state, what arrived kept
         log.exception("generation %s failed while streaming", generation.pk)
         stored = await _released(reply_store)(
-            generation=generation, text=arrived.text(), state=Generation.State.FAILED, error=INTERNAL_ERROR
+            generation=generation,
+            text=arrived.text(),
+            state=Generation.State.FAILED,
+            error=INTERNAL_ERROR,
+            reason=Generation.Reason.SERVER,
         )
         yield stored_event(stored)
         return
