@@ -110,8 +110,11 @@ class Chat(models.Model):
     header_absent_fields = models.JSONField(default=list, blank=True)
     # Changes on every write to the chat or its messages (optimistic locking for clients).
     integrity = models.UUIDField(default=uuid.uuid4)
-    writes = models.PositiveBigIntegerField(
+    # A default in the database too: a process of the release before, still serving while the next is rolled out,
+    # creates chats without it. No CHECK (a positive field's would scan the table under its lock when added).
+    writes = models.BigIntegerField(
         default=0,
+        db_default=0,
         editable=False,
         help_text="How many writes the chat has had. It only grows, so a client that saw a higher number than the "
         "chat shows is looking at a copy that went back in time: a database restored from an older backup.",

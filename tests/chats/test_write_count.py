@@ -50,3 +50,21 @@ def test_a_write_through_an_instance_read_before_another_write_counts_on_from_th
     chat_touch(chat=Chat.objects.get(pk=chat.pk))
     touched = chat_touch(chat=stale)  # read before the two writes above: its own number is two behind
     assert touched.writes == before + 3 == _writes(chat)
+
+
+def test_the_count_has_a_default_in_the_database_and_no_check_to_scan_for():
+    """A process of the previous release, still serving during a rolling deploy, inserts chats without the column;
+    and adding a column with a CHECK would scan the chat table under its lock."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT column_default, is_nullable FROM information_schema.columns "
+            "WHERE table_name = 'chats_chat' AND column_name = 'writes'"
+        )
+        assert cursor.fetchone() == ("0", "NO")
+        cursor.execute(
+            "SELECT count(*) FROM pg_constraint WHERE conrelid = 'chats_chat'::regclass AND contype = 'c' "
+            "AND pg_get_constraintdef(oid) LIKE '%%writes%%'"
+        )
+        assert cursor.fetchone()[0] == 0
