@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.db import models
 
 from apps.chats.models import Character, Chat, ChatRevision, Message, Persona
 from apps.chats.services.chats import chat_delete, chat_lock, chat_touch
@@ -55,7 +56,7 @@ class ChatAdmin(admin.ModelAdmin):
     list_select_related = ["user"]
     raw_id_fields = ["user", "persona"]
     filter_horizontal = ["characters"]
-    readonly_fields = ["integrity", "message_count", "created_at", "updated_at"]
+    readonly_fields = ["integrity", "writes", "message_count", "created_at", "updated_at"]
     actions = [delete_chats]
     inlines = [MessageInline]
 
@@ -65,6 +66,10 @@ class ChatAdmin(admin.ModelAdmin):
         return actions
 
     def save_model(self, request, obj, form, change):
+        # The count of writes as the database has it, not as the form's page loaded it: another write meanwhile
+        # must not be counted back (clients read a lower count as a restored backup).
+        if change:
+            obj.writes = models.F("writes")
         super().save_model(request, obj, form, change)
         if change:
             chat_touch(chat=obj)
@@ -86,6 +91,10 @@ class MessageAdmin(admin.ModelAdmin):
         return False  # messages are added through the chat's API, which keeps indices contiguous
 
     def save_model(self, request, obj, form, change):
+        # The count of writes as the database has it, not as the form's page loaded it: another write meanwhile
+        # must not be counted back (clients read a lower count as a restored backup).
+        if change:
+            obj.writes = models.F("writes")
         super().save_model(request, obj, form, change)
         chat_touch(chat=chat_lock(chat=obj.chat))
 

@@ -52,6 +52,21 @@ def test_a_write_through_an_instance_read_before_another_write_counts_on_from_th
     assert touched.writes == before + 3 == _writes(chat)
 
 
+def test_an_admin_save_of_a_chat_read_before_other_writes_counts_on_from_the_database(chat, rf):
+    """The admin's change form saves the whole row it loaded: the count of writes it read must not be written back
+    over writes made since (a client would take the lower count for a restored backup)."""
+    from django.contrib import admin
+
+    from apps.chats.admin import ChatAdmin
+
+    loaded = Chat.objects.get(pk=chat.pk)
+    chat_touch(chat=Chat.objects.get(pk=chat.pk))
+    chat_touch(chat=Chat.objects.get(pk=chat.pk))
+    before = _writes(chat)
+    ChatAdmin(Chat, admin.site).save_model(rf.post("/admin/"), loaded, form=None, change=True)
+    assert _writes(chat) == before + 1
+
+
 def test_the_count_has_a_default_in_the_database_and_no_check_to_scan_for():
     """A process of the previous release, still serving during a rolling deploy, inserts chats without the column;
     and adding a column with a CHECK would scan the chat table under its lock."""
