@@ -107,6 +107,8 @@ export class ChatSync {
         this.writes = null;
         /** Times Lorekeeper's chat was found gone back in time and this chat sent over it, for the tests. */
         this.restores = 0;
+        /** Lorekeeper's chat was found gone back in time, and this chat is not yet sent over it. */
+        this.wentBack = false;
         /** @type {ChatState|null} */
         this.base = null;
         /** @type {{write: Write, key: string}[]} */
@@ -317,6 +319,16 @@ export class ChatSync {
                 this.schedule();
                 throw error;
             }
+            if (error.isConflict) {
+                // The chat changed between its read and a write sent over it (the whole chat, after a restore): it
+                // is read back at the next sync, not sent over unseen.
+                this.stale = true;
+                this.setStatus('conflict', 'Another device changed this chat: merging…');
+                this.notBefore = Date.now() + this.retryMs; // growing, should it go on changing under every try
+                this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+                this.schedule();
+                throw error;
+            }
             await this.refused(error);
             throw error;
         }
@@ -386,16 +398,21 @@ export class ChatSync {
      */
     async reconcile(common) {
         const remote = await this.api.readChat(/** @type {number} */ (this.chatId));
-        if (remote.writes !== null && this.writes !== null && remote.writes < this.writes) {
+        if (this.wentBack || (remote.writes !== null && this.writes !== null && remote.writes < this.writes)) {
             // Fewer writes than Lorekeeper answered this device before: its chat went back in time (its database was
             // restored from an older backup). What it lacks was never deleted: merged as deletions, SillyTavern's
             // file would lose every message written since the backup. This chat is sent over it instead (the import
             // keeps what it replaces as a revision there).
-            this.restores++;
+            if (!this.wentBack) this.restores++;
+            // Until this chat is sent over it: a write landing on the old copy meanwhile (a 409 below) may bring its
+            // count back up, and it is still the old copy.
+            this.wentBack = true;
             this.setStatus('conflict', "Lorekeeper's copy of this chat is older than this browser's (restored from a backup?): sending this chat to it…");
-            // Until it is sent, nothing queued goes onto the old copy: the next sync reads it back again first.
+            // Until it is sent, nothing queued goes onto the old copy: the next sync reads it back again first. Sent
+            // over the copy just read only: a write landing meanwhile is a 409, and the next sync reads again.
             this.stale = true;
-            await this.overwrite();
+            await this.overwrite(remote.integrity);
+            this.wentBack = false;
             this.stale = false;
             return;
         }
@@ -427,13 +444,17 @@ export class ChatSync {
         await this.persist();
     }
 
-    /** Put the whole live chat over Lorekeeper's (its import's update mode keeps the replaced chat as a revision). */
-    async overwrite() {
+    /**
+     * Put the whole live chat over Lorekeeper's (its import's update mode keeps the replaced chat as a revision).
+     * @param {string} [ifMatch] only over the chat of this integrity (else a 409)
+     */
+    async overwrite(ifMatch) {
         const live = copyState(this.live());
         const answer = await this.api.importChat({
             jsonl: toJsonl(live),
             clientKey: this.clientKey,
             chatId: /** @type {number} */ (this.chatId),
+            ifMatch,
             idempotencyKey: newKey(),
         });
         this.check();

@@ -510,6 +510,36 @@ describe('ChatSync and a Lorekeeper restored from an older backup', () => {
         assert.ok(jsonEqual(fake.state(id), a.host.live));
     });
 
+    syncTest('a write landing between the read and the chat sent over it is not replaced unseen', async () => {
+        const fake = new FakeLorekeeper();
+        const g = gen(43);
+        const a = await device(fake, { state: g.chat(6) });
+        const id = a.sync.chatId;
+        const backup = fake.backup(id);
+        a.host.live.messages.push(g.user(), g.assistant());
+        await a.sync.flush();
+        fake.restore(backup);
+        const importChat = fake.importChat.bind(fake);
+        let raced = false;
+        fake.importChat = (query, headers, bodyText) => {
+            if (!raced) {
+                raced = true; // another device writes just before this one's chat arrives
+                fake.writeAsOtherDevice(id, (state) => {
+                    state.metadata.other = 'written in the race';
+                });
+            }
+            return importChat(query, headers, bodyText);
+        };
+        a.host.live.messages.push(g.user());
+        await assert.rejects(a.sync.flush(), (error) => error instanceof LorekeeperError && error.isConflict);
+        assert.equal(fake.chat(id).metadata.other, 'written in the race', 'the 409 replaced nothing');
+        assert.equal(a.sync.stale, true, 'read back at the next sync');
+        await a.sync.flush();
+        assert.equal(a.sync.restores, 1);
+        assert.equal(a.host.live.messages.length, 9, 'no message removed from SillyTavern');
+        assert.ok(jsonEqual(fake.state(id).messages, a.host.live.messages));
+    });
+
     syncTest("another device's deletions are still deletions: the count grew", async () => {
         const fake = new FakeLorekeeper();
         const a = await device(fake, { state: gen(42).chat(8) });
