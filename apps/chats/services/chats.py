@@ -60,15 +60,25 @@ def chat_touch(*, chat: Chat, fields: Iterable[str] = (), mirror: bool = False) 
     `mirror`: the write made the chat equal to a SillyTavern file (an import, a save, the extension's sync), so an
     export may keep the file's own chat_metadata.integrity (see chat_header)."""
     chat.integrity = uuid.uuid4()
-    # Counted by the database, not from this instance's number: one read before another writer's change must
-    # not make the count go back.
-    chat.writes = models.F("writes") + 1
-    fields = ["integrity", "writes", "updated_at", *fields]
+    names = ["integrity", "updated_at", *fields]
     if mirror:
         chat.mirrored_integrity = chat.integrity
-        fields.append("mirrored_integrity")
-    chat.save(update_fields=fields)
-    chat.refresh_from_db(fields=["writes"])
+        names.append("mirrored_integrity")
+    # One statement, as save(update_fields=…) writes them, and the count of writes added to in the database (not
+    # from this instance's number: one read before another writer's change must not make the count go back), its
+    # new value returned.
+    columns = [Chat._meta.get_field(name) for name in dict.fromkeys(names) if name != "writes"]
+    values = [column.get_db_prep_save(column.pre_save(chat, False), connection) for column in columns]
+    assignments = ", ".join(f"{connection.ops.quote_name(column.column)} = %s" for column in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Chat._meta.db_table} SET {assignments}, writes = writes + 1 WHERE id = %s RETURNING writes",
+            [*values, chat.pk],
+        )
+        row = cursor.fetchone()
+    if row is None:  # as save(update_fields=…) would not write a row that is gone
+        raise Chat.DoesNotExist(f"Chat {chat.pk} is gone.")
+    chat.writes = row[0]
     chat_written.send(sender=Chat, chat_id=chat.pk)
     return chat
 
