@@ -62,7 +62,9 @@ class GeneratedSerializer(serializers.Serializer):
     message = serializers.DictField(allow_null=True, help_text="The stored message, as SillyTavern shapes it.")
     integrity = serializers.UUIDField(help_text="The chat's integrity after the write.")
     reason = serializers.ChoiceField(
-        Generation.Reason.choices, help_text="The bound that stopped the reply (state `stopped`), or empty."
+        Generation.Reason.choices,
+        help_text="The bound that stopped the reply (state `stopped`); for a failed one, `server` or `lease` when "
+        "Lorekeeper itself failed (else the model did); or empty.",
     )
     detail = serializers.CharField(required=False, help_text="Why it did not end done, in words a person reads.")
 

@@ -289,6 +289,12 @@
     return true;
   }
 
+  // Who failed, as the person reads it: Lorekeeper itself (relaying the reply, or its process gone: the stop
+  // reasons `server` and `lease`), else their model.
+  function failedBy(data) {
+    return ["server", "lease"].includes(data.reason) ? "Lorekeeper failed: " : "The model failed: ";
+  }
+
   async function settle(mode, name, data, shown, before) {
     if (mode === "impersonate") {
       shown?.article.remove();
@@ -298,7 +304,7 @@
         area.focus();
       }
       say(name === "done" ? "Your draft is in the box." : "");
-      if (name === "error") warn("The model failed: " + data.detail, null);
+      if (name === "error") warn(failedBy(data) + data.detail, null);
       return;
     }
     shown?.article.classList.remove("streaming");
@@ -317,7 +323,7 @@
     }
     written(Number(list.dataset.total));
     if (name === "error") {
-      warn("The model failed: " + data.detail + (data.text ? " What arrived is kept, marked failed." : ""), null);
+      warn(failedBy(data) + data.detail + (data.text ? " What arrived is kept, marked failed." : ""), null);
       say("");
     } else if (data.detail) {
       // A bound stopped the reply (its length, the time it took, the model gone silent): said, and what arrived kept.

@@ -164,3 +164,41 @@ def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_ed
         # The test's ORM calls ran under Playwright's greenlet, whose context holds a connection of its own:
         # closed here, or the test database could not be dropped at the end.
         connections.close_all()
+
+
+def test_a_reply_lorekeeper_failed_says_lorekeeper_failed_not_the_model(site, user):
+    """A reply that failed by a fault of Lorekeeper's own (stop reason `server`, or `lease` when its process died)
+    is not put on the person's model. The server's answer is the one generation_events gives such a reply (its
+    `error` event, reason `server`); the model's own failure still reads "The model failed"."""
+    from playwright.sync_api import expect
+
+    from apps.generation.services.stream import INTERNAL_ERROR
+
+    base, mira = site
+    with chromium() as browser:
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        sign_in(page, base, user)
+        page.goto(f"{base}/characters/{mira.pk}/")
+        page.get_by_role("button", name="New chat").click()
+        page.wait_for_url("**/chats/*/")
+        chat = Chat.objects.get(user=user)
+        expect(page.locator("#composer-text")).to_be_visible()
+
+        def answer(reason: str):
+            ended = {"generation": "0" * 32, "state": "failed", "mode": "new", "text": "", "index": None,
+                     "swipe_id": None, "message": None, "integrity": str(chat.integrity), "reason": reason,
+                     "detail": INTERNAL_ERROR if reason else "Model endpoint refused the request (401)"}  # fmt: skip
+            body = f"event: error\ndata: {json.dumps(ended)}\n\n"
+            return lambda route: route.fulfill(status=200, content_type="text/event-stream", body=body)
+
+        notice = page.locator(".sync-notice-text")
+        page.route("**/generate", answer("server"))
+        send(page, "Any ships?")
+        expect(notice).to_have_text(f"Lorekeeper failed: {INTERNAL_ERROR}")
+        for width in (1280, 390):
+            page.set_viewport_size({"width": width, "height": 900})
+            screenshot(page, f"chat-lorekeeper-failed-{width}", "stop62")
+        page.unroute("**/generate")
+        page.route("**/generate", answer(""))
+        send(page, "Any ships at all?")
+        expect(notice).to_have_text("The model failed: Model endpoint refused the request (401)")
