@@ -288,9 +288,7 @@ export class ChatSync {
                 // Asking again at once would read the whole chat back every round, for ever: wait, longer each time.
                 const seconds = Math.round(this.retryMs / 1000);
                 this.setStatus('conflict', `Another device keeps changing this chat: trying again in ${seconds} s`);
-                this.notBefore = Date.now() + this.retryMs;
-                this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
-                this.schedule();
+                this.backOff();
                 return;
             }
             this.retryMs = RETRY_MIN_MS;
@@ -314,9 +312,7 @@ export class ChatSync {
             }
             if (error.offline) {
                 this.setStatus('offline', `Offline: ${this.queue.length} change(s) wait (${error.message})`);
-                this.notBefore = Date.now() + Math.max(this.retryMs, (error.retryAfter || 0) * 1000);
-                this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
-                this.schedule();
+                this.backOff(error.retryAfter);
                 throw error;
             }
             if (error.isConflict) {
@@ -324,9 +320,7 @@ export class ChatSync {
                 // is read back at the next sync, not sent over unseen.
                 this.stale = true;
                 this.setStatus('conflict', 'Another device changed this chat: merging…');
-                this.notBefore = Date.now() + this.retryMs; // growing, should it go on changing under every try
-                this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
-                this.schedule();
+                this.backOff(); // growing, should it go on changing under every try
                 throw error;
             }
             await this.refused(error);
@@ -367,6 +361,16 @@ export class ChatSync {
             const reason = again instanceof Error ? again.message : String(again);
             this.setStatus('error', `Lorekeeper refused this chat (${reason}); sync is stopped until it changes.`);
         }
+    }
+
+    /**
+     * Sync again after the pause, not before the server's Retry-After (seconds); the pause after that one is longer.
+     * @param {number} [retryAfterSeconds]
+     */
+    backOff(retryAfterSeconds = 0) {
+        this.notBefore = Date.now() + Math.max(this.retryMs, (retryAfterSeconds || 0) * 1000);
+        this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+        this.schedule();
     }
 
     async sendHead() {
