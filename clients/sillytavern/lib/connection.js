@@ -72,13 +72,13 @@ export function serverUrlProblem(text) {
  * @param {string} text
  */
 export function tokenProblem(text) {
-    const typed = String(text || '').trim();
-    const at = [...typed].findIndex((char) => char < '!' || char > '~');
+    const chars = [...String(text || '').trim()]; // code points: an emoji is one character, as a person counts
+    const at = chars.findIndex((char) => char < '!' || char > '~');
     if (at < 0) return '';
-    const char = [...typed][at];
+    const char = chars[at];
     const code = `U+${(char.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`;
     const shown = /\p{L}|\p{N}|\p{P}|\p{S}/u.test(char) ? ` "${char}"` : '';
-    return `the token holds a character no token has, ${code}${shown} at character ${at + 1} of ${[...typed].length}: copy it again from Lorekeeper's API tokens page and paste it here.`;
+    return `the token holds a character no token has, ${code}${shown} at character ${at + 1} of ${chars.length}: copy it again from Lorekeeper's API tokens page and paste it here.`;
 }
 
 /**
