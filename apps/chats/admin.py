@@ -91,10 +91,6 @@ class MessageAdmin(admin.ModelAdmin):
         return False  # messages are added through the chat's API, which keeps indices contiguous
 
     def save_model(self, request, obj, form, change):
-        # The count of writes as the database has it, not as the form's page loaded it: another write meanwhile
-        # must not be counted back (clients read a lower count as a restored backup).
-        if change:
-            obj.writes = models.F("writes")
         super().save_model(request, obj, form, change)
         chat_touch(chat=chat_lock(chat=obj.chat))
 
