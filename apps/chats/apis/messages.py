@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.chats import selectors
-from apps.chats.apis.common import WRITES_HELP, ChatStateSerializer, chat_state
+from apps.chats.apis.common import ChatStateSerializer, chat_state
 from apps.chats.models import Message
 from apps.chats.services.messages import message_append, message_delete, message_update
 from apps.common.idempotency import idempotent
@@ -58,13 +58,10 @@ class ChatWriteOutputSerializer(ChatStateSerializer):
     pass
 
 
-class MessagePageSerializer(serializers.Serializer):
+class MessagePageSerializer(ChatStateSerializer):
     from_index = serializers.IntegerField()
     next_index = serializers.IntegerField(allow_null=True)
-    total_messages = serializers.IntegerField()
     has_more = serializers.BooleanField()
-    integrity = serializers.UUIDField()
-    writes = serializers.IntegerField(help_text=WRITES_HELP)
     results = MessageOutputSerializer(many=True)
 
 
@@ -93,11 +90,9 @@ class MessageListApi(APIView):
         page = {
             "from_index": from_index,
             "next_index": next_index if has_more else None,
-            "total_messages": chat.message_count,
             "has_more": has_more,
-            "integrity": chat.integrity,
-            "writes": chat.writes,
             "results": messages,
+            **chat_state(chat),
         }
         return Response(MessagePageSerializer(page).data)
 
