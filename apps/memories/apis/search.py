@@ -66,7 +66,7 @@ class SearchOutputSerializer(serializers.Serializer):
 
 
 # What the answer reads of each hit's memory (SearchResultSerializer's `memory.…` sources, a foreign key by its
-# field's name): only these are loaded, not the search vector and the rest.
+# field's name): only these are loaded, not its structured data, hashes and the rest.
 HIT_FIELDS = tuple(
     dict.fromkeys(
         field.source.removeprefix("memory.").removesuffix("_id")
