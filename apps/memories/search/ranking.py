@@ -45,6 +45,7 @@ from apps.memories.search.dates import within
 from apps.memories.search.named import Named, entities_named, graph_linked, query_named
 
 MAX_LIMIT = 100
+KINDS = frozenset(Kind.values)  # Kind.values makes its list anew at each read: once per kind asked, every search
 EXCERPT_CHARS = 2000
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -232,7 +233,7 @@ def memory_search(
     query = query.replace("\x00", "").strip()
     if not query:
         raise ApplicationError("Give a query to search for.", {"field": "query"})
-    unknown = [k for k in kinds or [] if k not in Kind.values]
+    unknown = [k for k in kinds or [] if k not in KINDS]
     if unknown:
         raise ApplicationError("Unknown memory kind(s).", {"field": "kinds", "kinds": unknown})
     limit = max(1, min(int(limit), MAX_LIMIT))
