@@ -118,7 +118,9 @@ class ChatGenerateApi(APIView):
                                  "model connection (`no_model`), or the same Idempotency-Key still generating."),
             429: OpenApiResponse(description="`too_many_streams`: the person's replies generating at once are at "
                                  "the cap; `Retry-After` says when to ask again."),
-            502: OpenApiResponse(description="The model failed (JSON answer)."),
+            500: OpenApiResponse(description="`server_error`: Lorekeeper failed relaying the reply, or the process "
+                                 "streaming it died (`reason` `server` or `lease`; JSON answer)."),
+            502: OpenApiResponse(description="`model_failed`: the model failed (JSON answer)."),
             503: OpenApiResponse(description="`server_busy`: this server streams as many replies as it can; "
                                  "`Retry-After`."),
         },
@@ -162,10 +164,15 @@ class ChatGenerateApi(APIView):
         if stream:
             return StreamingHttpResponse(_stream(_one(event)), content_type="text/event-stream")
         body = GeneratedSerializer(event.data).data
-        if event.name != "done":
+        status = EVENT_STATUS[event.name]
+        if event.name == "error" and event.data.get("reason") in Generation.OUR_FAULTS:
+            # Lorekeeper's own fault, not the model's: a person is not sent to look at a model that did no wrong.
+            body = {"error": "server_error", **body}  # `detail` says what failed
+            status = 500
+        elif event.name != "done":
             body = {"error": "model_failed" if event.name == "error" else "conflict",
                     "message": event.data.get("detail", ""), **body}  # fmt: skip
-        return Response(body, status=EVENT_STATUS[event.name])
+        return Response(body, status=status)
 
 
 class PromptMessageSerializer(serializers.Serializer):

@@ -35,6 +35,10 @@ class Generation(models.Model):
         LEASE = "lease"  # the process streaming it died: its lease ran out
         SERVER = "server"  # a fault of Lorekeeper's own while relaying it, not the model's
 
+    # The reasons a failed reply failed by a fault of Lorekeeper's own (relaying it, or the process streaming it
+    # died), not the model's: answered 500 `server_error`, not 502 `model_failed`.
+    OUR_FAULTS = (Reason.SERVER, Reason.LEASE)
+
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="generations")
     chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="generations")

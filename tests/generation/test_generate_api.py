@@ -162,6 +162,34 @@ def test_a_model_failing_mid_reply_keeps_what_arrived_marked_failed(api, story, 
     assert message.extra["lorekeeper"]["state"] == "failed"
 
 
+def test_a_fault_of_lorekeepers_own_is_a_500_server_error_not_the_models(api, story, llm, monkeypatch):
+    """A reply that failed because Lorekeeper itself failed relaying it (injected at the third piece) is answered
+    500 `server_error`, its message saying Lorekeeper failed, what arrived kept; the model's own failure stays 502."""
+    from apps.generation.services.bounds import Arrived
+
+    taken = Arrived.add
+
+    def add(self, delta):
+        if len(self.parts) >= 2:
+            raise RuntimeError("injected fault")
+        return taken(self, delta)
+
+    monkeypatch.setattr(Arrived, "add", add)
+    llm.server.on("Any ships?", Reply("One ship came in late tonight under a torn sail", tokens_per_second=50))
+    response = generate(api, story, message="Any ships?")
+    body = response.json()
+    assert response.status_code == 500, body
+    assert (body["error"], body["state"], body["reason"]) == ("server_error", "failed", "server")
+    assert body["detail"].startswith("the server failed while relaying the reply")
+    assert body["message"]["mes"] and body["message"]["extra"]["lorekeeper"]["reason"] == "server"
+    assert last(story).mes == body["message"]["mes"]
+
+    monkeypatch.setattr(Arrived, "add", taken)
+    llm.server.on("Any ships at all?", Reply(status=401))
+    response = generate(api, story, message="Any ships at all?")
+    assert response.status_code == 502 and response.json()["error"] == "model_failed"
+
+
 def test_a_model_refusing_at_once_leaves_the_persons_message_and_no_reply(api, story, llm):
     llm.server.on("Any ships?", Reply(status=401))
     response = generate(api, story, message="Any ships?")

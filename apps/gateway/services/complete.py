@@ -246,22 +246,18 @@ def _usage(completion: Completion, text: str) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": reply, "total_tokens": prompt + reply}
 
 
-# Ended failed by a fault of Lorekeeper's own (relaying the reply, or the process streaming it died), not the model's.
-OUR_FAULTS = (Generation.Reason.SERVER, Generation.Reason.LEASE)
-
-
 def model_failed(data: dict[str, Any]) -> dict[str, Any]:
     """The error a failed reply answers: the model's failure (502 when not streamed), or Lorekeeper's own (500,
     `server_error`), so that a person is not sent to look at a model that did nothing wrong."""
     detail = data.get("detail") or "The model failed."
-    if data.get("reason") in OUR_FAULTS:
+    if data.get("reason") in Generation.OUR_FAULTS:
         return {"error": {"message": f"Lorekeeper failed: {detail}", "type": "server_error", "param": None,
                           "code": "server_error"}}  # fmt: skip
     return {"error": {"message": detail, "type": "api_error", "param": None, "code": "model_failed"}}
 
 
 def failed_status(data: dict[str, Any]) -> int:
-    return 500 if data.get("reason") in OUR_FAULTS else 502
+    return 500 if data.get("reason") in Generation.OUR_FAULTS else 502
 
 
 def completion_body(completion: Completion, event: Event) -> dict[str, Any]:
