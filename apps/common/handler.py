@@ -86,7 +86,16 @@ class OneHandOverASGIHandler(ASGIHandler):
     async def get_response_async(self, request):
         # thread_sensitive: the thread of this request's context (its own, taken in __call__ above), where its
         # database connection lives, as Django's own handler runs a synchronous view.
-        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+        made = asyncio.ensure_future(sync_to_async(self.get_response, thread_sensitive=True)(request))
+        try:
+            return await asyncio.shield(made)
+        except asyncio.CancelledError:
+            # The client left while the view ran (Django's handler then cancels the request): the answer is never
+            # sent, and Django never closes it. It is closed once made, in the request's thread as a sent one is,
+            # so that what it opened ends (a reply prepared to stream: apps/common/views.py's EventStreamResponse).
+            response = await made
+            await sync_to_async(response.close, thread_sensitive=True)()
+            raise
 
 
 def asgi_application() -> OneHandOverASGIHandler:

@@ -6,11 +6,13 @@ applied twice. Anything else (a deadlock or a timeout included) is a 500."""
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 
 import psycopg
 from django.core.handlers.asgi import ASGIRequest
 from django.db import InterfaceError, OperationalError
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.templatetags.static import static
 
 RETRY_AFTER_SECONDS = 5
@@ -60,6 +62,34 @@ def may_close(request) -> bool:
     served) it may; a WSGI server refuses that hop-by-hop header from an application and fails the request (wsgiref:
     `manage.py runserver` and Django's live test server). `request`: Django's or REST framework's."""
     return isinstance(getattr(request, "_request", request), ASGIRequest)
+
+
+class EventStreamResponse(StreamingHttpResponse):
+    """Server-sent events, passed on at once by a proxy in front. `unsent` is called when the answer is closed before
+    its stream began: its client left while the view made it (apps/common/handler.py closes such an answer) or
+    before the first event went. What the view opened for the stream (a reply to generate) ends then, not when a
+    lease runs out."""
+
+    def __init__(self, stream: AsyncIterator[bytes], *, unsent: Callable[[], None]) -> None:
+        self.begun = False
+        self.unsent = unsent
+
+        async def begun() -> AsyncIterator[bytes]:
+            self.begun = True
+            async with aclosing(stream):  # closed with this one: what it holds ends with the answer
+                async for part in stream:
+                    yield part
+
+        super().__init__(begun(), content_type="text/event-stream")
+        self["Cache-Control"] = "no-cache"
+        self["X-Accel-Buffering"] = "no"
+
+    def close(self) -> None:
+        try:
+            if not self.begun:
+                self.unsent()
+        finally:
+            super().close()
 
 
 def _static(path: str) -> str:

@@ -10,7 +10,7 @@ import time
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404, StreamingHttpResponse
+from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.permissions import IsAuthenticated
@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 from apps.accounts.authentication import BearerTokenAuthentication
 from apps.common.exceptions import ApplicationError
 from apps.common.handler import ARRIVED
-from apps.common.views import may_close
+from apps.common.views import EventStreamResponse, may_close
 from apps.gateway import selectors
 from apps.gateway.services.complete import (
     completion_body,
@@ -33,7 +33,7 @@ from apps.gateway.services.complete import (
 )
 from apps.generation.models import Generation
 from apps.generation.services.lease import StreamsBusy
-from apps.generation.services.stream import generation_events, last_event
+from apps.generation.services.stream import generation_events, generation_unsent, last_event
 
 CHAT_HEADER = "X-Lorekeeper-Chat"
 INVALID = "invalid_request_error"
@@ -142,9 +142,9 @@ class ChatCompletionApi(GatewayApi):
             events = completion_replayed(completion)
         if stream:
             chunks = completion_chunks(completion, events, include_usage=stream_options.get("include_usage") is True)
-            response = StreamingHttpResponse(chunks, content_type="text/event-stream")
-            response["Cache-Control"] = "no-cache"
-            response["X-Accel-Buffering"] = "no"  # a proxy in front must pass each chunk on at once
+            generation = completion.generation
+            unsent = (lambda: generation_unsent(generation)) if completion.fresh else (lambda: None)
+            response = EventStreamResponse(chunks, unsent=unsent)
             response[CHAT_HEADER] = headers[CHAT_HEADER]
             return response
         event = async_to_sync(last_event)(events)

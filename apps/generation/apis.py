@@ -21,12 +21,12 @@ from apps.chats.apis.common import valid
 from apps.common.exceptions import ApplicationError
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH, request_integrity
 from apps.common.serializers import StorableInputSerializer
-from apps.common.views import may_close
+from apps.common.views import EventStreamResponse, may_close
 from apps.generation import selectors
 from apps.generation.models import Generation
 from apps.generation.services.generate import generation_prepare
 from apps.generation.services.lease import StreamsBusy
-from apps.generation.services.stream import Event, generation_events, last_event, replay_event
+from apps.generation.services.stream import Event, generation_events, generation_unsent, last_event, replay_event
 
 EVENT_STATUS = {"done": 200, "conflict": 409, "error": 502}
 
@@ -154,10 +154,9 @@ class ChatGenerateApi(APIView):
                 )
             return self._answer(replay_event(generation), stream=data["stream"])
         if data["stream"]:
-            response = StreamingHttpResponse(_stream(generation_events(generation)), content_type="text/event-stream")
-            response["Cache-Control"] = "no-cache"
-            response["X-Accel-Buffering"] = "no"  # a proxy in front must pass each event on at once
-            return response
+            return EventStreamResponse(
+                _stream(generation_events(generation)), unsent=lambda: generation_unsent(generation)
+            )
         return self._answer(async_to_sync(last_event)(generation_events(generation)), stream=False)
 
     def _answer(self, event: Event, *, stream: bool):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 
 import pytest
 from asgiref import sync
@@ -147,3 +148,22 @@ def test_a_request_at_work_keeps_its_thread_and_the_next_gets_another():
     assert served[0] == 401 and gone[0] == 0  # the second answered, not behind the first, which answered nobody
     assert len(seen) == 2 and seen[0] is not seen[1]
     assert idle == 2  # both kept for the next requests
+
+
+def test_an_answer_made_after_its_client_left_is_closed_unsent():
+    """Django's handler cancels a request whose client left, and drops the answer the view goes on to make without
+    closing it: what the answer opened (a reply prepared to stream) would stay open. Here it is closed."""
+    app = OneHandOverASGIHandler()
+    closed: list[bool] = []
+    answer = app.get_response
+
+    def get_response(request):
+        time.sleep(0.3)  # the view still at work when the client leaves
+        response = answer(request)
+        response.close = lambda: closed.append(True)
+        return response
+
+    app.get_response = get_response
+    status, _, _ = asyncio.run(_served(app, "/api/v1/chats/", gone_after=0.05))
+    assert status == 0  # nothing was sent
+    assert closed == [True]

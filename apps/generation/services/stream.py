@@ -30,6 +30,7 @@ from apps.llm.tokens import tokenizer_for
 
 log = logging.getLogger(__name__)
 INTERNAL_ERROR = "the server failed while relaying the reply; what had arrived is kept"
+UNSENT = "the client left before the reply began; the model was not asked"
 # A stream sends at most one event in DELTA_WINDOW seconds: a person reads no faster, and what arrives meanwhile
 # waits in the socket and is read at once after, so the web worker wakes once for a window's tokens, not for each.
 # An event costs the worker about 0.25 ms of CPU, whatever it holds (bench/chat.py): past BUSY_STREAMS streams open
@@ -199,6 +200,13 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
         ended = {"state": Generation.State.DONE}
     stored = await _released(reply_store)(generation=generation, text=arrived.text(), **ended)
     yield stored_event(stored)
+
+
+def generation_unsent(generation: Generation) -> None:
+    """A reply whose stream was never sent (its client left while it was prepared): ended stopped, nothing arrived
+    and the model never asked, so that it holds none of the person's streams until its lease runs out. Ended
+    already (streamed, then closed): nothing changes."""
+    reply_store(generation=generation, text="", state=Generation.State.STOPPED, error=UNSENT)
 
 
 async def _next_delta(deltas: AsyncIterator[str], arrived: Arrived, *, deadline: float, idle: float) -> str | None:
