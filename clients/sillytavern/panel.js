@@ -75,12 +75,23 @@ export function settingsPanel({ ctx, settings, api, linked, relink, clearSlots, 
         element.hidden = !message;
     }
 
-    let testing = 0;
+    /** What is wrong with the address or the token as typed, else a warning when the token would travel in clear. */
+    function showFieldsProblem() {
+        const problem = serverUrlProblem(settings().server_url);
+        const token = tokenProblem(settings().api_token);
+        if (problem) showConnection('error', `The server URL: ${problem}`);
+        else if (token) showConnection('error', `The API token: ${token}`);
+        else showConnection('offline', cleartextWarning(settings().server_url));
+    }
+
+    let testing = 0; // the latest test's number: an earlier one's outcome is not shown
+    let running = false;
 
     async function testConnection() {
         savePanel(); // what the fields show is what is tested, whether or not the cursor left them
         const s = settings();
         const run = ++testing;
+        running = true;
         showConnection('binding', `Testing ${s.server_url}…`);
         const outcome = await checkConnection({
             serverUrl: s.server_url,
@@ -88,10 +99,20 @@ export function settingsPanel({ ctx, settings, api, linked, relink, clearSlots, 
             pageProtocol: location.protocol,
             timeoutMs: TEST_TIMEOUT_MS,
         });
-        if (run !== testing) return; // pressed again meanwhile
+        if (run !== testing) return; // pressed again meanwhile, or the address or the token changed
+        running = false;
         const shown = describeConnection(outcome, { serverUrl: s.server_url, origin: location.origin, timeoutMs: TEST_TIMEOUT_MS });
         showConnection(shown.state, shown.message);
         if (outcome.kind === 'connected') await relink();
+    }
+
+    /** The address or the token changed while a test ran: its outcome, about what they held before, is not shown
+     * over what the panel says of them now. */
+    function testOutdated() {
+        if (!running) return;
+        running = false;
+        testing++;
+        showFieldsProblem();
     }
 
     const field = (/** @type {string} */ id) => /** @type {HTMLInputElement|null} */ (document.getElementById(id));
@@ -122,19 +143,14 @@ export function settingsPanel({ ctx, settings, api, linked, relink, clearSlots, 
         input('lorekeeper_sync_assistant').checked = s.sync_assistant;
         input('lorekeeper_inject').checked = s.inject;
         input('lorekeeper_timeout_ms').value = String(s.timeout_ms);
-        // What is wrong with the address or the token as typed, else a warning when the token would travel in clear.
-        const warnCleartext = () => {
-            const problem = serverUrlProblem(settings().server_url);
-            const token = tokenProblem(settings().api_token);
-            if (problem) showConnection('error', `The server URL: ${problem}`);
-            else if (token) showConnection('error', `The API token: ${token}`);
-            else showConnection('offline', cleartextWarning(settings().server_url));
-        };
-        warnCleartext();
+        showFieldsProblem();
         // Saved as typed (SillyTavern saves a second after the last change): a token pasted and the page reloaded
         // without leaving the field is kept. The field then shows the time-out used, once left.
         for (const id of ['lorekeeper_server_url', 'lorekeeper_api_token', 'lorekeeper_timeout_ms']) {
             input(id).addEventListener('input', savePanel);
+        }
+        for (const id of ['lorekeeper_server_url', 'lorekeeper_api_token']) {
+            input(id).addEventListener('input', testOutdated);
         }
         input('lorekeeper_timeout_ms').addEventListener('change', () => {
             savePanel();
@@ -148,7 +164,7 @@ export function settingsPanel({ ctx, settings, api, linked, relink, clearSlots, 
             });
         }
         for (const id of ['lorekeeper_server_url', 'lorekeeper_api_token']) {
-            input(id).addEventListener('change', warnCleartext); // after the save above
+            input(id).addEventListener('change', showFieldsProblem); // after the save above
         }
         input('lorekeeper_inject').addEventListener('change', () => {
             savePanel();

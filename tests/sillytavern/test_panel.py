@@ -4,6 +4,10 @@ tell apart gets its own words."""
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+
 import pytest
 
 from apps.chats.models import Chat
@@ -240,3 +244,51 @@ def test_an_origin_lorekeeper_does_not_allow_names_the_setting_and_the_origin(st
     type_connection(page, lorekeeper.url, lorekeeper.token)
     outcome = test_connection(page)
     assert f"Add {st.origin} to LOREKEEPER_CORS_ORIGINS" in outcome, outcome
+
+
+class _Silent:
+    """A server that takes each connection and answers nothing, closing it after `hold` seconds: a test of the
+    connection runs that long, then finds nothing listening."""
+
+    def __init__(self, hold: float) -> None:
+        self.hold, self.closed = hold, 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                taken, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._hold, args=(taken,), daemon=True).start()
+
+    def _hold(self, taken: socket.socket) -> None:
+        time.sleep(self.hold)
+        taken.close()
+        self.closed += 1
+
+
+def test_a_test_still_running_when_the_token_changes_does_not_cover_what_the_panel_says_of_it(st, st_open):
+    """Test connection pressed, then a token pasted with a hidden character while the test still waits: the panel
+    names the token's problem, and the test, which was about the token before, does not show its outcome over it
+    when it ends."""
+    silent = _Silent(hold=2.0)
+    page = st_open(extension={})
+    open_panel(page)
+    type_connection(page, silent.url, "lk_whatever")
+    page.locator("#lorekeeper_test").click()
+    said = page.locator("#lorekeeper_connection")
+    assert said.inner_text().startswith("Testing"), said.inner_text()
+    box = page.locator("#lorekeeper_api_token")
+    box.click()
+    box.press("ControlOrMeta+a")
+    page.keyboard.insert_text("lk_what\u200bever")
+    box.press("Tab")
+    expected = "U+200B at character 8"
+    assert expected in said.inner_text(), said.inner_text()
+    wait_until(lambda: silent.closed >= 2, timeout=TIMEOUT, message="the test's requests ended")  # nothing there
+    page.wait_for_timeout(1000)
+    assert expected in said.inner_text() and said.get_attribute("data-state") == "error", said.inner_text()
+    assert "Nothing is listening" not in said.inner_text()
