@@ -204,6 +204,32 @@ def test_an_address_typed_without_http_is_said_to_need_it_where_the_person_looks
         page.screenshot(path=str(ARTIFACTS / "extension" / f"panel-address-without-http-{width}.png"))
 
 
+def test_an_address_holding_a_login_is_named_where_the_person_looks(st, st_open, lorekeeper):
+    """An address with a login in it (`http://user:password@host`): a browser sends no request there, which the
+    panel took for nothing listening. It names the login, gives the address without it (never the password back)
+    and sends nothing."""
+    page = st_open(extension={})
+    open_panel(page)
+    typed = lorekeeper.url.replace("http://", "http://mira:s3cret@")
+    type_connection(page, typed, lorekeeper.token)
+    said = page.locator("#lorekeeper_connection")
+    expected = (
+        "the address holds a login (before its @), and a browser sends no request to such an address: "
+        f"give {lorekeeper.url}."
+    )
+    assert expected in said.inner_text() and said.get_attribute("data-state") == "error", said.inner_text()
+    outcome = test_connection(page)
+    assert expected in outcome and "Nothing is listening" not in outcome and "s3cret" not in outcome, outcome
+    assert not Chat.objects.filter(user=lorekeeper.user).exists()
+    (ARTIFACTS / "extension").mkdir(parents=True, exist_ok=True)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(500)
+        open_panel(page)
+        said.evaluate("(element) => element.scrollIntoView({block: 'center'})")
+        page.screenshot(path=str(ARTIFACTS / "extension" / f"panel-address-with-login-{width}.png"))
+
+
 def test_a_token_pasted_with_a_hidden_character_is_named_where_the_person_looks(st, st_open, lorekeeper):
     """A token copied with a zero-width space cannot go in a header: the browser refuses the request before it
     leaves, which the panel took for a CORS refusal. It says what is wrong with the token, where, and sends nothing."""

@@ -42,12 +42,30 @@ export function isLoopback(hostname) {
 
 /** The server URL as typed, parsed; null unless it is an http(s) URL. @param {string} text */
 export function parseServerUrl(text) {
+    const url = anyUrl(String(text || '').trim());
+    // A login in the address (user:password@host): a browser refuses to send any request to it.
+    return url && (url.protocol === 'http:' || url.protocol === 'https:') && !url.username && !url.password ? url : null;
+}
+
+/** @param {string} text */
+function anyUrl(text) {
     try {
-        const url = new URL(String(text || '').trim());
-        return url.protocol === 'http:' || url.protocol === 'https:' ? url : null;
+        return new URL(text);
     } catch {
         return null;
     }
+}
+
+/**
+ * The address without the login it holds (user:password@), or '' when it holds none.
+ * @param {string} typed
+ */
+function withoutLogin(typed) {
+    const url = anyUrl(typed.includes('://') ? typed : `http://${typed}`);
+    if (!url || !(url.username || url.password) || !(url.protocol === 'http:' || url.protocol === 'https:')) return '';
+    url.username = '';
+    url.password = '';
+    return url.href.replace(/\/$/, '');
 }
 
 /**
@@ -59,6 +77,10 @@ export function parseServerUrl(text) {
 export function serverUrlProblem(text) {
     const typed = String(text || '').trim();
     if (!typed || parseServerUrl(typed)) return '';
+    const bare = withoutLogin(typed);
+    if (bare) {
+        return `the address holds a login (before its @), and a browser sends no request to such an address: give ${bare}. The API token is how Lorekeeper knows you.`;
+    }
     if (!typed.includes('://') && parseServerUrl(`http://${typed}`)) {
         return `the address needs http:// or https:// before it: http://${typed} (or https://${typed}).`;
     }

@@ -236,6 +236,7 @@ describe('a busy server', () => {
         assert.equal(limited.shown.message, 'Lorekeeper at http://127.0.0.1:8720 is busy (429): try again in a few seconds.');
         assert.doesNotMatch(limited.shown.message, /address/);
     });
+
 });
 
 describe('the server URL as typed', () => {
@@ -251,6 +252,21 @@ describe('the server URL as typed', () => {
         for (const typed of ['', '  ', 'http://127.0.0.1:8720', 'https://lk.example.com/']) assert.equal(serverUrlProblem(typed), '', typed);
         assert.equal(serverUrlProblem('ftp://lk.example.com'), '"ftp://lk.example.com" is not an http:// or https:// address.');
         assert.equal(serverUrlProblem('http://'), '"http://" is not an http:// or https:// address.');
+    });
+
+    test('an address holding a login is named, the address without it given, and never tried', async () => {
+        for (const typed of ['http://mira:s3cret@127.0.0.1:8720', 'https://mira@lk.example.com/', 'mira:s3cret@127.0.0.1:8720']) {
+            const problem = serverUrlProblem(typed);
+            assert.match(problem, /^the address holds a login/, typed);
+            assert.ok(!problem.includes('s3cret'), problem); // the password is not shown back
+        }
+        assert.ok(serverUrlProblem('http://mira:s3cret@127.0.0.1:8720').includes('give http://127.0.0.1:8720.'));
+        assert.ok(serverUrlProblem('https://mira@lk.example.com/').includes('give https://lk.example.com.'));
+        const { outcome, calls, shown } = await check({}, { serverUrl: 'http://mira:s3cret@127.0.0.1:8720' });
+        assert.equal(outcome.kind, 'bad_url');
+        assert.equal(calls.length, 0);
+        assert.match(shown.message, /^The server URL: the address holds a login/);
+        assert.equal(cleartextWarning('http://mira:s3cret@lk.example.com'), '');
     });
 
     test('Test connection says the same of an address without its scheme, without trying it', async () => {
