@@ -35,6 +35,20 @@ export class LorekeeperError extends Error {
  * @property {number} [timeoutMs]
  */
 
+/**
+ * A Retry-After as seconds from now: a number of seconds (as Lorekeeper sends it) or an HTTP date (as a proxy in
+ * front of it may); 0 when absent, unreadable or past.
+ * @param {string|null} value
+ * @param {number} [now] ms since the epoch
+ */
+export function retryAfterSeconds(value, now = Date.now()) {
+    const text = String(value ?? '').trim();
+    if (!text) return 0;
+    if (/^\d+$/.test(text)) return Number(text);
+    const at = Date.parse(text);
+    return Number.isNaN(at) ? 0 : Math.max(0, Math.ceil((at - now) / 1000));
+}
+
 export class Api {
     /**
      * @param {{serverUrl: string, token: string, fetch?: typeof fetch, timeoutMs?: number}} options
@@ -109,7 +123,7 @@ export class Api {
             );
         }
         if (!response.ok) {
-            const retryAfter = Number(response.headers.get('Retry-After')) || 0;
+            const retryAfter = retryAfterSeconds(response.headers.get('Retry-After'));
             const message = (parsed && (parsed.message || parsed.detail)) || `Lorekeeper answered ${response.status}.`;
             // Busy or briefly down: wait and send the same request again, as when unreachable.
             const offline = response.status === 429 || response.status === 502 || response.status === 503 || response.status === 504;

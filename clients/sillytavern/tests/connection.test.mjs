@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { Api, LorekeeperError } from '../lib/api.js';
+import { Api, LorekeeperError, retryAfterSeconds } from '../lib/api.js';
 import { LINK_RETRY_MAX_MS, LINK_RETRY_MIN_MS, checkConnection, cleartextWarning, describeConnection, isLoopback, linkRetry, serverUrlProblem, tokenProblem } from '../lib/connection.js';
 
 const ORIGIN = 'http://127.0.0.1:8000';
@@ -237,6 +237,18 @@ describe('a busy server', () => {
         assert.doesNotMatch(limited.shown.message, /address/);
     });
 
+    test('a Retry-After given as an HTTP date, as a proxy may give it, is read as the seconds until then', async () => {
+        const inTwoMinutes = new Date(Date.now() + 120_000).toUTCString();
+        const { outcome } = await check({ status: 503, body: { message: 'Down for maintenance.' }, retryAfter: inTwoMinutes });
+        assert.equal(outcome.kind, 'busy');
+        assert.ok(outcome.retryAfter >= 118 && outcome.retryAfter <= 121, String(outcome.retryAfter));
+        const now = Date.parse('Wed, 21 Oct 2026 07:28:00 GMT');
+        assert.equal(retryAfterSeconds('Wed, 21 Oct 2026 07:28:30 GMT', now), 30);
+        assert.equal(retryAfterSeconds('Wed, 21 Oct 2026 07:27:00 GMT', now), 0); // past
+        assert.equal(retryAfterSeconds('soon', now), 0);
+        assert.equal(retryAfterSeconds(null, now), 0);
+        assert.equal(retryAfterSeconds(' 7 ', now), 7);
+    });
 });
 
 describe('the server URL as typed', () => {
