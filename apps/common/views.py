@@ -5,6 +5,7 @@ applied twice. Anything else (a deadlock or a timeout included) is a 500."""
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
@@ -15,6 +16,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.templatetags.static import static
 
+log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
 UNAVAILABLE = (
     "The database is unavailable for a moment (restarting?): the request was not completed. Try again shortly; "
@@ -88,6 +90,8 @@ class EventStreamResponse(StreamingHttpResponse):
         try:
             if not self.begun:
                 self.unsent()
+        except Exception:  # the database gone, say: what the stream opened then ends by its own means (a lease)
+            log.exception("ending a stream that was never sent failed")
         finally:
             super().close()
 
