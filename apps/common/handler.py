@@ -24,14 +24,16 @@ after another, and gives it back once it is idle.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import django
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
 
+log = logging.getLogger(__name__)
 ARRIVED = "lorekeeper.arrived"  # the scope's key for when the request reached the application (time.perf_counter)
 
 
@@ -84,18 +86,42 @@ class OneHandOverASGIHandler(ASGIHandler):
             self.threads.give_back(executor)
 
     async def get_response_async(self, request):
-        # thread_sensitive: the thread of this request's context (its own, taken in __call__ above), where its
-        # database connection lives, as Django's own handler runs a synchronous view.
-        made = asyncio.ensure_future(sync_to_async(self.get_response, thread_sensitive=True)(request))
+        """The view's answer, run as Django's own handler runs a synchronous view: in the thread of this request's
+        context (its own, taken in __call__ above), where its database connection lives.
+
+        When the client leaves while the view runs, Django's handler cancels the request. The cancellation reaches
+        what the view awaits of the event loop (asgiref cancels it: a reply the view waits for whole is stopped),
+        but not the view's own thread, which goes on, and the answer it then makes is never sent nor closed. It is
+        closed here once made, in the request's thread as a sent one is, so that what it opened ends (a reply
+        prepared to stream: apps/common/views.py's EventStreamResponse)."""
+        made: Future = Future()
+
+        def respond(request):
+            try:
+                response = self.get_response(request)
+            except BaseException as error:  # the reply it waited for cancelled, say: no answer to close
+                made.set_exception(error)
+                raise
+            made.set_result(response)
+            return response
+
         try:
-            return await asyncio.shield(made)
+            return await sync_to_async(respond, thread_sensitive=True)(request)
         except asyncio.CancelledError:
-            # The client left while the view ran (Django's handler then cancels the request): the answer is never
-            # sent, and Django never closes it. It is closed once made, in the request's thread as a sent one is,
-            # so that what it opened ends (a reply prepared to stream: apps/common/views.py's EventStreamResponse).
-            response = await made
-            await sync_to_async(response.close, thread_sensitive=True)()
+            await _closed_unsent(made)
             raise
+
+
+async def _closed_unsent(made: Future) -> None:
+    """Close the answer a view makes after its request was cancelled, once it is made."""
+    try:
+        response = await asyncio.wrap_future(made)
+    except BaseException:  # the view failed or was cancelled (no answer), or the server is stopping
+        return
+    try:
+        await sync_to_async(response.close, thread_sensitive=True)()
+    except Exception:  # the client has gone: logged, never raised in place of the cancellation
+        log.exception("closing an answer made after its client left failed")
 
 
 def asgi_application() -> OneHandOverASGIHandler:

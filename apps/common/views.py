@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
 
 import psycopg
 from django.core.handlers.asgi import ASGIRequest
@@ -67,31 +66,22 @@ def may_close(request) -> bool:
 
 
 class EventStreamResponse(StreamingHttpResponse):
-    """Server-sent events, passed on at once by a proxy in front. `unsent` is called when the answer is closed before
-    its stream began: its client left while the view made it (apps/common/handler.py closes such an answer) or
-    before the first event went. What the view opened for the stream (a reply to generate) ends then, not when a
-    lease runs out."""
+    """Server-sent events, passed on at once by a proxy in front. `closed` is called when the answer is closed,
+    whether its stream was sent whole, in part or not at all (its client left while the view made it:
+    apps/common/handler.py closes such an answer too), so that what the view opened for the stream and the stream
+    itself did not end (a reply never relayed) ends then, not when a lease runs out."""
 
-    def __init__(self, stream: AsyncIterator[bytes], *, unsent: Callable[[], None]) -> None:
-        self.begun = False
-        self.unsent = unsent
-
-        async def begun() -> AsyncIterator[bytes]:
-            self.begun = True
-            async with aclosing(stream):  # closed with this one: what it holds ends with the answer
-                async for part in stream:
-                    yield part
-
-        super().__init__(begun(), content_type="text/event-stream")
+    def __init__(self, stream: AsyncIterator[bytes], *, closed: Callable[[], None]) -> None:
+        super().__init__(stream, content_type="text/event-stream")
+        self.closed = closed
         self["Cache-Control"] = "no-cache"
         self["X-Accel-Buffering"] = "no"
 
     def close(self) -> None:
         try:
-            if not self.begun:
-                self.unsent()
+            self.closed()
         except Exception:  # the database gone, say: what the stream opened then ends by its own means (a lease)
-            log.exception("ending a stream that was never sent failed")
+            log.exception("ending what a closed stream left open failed")
         finally:
             super().close()
 

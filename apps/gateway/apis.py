@@ -33,7 +33,7 @@ from apps.gateway.services.complete import (
 )
 from apps.generation.models import Generation
 from apps.generation.services.lease import StreamsBusy
-from apps.generation.services.stream import generation_events, generation_unsent, last_event
+from apps.generation.services.stream import generation_events, generation_left, last_event
 
 CHAT_HEADER = "X-Lorekeeper-Chat"
 INVALID = "invalid_request_error"
@@ -143,8 +143,8 @@ class ChatCompletionApi(GatewayApi):
         if stream:
             chunks = completion_chunks(completion, events, include_usage=stream_options.get("include_usage") is True)
             generation = completion.generation
-            unsent = (lambda: generation_unsent(generation)) if completion.fresh else (lambda: None)
-            response = EventStreamResponse(chunks, unsent=unsent)
+            closed = (lambda: generation_left(generation)) if completion.fresh else (lambda: None)
+            response = EventStreamResponse(chunks, closed=closed)
             response[CHAT_HEADER] = headers[CHAT_HEADER]
             return response
         event = async_to_sync(last_event)(events)

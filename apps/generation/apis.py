@@ -26,7 +26,7 @@ from apps.generation import selectors
 from apps.generation.models import Generation
 from apps.generation.services.generate import generation_prepare
 from apps.generation.services.lease import StreamsBusy
-from apps.generation.services.stream import Event, generation_events, generation_unsent, last_event, replay_event
+from apps.generation.services.stream import Event, generation_events, generation_left, last_event, replay_event
 
 EVENT_STATUS = {"done": 200, "conflict": 409, "error": 502}
 
@@ -155,7 +155,7 @@ class ChatGenerateApi(APIView):
             return self._answer(replay_event(generation), stream=data["stream"])
         if data["stream"]:
             return EventStreamResponse(
-                _stream(generation_events(generation)), unsent=lambda: generation_unsent(generation)
+                _stream(generation_events(generation)), closed=lambda: generation_left(generation)
             )
         return self._answer(async_to_sync(last_event)(generation_events(generation)), stream=False)
 

@@ -1,5 +1,5 @@
-"""EventStreamResponse (apps/common/views.py): what a stream opened ends when its answer is closed unsent, once,
-and a failure to end it never fails the closing."""
+"""EventStreamResponse (apps/common/views.py): what its stream left open is ended when the answer is closed, sent or
+not, and a failure to end it never fails the closing."""
 
 from __future__ import annotations
 
@@ -21,27 +21,29 @@ def _read(response: EventStreamResponse) -> list[bytes]:
     return asyncio.run(read())
 
 
-def test_closed_unsent_it_ends_what_the_stream_opened():
+def test_closed_unsent_it_ends_what_the_stream_left_open():
     ended: list[str] = []
-    response = EventStreamResponse(_events(), unsent=lambda: ended.append("unsent"))
+    response = EventStreamResponse(_events(), closed=lambda: ended.append("closed"))
     assert response["Content-Type"] == "text/event-stream" and response["Cache-Control"] == "no-cache"
-    response.close()
-    assert ended == ["unsent"]
-
-
-def test_closed_once_sent_it_leaves_the_stream_to_end_itself():
-    ended: list[str] = []
-    response = EventStreamResponse(_events(), unsent=lambda: ended.append("unsent"))
-    assert _read(response) == [b"data: one\n\n", b"data: two\n\n"]
-    response.close()
     assert ended == []
+    response.close()
+    assert ended == ["closed"]
+
+
+def test_closed_once_sent_it_ends_it_too():
+    ended: list[str] = []
+    response = EventStreamResponse(_events(), closed=lambda: ended.append("closed"))
+    assert _read(response) == [b"data: one\n\n", b"data: two\n\n"]
+    assert ended == []
+    response.close()
+    assert ended == ["closed"]
 
 
 def test_a_failure_to_end_it_is_logged_and_the_answer_still_closes(caplog):
     def failing():
         raise RuntimeError("the database is gone")
 
-    response = EventStreamResponse(_events(), unsent=failing)
+    response = EventStreamResponse(_events(), closed=failing)
     with caplog.at_level(logging.ERROR, logger="apps.common.views"):
         response.close()
-    assert "never sent failed" in caplog.text and "the database is gone" in caplog.text
+    assert "closed stream left open failed" in caplog.text and "the database is gone" in caplog.text

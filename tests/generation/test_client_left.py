@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from apps.generation.models import Generation
 from apps.generation.services.lease import _LOCK_CLASS
 from tests.generation.test_generate_api import story  # noqa: F401 — the fixture
+from tests.llm_server import Reply
 from tests.servers import gunicorn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -86,3 +87,29 @@ def test_a_client_leaving_while_its_reply_is_prepared_ends_it_at_once(asked, use
 
         retry = httpx.post(f"{url}{path}", json={**body, "stream": False}, headers=headers, timeout=30)
         assert retry.status_code == 200, retry.text  # its answer, not 409 generation_in_progress for a minute
+
+
+SLOW = " ".join(f"tide{n}" for n in range(200))
+
+
+@pytest.mark.parametrize("asked", REQUESTS)
+def test_a_client_leaving_a_reply_it_waits_for_whole_stops_the_model(asked, user, story, llm, token, broker):  # noqa: F811
+    """Not streamed (`stream` false, OpenAI's default): the client waits for the whole reply, and leaves (a Stop
+    in a front end). The model is stopped and what arrived kept, as when a stream's client leaves; the reply does
+    not run on to its end, holding one of the person's streams meanwhile."""
+    llm.server.on(lambda prompt: True, Reply(SLOW, tokens_per_second=10))  # 20 s, whole
+    path, body = REQUESTS[asked](story)
+    headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": "left-2"}
+    env = {"LOREKEEPER_PROVIDER_PRIVATE_HOSTS": "true", "LOREKEEPER_GENERATION_LEASE_SECONDS": "60"}
+    with gunicorn(broker=broker, workers=1, asgi=True, **env) as url:
+        sock = _posted(url, path, {**body, "stream": False}, headers)
+        _until(lambda: llm.server.requests, 30, "the model asked")
+        time.sleep(1.5)  # some of the reply arrives
+        sock.close()
+        generation = _until(
+            lambda: Generation.objects.filter(user=user, idempotency_key="left-2").exclude(state="streaming").first(),
+            5,
+            "the reply its client left ended",
+        )
+    assert generation.state == "stopped", (generation.state, generation.error)
+    assert generation.text and SLOW.startswith(generation.text) and generation.text != SLOW

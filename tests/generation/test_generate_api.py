@@ -285,3 +285,28 @@ def test_a_chat_written_here_exports_as_sillytavern_writes_one(api, story, llm):
     assert reply["mes"] == STORY and reply["swipes"] == [STORY] and reply["swipe_id"] == 0
     assert reply["swipe_info"][0]["gen_started"] and reply["gen_finished"] and reply["extra"]["model"]
     assert messages[-2]["is_user"] is True and messages[-2]["name"] == "Rowan"
+
+
+def test_a_reply_its_answer_closed_unrelayed_ends_stopped_and_a_relayed_one_is_left_to_its_stream(user, story, llm):
+    """generation_left, which a streamed answer calls when closed: a reply no stream of this process relays (its
+    client left before the stream reached the model) ends stopped, the model never asked; one being relayed is
+    ended by its stream, with what arrived; one that ended is left as it ended."""
+    from apps.generation.services.stream import generation_left
+
+    generation = generation_prepare(user=user, chat=story, message="Any ships?").generation
+    open_streams.add(generation.pk)
+    try:
+        generation_left(generation)
+        generation.refresh_from_db()
+        assert generation.state == "streaming"
+    finally:
+        open_streams.discard(generation.pk)
+    generation_left(generation)
+    generation.refresh_from_db()
+    assert (generation.state, generation.text, generation.message_index) == ("stopped", "", None)
+    assert "the model was not asked" in generation.error
+    assert not llm.server.requests
+    ended_at = generation.finished_at
+    generation_left(generation)
+    generation.refresh_from_db()
+    assert generation.finished_at == ended_at

@@ -202,11 +202,13 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
     yield stored_event(stored)
 
 
-def generation_unsent(generation: Generation) -> None:
-    """A reply whose stream was never sent (its client left while it was prepared): ended stopped, nothing arrived
-    and the model never asked, so that it holds none of the person's streams until its lease runs out. Ended
-    already (streamed, then closed): nothing changes."""
-    reply_store(generation=generation, text="", state=Generation.State.STOPPED, error=UNSENT)
+def generation_left(generation: Generation) -> None:
+    """A reply whose answer was closed without relaying it (its client left while it was prepared, or before its
+    stream reached the model): ended stopped, nothing arrived and the model never asked, so that it holds none of
+    the person's streams until its lease runs out. One this process relays (`open_streams`) is ended by its
+    stream, with what arrived; one that ended already is left as it ended."""
+    if generation.pk not in open_streams:
+        reply_store(generation=generation, text="", state=Generation.State.STOPPED, error=UNSENT)
 
 
 async def _next_delta(deltas: AsyncIterator[str], arrived: Arrived, *, deadline: float, idle: float) -> str | None:
