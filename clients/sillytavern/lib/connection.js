@@ -84,7 +84,8 @@ export function serverUrlProblem(text) {
     if (!typed.includes('://') && parseServerUrl(`http://${typed}`)) {
         return `the address needs http:// or https:// before it: http://${typed} (or https://${typed}).`;
     }
-    return `"${typed}" is not an http:// or https:// address.`;
+    // Shown back without what stands before an @ (a login that did not parse, a password holding a / say).
+    return `"${typed.replace(/^([a-z][a-z0-9+.-]*:\/\/)?[^@]*@/i, '$1…@')}" is not an http:// or https:// address.`;
 }
 
 /**

@@ -274,6 +274,8 @@ describe('the server URL as typed', () => {
         }
         assert.ok(serverUrlProblem('http://mira:s3cret@127.0.0.1:8720').includes('give http://127.0.0.1:8720.'));
         assert.ok(serverUrlProblem('https://mira@lk.example.com/').includes('give https://lk.example.com.'));
+        // A password that breaks the address (a / in it) is not shown back either.
+        assert.equal(serverUrlProblem('http://mira:s3/cret@127.0.0.1:8720'), '"http://…@127.0.0.1:8720" is not an http:// or https:// address.');
         const { outcome, calls, shown } = await check({}, { serverUrl: 'http://mira:s3cret@127.0.0.1:8720' });
         assert.equal(outcome.kind, 'bad_url');
         assert.equal(calls.length, 0);
