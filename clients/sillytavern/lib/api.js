@@ -35,18 +35,21 @@ export class LorekeeperError extends Error {
  * @property {number} [timeoutMs]
  */
 
+/** The longest wait a Retry-After can ask of the extension: a date far ahead, or a clock behind the server's, never
+ * stops the sync for longer. */
+export const RETRY_AFTER_MAX_S = 600;
+
 /**
  * A Retry-After as seconds from now: a number of seconds (as Lorekeeper sends it) or an HTTP date (as a proxy in
- * front of it may); 0 when absent, unreadable or past.
+ * front of it may), at most RETRY_AFTER_MAX_S; 0 when absent, unreadable or past.
  * @param {string|null} value
  * @param {number} [now] ms since the epoch
  */
 export function retryAfterSeconds(value, now = Date.now()) {
     const text = String(value ?? '').trim();
     if (!text) return 0;
-    if (/^\d+$/.test(text)) return Number(text);
-    const at = Date.parse(text);
-    return Number.isNaN(at) ? 0 : Math.max(0, Math.ceil((at - now) / 1000));
+    const at = /^\d+$/.test(text) ? now + Number(text) * 1000 : Date.parse(text);
+    return Number.isNaN(at) ? 0 : Math.min(RETRY_AFTER_MAX_S, Math.max(0, Math.ceil((at - now) / 1000)));
 }
 
 export class Api {

@@ -2,7 +2,7 @@
 // refusal look the same to a page (a TypeError with no detail), so a failed request is followed by an opaque
 // `no-cors` probe of the same address: it succeeds when something answers there, which leaves CORS as the reason.
 
-import { Api, LorekeeperError } from './api.js';
+import { Api, LorekeeperError, RETRY_AFTER_MAX_S } from './api.js';
 
 /** The server setting that lists the origins Lorekeeper's API answers (config/settings/base.py). */
 export const CORS_VARIABLE = 'LOREKEEPER_CORS_ORIGINS';
@@ -17,7 +17,7 @@ export const CORS_VARIABLE = 'LOREKEEPER_CORS_ORIGINS';
  * server's Retry-After is followed. */
 export const LINK_RETRY_MIN_MS = 5000;
 export const LINK_RETRY_MAX_MS = 60000;
-const RETRY_AFTER_MAX_MS = 600000;
+const RETRY_AFTER_MAX_MS = RETRY_AFTER_MAX_S * 1000;
 
 /**
  * How long to wait before linking the chat again, and the wait after that one: doubled each time Lorekeeper still

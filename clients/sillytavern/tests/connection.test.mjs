@@ -248,6 +248,8 @@ describe('a busy server', () => {
         assert.equal(retryAfterSeconds('soon', now), 0);
         assert.equal(retryAfterSeconds(null, now), 0);
         assert.equal(retryAfterSeconds(' 7 ', now), 7);
+        assert.equal(retryAfterSeconds('Thu, 22 Oct 2026 07:28:00 GMT', now), 600); // a day ahead: ten minutes at most
+        assert.equal(retryAfterSeconds('86400', now), 600);
     });
 });
 
