@@ -26,15 +26,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
 
 import django
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 ARRIVED = "lorekeeper.arrived"  # the scope's key for when the request reached the application (time.perf_counter)
+LEFT = "lorekeeper_left"  # a request's attribute here: an asyncio.Event set when its client leaves
 
 
 class _RequestThreads:
@@ -95,6 +99,8 @@ class OneHandOverASGIHandler(ASGIHandler):
         closed here once made, in the request's thread as a sent one is, so that what it opened ends (a reply
         prepared to stream: apps/common/views.py's EventStreamResponse)."""
         made: Future = Future()
+        left = asyncio.Event()
+        setattr(request, LEFT, left)
 
         def respond(request):
             try:
@@ -108,6 +114,7 @@ class OneHandOverASGIHandler(ASGIHandler):
         try:
             return await sync_to_async(respond, thread_sensitive=True)(request)
         except asyncio.CancelledError:
+            left.set()  # for what the view starts on the event loop from now on (unless_left)
             await _closed_unsent(made)
             raise
 
@@ -122,6 +129,24 @@ async def _closed_unsent(made: Future) -> None:
         await sync_to_async(response.close, thread_sensitive=True)()
     except Exception:  # the client has gone: logged, never raised in place of the cancellation
         log.exception("closing an answer made after its client left failed")
+
+
+def client_left(request) -> asyncio.Event | None:
+    """The event set when the client of `request` (Django's or REST framework's) leaves; None outside this handler
+    (WSGI, a test's client)."""
+    return getattr(getattr(request, "_request", request), LEFT, None)
+
+
+async def unless_left(awaitable: Awaitable[T], left: asyncio.Event | None) -> T:
+    """`awaitable`'s result, cancelled when the client leaves (`left`, client_left): asgiref cancels what a view
+    awaits on the event loop when its request is cancelled, but only what had begun then; what the view begins
+    after its client left (a reply it waits for whole, once prepared) is cancelled here."""
+    task = asyncio.ensure_future(awaitable)
+    if left is not None:
+        leaving = asyncio.ensure_future(left.wait())
+        leaving.add_done_callback(lambda _: task.cancel())
+        task.add_done_callback(lambda _: leaving.cancel())
+    return await task  # cancelled itself, it cancels the task too
 
 
 def asgi_application() -> OneHandOverASGIHandler:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 
 import psycopg
 from django.core.handlers.asgi import ASGIRequest
@@ -66,20 +67,29 @@ def may_close(request) -> bool:
 
 
 class EventStreamResponse(StreamingHttpResponse):
-    """Server-sent events, passed on at once by a proxy in front. `closed` is called when the answer is closed,
+    """Server-sent events, passed on at once by a proxy in front. `on_close` is called when the answer is closed,
     whether its stream was sent whole, in part or not at all (its client left while the view made it:
     apps/common/handler.py closes such an answer too), so that what the view opened for the stream and the stream
     itself did not end (a reply never relayed) ends then, not when a lease runs out."""
 
-    def __init__(self, stream: AsyncIterator[bytes], *, closed: Callable[[], None]) -> None:
+    def __init__(self, stream: AsyncGenerator[bytes, None], *, on_close: Callable[[], None]) -> None:
         super().__init__(stream, content_type="text/event-stream")
-        self.closed = closed
+        self.stream = stream
+        self.on_close = on_close
         self["Cache-Control"] = "no-cache"
         self["X-Accel-Buffering"] = "no"
 
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        # Django's ASGI handler closes what it iterates, not the generators that wraps: the stream given is closed
+        # with it, at once and in the request's context, so that one left mid-way ends its own way (keeping what
+        # arrived), not when it is collected. Its parts are bytes already.
+        async with aclosing(self.stream) as stream:
+            async for part in stream:
+                yield part
+
     def close(self) -> None:
         try:
-            self.closed()
+            self.on_close()
         except Exception:  # the database gone, say: what the stream opened then ends by its own means (a lease)
             log.exception("ending what a closed stream left open failed")
         finally:

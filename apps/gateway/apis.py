@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 
-from asgiref.sync import async_to_sync
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
@@ -20,7 +19,7 @@ from rest_framework.views import APIView
 
 from apps.accounts.authentication import BearerTokenAuthentication
 from apps.common.exceptions import ApplicationError
-from apps.common.handler import ARRIVED
+from apps.common.handler import ARRIVED, client_left
 from apps.common.views import EventStreamResponse, may_close
 from apps.gateway import selectors
 from apps.gateway.services.complete import (
@@ -33,7 +32,7 @@ from apps.gateway.services.complete import (
 )
 from apps.generation.models import Generation
 from apps.generation.services.lease import StreamsBusy
-from apps.generation.services.stream import generation_events, generation_left, last_event
+from apps.generation.services.stream import generation_events, generation_left, reply_whole
 
 CHAT_HEADER = "X-Lorekeeper-Chat"
 INVALID = "invalid_request_error"
@@ -143,11 +142,11 @@ class ChatCompletionApi(GatewayApi):
         if stream:
             chunks = completion_chunks(completion, events, include_usage=stream_options.get("include_usage") is True)
             generation = completion.generation
-            closed = (lambda: generation_left(generation)) if completion.fresh else (lambda: None)
-            response = EventStreamResponse(chunks, closed=closed)
+            on_close = (lambda: generation_left(generation)) if completion.fresh else (lambda: None)
+            response = EventStreamResponse(chunks, on_close=on_close)
             response[CHAT_HEADER] = headers[CHAT_HEADER]
             return response
-        event = async_to_sync(last_event)(events)
+        event = reply_whole(completion.generation, events, left=client_left(request))
         if event.name == "error":
             return Response(model_failed(event.data), status=failed_status(event.data), headers=headers)
         return Response(completion_body(completion, event), headers=headers)

@@ -4,9 +4,9 @@ stored message as JSON), and `GET chats/{id}/messages/{index}/prompt` shows what
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 
-from asgiref.sync import async_to_sync
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 from apps.chats import selectors as chat_selectors
 from apps.chats.apis.common import valid
 from apps.common.exceptions import ApplicationError
+from apps.common.handler import client_left
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH, request_integrity
 from apps.common.serializers import StorableInputSerializer
 from apps.common.views import EventStreamResponse, may_close
@@ -26,7 +27,7 @@ from apps.generation import selectors
 from apps.generation.models import Generation
 from apps.generation.services.generate import generation_prepare
 from apps.generation.services.lease import StreamsBusy
-from apps.generation.services.stream import Event, generation_events, generation_left, last_event, replay_event
+from apps.generation.services.stream import Event, generation_events, generation_left, replay_event, reply_whole
 
 EVENT_STATUS = {"done": 200, "conflict": 409, "error": 502}
 
@@ -83,9 +84,10 @@ def sse(event: Event) -> bytes:
     return f"event: {event.name}\ndata: {json.dumps(event.data, ensure_ascii=False)}\n\n".encode()
 
 
-async def _stream(events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
-    async for event in events:
-        yield sse(event)
+async def _stream(events: AsyncGenerator[Event, None]) -> AsyncGenerator[bytes, None]:
+    async with aclosing(events):  # closed with this stream: a reply left mid-way is stored as it was left
+        async for event in events:
+            yield sse(event)
 
 
 async def _one(event: Event) -> AsyncIterator[Event]:
@@ -155,9 +157,11 @@ class ChatGenerateApi(APIView):
             return self._answer(replay_event(generation), stream=data["stream"])
         if data["stream"]:
             return EventStreamResponse(
-                _stream(generation_events(generation)), closed=lambda: generation_left(generation)
+                _stream(generation_events(generation)), on_close=lambda: generation_left(generation)
             )
-        return self._answer(async_to_sync(last_event)(generation_events(generation)), stream=False)
+        return self._answer(
+            reply_whole(generation, generation_events(generation), left=client_left(request)), stream=False
+        )
 
     def _answer(self, event: Event, *, stream: bool):
         if stream:

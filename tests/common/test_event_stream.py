@@ -23,7 +23,7 @@ def _read(response: EventStreamResponse) -> list[bytes]:
 
 def test_closed_unsent_it_ends_what_the_stream_left_open():
     ended: list[str] = []
-    response = EventStreamResponse(_events(), closed=lambda: ended.append("closed"))
+    response = EventStreamResponse(_events(), on_close=lambda: ended.append("closed"))
     assert response["Content-Type"] == "text/event-stream" and response["Cache-Control"] == "no-cache"
     assert ended == []
     response.close()
@@ -32,7 +32,7 @@ def test_closed_unsent_it_ends_what_the_stream_left_open():
 
 def test_closed_once_sent_it_ends_it_too():
     ended: list[str] = []
-    response = EventStreamResponse(_events(), closed=lambda: ended.append("closed"))
+    response = EventStreamResponse(_events(), on_close=lambda: ended.append("closed"))
     assert _read(response) == [b"data: one\n\n", b"data: two\n\n"]
     assert ended == []
     response.close()
@@ -43,7 +43,31 @@ def test_a_failure_to_end_it_is_logged_and_the_answer_still_closes(caplog):
     def failing():
         raise RuntimeError("the database is gone")
 
-    response = EventStreamResponse(_events(), closed=failing)
+    response = EventStreamResponse(_events(), on_close=failing)
     with caplog.at_level(logging.ERROR, logger="apps.common.views"):
         response.close()
     assert "closed stream left open failed" in caplog.text and "the database is gone" in caplog.text
+
+
+def test_the_stream_given_is_closed_with_what_django_iterates():
+    """Django's ASGI handler closes the iterator it took from the answer, not the generators within it: a stream
+    its client left mid-way must be closed then, in the request's context, not when it is collected."""
+    ended: list[str] = []
+
+    async def stream():
+        try:
+            yield b"data: one\n\n"
+            yield b"data: two\n\n"
+        finally:
+            ended.append("stream closed")
+
+    response = EventStreamResponse(stream(), on_close=lambda: None)
+
+    async def one_then_leave():
+        parts = aiter(response)
+        first = await anext(parts)
+        await parts.aclose()  # as the handler's aclosing() does when the send fails
+        return first
+
+    assert asyncio.run(one_then_leave()) == b"data: one\n\n"
+    assert ended == ["stream closed"]

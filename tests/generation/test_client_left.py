@@ -20,6 +20,7 @@ from tests.llm_server import Reply
 from tests.servers import gunicorn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+SLOW = " ".join(f"tide{n}" for n in range(200))  # 20 s at 10 tokens a second
 
 
 def _posted(url: str, path: str, body: dict, headers: dict[str, str]) -> socket.socket:
@@ -61,12 +62,19 @@ REQUESTS = {
 }
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 @pytest.mark.parametrize("asked", REQUESTS)
-def test_a_client_leaving_while_its_reply_is_prepared_ends_it_at_once(asked, user, story, llm, token, broker):  # noqa: F811
+def test_a_client_leaving_while_its_reply_is_prepared_ends_it_at_once(asked, stream, user, story, llm, token, broker):  # noqa: F811
+    """Streamed or asked for whole: a reply waited for whole would otherwise be asked of the model once prepared,
+    and run to its end (what the view begins after the request was cancelled is not cancelled with it)."""
+    llm.server.on(lambda prompt: True, Reply(SLOW, tokens_per_second=10))
     path, body = REQUESTS[asked](story)
+    body = {**body, "stream": stream}
     headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": "left-1"}
-    # A lease far longer than the wait below: only the client's leaving can end the reply within it.
-    with gunicorn(broker=broker, workers=1, asgi=True, LOREKEEPER_GENERATION_LEASE_SECONDS="60") as url:
+    # A lease far longer than the wait below: only the client's leaving can end the reply within it. The model is
+    # reachable (a private host): were it asked, it would answer.
+    env = {"LOREKEEPER_PROVIDER_PRIVATE_HOSTS": "true", "LOREKEEPER_GENERATION_LEASE_SECONDS": "60"}
+    with gunicorn(broker=broker, workers=1, asgi=True, **env) as url:
         with transaction.atomic():
             # The person's lock, which the preparation takes to count their streams, held here: the request waits
             # in the middle of its preparation until the client has gone.
@@ -87,9 +95,6 @@ def test_a_client_leaving_while_its_reply_is_prepared_ends_it_at_once(asked, use
 
         retry = httpx.post(f"{url}{path}", json={**body, "stream": False}, headers=headers, timeout=30)
         assert retry.status_code == 200, retry.text  # its answer, not 409 generation_in_progress for a minute
-
-
-SLOW = " ".join(f"tide{n}" for n in range(200))
 
 
 @pytest.mark.parametrize("asked", REQUESTS)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -287,8 +288,8 @@ def _data(value: dict[str, Any] | str) -> bytes:
 
 
 async def completion_chunks(
-    completion: Completion, events: AsyncIterator[Event], *, include_usage: bool
-) -> AsyncIterator[bytes]:
+    completion: Completion, events: AsyncGenerator[Event, None], *, include_usage: bool
+) -> AsyncGenerator[bytes, None]:
     """The streamed answer: `chat.completion.chunk`s as the reply arrives, the last with its `finish_reason`, then
     the usage when asked (`stream_options.include_usage`), then `[DONE]`. A model failing mid-stream ends it with an
     `error` object, as OpenAI's API does."""
@@ -298,16 +299,17 @@ async def completion_chunks(
     def chunk(delta: dict[str, Any], finish: str | None) -> bytes:
         return _data(base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]})
 
-    yield chunk({"role": "assistant", "content": ""}, None)
-    async for event in events:
-        if event.name == "delta":
-            yield chunk({"content": event.data["text"]}, None)
-        elif event.name == "error":
-            yield _data(model_failed(event.data))
-            yield _data("[DONE]")
-            return
-        elif event.name in ("done", "conflict"):
-            yield chunk({}, _finish(event.data))
-            if include_usage:
-                yield _data(base | {"choices": [], "usage": _usage(completion, event.data.get("text") or "")})
-    yield _data("[DONE]")
+    async with aclosing(events):  # closed with this stream: a reply left mid-way is stored as it was left
+        yield chunk({"role": "assistant", "content": ""}, None)
+        async for event in events:
+            if event.name == "delta":
+                yield chunk({"content": event.data["text"]}, None)
+            elif event.name == "error":
+                yield _data(model_failed(event.data))
+                yield _data("[DONE]")
+                return
+            elif event.name in ("done", "conflict"):
+                yield chunk({}, _finish(event.data))
+                if include_usage:
+                    yield _data(base | {"choices": [], "usage": _usage(completion, event.data.get("text") or "")})
+        yield _data("[DONE]")

@@ -14,12 +14,13 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection as db_connection
 from django.utils import timezone
 
 from apps.chats.models import Chat
 from apps.chats.services.writes import chat_delta
+from apps.common.handler import unless_left
 from apps.generation.models import Generation
 from apps.generation.services.bounds import Arrived, Bounds, generation_settings
 from apps.generation.services.lease import lease_renew, lease_seconds
@@ -94,6 +95,17 @@ async def last_event(events: AsyncIterator[Event]) -> Event:
     async for event in events:
         last = event
     return last
+
+
+def reply_whole(generation: Generation, events: AsyncIterator[Event], *, left: asyncio.Event | None) -> Event:
+    """How the reply ended, waited for in the caller's thread (a client asking for it whole, not streamed). Its
+    client leaving (`left`: apps/common/handler.py's client_left) stops it as a stream's client leaving does, also
+    when it left while the reply was prepared: the reply is then ended before the model is asked."""
+    try:
+        return async_to_sync(unless_left)(last_event(events), left)
+    except BaseException:
+        generation_left(generation)  # its stream never began: ended here (one that began ended itself)
+        raise
 
 
 def replay_event(generation: Generation) -> Event:
