@@ -8,6 +8,7 @@ that macros and unified mode read.
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,11 +129,21 @@ def context_build(
     timings: dict[str, float] = {}
 
     # The slots' memories are read beside the turn's recall search, on a connection of their own: both read only
-    # memories, which a reply's preparation never writes (they are indexed after it; apps/common/beside.py).
-    gathering = beside_committed(_gathered_timed, scope, budgets)
-    asked = recalls.recall_asked(user=user, chat=chat, scope=scope, message=message, settings=settings)
+    # memories, which a reply's preparation never writes (they are indexed after it; apps/common/beside.py). They
+    # start once the search's query is embedded: on two cores the embedding then runs beside the search's text
+    # ranking alone, and the slots' reading fills the time the search then waits on its KNN.
+    gathering: list[Future] = []
+
+    def gather_now() -> None:
+        if not gathering:
+            gathering.append(beside_committed(_gathered_timed, scope, budgets))
+
+    asked = recalls.recall_asked(
+        user=user, chat=chat, scope=scope, message=message, settings=settings, embedded=gather_now
+    )
+    gather_now()  # no search ran
     mark = time.perf_counter()
-    gathered, timings["gather"] = gathering.result()  # its own time beside the search; then the wait for it
+    gathered, timings["gather"] = gathering[0].result()  # its own time beside the search; then the wait for it
     timings["gather_wait"] = (time.perf_counter() - mark) * 1000
     filled = _fill(gathered, budgets)
     # What another slot injects is not recalled again (a slot switched off, or outside the unified block, injects

@@ -12,6 +12,7 @@ re-running overwrites it.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,10 +104,17 @@ class RecallAsked:
 
 
 def recall_asked(
-    *, user: AbstractUser, chat: Chat, scope: Scope, message: str, settings: InjectionSettings
+    *,
+    user: AbstractUser,
+    chat: Chat,
+    scope: Scope,
+    message: str,
+    settings: InjectionSettings,
+    embedded: Callable[[], object] | None = None,
 ) -> RecallAsked:
     """A context build's search for the turn, before the other slots are filled: a new one for the pending
-    message, unless the stored recall of that same message was edited by a person."""
+    message, unless the stored recall of that same message was edited by a person. `embedded`: called once the
+    search's query is embedded (memory_search), if a search runs."""
     target = recall_target(chat=chat, message=message or None)
     asked = RecallAsked(target, recall_stored(target))
     if not message or not (settings.enabled["triggered"] or settings.unified):
@@ -115,7 +123,7 @@ def recall_asked(
     edited = stored is not None and stored.get("manuallyEdited")
     if edited and _normal(message) == _normal(str(stored.get("recallInput", ""))):
         return asked  # the person's edit of this message's recall is kept
-    asked.found = recall_find(user=user, scope=scope, query=message, limit=settings.triggered_limit)
+    asked.found = recall_find(user=user, scope=scope, query=message, limit=settings.triggered_limit, embedded=embedded)
     return asked
 
 
@@ -136,7 +144,9 @@ def recall_search(
     return recall_fill(found, budget=budget, limit=limit, exclude=exclude, recent_from=recent_from)
 
 
-def recall_find(*, user: AbstractUser, scope: Scope, query: str, limit: int) -> SearchOutcome:
+def recall_find(
+    *, user: AbstractUser, scope: Scope, query: str, limit: int, embedded: Callable[[], object] | None = None
+) -> SearchOutcome:
     """recall_search's search, before what other slots hold is known: enough hits for `limit` once they are left
     out (recall_fill)."""
     return memory_search(
@@ -148,6 +158,7 @@ def recall_find(*, user: AbstractUser, scope: Scope, query: str, limit: int) -> 
         limit=max(limit * 3, 10),
         committed=True,  # a reply's preparation writes messages, never memories (they are indexed after it)
         fields=("kind", "content", "message_index"),  # what is read of each hit below
+        embedded=embedded,
     )
 
 

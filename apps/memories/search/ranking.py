@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -219,6 +220,7 @@ def memory_search(
     entity_id: int | None = None,
     committed: bool = False,
     fields: tuple[str, ...] | None = None,
+    embedded: Callable[[], object] | None = None,
 ) -> SearchOutcome:
     """`scope_rows`: how many memories the scope holds, when the caller already knows (about) it: the count that
     chooses between an exact scan and the HNSW index, and scales the text ranking's word frequencies, is then
@@ -228,7 +230,9 @@ def memory_search(
     work there too (a reply's recall).
     `chat_characters`: the ids of the characters of the chat `chat_id`, when the caller has read them with the chat
     (whose owner it has checked): not read again. `fields`: the only fields of the hits' memories the caller reads
-    (a reply's recall reads three); the others, loaded when read, are not read with them."""
+    (a reply's recall reads three); the others, loaded when read, are not read with them. `embedded`: called once
+    the query is embedded, for work the caller starts then (beside the KNN rather than beside the embedding, which
+    on two cores then runs alone with the text ranking)."""
     config = settings.LOREKEEPER_SEARCH
     query = query.replace("\x00", "").strip()
     if not query:
@@ -259,6 +263,8 @@ def memory_search(
     readable = not config["meaning_needs_a_known_word"] or reads_words(embedding, query)
     vectors = embed_query(embedding, sentences) if readable else None
     timings["embed"] = (time.perf_counter() - started) * 1000
+    if embedded is not None:
+        embedded()
 
     started = time.perf_counter()
     size = counted.result()
