@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from concurrent import futures
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -103,8 +104,8 @@ def reply_whole(generation: Generation, events: AsyncIterator[Event], *, left: a
     when it left while the reply was prepared: the reply is then ended before the model is asked."""
     try:
         return async_to_sync(unless_left)(last_event(events), left)
-    except BaseException:
-        generation_left(generation)  # its stream never began: ended here (one that began ended itself)
+    except (asyncio.CancelledError, futures.CancelledError):
+        generation_left(generation)  # cancelled before its stream began: ended here (one that began ended itself)
         raise
 
 
