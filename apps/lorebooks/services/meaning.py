@@ -35,7 +35,7 @@ from apps.lorebooks.models import Lorebook
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, embed_query, embed_texts, reads_words
 from apps.memories.models import SEARCH_CONFIG
 from apps.memories.search.candidates import MAX_QUERY_LEXEMES
-from apps.memories.search.ranking import split_sentences
+from apps.memories.search.text import split_sentences
 
 log = logging.getLogger(__name__)
 

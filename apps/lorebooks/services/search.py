@@ -14,7 +14,7 @@ from apps.chats import selectors as chat_selectors
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.lore import Book, book_entries, chat_books
 from apps.lorebooks.services.meaning import MEANING_MAX, entries_relevance
-from apps.memories.search.ranking import excerpt
+from apps.memories.search.text import excerpt
 
 
 @dataclass

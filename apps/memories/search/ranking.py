@@ -25,7 +25,6 @@ language) the text ranking alone answers, and `method` says so.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -44,12 +43,10 @@ from apps.memories.models import Kind, Memory
 from apps.memories.search.candidates import Scope, TextScores, counted_text_candidates, vector_candidates
 from apps.memories.search.dates import within
 from apps.memories.search.named import Named, entities_named, graph_linked, query_named
+from apps.memories.search.text import excerpt, split_sentences
 
 MAX_LIMIT = 100
 KINDS = frozenset(Kind.values)  # Kind.values makes its list anew at each read: once per kind asked, every search
-EXCERPT_CHARS = 2000
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass
@@ -73,15 +70,6 @@ class SearchOutcome:
     method: str  # hybrid | vector | text
     results: list[SearchHit]
     timings_ms: dict[str, float] = field(default_factory=dict)
-
-
-def split_sentences(query: str, *, limit: int) -> list[str]:
-    sentences = [s.strip() for s in _SENTENCE_END.split(query) if s and s.strip()]
-    if len(sentences) > limit:
-        # Keep the longest: a question's topic is rarely in the "Hi!" before it.
-        keep = sorted(sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))[:limit])
-        sentences = [sentences[i] for i in keep]
-    return sentences
 
 
 def _ranks(scores: dict[int, float]) -> dict[int, int]:
@@ -180,21 +168,6 @@ def _kept(
         linked = graph_linked(entity_ids=[entity_id], memory_ids=[pk for _, _, pk, _ in scored])
         scored = [item for item in scored if item[2] in linked]
     return scored
-
-
-def excerpt(content: str, query: str, *, size: int = EXCERPT_CHARS) -> str:
-    """The whole memory when short; else the passage richest in the query's words, with context around it."""
-    if len(content) < size:
-        return content
-    words = {w.lower() for w in _WORD.findall(query) if len(w) > 2}
-    pieces = [m for m in re.finditer(r"[^\n.!?]+[.!?]?", content)]
-    if not pieces or not words:
-        return content[:size].rstrip() + "…"
-    best = max(pieces, key=lambda m: sum(w.lower() in words for w in _WORD.findall(m.group())))
-    middle = (best.start() + best.end()) // 2
-    start = max(0, min(middle - size // 2, len(content) - size))
-    text = content[start : start + size].strip()
-    return ("…" if start > 0 else "") + text + ("…" if start + size < len(content) else "")
 
 
 def _recency(moment: float, now: float, per_day: float) -> float:
