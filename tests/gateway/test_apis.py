@@ -8,6 +8,7 @@ from asgiref.sync import async_to_sync
 from apps.chats.models import Chat
 from apps.generation.models import Generation
 from apps.generation.services.stream import open_streams
+from tests.generation.faults import fail_relaying_after
 from tests.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
@@ -178,16 +179,7 @@ def test_a_fault_of_lorekeepers_own_is_a_500_server_error_not_the_models(client,
     """A reply that failed because Lorekeeper itself failed relaying it (injected here at the third piece) is not
     answered as the model's failure: a person would look for the fault in a model that did nothing wrong. The model's
     own failure stays a 502 `model_failed`."""
-    from apps.generation.services.bounds import Arrived
-
-    taken = Arrived.add
-
-    def add(self, delta):
-        if len(self.parts) >= 2:
-            raise RuntimeError("injected fault")
-        return taken(self, delta)
-
-    monkeypatch.setattr(Arrived, "add", add)
+    fail_relaying_after(monkeypatch, 2)
     llm.server.on(lambda prompt: True, Reply("One ship came in late tonight under a torn sail", tokens_per_second=50))
 
     def ask(text: str):
@@ -204,7 +196,7 @@ def test_a_fault_of_lorekeepers_own_is_a_500_server_error_not_the_models(client,
     generation = Generation.objects.get(user=user)
     assert (generation.state, generation.stop_reason) == ("failed", "server")
 
-    monkeypatch.setattr(Arrived, "add", taken)
+    monkeypatch.undo()  # relaying works again
     llm.server.on(lambda prompt: True, Reply(status=401))
     response = ask("Any ships at all?")
     assert response.status_code == 502 and response.json()["error"]["code"] == "model_failed", response.content

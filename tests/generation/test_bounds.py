@@ -17,6 +17,7 @@ from apps.generation.models import Generation
 from apps.generation.services.bounds import MAX_MESSAGE
 from apps.generation.services.stream import open_streams
 from apps.llm.tokens import tokenizer_for
+from tests.generation.faults import fail_relaying_after
 from tests.generation.test_generate_api import STORY, events, generate, last
 from tests.llm_server import Reply
 
@@ -218,16 +219,7 @@ def test_a_swipe_on_the_message_unchanged_still_lands(api, story, llm):
 def test_a_fault_of_the_servers_mid_reply_ends_it_failed_keeping_what_arrived(api, story, llm, monkeypatch):
     """Every reply ends in a known state: an error of Lorekeeper's own while relaying (here, injected at the fourth
     piece) stores what had arrived, marked failed, instead of leaving the generation streaming."""
-    from apps.generation.services.bounds import Arrived
-
-    taken = Arrived.add
-
-    def add(self, delta):
-        if len(self.parts) >= 3:
-            raise RuntimeError("injected fault")
-        return taken(self, delta)
-
-    monkeypatch.setattr(Arrived, "add", add)
+    fail_relaying_after(monkeypatch, 3)
     llm.server.on("Any ships?", Reply("One ship came in late tonight under a torn sail", tokens_per_second=50))
     response = generate(api, story, message="Any ships?")
     body = response.json()

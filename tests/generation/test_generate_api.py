@@ -21,6 +21,7 @@ from apps.generation.services.stream import (
     open_streams,
 )
 from apps.memories.services.memories import memory_create
+from tests.generation.faults import fail_relaying_after
 from tests.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
@@ -165,16 +166,7 @@ def test_a_model_failing_mid_reply_keeps_what_arrived_marked_failed(api, story, 
 def test_a_fault_of_lorekeepers_own_is_a_500_server_error_not_the_models(api, story, llm, monkeypatch):
     """A reply that failed because Lorekeeper itself failed relaying it (injected at the third piece) is answered
     500 `server_error`, its message saying Lorekeeper failed, what arrived kept; the model's own failure stays 502."""
-    from apps.generation.services.bounds import Arrived
-
-    taken = Arrived.add
-
-    def add(self, delta):
-        if len(self.parts) >= 2:
-            raise RuntimeError("injected fault")
-        return taken(self, delta)
-
-    monkeypatch.setattr(Arrived, "add", add)
+    fail_relaying_after(monkeypatch, 2)
     llm.server.on("Any ships?", Reply("One ship came in late tonight under a torn sail", tokens_per_second=50))
     response = generate(api, story, message="Any ships?")
     body = response.json()
@@ -184,7 +176,7 @@ def test_a_fault_of_lorekeepers_own_is_a_500_server_error_not_the_models(api, st
     assert body["message"]["mes"] and body["message"]["extra"]["lorekeeper"]["reason"] == "server"
     assert last(story).mes == body["message"]["mes"]
 
-    monkeypatch.setattr(Arrived, "add", taken)
+    monkeypatch.undo()  # relaying works again
     llm.server.on("Any ships at all?", Reply(status=401))
     response = generate(api, story, message="Any ships at all?")
     assert response.status_code == 502 and response.json()["error"] == "model_failed"
