@@ -73,6 +73,18 @@ def test_connection(page) -> str:
 test_connection.__test__ = False  # a helper, not a test
 
 
+def shoot_panel(page, shown, name: str) -> None:
+    """What the person sees, on a desktop and a phone: the panel with `shown` in view, saved as
+    extension/<name>-<width>.png among the test artifacts."""
+    (ARTIFACTS / "extension").mkdir(parents=True, exist_ok=True)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(500)  # SillyTavern lays its drawers out again after a resize
+        open_panel(page)
+        shown.evaluate("(element) => element.scrollIntoView({block: 'center'})")
+        page.screenshot(path=str(ARTIFACTS / "extension" / f"{name}-{width}.png"))
+
+
 def saved_extension_settings(st) -> dict:
     return st.read_settings().get("extension_settings", {}).get("lorekeeper", {})
 
@@ -195,13 +207,7 @@ def test_an_address_typed_without_http_is_said_to_need_it_where_the_person_looks
     assert status.inner_text().startswith("Not connected:")
     assert expected in test_connection(page)
     assert not Chat.objects.filter(user=lorekeeper.user).exists()
-    (ARTIFACTS / "extension").mkdir(parents=True, exist_ok=True)
-    for width in (1280, 390):  # what the person sees, on a desktop and a phone
-        page.set_viewport_size({"width": width, "height": 900})
-        page.wait_for_timeout(500)  # SillyTavern lays its drawers out again after a resize
-        open_panel(page)
-        said.evaluate("(element) => element.scrollIntoView({block: 'center'})")
-        page.screenshot(path=str(ARTIFACTS / "extension" / f"panel-address-without-http-{width}.png"))
+    shoot_panel(page, said, "panel-address-without-http")
 
 
 def test_an_address_holding_a_login_is_named_where_the_person_looks(st, st_open, lorekeeper):
@@ -221,13 +227,7 @@ def test_an_address_holding_a_login_is_named_where_the_person_looks(st, st_open,
     outcome = test_connection(page)
     assert expected in outcome and "Nothing is listening" not in outcome and "s3cret" not in outcome, outcome
     assert not Chat.objects.filter(user=lorekeeper.user).exists()
-    (ARTIFACTS / "extension").mkdir(parents=True, exist_ok=True)
-    for width in (1280, 390):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.wait_for_timeout(500)
-        open_panel(page)
-        said.evaluate("(element) => element.scrollIntoView({block: 'center'})")
-        page.screenshot(path=str(ARTIFACTS / "extension" / f"panel-address-with-login-{width}.png"))
+    shoot_panel(page, said, "panel-address-with-login")
 
 
 def test_a_token_pasted_with_a_hidden_character_is_named_where_the_person_looks(st, st_open, lorekeeper):
@@ -254,13 +254,7 @@ def test_a_token_pasted_with_a_hidden_character_is_named_where_the_person_looks(
     outcome = test_connection(page)
     assert expected in outcome and "CORS" not in outcome, outcome
     assert not Chat.objects.filter(user=lorekeeper.user).exists()
-    (ARTIFACTS / "extension").mkdir(parents=True, exist_ok=True)
-    for width in (1280, 390):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.wait_for_timeout(500)
-        open_panel(page)
-        said.evaluate("(element) => element.scrollIntoView({block: 'center'})")
-        page.screenshot(path=str(ARTIFACTS / "extension" / f"panel-token-hidden-character-{width}.png"))
+    shoot_panel(page, said, "panel-token-hidden-character")
 
 
 def test_an_origin_lorekeeper_does_not_allow_names_the_setting_and_the_origin(st, st_open, lorekeeper, settings):
