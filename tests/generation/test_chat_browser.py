@@ -74,17 +74,22 @@ def send(page, text: str) -> None:
     page.press("#composer-text", "Enter")
 
 
+def new_chat(page, base: str, user, character) -> Chat:
+    """Signed in, a new chat with `character` started as a person starts one: its page's New chat button."""
+    sign_in(page, base, user)
+    page.goto(f"{base}/characters/{character.pk}/")
+    page.get_by_role("button", name="New chat").click()
+    page.wait_for_url("**/chats/*/")
+    return Chat.objects.get(user=user)
+
+
 def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_edited(site, user, llm_server):
     from playwright.sync_api import expect
 
     base, mira = site
     with chromium() as browser:
         page = browser.new_context(viewport={"width": 1100, "height": 1300}).new_page()
-        sign_in(page, base, user)
-        page.goto(f"{base}/characters/{mira.pk}/")
-        page.get_by_role("button", name="New chat").click()
-        page.wait_for_url("**/chats/*/")
-        chat = Chat.objects.get(user=user)
+        chat = new_chat(page, base, user, mira)
         expect(page.locator("#m0 .text")).to_contain_text("Evening, You. Storm's coming.")
         expect(page.locator("#m0")).to_contain_text("swipe 1 of 2")
         expect(page.locator("#composer-text")).to_be_visible()
@@ -177,11 +182,7 @@ def test_a_reply_lorekeeper_failed_says_lorekeeper_failed_not_the_model(site, us
     base, mira = site
     with chromium() as browser:
         page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-        sign_in(page, base, user)
-        page.goto(f"{base}/characters/{mira.pk}/")
-        page.get_by_role("button", name="New chat").click()
-        page.wait_for_url("**/chats/*/")
-        chat = Chat.objects.get(user=user)
+        chat = new_chat(page, base, user, mira)
         expect(page.locator("#composer-text")).to_be_visible()
 
         def answer(reason: str):
