@@ -452,13 +452,22 @@ describe('ChatSync', () => {
     });
 });
 
+/**
+ * A device synced with a chat of `messages` messages, and the Lorekeeper backup taken of it then.
+ * @param {number} seed
+ * @param {number} messages
+ */
+async function backedUp(seed, messages) {
+    const fake = new FakeLorekeeper();
+    const g = gen(seed);
+    const a = await device(fake, { state: g.chat(messages) });
+    const id = a.sync.chatId;
+    return { fake, g, a, id, backup: fake.backup(id) };
+}
+
 describe('ChatSync and a Lorekeeper restored from an older backup', () => {
     syncTest('its chat went back in time: this chat is sent over it, and nothing is removed here', async () => {
-        const fake = new FakeLorekeeper();
-        const g = gen(40);
-        const a = await device(fake, { state: g.chat(10) });
-        const id = a.sync.chatId;
-        const backup = fake.backup(id);
+        const { fake, g, a, id, backup } = await backedUp(40, 10);
         for (let n = 0; n < 3; n++) {
             a.host.live.messages.push(g.user(), g.assistant());
             await a.sync.flush();
@@ -493,11 +502,7 @@ describe('ChatSync and a Lorekeeper restored from an older backup', () => {
     });
 
     syncTest('found when the browser opens the chat again after the restore', async () => {
-        const fake = new FakeLorekeeper();
-        const g = gen(41);
-        const a = await device(fake, { state: g.chat(6) });
-        const id = a.sync.chatId;
-        const backup = fake.backup(id);
+        const { fake, g, a, id, backup } = await backedUp(41, 6);
         a.host.live.messages.push(g.user(), g.assistant());
         await a.sync.flush();
         a.sync.close();
@@ -511,11 +516,7 @@ describe('ChatSync and a Lorekeeper restored from an older backup', () => {
     });
 
     syncTest('a write landing between the read and the chat sent over it is not replaced unseen', async () => {
-        const fake = new FakeLorekeeper();
-        const g = gen(43);
-        const a = await device(fake, { state: g.chat(6) });
-        const id = a.sync.chatId;
-        const backup = fake.backup(id);
+        const { fake, g, a, id, backup } = await backedUp(43, 6);
         a.host.live.messages.push(g.user(), g.assistant());
         await a.sync.flush();
         fake.restore(backup);
