@@ -141,9 +141,8 @@ class ChatCompletionApi(GatewayApi):
             events = completion_replayed(completion)
         if stream:
             chunks = completion_chunks(completion, events, include_usage=stream_options.get("include_usage") is True)
-            generation = completion.generation
-            on_close = (lambda: generation_left(generation)) if completion.fresh else (lambda: None)
-            response = EventStreamResponse(chunks, on_close=on_close)
+            # A retry's generation has ended (one still streaming was refused above): left as it ended.
+            response = EventStreamResponse(chunks, on_close=lambda: generation_left(completion.generation))
             response[CHAT_HEADER] = headers[CHAT_HEADER]
             return response
         event = reply_whole(completion.generation, events, left=client_left(request))
