@@ -140,6 +140,7 @@ def test_every_page_keeps_its_policy_without_a_violation(site, user, llm_server)
         page.wait_for_load_state()
         pages = {**signed_in_pages(ids), **ADMIN, "api-docs": "/api/v1/docs/"}
         pages["admin-character"] = f"/admin/chats/character/{ids['character']}/change/"
+        pages["admin-chat"] = f"/admin/chats/chat/{ids['chat']}/change/"  # its count of writes, read-only
         for name, path in pages.items():
             problems += _visit(page, base, name, path)
 
