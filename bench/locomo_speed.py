@@ -123,6 +123,7 @@ def prepare(samples: list[dict], questions: list[str]) -> tuple[str, int]:
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
+    from django.db import connection
 
     from apps.accounts.services import api_token_create
     from apps.memories.embeddings import deployment_config, text_hash
@@ -139,6 +140,10 @@ def prepare(samples: list[dict], questions: list[str]) -> tuple[str, int]:
     EmbeddingCache.objects.filter(model=key, content_hash__in=[text_hash(t) for t in texts + questions]).delete()
     User = get_user_model()
     User.objects.filter(username="locomo-speed").delete()
+    # The last run's rows, deleted above, are cleaned up now rather than by an autovacuum during the ingest timed
+    # below: a server taking its first chats has no such debt (mem0's run starts from a table of its own too).
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE memories_memory, memories_embeddingcache, chats_message, chats_chat")
     user = User.objects.create_user(username="locomo-speed")
     return api_token_create(user=user, name="bench")[1], EmbeddingCache.objects.filter(model=key).count()
 
@@ -178,16 +183,18 @@ def warm_up(client: httpx.Client) -> None:
 
 
 def _indexed(client: httpx.Client, chats: list[int], started: float) -> None:
-    waiting = set(chats)
+    waiting = list(chats)
     while waiting:
-        for chat in list(waiting):
-            body = client.get(f"/api/v1/chats/{chat}/").json()
-            if body["pending"] == 0 and body["indexed_messages"]:
-                waiting.discard(chat)
+        # The chats in the order they were imported, up to the first one still pending: the runs embed the
+        # backlog in that order, so each look is mostly one GET (each counts its chat's turns, in the server's
+        # cores that the indexing uses too), and every chat is seen indexed before the end.
+        while waiting:
+            body = client.get(f"/api/v1/chats/{waiting[0]}/").json()
+            if body["pending"] or not body["indexed_messages"]:
+                break
+            waiting.pop(0)
         if waiting:
-            # Four looks a second: the import's end is known to a quarter second, and the looks (a GET per chat,
-            # each counting its chat's turns) cost the server little of the cores it is indexing with.
-            time.sleep(0.25)
+            time.sleep(0.25)  # four looks a second: the import's end is known to a quarter second
         if time.perf_counter() - started > 1800:
             raise SystemExit("indexing took over 30 minutes")
 
