@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from django.db import models
+from django.db import connection, models
 from django.utils import timezone
 
 ModelT = TypeVar("ModelT", bound=models.Model)
@@ -37,3 +37,22 @@ def model_update(
             changed.append("updated_at")
     instance.save(update_fields=changed)
     return instance, True
+
+
+def models_copy(model: type[models.Model], objects: list[models.Model]) -> None:
+    """Insert new instances of `model` as `bulk_create` would (each field's default and `auto_now_add` applied, the
+    database's triggers run), with COPY and without reading their ids back. For rows made in hundreds: COPY sends
+    them as data, where the INSERT that `bulk_create` builds binds every value into one statement (663 message
+    memories: 47 ms against 290 ms, most of it building and parsing that statement)."""
+    if not objects:
+        return
+    fields = [field for field in model._meta.concrete_fields if not field.primary_key]
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(
+            f"COPY {connection.ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN"
+        ) as copy:
+            for instance in objects:
+                copy.write_row(
+                    [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
+                )

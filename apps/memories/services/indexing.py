@@ -32,6 +32,7 @@ from django.db.models.functions import Coalesce, Least
 
 from apps.chats.models import Chat, Message
 from apps.chats.send_dates import parse_send_date
+from apps.common.services import models_copy
 from apps.common.tasks import on_commit_once
 from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash, vector_literal
 from apps.memories.models import Kind, Memory, MemoryScope
@@ -164,7 +165,7 @@ def _create_message_memories(chat: Chat, indices: list[int]) -> None:
                     occurred_at=parse_send_date(send_date),
                 )
             )
-        Memory.objects.bulk_create(memories, batch_size=1000)
+        models_copy(Memory, memories)
 
 
 def chat_index_refresh(*, chat: Chat) -> dict[str, int] | None:
