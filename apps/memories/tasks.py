@@ -18,7 +18,12 @@ from apps.common.tasks import task_send
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, deployment_config, local_model_load
 from apps.memories.models import EmbeddingSettings, Memory, MemoryScope
 from apps.memories.services import queue
-from apps.memories.services.indexing import EMBED_BATCH, chat_index_refresh, embedding_backlog, memories_embed_run
+from apps.memories.services.indexing import (
+    EMBED_BATCH,
+    chat_index_refresh,
+    embedding_backlog,
+    memories_embed_pending,
+)
 from apps.memories.services.own_indexes import own_index_due, own_index_users, own_indexes_refresh
 from apps.memories.signals import chat_text_changed
 
@@ -27,8 +32,14 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="memories.index_chat", acks_late=True, soft_time_limit=1800, time_limit=1900)
 def index_chat(chat_id: int) -> dict:
-    """Reconcile a chat's message memories, then embed what lacks a vector (this chat's first). A chat deleted
-    before or during the run ends it quietly."""
+    """Reconcile a chat's message memories, then queue the runs that embed what lacks a vector (this chat's first).
+    A chat deleted before or during the run ends it quietly.
+
+    The embedding is queued rather than done here: an import of several chats queues a reconciliation for each, and
+    a run started here held its process until the user's whole backlog was embedded, while the chats queued after
+    this one waited to be reconciled, their messages not even findable by text (LoCoMo's six conversations: the last
+    reconciled 8 s after its upload, bench/locomo_speed.py). Queued after those reconciliations, the runs find the
+    whole backlog and claim full batches."""
     chat = Chat.objects.filter(pk=chat_id).first()
     if chat is None:
         return {}
@@ -39,28 +50,31 @@ def index_chat(chat_id: int) -> dict:
         # The chat's text changed: the apps above react (the extraction pipeline plans its tiers, before the
         # embedding below, which it does not wait for). A hint: its sweep finds chats whose plan is behind.
         chat_text_changed.send(sender=Chat, chat_id=chat_id)
-    # A long backlog is shared with the worker's other processes: each claims batches of its own (indexing.py).
+    # A long backlog is shared by several runs, in the worker's processes: each claims batches of its own
+    # (indexing.py), and queues its next run (embed_pending).
     batches = -(-embedding_backlog(user_id=chat.user_id, chat_id=chat_id) // EMBED_BATCH)
-    for _ in range(min(settings.LOREKEEPER_EMBEDDING_RUNS, batches) - 1):
-        queue.enqueue_embed_pending(chat.user_id)
-    counts["embedded"] = _embed(user_id=chat.user_id, chat_id=chat_id)
+    counts["embedding_runs"] = min(settings.LOREKEEPER_EMBEDDING_RUNS, batches)
+    for _ in range(counts["embedding_runs"]):
+        queue.enqueue_embed_pending(chat.user_id, chat_id)
     return counts
 
 
 @shared_task(name="memories.embed_pending", acks_late=True, soft_time_limit=1800, time_limit=1900)
-def embed_pending(user_id: int) -> int:
-    return _embed(user_id=user_id)
-
-
-def _embed(*, user_id: int, chat_id: int | None = None) -> int:
+def embed_pending(user_id: int, chat_id: int | None = None) -> int:
+    """Embed a batch of the user's memories lacking a vector (those of `chat_id` first), and queue the next run while
+    there may be more. A batch a task: a long backlog (an import of thousands of turns) holds a worker process for
+    one batch at a time, and what is queued meanwhile (the next chat's reconciliation, another user's messages) runs
+    between its batches rather than after all of them."""
     # A provider that is down leaves the rest without vectors; text search covers them and the sweep tries again.
     try:
-        embedded = memories_embed_run(user_id=user_id, chat_id=chat_id)
+        embedded = memories_embed_pending(user_id=user_id, chat_id=chat_id, max_batches=1)
     except EmbeddingUnavailable as exc:
         log.warning("embedding for user %s postponed: %s", user_id, exc)
         return 0
-    if embedded and own_index_due(user_id=user_id):  # grown into an HNSW index of their own
-        queue.enqueue_own_indexes(user_id)
+    if embedded:
+        queue.enqueue_embed_pending(user_id, chat_id)
+        if own_index_due(user_id=user_id):  # grown into an HNSW index of their own
+            queue.enqueue_own_indexes(user_id)
     return embedded
 
 

@@ -322,7 +322,7 @@ def test_a_doubled_index_task_does_nothing(indexed_chat, scripted):
         "moved": 0,
         "deleted": 0,
         "changed_from": None,
-        "embedded": 0,
+        "embedding_runs": 0,
     }
     assert {m.pk: _vector(m) for m in message_memories(indexed_chat)} == before
     assert scripted.requests == []

@@ -206,13 +206,23 @@ def _in_thread(target, results: list, errors: list) -> threading.Thread:
 # ------------------------------------------------------------------------------------------------ indexing runs
 
 
+def _index_and_embed(chat) -> dict:
+    """What a worker process does for a chat written: its reconciliation, then an embedding run it queued (here
+    sent to a broker no worker reads)."""
+    counts = tasks.index_chat(chat.pk)
+    counts["embedded"] = 0
+    while embedded := tasks.embed_pending(chat.user_id, chat.pk):  # a batch a run, each queuing the next
+        counts["embedded"] += embedded
+    return counts
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_index_runs_of_one_chat_at_once_embed_each_message_once(user, broker, gated):
     # Sent to a broker no worker reads: the import's own task never runs, the two runs below are the only ones.
     chat = chat_import(user=user, stream=jsonl(*_story(300)), title="Long night")
     gated.hold = 3.0  # the first call waits for a second run's call, which must never come
     results, errors = [], []
-    threads = [_in_thread(lambda: tasks.index_chat(chat.pk), results, errors) for _ in range(2)]
+    threads = [_in_thread(lambda: _index_and_embed(chat), results, errors) for _ in range(2)]
     for thread in threads:
         thread.join(timeout=120)
     assert not errors, errors
@@ -227,7 +237,7 @@ def test_a_chat_deleted_while_its_index_run_embeds_ends_the_run_quietly(user, br
     chat = chat_import(user=user, stream=jsonl(*_story(300)), title="Long night")
     results, errors = [], []
     with caplog.at_level(logging.WARNING):
-        thread = _in_thread(lambda: tasks.index_chat(chat.pk), results, errors)
+        thread = _in_thread(lambda: _index_and_embed(chat), results, errors)
         assert gated.inside.wait(30), "the run never called the provider"
         chat_delete(chat=Chat.objects.get(pk=chat.pk))
         gated.release.set()

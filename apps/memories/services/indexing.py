@@ -11,10 +11,10 @@ ones, edited ones, and all of them after a model change. It commits in batches, 
 runs.
 
 Index runs of one chat take turns: a reconciliation holds an advisory lock on the chat (the next one then finds the
-chat indexed at its integrity and returns), and background embedding (`memories_embed_run`) is one run per user at a
-time: a run that finds it busy leaves at once, and the one running picks up rows added meanwhile before it ends. So
-two tasks (two writes to one chat, an import and the sweep) never send the same texts to the provider, and no task
-waits a fixed time before it starts.
+chat indexed at its integrity and returns), and embedding runs claim the rows they embed (memories_embed_pending),
+each a batch a task (apps/memories/tasks.py `embed_pending`, which queues the next). So two tasks (two writes to one
+chat, an import and the sweep) never send the same texts to the provider, and no task waits a fixed time before it
+starts.
 
 A chat deleted while it is indexed ends the run quietly: the reconciliation's rows then fail their foreign key at
 commit, and `chat_index_refresh` answers None for a chat that is gone (chat_delete locks the chat first, so the two
@@ -246,12 +246,6 @@ def _vectors_store(memories: list[Memory], vectors: list[list[float]], *, model_
             """,
             [model_key, [memory.pk for memory in memories], [vector_literal(v) for v in vectors]],
         )
-
-
-def memories_embed_run(*, user_id: int, chat_id: int | None = None) -> int:
-    """memories_embed_pending until nothing unclaimed is left. Runs of one user in several worker processes share
-    the backlog batch by batch (see there); rows another run holds are its own to finish."""
-    return memories_embed_pending(user_id=user_id, chat_id=chat_id)
 
 
 def embedding_backlog(*, user_id: int, chat_id: int) -> int:
