@@ -17,10 +17,12 @@ import hashlib
 import logging
 import re
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import httpx
+import numpy as np
 from django.conf import settings
 from django.db import connection
 
@@ -81,6 +83,26 @@ def vector_literal(vector: Sequence[float]) -> str:
     """A vector as pgvector's text form, '[x,y,...]', for a `%s::vector` parameter (or an element of a text array
     cast to vector[]: many vectors in one statement)."""
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+# The vector type as each database connection knows it (its oid differs between databases): looked up once a
+# connection, for vectors_binary.
+_VECTOR_TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def vectors_binary(cursor, vectors: Sequence[Sequence[float]]) -> list:
+    """`vectors` as the parameter of a `%b::vector[]` in `cursor` (Django's), in pgvector's binary form: a batch of
+    256 is written in about a tenth less time than as text (vector_literal), which takes Python as long to format
+    as PostgreSQL to parse."""
+    from pgvector.psycopg.register import register_vector_info
+    from psycopg.types import TypeInfo
+
+    raw = cursor.cursor
+    info = _VECTOR_TYPES.get(raw.connection)
+    if info is None:
+        info = _VECTOR_TYPES[raw.connection] = TypeInfo.fetch(raw.connection, "vector")
+    register_vector_info(raw, info)  # this cursor's adapters only: what other queries read is unchanged
+    return list(np.asarray(vectors, dtype=np.float32))
 
 
 def deployment_config() -> EmbeddingConfig:
@@ -242,11 +264,11 @@ def _cache_store(model_key: str, hashes: list[str], vectors: list[list[float]]) 
         cursor.execute(
             """
             INSERT INTO memories_embeddingcache (model, content_hash, dim, vector, created_at)
-            SELECT %s, u.hash, vector_dims(u.vector::vector), u.vector::vector, now()
-            FROM unnest(%s::text[], %s::text[]) AS u(hash, vector)
+            SELECT %s, u.hash, vector_dims(u.vector), u.vector, now()
+            FROM unnest(%s::text[], %b::vector[]) AS u(hash, vector)
             ON CONFLICT (model, content_hash) DO NOTHING
             """,
-            [model_key, hashes, [vector_literal(v) for v in vectors]],
+            [model_key, hashes, vectors_binary(cursor, vectors)],
         )
 
 

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy
 import pytest
 
 from apps.chats.services.chats import chat_import
@@ -146,6 +147,20 @@ def test_identical_text_is_embedded_once(embedder):
     assert again == [pytest.approx(first[1], abs=1e-6), pytest.approx(first[0], abs=1e-6)]
     assert len(embedder.requests) == 1
     assert EmbeddingCache.objects.get(content_hash=text_hash("the tide")).dim == 16
+
+
+def test_vectors_are_stored_as_the_provider_gave_them_in_the_cache_and_on_the_memory(user, scripted):
+    chat = chat_import(user=user, stream=jsonl(("Mira", "The lantern went out."), ("You", "Relight it.")))
+    from apps.memories.services.indexing import chat_index_messages
+
+    chat_index_messages(chat_id=chat.pk)
+    assert memories_embed_pending(user_id=user.pk) == 2
+    for memory in message_memories(chat):
+        given = numpy.float32(scripted.vector_for(memory.content, "scripted"))  # what a vector column holds
+        cached = EmbeddingCache.objects.get(model="openai:scripted", content_hash=text_hash(memory.content))
+        assert (cached.dim, memory.embedding_dim) == (len(given), len(given))
+        assert numpy.array_equal(numpy.float32(cached.vector), given)
+        assert numpy.array_equal(numpy.float32(memory.embedding), given)
 
 
 def test_the_cache_is_kept_per_model(embedder):

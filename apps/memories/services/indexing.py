@@ -34,7 +34,7 @@ from apps.chats.models import Chat, Message
 from apps.chats.send_dates import parse_send_date
 from apps.common.services import models_copy
 from apps.common.tasks import on_commit_once
-from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash, vector_literal
+from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash, vectors_binary
 from apps.memories.models import Kind, Memory, MemoryScope
 from apps.memories.services import queue
 from apps.memories.services.schema import chat_schema_ensure
@@ -240,11 +240,11 @@ def _vectors_store(memories: list[Memory], vectors: list[list[float]], *, model_
         cursor.execute(
             """
             UPDATE memories_memory m
-            SET embedding = u.vector::vector, embedding_dim = vector_dims(u.vector::vector), embedding_model = %s
-            FROM unnest(%s::bigint[], %s::text[]) AS u(id, vector)
+            SET embedding = u.vector, embedding_dim = vector_dims(u.vector), embedding_model = %s
+            FROM unnest(%s::bigint[], %b::vector[]) AS u(id, vector)
             WHERE m.id = u.id
             """,
-            [model_key, [memory.pk for memory in memories], [vector_literal(v) for v in vectors]],
+            [model_key, [memory.pk for memory in memories], vectors_binary(cursor, vectors)],
         )
 
 
