@@ -34,7 +34,7 @@ from apps.chats.models import Chat, Message
 from apps.chats.send_dates import parse_send_date
 from apps.common.services import models_copy
 from apps.common.tasks import on_commit_once
-from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash, vectors_binary
+from apps.memories.embeddings import EmbeddingConfig, config_for, embed_texts, text_hash, vector_writer, vectors_array
 from apps.memories.models import Kind, Memory, MemoryScope
 from apps.memories.services import queue
 from apps.memories.services.schema import chat_schema_ensure
@@ -236,7 +236,7 @@ def memories_embed_pending(*, user_id: int, chat_id: int | None = None, max_batc
 def _vectors_store(memories: list[Memory], vectors: list[list[float]], *, model_key: str) -> None:
     """Write a batch's vectors in one statement, ids and vectors as two arrays (bulk_update's CASE over every id
     cost more in Python and in PostgreSQL)."""
-    with connection.cursor() as cursor:
+    with vector_writer() as cursor:
         cursor.execute(
             """
             UPDATE memories_memory m
@@ -244,7 +244,7 @@ def _vectors_store(memories: list[Memory], vectors: list[list[float]], *, model_
             FROM unnest(%s::bigint[], %b::vector[]) AS u(id, vector)
             WHERE m.id = u.id
             """,
-            [model_key, [memory.pk for memory in memories], vectors_binary(cursor, vectors)],
+            [model_key, [memory.pk for memory in memories], vectors_array(vectors)],
         )
 
 
