@@ -113,8 +113,9 @@ def vector_writer() -> Iterator:
 
 
 def vectors_array(vectors: Sequence[Sequence[float]]) -> list:
-    """`vectors` as a vector_writer's `%b::vector[]` parameter."""
-    return list(np.asarray(vectors, dtype=np.float32))
+    """`vectors` as a vector_writer's `%b::vector[]` parameter; each may have a length of its own (a batch that
+    mixes cached vectors with new ones)."""
+    return [np.asarray(vector, dtype=np.float32) for vector in vectors]
 
 
 def deployment_config() -> EmbeddingConfig:

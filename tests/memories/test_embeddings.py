@@ -163,6 +163,20 @@ def test_vectors_are_stored_as_the_provider_gave_them_in_the_cache_and_on_the_me
         assert numpy.array_equal(numpy.float32(memory.embedding), given)
 
 
+def test_a_batch_mixing_vectors_of_two_lengths_stores_each_with_its_own(user, scripted):
+    # A vector cached under the same key with another length (the same model name on two servers of one kind).
+    EmbeddingCache.objects.create(
+        model="openai:scripted", content_hash=text_hash("Mira: The lantern went out."), dim=3, vector=[0.6, 0.8, 0.0]
+    )
+    chat = chat_import(user=user, stream=jsonl(("Mira", "The lantern went out."), ("You", "Relight it.")))
+    from apps.memories.services.indexing import chat_index_messages
+
+    chat_index_messages(chat_id=chat.pk)
+    assert memories_embed_pending(user_id=user.pk) == 2
+    dims = {memory.content: (memory.embedding_dim, len(memory.embedding)) for memory in message_memories(chat)}
+    assert dims == {"Mira: The lantern went out.": (3, 3), "You: Relight it.": (16, 16)}
+
+
 def test_the_cache_is_kept_per_model(embedder):
     embed_texts(_openai(embedder), ["the tide"])
     embed_texts(EmbeddingConfig(provider="openai", model="other", base_url=f"{embedder.url}/v1"), ["the tide"])
