@@ -48,7 +48,7 @@ def index_chat(chat_id: int) -> dict:
         return {}
     if counts["created"] or counts["moved"] or counts["deleted"]:
         # The chat's text changed: the apps above react (the extraction pipeline plans its tiers, before the
-        # embedding below, which it does not wait for). A hint: its sweep finds chats whose plan is behind.
+        # embedding queued below, which it does not wait for). A hint: its sweep finds chats whose plan is behind.
         chat_text_changed.send(sender=Chat, chat_id=chat_id)
     # A long backlog is shared by several runs, in the worker's processes: each claims batches of its own
     # (indexing.py), and queues its next run (embed_pending).

@@ -328,6 +328,17 @@ def test_a_doubled_index_task_does_nothing(indexed_chat, scripted):
     assert scripted.requests == []
 
 
+def test_an_index_task_with_nothing_of_its_chat_to_embed_embeds_the_users_other_backlog(user, indexed_chat, scripted):
+    # A fact left without a vector (its provider was down when it was made).
+    character = indexed_chat.characters.get()
+    fact = Memory.objects.create(
+        user=user, character=character, kind="fact", content="Corvin fears heights.", content_hash="f" * 64
+    )
+    counts = tasks.index_chat(indexed_chat.pk)
+    assert counts["created"] == 0 and counts["embedding_runs"] == 1
+    assert Memory.objects.get(pk=fact.pk).embedding_model == "openai:scripted"
+
+
 def test_an_index_task_for_a_deleted_chat_does_nothing(db):
     assert tasks.index_chat(10**9) == {}
 

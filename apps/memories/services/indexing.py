@@ -249,14 +249,17 @@ def _vectors_store(memories: list[Memory], vectors: list[list[float]], *, model_
 
 
 def embedding_backlog(*, user_id: int, chat_id: int) -> int:
-    """How many of the chat's memories wait for a vector: how many runs are worth starting for it."""
+    """How many of the chat's memories wait for a vector: how many runs are worth starting for it. When none of
+    the chat's do, 1 if any other of the user's memories does (left by a provider that was down, say): one run
+    then embeds those."""
     from django.contrib.auth import get_user_model
 
     user = get_user_model().objects.filter(pk=user_id).first()
     config = config_for(user) if user is not None else None
     if config is None or not config.enabled:
         return 0
-    return Memory.objects.filter(_needs_vector(config), user_id=user_id, chat_id=chat_id).count()
+    waiting = Memory.objects.filter(_needs_vector(config), user_id=user_id)
+    return waiting.filter(chat_id=chat_id).count() or int(waiting.exists())
 
 
 def chat_index_progress(*, chat: Chat) -> dict[str, int]:
