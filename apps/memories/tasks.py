@@ -73,8 +73,8 @@ def embed_pending(user_id: int, chat_id: int | None = None) -> int:
         return 0
     if embedded:
         queue.enqueue_embed_pending(user_id, chat_id)
-        if own_index_due(user_id=user_id):  # grown into an HNSW index of their own
-            queue.enqueue_own_indexes(user_id)
+    elif own_index_due(user_id=user_id):  # the backlog done: grown into an HNSW index of their own
+        queue.enqueue_own_indexes(user_id)
     return embedded
 
 

@@ -27,8 +27,8 @@ _NAME = re.compile(r"^memory_own_(\d+)_(\d+)_hnsw$")
 
 
 def own_index_due(*, user_id: int) -> bool:
-    """Whether the user's vectors call for an index to be built or dropped (a cheap count: after each embedding
-    run)."""
+    """Whether the user's vectors call for an index to be built or dropped (a cheap count: once an embedding run
+    finds nothing left to embed)."""
     return bool(_changes_due(user_id))
 
 
