@@ -26,6 +26,9 @@ import httpx
 import numpy as np
 from django.conf import settings
 from django.db import connection
+from pgvector.psycopg.register import register_vector_info
+from psycopg import Cursor
+from psycopg.types import TypeInfo
 
 from apps.common.exceptions import ApplicationError
 from apps.common.netguard import guarded_http_client, provider_url_check, trusted_http_client
@@ -98,10 +101,6 @@ def vector_writer() -> Iterator:
     statement's text, where a vector is its floats formatted one by one in Python and parsed again by PostgreSQL:
     a batch of 256 vectors written to the cache and the memories took 220 ms that way and takes 65 ms here, beside
     the local model's 1,000–1,200 ms."""
-    from pgvector.psycopg.register import register_vector_info
-    from psycopg import Cursor
-    from psycopg.types import TypeInfo
-
     connection.ensure_connection()
     raw = connection.connection
     info = _VECTOR_TYPES.get(raw)
