@@ -14,7 +14,7 @@ def enqueue_index_chat(chat_id: int) -> None:
 
 
 def enqueue_embed_pending(user_id: int, chat_id: int | None = None) -> None:
-    task_send("memories.embed_pending", user_id, *([chat_id] if chat_id else []))
+    task_send("memories.embed_pending", user_id, chat_id)
 
 
 def enqueue_own_indexes(user_id: int) -> None:
