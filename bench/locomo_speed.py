@@ -9,8 +9,9 @@ embedding cache of the conversations' turns and questions emptied, so every vect
 
 1. Ingest: every conversation imported over HTTP (`POST /api/v1/chats/import`, one after the other, as a person
    uploading their chats), timed from the first upload until every turn of every chat is indexed with a vector
-   (`indexed_messages` of `GET /api/v1/chats/{id}/` equal to its turns). Prints turns per second, and how many
-   vectors the worker computed (embedding cache rows made): one per distinct turn when nothing is embedded twice.
+   (`indexed_messages` of `GET /api/v1/chats/{id}/` equal to its turns, looked at four times a second as a progress
+   bar would). Prints turns per second, what each look took, and how many vectors the worker computed (embedding
+   cache rows made): one per distinct turn when nothing is embedded twice.
 2. Search (after ANALYZE, as autovacuum would have run by then on a server in use):
    `POST /api/v1/memories/search` scoped to the question's chat, limit 10, for --questions questions of
    categories 1–4 spread over the conversations, each asked once (its embedding cold), over one kept-open connection
@@ -182,14 +183,17 @@ def warm_up(client: httpx.Client) -> None:
     settle()
 
 
-def _indexed(client: httpx.Client, chats: list[int], started: float) -> None:
-    waiting = list(chats)
+def _indexed(client: httpx.Client, chats: list[int], started: float) -> list[float]:
+    """Wait until every chat is indexed, as a progress bar looks; answers each look's milliseconds."""
+    waiting, looks = list(chats), []
     while waiting:
         # The chats in the order they were imported, up to the first one still pending: the runs embed the
         # backlog in that order, so each look is mostly one GET (each counts its chat's turns, in the server's
         # cores that the indexing uses too), and every chat is seen indexed before the end.
         while waiting:
+            look = time.perf_counter()
             body = client.get(f"/api/v1/chats/{waiting[0]}/").json()
+            looks.append((time.perf_counter() - look) * 1000)
             if body["pending"] or not body["indexed_messages"]:
                 break
             waiting.pop(0)
@@ -197,6 +201,7 @@ def _indexed(client: httpx.Client, chats: list[int], started: float) -> None:
             time.sleep(0.25)  # four looks a second: the import's end is known to a quarter second
         if time.perf_counter() - started > 1800:
             raise SystemExit("indexing took over 30 minutes")
+    return looks
 
 
 def ingest(client: httpx.Client, samples: list[dict]) -> tuple[list[int], float, int]:
@@ -212,8 +217,12 @@ def ingest(client: httpx.Client, samples: list[dict]) -> tuple[list[int], float,
         response.raise_for_status()
         chats.append(response.json()["id"])
     uploaded = time.perf_counter() - started
-    _indexed(client, chats, started)
+    looks = _indexed(client, chats, started)
     print(f"ingest: the uploads answered in {uploaded:.1f} s (the chats stored), indexing went on in the background")
+    print(
+        f"ingest: the chats' progress (GET /api/v1/chats/{{id}}/) looked at {len(looks)} times meanwhile, p50 "
+        f"{percentile(looks, 50):.1f} ms, p95 {percentile(looks, 95):.1f} ms a look"
+    )
     return chats, time.perf_counter() - started, turns
 
 
