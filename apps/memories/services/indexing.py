@@ -264,7 +264,12 @@ def embedding_backlog(*, user_id: int, chat_id: int) -> int:
 
 def chat_index_progress(*, chat: Chat) -> dict[str, int]:
     """How many of the chat's messages are indexed for recall as they are now (right text, current model's
-    vector), and how many wait. With embeddings switched off, indexed means findable by text."""
+    vector), and how many wait. With embeddings switched off, indexed means findable by text.
+
+    Each message looks up its own memory by (chat, index), the unique memory_one_per_message, and hashes its text
+    once. A join let the planner pair every message with every memory of the chat while an import's statistics were
+    stale (the chat's rows not yet analysed, so estimated at one): a 663-message chat's progress took 114-175 ms,
+    hashing each message once per memory, at every look of a progress bar; this takes 1.4-2 ms."""
     config = config_for(chat.user)
     model_check = "AND mm.embedding_model = %s" if config.enabled else "AND %s = %s"
     params = [config.key] if config.enabled else ["", ""]
@@ -272,11 +277,11 @@ def chat_index_progress(*, chat: Chat) -> dict[str, int]:
         cursor.execute(
             f"""
             SELECT count(*) FILTER (WHERE m.mes <> ''),
-                   count(mm.id)
+                   count(*) FILTER (WHERE EXISTS (
+                       SELECT FROM memories_memory mm
+                       WHERE mm.chat_id = m.chat_id AND mm.message_index = m.index AND mm.kind = 'message'
+                         AND mm.content_hash = {HASH_SQL} {model_check}))
             FROM chats_message m
-            LEFT JOIN memories_memory mm
-              ON mm.chat_id = m.chat_id AND mm.message_index = m.index AND mm.kind = 'message'
-             AND mm.content_hash = {HASH_SQL} {model_check}
             WHERE m.chat_id = %s
             """,
             [*params, chat.pk],
