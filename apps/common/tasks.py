@@ -11,7 +11,8 @@ import threading
 from collections.abc import Callable
 
 from celery import current_app, shared_task
-from django.db import connection, transaction
+from celery.signals import task_postrun, task_prerun
+from django.db import DatabaseError, close_old_connections, connection, transaction
 
 log = logging.getLogger(__name__)
 
@@ -177,3 +178,30 @@ def ping(value: str) -> str:
     """Answers its argument: a health check that a worker is consuming the queue (the one task whose result is
     kept: the caller waits for it)."""
     return f"pong:{value}"
+
+
+# A worker's tasks use its database connections as requests use a web process's: kept while CONN_MAX_AGE allows and
+# checked before reuse (CONN_HEALTH_CHECKS), closed when broken or left inside a transaction. Celery's own closing of
+# every connection at every task is turned off (CELERY_DB_REUSE_MAX, config/settings/base.py). Eager tasks (the
+# tests') run inside their caller's transaction and connection, which are left alone.
+
+
+@task_prerun.connect(dispatch_uid="common.connections_checked")
+def _connections_checked(task=None, **kwargs) -> None:
+    if not getattr(task.request, "is_eager", False):
+        close_old_connections()
+
+
+@task_postrun.connect(dispatch_uid="common.connections_kept")
+def _connections_kept(task=None, **kwargs) -> None:
+    if getattr(task.request, "is_eager", False):
+        return
+    close_old_connections()
+    if connection.connection is not None and not connection.in_atomic_block:
+        # A session lock the task took and could not give back (its unlock failed in an aborted transaction) went
+        # with the connection when each task closed it; a kept connection gives it back here.
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock_all()")
+        except DatabaseError:
+            connection.close()

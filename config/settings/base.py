@@ -252,6 +252,11 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # Results are never read (the state of the work is in PostgreSQL). Kept, every send would first subscribe to its
 # result on Redis, and with Redis down that retries for about 20 s: every write that queues work would hang so long.
 CELERY_TASK_IGNORE_RESULT = True
+# Celery's Django fix-up closes every database connection before and after each task unless this is set: each task
+# then started a PostgreSQL backend of its own (3.5-4 ms a task here; an import's embedding runs reconnected 15 times).
+# Set, the fix-up closes them only every this many tasks, and apps/common/tasks.py treats a task as Django treats a
+# request: CONN_MAX_AGE and the health check decide, and no session lock outlives the task.
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_SOFT_TIME_LIMIT = 300
 CELERY_TASK_TIME_LIMIT = 360
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
