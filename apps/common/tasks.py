@@ -196,12 +196,13 @@ def _connections_checked(task=None, **kwargs) -> None:
 def _connections_kept(task=None, **kwargs) -> None:
     if getattr(task.request, "is_eager", False):
         return
-    close_old_connections()
     if connection.connection is not None and not connection.in_atomic_block:
         # A session lock the task took and could not give back (its unlock failed in an aborted transaction) went
-        # with the connection when each task closed it; a kept connection gives it back here.
+        # with the connection when each task closed it; a kept connection gives it back here. Before the check
+        # below, which marks the connection for a health check at its next statement.
         try:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_unlock_all()")
         except DatabaseError:
             connection.close()
+    close_old_connections()
