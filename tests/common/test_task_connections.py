@@ -8,7 +8,7 @@ from django.db import connection
 
 from apps.common import tasks
 from config.celery import app as celery_app
-from tests.worker import celery_worker
+from tests.worker import celery_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,11 +35,12 @@ def test_a_workers_tasks_reuse_one_database_connection(broker):
     # Celery's own fix-up closed every connection after each task: each task started a PostgreSQL backend.
     with celery_worker(broker, CONN_MAX_AGE="60"):  # as in a deployment (the tests' own is 0)
         _run("memories.embed_pending", 0)  # reads the database (no such user: nothing to embed)
-        first = _worker_backends()
+        # Polled: ping's result is stored before its task ends, and the end's own statements may still be running.
+        first = wait_for(_worker_backends, timeout=10, what="the worker's connection idle after its task")
         assert len(first) == 1
         for _ in range(3):
             _run("memories.embed_pending", 0)
-        assert _worker_backends() == first
+        wait_for(lambda: _worker_backends() == first, timeout=10, what="the same connection idle after three tasks")
 
 
 class _Task:
