@@ -16,8 +16,9 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 
 # Live-server and race tests open connections from many threads: close each at the end of its request, so none
-# outlives the test database. A worker started by a test may be told to keep its connections, as a deployment's does.
-DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("CONN_MAX_AGE", "0"))  # noqa: F405
+# outlives the test database. A worker started by a test may be told to keep its connections, as a deployment's does
+# (a variable of the tests' own: a developer's exported CONN_MAX_AGE does not reach the suite).
+DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("LOREKEEPER_TEST_CONN_MAX_AGE") or 0)  # noqa: F405
 
 # Tasks run where they are sent (on commit), so tests see their effect; tests of the real background path start a
 # worker of their own (tests/worker.py), which sends its own tasks to the broker (LOREKEEPER_CELERY_EAGER=0).

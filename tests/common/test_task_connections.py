@@ -33,7 +33,7 @@ def _run(name: str, *args) -> None:
 
 def test_a_workers_tasks_reuse_one_database_connection(broker):
     # Celery's own fix-up closed every connection after each task: each task started a PostgreSQL backend.
-    with celery_worker(broker, CONN_MAX_AGE="60"):  # as in a deployment (the tests' own is 0)
+    with celery_worker(broker, LOREKEEPER_TEST_CONN_MAX_AGE="60"):  # as in a deployment (the tests' own is 0)
         _run("memories.embed_pending", 0)  # reads the database (no such user: nothing to embed)
         # Polled: ping's result is stored before its task ends, and the end's own statements may still be running.
         first = wait_for(_worker_backends, timeout=10, what="the worker's connection idle after its task")
