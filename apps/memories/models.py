@@ -21,6 +21,12 @@ from apps.common.models import BackgroundJob, Synced
 # Dimensions with an HNSW index (all-MiniLM 384, nomic-embed-text 768, mxbai/bge-large 1024, OpenAI small 1536).
 # Other dimensions are searched exactly, which is fine for a user's few thousand vectors, slow past that.
 INDEXED_DIMENSIONS = (384, 768, 1024, 1536)
+# How every HNSW index of memories is built (migration 0011 rebuilt those made with pgvector's defaults, 16 and 64).
+# Writing a vector links it to up to 2m neighbours and prunes each of their lists, which reads their vectors: 16
+# links cost 139-146 ms a batch of 256 LoCoMo turns, 12 links 86-87 ms: the largest share of PostgreSQL's time in an
+# import. Recall@10 through a user's own index at 100,000 memories was 0.976 with 16 and 0.982 with 12; with 8 it
+# fell to 0.940, under the 0.95 search is held to (bench/memory_search.py; docs/SEARCH.md).
+HNSW_OPTIONS = "m = 12, ef_construction = 48"
 SEARCH_CONFIG = "english"
 
 

@@ -17,6 +17,7 @@ from apps.memories.services.own_indexes import own_index_due, own_index_users, o
 from apps.memories.services.settings import embedding_settings_set
 from tests.chats.factories import CharacterFactory
 from tests.memories.helpers import unit
+from tests.memories.test_hnsw_migration import hnsw_indexes
 
 pytestmark = pytest.mark.django_db(transaction=True)  # indexes are built concurrently: outside any transaction
 
@@ -80,6 +81,7 @@ def test_a_user_past_the_threshold_gets_an_index_of_their_own_that_search_walks(
     mine += _memories(server, user, Memory.objects.get(pk=mine[0].pk).character, 1, lean=0.3)
 
     assert own_index_state(name) == "valid" and own_index_users() == [user.pk]
+    assert hnsw_indexes()[name][1] == ["m=12", "ef_construction=48"]  # apps/memories/models.py HNSW_OPTIONS
     assert not own_index_due(user_id=user.pk) and own_indexes_refresh(user_id=user.pk) == {}
     server.vectors["qzx"] = unit(0.2, 1.3, 0.5, dim=384)
     with connection.cursor() as cursor:

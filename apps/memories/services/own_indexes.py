@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Count
 
-from apps.memories.models import INDEXED_DIMENSIONS, Memory
+from apps.memories.models import HNSW_OPTIONS, INDEXED_DIMENSIONS, Memory
 from apps.memories.search.candidates import own_index_name, own_index_state
 
 MAX_BUILD_MB = 2048
@@ -53,7 +53,7 @@ def own_indexes_refresh(*, user_id: int) -> dict[int, str]:
                     try:
                         cursor.execute(
                             f"CREATE INDEX CONCURRENTLY {name} ON memories_memory "
-                            f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
+                            f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WITH ({HNSW_OPTIONS}) "
                             f"WHERE user_id = {int(user_id)} AND embedding_dim = {dim}"
                         )
                     finally:
