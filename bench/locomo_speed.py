@@ -12,7 +12,7 @@ embedding cache of the conversations' turns and questions emptied, so every vect
    (`indexed_messages` of `GET /api/v1/chats/{id}/` equal to its turns, looked at four times a second as a progress
    bar would). Prints turns per second, what each look took, and how many vectors the worker computed (embedding
    cache rows made): one per distinct turn when nothing is embedded twice.
-2. Search (after ANALYZE, as autovacuum would have run by then on a server in use):
+2. Search (after VACUUM ANALYZE, as autovacuum would have run by then on a server in use):
    `POST /api/v1/memories/search` scoped to the question's chat, limit 10, for --questions questions of
    categories 1–4 spread over the conversations, each asked once (its embedding cold), over one kept-open connection
    as a client library holds it. Prints p50/p95 at the client, and the server's own `embed`/`search` split.
@@ -264,12 +264,14 @@ def main() -> None:
                 "on issue 22's machine, not this one); "
                 f"{vectors:,} vectors computed for them"
             )
-            # The planner's statistics as autovacuum leaves them within a minute of a table growing by a tenth: this
-            # database's describe the previous run's account, deleted, so every plan would be made for no rows.
+            # The tables as autovacuum leaves them within a minute of a table growing by a tenth: statistics (this
+            # database's describe the previous run's account, deleted, so every plan would be made for no rows), and
+            # the rows the vectors' writes left dead cleared. Left to autovacuum, that clearing ran while mem0 was
+            # being timed, on the same cores.
             from django.db import connection
 
             with connection.cursor() as cursor:
-                cursor.execute("ANALYZE memories_memory, chats_message, chats_chat")
+                cursor.execute("VACUUM ANALYZE memories_memory, chats_message, chats_chat")
             latencies, embed, search = [], [], []
             for warm in range(3):  # the connection and each worker's first request
                 client.post("/api/v1/memories/search", json={"query": f"warm up {warm}", "chat": chats[0]})
