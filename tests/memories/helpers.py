@@ -4,6 +4,8 @@ import io
 import json
 import math
 
+from django.db import connection
+
 from apps.chats.models import Chat
 from apps.memories.models import Memory
 
@@ -66,3 +68,16 @@ def assert_deferred_constraints_hold() -> None:
 
     with connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+
+
+def hnsw_indexes() -> dict[str, tuple[int, list[str] | None, bool]]:
+    """Each HNSW index of memories: its oid (a rebuilt index is a new one), its options, whether it is valid."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.relname, c.oid, c.reloptions, i.indisvalid
+            FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
+            WHERE i.indrelid = 'memories_memory'::regclass AND am.amname = 'hnsw'
+            """
+        )
+        return {name: (oid, options, valid) for name, oid, options, valid in cursor.fetchall()}

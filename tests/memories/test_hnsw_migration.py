@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from django.db import connection
 
@@ -11,24 +13,13 @@ from apps.memories.models import HNSW_OPTIONS, Memory
 from apps.memories.search.candidates import own_index_name
 from apps.memories.services.memories import memory_create
 from tests.chats.factories import CharacterFactory
-from tests.memories.helpers import unit
+from tests.memories.helpers import hnsw_indexes, unit
 from tests.migrating import leaves, migrate
 
 BEFORE = [("memories", "0010_occurred_at_kept")]
-TWELVE = ["m=12", "ef_construction=48"]
-
-
-def hnsw_indexes() -> dict[str, tuple[int, list[str] | None, bool]]:
-    """Each HNSW index of memories: its oid (a rebuilt index is a new one), its options, whether it is valid."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT c.relname, c.oid, c.reloptions, i.indisvalid
-            FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
-            WHERE i.indrelid = 'memories_memory'::regclass AND am.amname = 'hnsw'
-            """
-        )
-        return {name: (oid, options, valid) for name, oid, options, valid in cursor.fetchall()}
+LEFT = "memory_embedding_384_hnsw_ccnew"
+MIGRATION = importlib.import_module("apps.memories.migrations.0011_hnsw_twelve_links")
+TWELVE = HNSW_OPTIONS.replace(" ", "").split(",")  # as PostgreSQL lists them: ["m=12", "ef_construction=48"]
 
 
 def _nearest_through_an_index(name: str, user_id: int, query: list[float]) -> list[int]:
@@ -50,8 +41,8 @@ def _nearest_through_an_index(name: str, user_id: int, query: list[float]) -> li
 
 
 @pytest.mark.django_db
-def test_new_indexes_are_built_with_the_options():
-    assert HNSW_OPTIONS == "m = 12, ef_construction = 48"  # the migration's own copy must say the same
+def test_a_migrated_database_has_the_options_on_every_index():
+    assert MIGRATION.TWELVE == HNSW_OPTIONS  # the migration's own copy, which a later change must not alter
     indexes = hnsw_indexes()
     assert {f"memory_embedding_{dim}_hnsw" for dim in (384, 768, 1024, 1536)} <= set(indexes)
     assert all(options == TWELVE for _, options, _ in indexes.values()), indexes
@@ -79,7 +70,14 @@ def test_the_migration_rebuilds_every_index_with_twelve_links_and_keeps_every_ve
                 f"CREATE INDEX {own} ON memories_memory USING hnsw ((embedding::vector(384)) vector_cosine_ops) "
                 f"WHERE user_id = {user.pk} AND embedding_dim = 384"
             )
+            # What a REINDEX CONCURRENTLY cut short leaves: an invalid copy, still written on every insert.
+            cursor.execute(
+                f"CREATE INDEX {LEFT} ON memories_memory USING hnsw ((embedding::vector(384)) vector_cosine_ops) "
+                "WHERE embedding_dim = 384"
+            )
+            cursor.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", [LEFT])
         before = hnsw_indexes()
+        assert before.pop(LEFT)[2] is False
         assert before[own][1] is None and before["memory_embedding_384_hnsw"][1] is None
         stored = dict(Memory.objects.values_list("pk", "embedding"))
 
@@ -103,3 +101,4 @@ def test_the_migration_rebuilds_every_index_with_twelve_links_and_keeps_every_ve
         migrate(today)
         with connection.cursor() as cursor:
             cursor.execute(f"DROP INDEX IF EXISTS {own}")
+            cursor.execute(f"DROP INDEX IF EXISTS {LEFT}")

@@ -16,8 +16,7 @@ from apps.memories.services.memories import memory_create
 from apps.memories.services.own_indexes import own_index_due, own_index_users, own_indexes_list, own_indexes_refresh
 from apps.memories.services.settings import embedding_settings_set
 from tests.chats.factories import CharacterFactory
-from tests.memories.helpers import unit
-from tests.memories.test_hnsw_migration import hnsw_indexes
+from tests.memories.helpers import hnsw_indexes, unit
 
 pytestmark = pytest.mark.django_db(transaction=True)  # indexes are built concurrently: outside any transaction
 
