@@ -18,10 +18,10 @@ import re
 
 from django.db import migrations
 
+# What the task that builds a user's own index uses as it runs today, so that the two exclude each other.
+from apps.memories.services.own_indexes import LOCK_CLASS, MAX_BUILD_MB, OWN_NAME
+
 TWELVE = "m = 12, ef_construction = 48"
-MAX_BUILD_MB = 2048
-OWN_LOCK_CLASS = 22_009  # apps/memories/services/own_indexes.py _LOCK_CLASS
-_OWN = re.compile(r"^memory_own_(\d+)_\d+_hnsw$")
 _LEFT_BY_REINDEX = re.compile(r"_cc(new|old)\d*$")
 
 
@@ -68,15 +68,15 @@ def _rebuild(schema_editor, options: str | None) -> None:
             if not valid and _LEFT_BY_REINDEX.search(name):
                 cursor.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')
                 continue
-            own = _OWN.match(name)
+            own = OWN_NAME.match(name)
             if own is None:
                 _rebuild_one(cursor, name, options)
                 continue
-            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [OWN_LOCK_CLASS, int(own.group(1))])
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_CLASS, int(own.group(1))])
             try:
                 _rebuild_one(cursor, name, options)
             finally:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [OWN_LOCK_CLASS, int(own.group(1))])
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_CLASS, int(own.group(1))])
 
 
 def forwards(apps, schema_editor) -> None:

@@ -22,8 +22,8 @@ from apps.memories.models import HNSW_OPTIONS, INDEXED_DIMENSIONS, Memory
 from apps.memories.search.candidates import own_index_name, own_index_state
 
 MAX_BUILD_MB = 2048
-_LOCK_CLASS = 22_009  # advisory lock class: one build or drop per user at a time, across workers
-_NAME = re.compile(r"^memory_own_(\d+)_(\d+)_hnsw$")
+LOCK_CLASS = 22_009  # advisory lock class: one build or drop per user at a time, across workers (migration 0011)
+OWN_NAME = re.compile(r"^memory_own_(\d+)_(\d+)_hnsw$")
 
 
 def own_index_due(*, user_id: int) -> bool:
@@ -38,7 +38,7 @@ def own_indexes_refresh(*, user_id: int) -> dict[int, str]:
     worker already at it for this user: nothing done here."""
     done: dict[int, str] = {}
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_CLASS, int(user_id)])
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_CLASS, int(user_id)])
         if not cursor.fetchone()[0]:
             return done
         try:
@@ -63,7 +63,7 @@ def own_indexes_refresh(*, user_id: int) -> dict[int, str]:
                     cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
                     done[dim] = "dropped"
         finally:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, int(user_id)])
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_CLASS, int(user_id)])
     return done
 
 
@@ -88,7 +88,7 @@ def own_index_users() -> list[int]:
         cursor.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'memories_memory' AND indexname LIKE 'memory_own_%%'"
         )
-        names = [_NAME.match(row[0]) for row in cursor.fetchall()]
+        names = [OWN_NAME.match(row[0]) for row in cursor.fetchall()]
     return sorted({int(match.group(1)) for match in names if match})
 
 
@@ -103,7 +103,7 @@ def own_indexes_list(limit: int = 50) -> list[dict]:
             "ORDER BY pg_relation_size(c.oid) DESC, c.relname LIMIT %s",
             [int(limit)],
         )
-        found = [(_NAME.match(name), valid, size) for name, valid, size in cursor.fetchall()]
+        found = [(OWN_NAME.match(name), valid, size) for name, valid, size in cursor.fetchall()]
     indexes = [(int(m.group(1)), int(m.group(2)), valid, size) for m, valid, size in found if m]
     users = {user for user, *_ in indexes}
     names = dict(get_user_model().objects.filter(pk__in=users).values_list("pk", "username"))
