@@ -170,12 +170,6 @@ def _kept(
     return scored
 
 
-def _recency(moment: float, now: float, per_day: float) -> float:
-    """1 for now, falling with age in days (both moments in seconds since the epoch)."""
-    age_days = max((now - moment) / 86400.0, 0.0)
-    return 1.0 / (1.0 + age_days * per_day)
-
-
 def memory_search(
     *,
     user: AbstractUser,
@@ -317,7 +311,7 @@ def _rank_fused(config: dict, vector_scores: dict[int, float] | None, text_score
 
 def _scored(config, rows, fused, best_possible, vector_scores, text_scores, *, named: Named, instance, min_score):
     """(score, relevance, id, signals) of each candidate that scores at least `min_score`."""
-    now = time.time()
+    now, per_day = time.time(), config["recency_per_day"]  # moments in seconds since the epoch
     slack = config["time_slack_days"]
     scored: list[tuple[float, float, int, dict]] = []
     for pk, row in rows.items():
@@ -332,7 +326,7 @@ def _scored(config, rows, fused, best_possible, vector_scores, text_scores, *, n
         signals = {
             "vector": vector_scores.get(pk),
             "text": text_scores.get(pk),
-            "recency": _recency(row.moment, now, config["recency_per_day"]),
+            "recency": 1.0 / (1.0 + max((now - row.moment) / 86400.0, 0.0) * per_day),  # 1 now, less with age
             "graph": 1.0 if pk in named.linked else 0.0,
             "instance": 1.0 if from_instance else 0.0,
             "speaker": 1.0 if pk in named.spoken else 0.0,
