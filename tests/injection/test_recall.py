@@ -20,6 +20,7 @@ from apps.memories.services.indexing import chat_index_messages, memories_embed_
 from apps.memories.services.memories import memory_create
 from tests.chats.factories import CharacterFactory
 from tests.injection.helpers import ASK, DOG, say
+from tests.memories.helpers import hits_read
 
 pytestmark = pytest.mark.django_db
 
@@ -185,9 +186,9 @@ def test_the_recall_reads_its_hits_narrow_and_never_one_by_one(user, story, fact
         context = context_build(user=user, chat=story, message="Where does Biscuit the lurcher sleep?", preview=True)
     recalled = context.recall["memories"]
     assert "message" in {Memory.objects.get(pk=hit["id"]).kind for hit in recalled}  # its index read too
-    hits = [q["sql"] for q in queries.captured_queries if '"memories_memory"."id" IN' in q["sql"]]
+    hits = hits_read(queries)
     assert len(hits) == 1, hits
-    read = set(re.findall(r'"memories_memory"\."(\w+)"', hits[0].split(" FROM ")[0]))
+    read = set(hits[0].split(" FROM ")[0].removeprefix("SELECT ").split(", "))
     assert read == {"id", "kind", "content", "message_index"}, read  # not the vector, nor what the recall never reads
     # A field the recall reads but the search left out would be loaded memory by memory.
     one_by_one = [q["sql"] for q in queries.captured_queries if re.search(r'"memories_memory"\."id" = \d', q["sql"])]

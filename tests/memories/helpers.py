@@ -3,6 +3,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 
 from django.db import connection
 
@@ -81,3 +82,9 @@ def hnsw_indexes() -> dict[str, tuple[int, list[str] | None, bool]]:
             """
         )
         return {name: (oid, options, valid) for name, oid, options, valid in cursor.fetchall()}
+
+
+def hits_read(queries) -> list[str]:
+    """The statements of captured `queries` that read search hits' memories (apps/memories/search/ranking.py)."""
+    read = re.compile(r"SELECT id, .* FROM memories_memory WHERE")
+    return [q["sql"] for q in queries.captured_queries if read.match(q["sql"])]

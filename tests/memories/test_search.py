@@ -2,11 +2,13 @@
 
 import json
 import re
+from datetime import UTC, datetime
 
 import pytest
 
 from apps.chats.services.chats import chat_create, chat_import
 from apps.chats.services.messages import message_append
+from apps.memories.apis.search import HIT_FIELDS
 from apps.memories.models import Memory
 from apps.memories.search import memory_search
 from apps.memories.services.indexing import memories_embed_pending
@@ -542,6 +544,32 @@ def test_another_users_memories_never_appear_even_with_identical_text_and_vector
     for query in ("swordfish", "qzx", "The password is swordfish."):
         assert ids(memory_search(user=user, query=query)) == [mine.pk], query
         assert ids(memory_search(user=other_user, query=query)) == [theirs.pk], query
+
+
+@pytest.mark.parametrize(
+    "fields", [HIT_FIELDS, ("kind", "content", "message_index"), ("content", "data"), None], ids=str
+)
+def test_a_hits_memory_holds_what_the_orm_reads_of_it_whatever_fields_are_asked(
+    user, other_user, character, scripted, django_assert_num_queries, fields
+):
+    """Hits are read by a written statement when no asked field is converted on reading; a JSON field is, and goes
+    through the ORM. Either way the memory is the one stored, and reading an asked field asks no query."""
+    mine = remember(
+        scripted, user, "Mira keeps the brass key.", unit(0, 1), character=character, importance=3, confidence=0.9,
+        source_message_indices=[3, 5], data={"state": "kept"}, occurred_at=datetime(2024, 5, 1, 9, 30, tzinfo=UTC),
+    )  # fmt: skip
+    remember(scripted, other_user, "Mira keeps the brass key.", character=CharacterFactory(user=other_user))
+    memories_embed_pending(user_id=user.pk)
+    scripted.vectors["brass key"] = unit(0, 1)
+
+    [hit] = memory_search(user=user, query="brass key", fields=fields).results
+
+    stored = Memory.objects.get(pk=mine.pk)
+    loaded = [f.attname for f in Memory._meta.concrete_fields if f.attname not in hit.memory.get_deferred_fields()]
+    assert {Memory._meta.get_field(name).attname for name in fields or ()} <= set(loaded)
+    with django_assert_num_queries(0):
+        assert {name: getattr(hit.memory, name) for name in loaded} == {name: getattr(stored, name) for name in loaded}
+    assert "embedding" not in loaded
 
 
 def test_a_chat_scoped_search_never_returns_another_chats_memories_but_shares_the_characters(
