@@ -1,11 +1,16 @@
 """The memories, entities and embedding-settings API: wiring, status codes, shapes and tenancy."""
 
+import json
+from datetime import UTC, datetime
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from apps.chats.services.chats import chat_create, chat_import
+from apps.memories.apis.search import HIT_FIELDS, SearchOutputSerializer, search_answer
 from apps.memories.models import Entity, Memory
+from apps.memories.search import memory_search
 from apps.memories.services.memories import memory_create
 from tests.chats.factories import CharacterFactory
 from tests.memories.helpers import hits_read, jsonl, message_memories
@@ -336,6 +341,27 @@ def test_search_answers_method_results_and_signals(api, user, character, scripte
     assert hit["signals"]["vector"] is None and hit["signals"]["text"] > 0
     assert 0 < hit["score"] and 0 < hit["relevance"] <= 1
     assert set(body["timings_ms"]) == {"embed", "search"}
+
+
+def test_search_answers_what_its_documented_serializer_would(
+    api, user, character, scripted, django_capture_on_commit_callbacks
+):
+    """The answer is made directly, not by SearchOutputSerializer (the schema's): the two agree, memory by memory."""
+    memory_create(
+        user=user, character=character, kind="event", content="Corvin relit the lantern.", source_message_indices=[4],
+        occurred_at=datetime(2024, 6, 1, 21, 15, 30, 250000, tzinfo=UTC), confidence=0.85,
+    )  # fmt: skip
+    memory_create(user=user, character=character, kind="fact", content="The lantern hangs over the door.")
+    with django_capture_on_commit_callbacks(execute=True):
+        chat = chat_import(user=user, stream=jsonl(("Corvin", "I relit the lantern at dusk.")))
+    assert message_memories(chat)
+    response = api.post(f"{MEMORIES}search", {"query": "Who relit the lantern?", "limit": 10}, format="json")
+    body = response.json()
+    assert response.status_code == 200 and len(body["results"]) >= 3, body
+    assert {hit["occurred_at"] for hit in body["results"]} >= {None, "2024-06-01T21:15:30.250000Z"}
+
+    outcome = memory_search(user=user, query="Who relit the lantern?", fields=HIT_FIELDS)
+    assert search_answer(outcome) == json.loads(json.dumps(SearchOutputSerializer(outcome).data))
 
 
 def test_search_reads_of_its_hits_only_what_it_answers(api, user, character, scripted):
