@@ -110,6 +110,21 @@ def test_the_turn_after_a_matching_one_gains_half_its_relevance(user, scripted, 
     assert unrelated.pk not in found
 
 
+def test_turns_left_out_of_a_search_are_neither_candidates_nor_neighbours(
+    user, scripted, django_capture_on_commit_callbacks
+):
+    """A reply's recall leaves out the turns its prompt holds (`turns_from`): one matching is not found, and the
+    turn after a match, when left out, gains nothing from it either."""
+    turns = [("You", "Where is the brass key hidden?"), ("Tomas", "Under the third stair."),
+             ("You", "And the brass key's twin?")]  # fmt: skip
+    chat, (asked, answered, again) = imported(user, django_capture_on_commit_callbacks, *turns)
+
+    assert set(ids(memory_search(user=user, query="brass key", chat_id=chat.pk))) == {asked.pk, answered.pk, again.pk}
+    assert ids(memory_search(user=user, query="brass key", chat_id=chat.pk, turns_from=1)) == [asked.pk]
+    for kinds in (None, ["message"]):
+        assert ids(memory_search(user=user, query="brass key", chat_id=chat.pk, kinds=kinds, turns_from=0)) == []
+
+
 # -------------------------------------------------------------------------------------------------- speaker
 
 

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 
 from apps.chats import selectors as chat_selectors
 from apps.memories.embeddings import vector_literal
-from apps.memories.models import INDEXED_DIMENSIONS, SEARCH_CONFIG, Status
+from apps.memories.models import INDEXED_DIMENSIONS, SEARCH_CONFIG, Kind, Status
 
 MAX_QUERY_LEXEMES = 32
 # Scopes are counted up to this many rows; past it the planner estimates their size.
@@ -43,15 +43,25 @@ def own_index_state(name: str) -> str | None:
 
 
 class Scope:
-    """The WHERE clause every candidate query shares: the user's own memories, within character/chat/kinds."""
+    """The WHERE clause every candidate query shares: the user's own memories, within character/chat/kinds; in a
+    chat, without its turns from `turns_from` on, when given."""
 
     def __init__(
-        self, *, user: AbstractUser, character_id, chat_id, kinds, include_retired: bool, chat_characters=None
+        self,
+        *,
+        user: AbstractUser,
+        character_id,
+        chat_id,
+        kinds,
+        include_retired: bool,
+        chat_characters=None,
+        turns_from: int | None = None,
     ) -> None:
         self.sql = ["m.user_id = %s"]
         self.params: list = [user.pk]
         self.user_id = user.pk
         self.character_ids: list[int] = []
+        self.turns_from: int | None = None  # in a chat: its first turn left out
         if chat_id is not None:
             self.character_ids = (
                 list(chat_characters)
@@ -61,6 +71,16 @@ class Scope:
             # The chat's own memories and messages, plus its characters' persistent memories; never another chat's.
             self.sql.append("(m.chat_id = %s OR (m.chat_id IS NULL AND m.character_id = ANY(%s)))")
             self.params += [int(chat_id), self.character_ids]
+            # The chat's turns from `turns_from` on are left out (the prompt holds them). All of them, by kind: the
+            # indexes then skip them, where a test of each turn's index reads every one.
+            self.turns_from = None if turns_from is None else int(turns_from)
+            if self.turns_from is not None and self.turns_from <= 0:
+                kinds = [kind for kind in kinds or Kind.values if kind != Kind.MESSAGE]
+                if not kinds:  # turns alone were asked for
+                    self.sql.append("false")
+            elif self.turns_from is not None:
+                self.sql.append("(m.kind <> 'message' OR m.message_index < %s)")
+                self.params.append(self.turns_from)
         if character_id is not None:
             character = chat_selectors.character_get(user=user, character_id=character_id)
             self.character_ids = [character.pk]

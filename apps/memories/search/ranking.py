@@ -121,22 +121,24 @@ _NEIGHBOURS_SQL = (
     " UNION ALL SELECT {columns}, {speaker}, {linked} FROM memories_memory m JOIN (SELECT DISTINCT c.chat_id, "
     "c.message_index + step.by AS message_index FROM c CROSS JOIN (VALUES (-1), (1)) step(by) "
     "WHERE c.kind = 'message') n ON m.chat_id = n.chat_id AND m.message_index = n.message_index "
-    "WHERE m.user_id = %(user)s AND m.kind = 'message' AND NOT m.id = ANY(%(ids)s::bigint[])"
+    "WHERE m.user_id = %(user)s AND m.kind = 'message' AND NOT m.id = ANY(%(ids)s::bigint[]){turns}"
 )
 
 
 def _rows(
-    user: AbstractUser, ids, *, neighbours: bool, speakers: bool, entities: list[int]
+    user: AbstractUser, ids, *, neighbours: bool, speakers: bool, entities: list[int], turns_from: int | None
 ) -> tuple[dict[int, Row], set[int]]:
-    """Id → the row search ranks with, for the candidates `ids` and (`neighbours`) the chat turns next to them,
-    each with whether it is linked to one of `entities`; and which of those are the candidates."""
+    """Id → the row search ranks with, for the candidates `ids` and (`neighbours`) the chat turns next to them
+    (before `turns_from`, when given: the scope's), each with whether it is linked to one of `entities`; and which
+    of those are the candidates."""
     speaker = _SPEAKER if speakers else "'' AS speaker"
     linked = _LINKED if entities else "false AS linked"
+    turns = "" if turns_from is None else " AND m.message_index < %(turns_from)s"
     sql = _ROWS_SQL + (_NEIGHBOURS_SQL if neighbours else "")
     with connection.cursor() as cursor:
         cursor.execute(
-            sql.format(columns=_ROW_COLUMNS, speaker=speaker, linked=linked),
-            {"user": user.pk, "ids": list(ids), "entities": entities},
+            sql.format(columns=_ROW_COLUMNS, speaker=speaker, linked=linked, turns=turns),
+            {"user": user.pk, "ids": list(ids), "entities": entities, "turns_from": turns_from},
         )
         rows = {row[0]: Row(*row) for row in cursor.fetchall()}
     return rows, {pk for pk in ids if pk in rows}
@@ -189,6 +191,7 @@ def memory_search(
     committed: bool = False,
     fields: tuple[str, ...] | None = None,
     embedded: Callable[[], object] | None = None,
+    turns_from: int | None = None,
 ) -> SearchOutcome:
     """`scope_rows`: how many memories the scope holds, when the caller already knows (about) it: the count that
     chooses between an exact scan and the HNSW index, and scales the text ranking's word frequencies, is then
@@ -200,7 +203,8 @@ def memory_search(
     (whose owner it has checked): not read again. `fields`: the only fields of the hits' memories the caller reads
     (a reply's recall reads three); the others, loaded when read, are not read with them. `embedded`: called once
     the query is embedded, for work the caller starts then (beside the KNN rather than beside the embedding, which
-    on two cores then runs alone with the text ranking)."""
+    on two cores then runs alone with the text ranking). `turns_from`: the chat's turns from this index on are
+    left out, candidates and neighbours (a reply's recall: the prompt holds them)."""
     config = settings.LOREKEEPER_SEARCH
     query = query.replace("\x00", "").strip()
     if not query:
@@ -212,7 +216,7 @@ def memory_search(
     min_score = config["min_score"] if min_score is None else min_score
     scope = Scope(
         user=user, character_id=character_id, chat_id=chat_id, kinds=kinds, include_retired=include_retired,
-        chat_characters=chat_characters,
+        chat_characters=chat_characters, turns_from=turns_from,
     )  # fmt: skip
     k = max(config["candidates"], limit * 2)
     timings: dict[str, float] = {}
@@ -247,7 +251,7 @@ def memory_search(
     spread = config.get("neighbours", 0.0)
     rows, candidates = _rows(
         user, fused, neighbours=bool(spread), speakers=bool(config["weights"]["speaker"]),
-        entities=named_entities.result(),
+        entities=named_entities.result(), turns_from=scope.turns_from,
     )  # fmt: skip
     if spread:
         fused = _spread_to_neighbours(fused, rows, candidates, spread)  # may pass the best possible: shown as 1
