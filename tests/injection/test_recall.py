@@ -174,6 +174,26 @@ def test_older_chat_turns_are_recalled_but_not_those_in_the_prompt_anyway(user, 
     assert "barked at the lighthouse door" not in text  # message #27 is among the last 10
 
 
+def test_turns_in_the_prompt_anyway_take_no_place_among_the_recalls_hits(user, story, character, scripted):
+    """The turns the prompt holds are left out by the search itself: many of them matching better do not fill the
+    hits it answers, leaving the older turn the prompt lacks out of the recall."""
+    injection_settings_save(
+        user=user, values={"recent_messages": 30, "triggered_limit": 1},
+        integrity=settings_document_get(user=user).integrity,
+    )  # fmt: skip
+    say(story, ("Mira", "Biscuit the lurcher sleeps under the lighthouse stairs, by the old lantern."))
+    say(story, *[("Mira" if i % 2 == 0 else "Rowan", f"Small talk number {i}.") for i in range(10)])
+    say(story, *[("Mira" if i % 2 == 0 else "Rowan", f"Biscuit the lurcher sleeps by the lantern, {i}.")
+                 for i in range(29)])  # fmt: skip
+    say(story, ("Rowan", "Where does Biscuit the lurcher sleep?"))
+    chat_index_messages(chat_id=story.pk)
+    memories_embed_pending(user_id=user.pk)
+    context = context_build(user=user, chat=story, message="Where does Biscuit the lurcher sleep?", preview=True)
+    text = context.slots["smart_memory_triggered"]["text"]
+    assert "under the lighthouse stairs" in text  # message #0, not among the last 30
+    assert "by the lantern," not in text
+
+
 def test_the_recall_reads_its_hits_narrow_and_never_one_by_one(user, story, facts, scripted):
     injection_settings_save(
         user=user, values={"recent_messages": 10}, integrity=settings_document_get(user=user).integrity

@@ -107,12 +107,14 @@ def context_build(
     preview: bool = False,
     mirror: bool = False,
     characters: list[Character] | None = None,
+    recall_from: int | None = None,
 ) -> Context:
     """Build the context for the next generation of `chat`. `message`: the pending user message (its recall is
     made and kept on that user turn when it is the chat's last one); none: a regeneration, which reuses the stored
     recall of the turn. `preview`: nothing is written (no recall stored, no repair note consumed, no statistics).
     `mirror`: the client writes the kept recall into its SillyTavern file too (see chat_touch). `characters`: the
-    chat's, when the caller has read them (a reply's preparation), not read again."""
+    chat's, when read by the caller. `recall_from`: the chat's first turn the prompt holds, when the caller knows
+    (else the last `recent_messages` are taken to be there): recall leaves them out."""
     started = time.perf_counter()
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"})
@@ -139,8 +141,9 @@ def context_build(
             gathering.append(beside_committed(_gathered_timed, scope, budgets))
 
     asked = recalls.recall_asked(
-        user=user, chat=chat, scope=scope, message=message, settings=settings, embedded=gather_now
-    )
+        user=user, chat=chat, scope=scope, message=message, settings=settings, shown_from=recall_from,
+        embedded=gather_now,
+    )  # fmt: skip
     gather_now()  # no search ran
     mark = time.perf_counter()
     gathered, timings["gather"] = gathering[0].result()  # its own time beside the search; then the wait for it
@@ -151,7 +154,7 @@ def context_build(
     shown = UNIFIED_ORDER if settings.unified else [name for name in filled if settings.enabled[name]]
     placed = {pk for name in shown for pk in filled[name].memory_ids}
     turn_recall = _turn_recall(
-        user=user, chat=chat, message=message, settings=settings, asked=asked, placed=placed,
+        user=user, message=message, settings=settings, asked=asked, placed=placed,
         budget=budgets["long"] - filled["long"].injected,
     )  # fmt: skip
     timings |= turn_recall.timings
@@ -228,7 +231,7 @@ def _gathered_timed(scope: Scope, budgets: dict[str, int]) -> tuple[Gathered, fl
     return gather(scope, budgets), (time.perf_counter() - started) * 1000
 
 
-def _turn_recall(*, user, chat, message, settings, asked: recalls.RecallAsked, placed, budget) -> TurnRecall:
+def _turn_recall(*, user, message, settings, asked: recalls.RecallAsked, placed, budget) -> TurnRecall:
     """The turn's triggered recall: what the new search found that no other slot holds; else the stored recall
     of the turn being answered, as kept; else nothing."""
     target, stored = asked.target, asked.stored
@@ -241,8 +244,7 @@ def _turn_recall(*, user, chat, message, settings, asked: recalls.RecallAsked, p
         return found
     if asked.found is not None:
         search = recalls.recall_fill(
-            asked.found, budget=budget, limit=settings.triggered_limit, exclude=placed,
-            recent_from=chat.message_count - settings.recent_messages if settings.recall_messages else -1,
+            asked.found, budget=budget, limit=settings.triggered_limit, exclude=placed, recent_from=asked.turns_from,
         )  # fmt: skip
         found.timings = {"embed": search.embed_ms, "search": search.search_ms}
         if search.filled.items:

@@ -95,12 +95,13 @@ def _objects(value: Any) -> list[dict[str, Any]]:
 
 @dataclass
 class RecallAsked:
-    """The user turn a recall is kept on, its kept recall, and the new search for the pending message (None: no
-    new search, the stored recall serves)."""
+    """The user turn a recall is kept on, its kept recall, the new search for the pending message (None: no new
+    search, the stored recall serves), and the first of the chat's turns it leaves out (the prompt holds them)."""
 
     target: Message | None
     stored: dict[str, Any] | None
     found: SearchOutcome | None = None
+    turns_from: int | None = None
 
 
 def recall_asked(
@@ -110,20 +111,27 @@ def recall_asked(
     scope: Scope,
     message: str,
     settings: InjectionSettings,
+    shown_from: int | None = None,
     embedded: Callable[[], object] | None = None,
 ) -> RecallAsked:
     """A context build's search for the turn, before the other slots are filled: a new one for the pending
-    message, unless the stored recall of that same message was edited by a person. `embedded`: called once the
-    search's query is embedded (memory_search), if a search runs."""
+    message, unless the stored recall of that same message was edited by a person. The chat's turns the prompt holds
+    are not searched: from `shown_from` on when the caller knows, else the last `recent_messages`; all of them when
+    the settings recall no turns. `embedded`: called once the search's query is embedded (memory_search), if a
+    search runs."""
+    shown_from = chat.message_count - settings.recent_messages if shown_from is None else shown_from
+    turns_from = shown_from if settings.recall_messages else -1
     target = recall_target(chat=chat, message=message or None)
-    asked = RecallAsked(target, recall_stored(target))
+    asked = RecallAsked(target, recall_stored(target), turns_from=turns_from)
     if not message or not (settings.enabled["triggered"] or settings.unified):
         return asked
     stored = asked.stored
     edited = stored is not None and stored.get("manuallyEdited")
     if edited and _normal(message) == _normal(str(stored.get("recallInput", ""))):
         return asked  # the person's edit of this message's recall is kept
-    asked.found = recall_find(user=user, scope=scope, query=message, limit=settings.triggered_limit, embedded=embedded)
+    asked.found = recall_find(
+        user=user, scope=scope, query=message, limit=settings.triggered_limit, turns_from=turns_from, embedded=embedded
+    )
     return asked
 
 
@@ -140,15 +148,22 @@ def recall_search(
     """The pending message (split into sentences by the search) against the chat's memories with the memory
     store's multi-signal ranking; memories already in another slot, and chat turns from `recent_from` on (they are
     in the prompt anyway), are left out."""
-    found = recall_find(user=user, scope=scope, query=query, limit=limit)
+    found = recall_find(user=user, scope=scope, query=query, limit=limit, turns_from=recent_from)
     return recall_fill(found, budget=budget, limit=limit, exclude=exclude, recent_from=recent_from)
 
 
 def recall_find(
-    *, user: AbstractUser, scope: Scope, query: str, limit: int, embedded: Callable[[], object] | None = None
+    *,
+    user: AbstractUser,
+    scope: Scope,
+    query: str,
+    limit: int,
+    turns_from: int | None = None,
+    embedded: Callable[[], object] | None = None,
 ) -> SearchOutcome:
     """recall_search's search, before what other slots hold is known: enough hits for `limit` once they are left
-    out (recall_fill)."""
+    out (recall_fill). The chat's turns from `turns_from` on are not searched: the prompt holds them, and they
+    would take the places of turns it does not."""
     return memory_search(
         user=user,
         query=query,
@@ -159,6 +174,7 @@ def recall_find(
         committed=True,  # a reply's preparation writes messages, never memories (they are indexed after it)
         fields=("kind", "content", "message_index"),  # what is read of each hit below
         embedded=embedded,
+        turns_from=turns_from,
     )
 
 
