@@ -208,9 +208,18 @@ def completion_prepare(
     prepared = generation_prepare(
         user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection=connection,
         compose=_composer(lines, synced), options=options, idempotency_key=idempotency_key, body_digest=digest,
-        timings=lap.ms, streams_checked=True,
+        timings=lap.ms, streams_checked=True, recall_from=_first_sent(synced),
     )  # fmt: skip
     return Completion(prepared.generation, model or connection.name, tokenizer_for(connection))
+
+
+def _first_sent(synced: Synced) -> int | None:
+    """The first of the chat's turns the request's history holds: the front end's prompt holds it and (a history
+    cut to the model's context keeps its end) those after it, so the turn's recall leaves them out: recalled, they
+    would reach the model twice. None when it holds none of them word for word: the recall then leaves out the last
+    `recent_messages`, as the web chat's does."""
+    held = [index for index in synced.indices if index is not None]
+    return min(held) if held else None
 
 
 class _Laps:

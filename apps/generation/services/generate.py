@@ -106,6 +106,7 @@ def generation_prepare(
     body_digest: str = "",
     timings: dict[str, float] | None = None,
     streams_checked: bool = False,
+    recall_from: int | None = None,
 ) -> Prepared:
     """Everything before the model is asked: the generation to stream, or for a retry the one the first request
     made (its state says whether it is still streaming or already stored). `compose` makes the prompt once the
@@ -114,7 +115,9 @@ def generation_prepare(
     client's whole request, which its retries are compared by). `timings`: the caller's own steps before this one,
     in ms, kept with the generation's (`prompt_info.timings_ms`). `connection`: the one a caller has already
     chosen among the person's (the gateway, by the request's model), not read again. `streams_checked`: the caller
-    has made the first check of the caps on streams (before its own work), not made again."""
+    has made the first check of the caps on streams (before its own work), not made again. `recall_from`: the first
+    of the chat's turns the prompt holds, when the caller knows (another client's request sent them): the recall
+    leaves them out (context_build)."""
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"}, status=404)  # selectors scope chats: a bug
     message = (message or "").replace("\x00", "").strip() or None
@@ -154,7 +157,7 @@ def generation_prepare(
     steps = {"append": _ms(started)}  # where the time before the first token goes (bench/chat.py reads them)
     context = context_build(
         user=user, chat=chat, message=message if mode == Generation.Mode.NEW else None, character=responder,
-        characters=characters,
+        characters=characters, recall_from=recall_from,
     )  # fmt: skip
     chat = context.chat
     steps["context"] = context.timings_ms.get("total", 0.0)
