@@ -1,6 +1,6 @@
 """What the OpenAI-compatible gateway adds before the first token, and what it writes once the chat is synced.
 
-    .venv/bin/python bench/gateway.py [--messages 5000] [--requests 100] [--workers 2] [--quick]
+    .venv/bin/python bench/gateway.py [--messages 5000] [--requests 100] [--workers 2] [--sent N] [--quick]
 
 Starts what a deployment runs for the web, as bench/chat.py does (its services, reused): gunicorn with uvicorn
 workers serving config.asgi (production settings), an embedded Valkey and the PostgreSQL cluster of its own in
@@ -32,6 +32,10 @@ is not set, and the chat's rows are read instead: 13 ms, not 2).
    bytes, pg_current_wal_lsn() before one gateway request to before the next (the direct call between them writes
    nothing to the database). The WAL holds everything the cluster wrote meanwhile: the rows, their indexes' entries,
    full-page images after a checkpoint, autovacuum's work.
+
+With `--sent N` the front end sends the system prompt and only the last N messages of the history, as one does
+that cuts the history to its model's context. The recall leaves out the chat's turns the request holds (the prompt
+has them): with the whole history sent, every turn; with the last N, the turns before them are searched too.
 
 With `--tls` the scripted model is served over TLS (a certificate made for the run, which the servers and the
 client trust), as a person's model is reached over the network: each call that opens a connection pays its TLS
@@ -202,7 +206,12 @@ def _arrival_to_row(steps: list[dict]) -> list[float]:
     ]
 
 
-def run(base_url: str, model_url: str, account: dict, requests: int, verify=True) -> bool:
+def sent(history: list[dict], last: int | None) -> list[dict]:
+    """What the front end sends of its history: all of it, or the system prompt and the `last` messages."""
+    return history if not last else [history[0], *history[1:][-last:]]
+
+
+def run(base_url: str, model_url: str, account: dict, requests: int, verify=True, last: int | None = None) -> bool:
     from apps.chats.models import Chat
     from apps.generation.models import Generation
 
@@ -218,11 +227,11 @@ def run(base_url: str, model_url: str, account: dict, requests: int, verify=True
     for n in range(WARM + requests):
         topic = f"the {rng.choice(THINGS)} near the {rng.choice(PLACES)}"
         messages = [*history, {"role": "user", "content": f"Rowan asks about {topic} ({n}). {QUICK}"}]
+        body = {"model": "scripted", "messages": sent(messages, last)}
         before = wal_lsn()
         if lsn is not None and n > WARM:
             written.append(wal_bytes(lsn, before))  # the previous gateway request, all its writes committed
         lsn = before if n >= WARM else None
-        body = {"model": "scripted", "messages": messages}
         seconds, reply = first_delta(gateway, f"{base_url}/v1/chat/completions", body, header)
         history = [*messages, {"role": "assistant", "content": reply}]
         direct_seconds, _ = first_delta(direct, f"{model_url}/chat/completions", body, {"Authorization": "Bearer k"})
@@ -266,7 +275,8 @@ def run(base_url: str, model_url: str, account: dict, requests: int, verify=True
     print(f"\n2. Bytes written per request once the chat is synced (the new message and its reply): WAL "
           f"(pg_current_wal_lsn() difference) p50 {percentile(written, 50) / 1024:,.1f} KiB, p95 "
           f"{percentile(written, 95) / 1024:,.1f} KiB, mean {sum(written) / len(written) / 1024:,.1f} KiB; the "
-          f"request's body {len(json.dumps(history).encode()) / 1024:,.0f} KiB, the prompt kept with each reply "
+          f"request's body {len(json.dumps(sent(history, last)).encode()) / 1024:,.0f} KiB, the prompt kept with each "
+          f"reply "
           f"(Generation.prompt, as JSON, before TOAST's compression) p50 "
           f"{percentile(prompts, 50) / 1024:,.0f} KiB")  # fmt: skip
     expected = 2 * (WARM + requests)
@@ -327,6 +337,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=5000, help="messages in the chat")
     parser.add_argument("--requests", type=int, default=100, help="timed requests of each kind")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    parser.add_argument("--sent", type=int, help="the front end sends only the last N messages (see above)")
     parser.add_argument("--quick", action="store_true", help="a 500-message chat, 20 requests")
     parser.add_argument("--against", type=Path, help="another checkout, served beside this one (see above)")
     parser.add_argument("--tls", action="store_true", help="the scripted model served over TLS (see above)")
@@ -355,7 +366,8 @@ def main() -> None:
         port = sync_bench.free_port()
         server = chat_bench.start_server(port, args.workers, [])
         print(f"The gateway: gunicorn -k apps.common.worker.Worker -w {args.workers}, production settings; a "
-              f"{args.messages:,}-message chat; {os.cpu_count()} cores ({psutil.cpu_count(logical=False)} physical), "
+              f"{args.messages:,}-message chat{f', the last {args.sent:,} of it sent' if args.sent else ''}; "
+              f"{os.cpu_count()} cores ({psutil.cpu_count(logical=False)} physical), "
               f"{psutil.virtual_memory().total / 2**30:.0f} GB; the model over "
               f"{'TLS' if certificate else 'HTTP'}, {args.rtt:g} ms of round trip away")  # fmt: skip
         if args.against:
@@ -365,7 +377,7 @@ def main() -> None:
             ok = run_against(urls, account, args.requests)
         else:
             verify = ssl.create_default_context(cafile=certificate[0]) if certificate else True
-            ok = run(f"http://127.0.0.1:{port}", model_url, account, args.requests, verify=verify)
+            ok = run(f"http://127.0.0.1:{port}", model_url, account, args.requests, verify=verify, last=args.sent)
     finally:
         if distance is not None:
             distance[1].set()
