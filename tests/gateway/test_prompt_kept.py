@@ -11,7 +11,6 @@ from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.gateway.services.complete import completion_prepare
 from apps.generation.models import Generation
-from apps.llm.services import connection_create
 from apps.memories.services.memories import memory_create
 
 pytestmark = pytest.mark.django_db
@@ -22,14 +21,6 @@ SYSTEM = "Write Mira's next reply in a fictional chat between Mira and Rowan."
 @pytest.fixture(autouse=True)
 def no_embeddings(settings):
     settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "none"
-
-
-@pytest.fixture
-def connection(user):
-    return connection_create(
-        user=user, name="scripted", base_url="http://127.0.0.1:9/v1", model="scripted-model",
-        api_key="sk-test-1234567890abcd", is_default=True,
-    )  # fmt: skip
 
 
 @pytest.fixture

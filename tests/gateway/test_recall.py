@@ -10,7 +10,6 @@ from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.gateway.services.complete import completion_prepare
 from apps.injection.services.recall import recall_stored
-from apps.llm.services import connection_create
 from apps.memories.models import Memory
 from apps.memories.services.indexing import chat_index_messages
 
@@ -25,14 +24,6 @@ LATE = "Biscuit the lurcher chased the gulls off the quay."  # message 50
 @pytest.fixture(autouse=True)
 def text_only(settings):
     settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "none"  # the recall ranks by words: no model to reach
-
-
-@pytest.fixture
-def connection(user):
-    return connection_create(
-        user=user, name="scripted", base_url="http://127.0.0.1:9/v1", model="scripted-model",
-        api_key="sk-test-1234567890abcd", is_default=True,
-    )  # fmt: skip
 
 
 @pytest.fixture
