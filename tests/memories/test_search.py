@@ -547,7 +547,9 @@ def test_another_users_memories_never_appear_even_with_identical_text_and_vector
 
 
 @pytest.mark.parametrize(
-    "fields", [HIT_FIELDS, ("kind", "content", "message_index"), ("content", "data"), None], ids=str
+    "fields",
+    [HIT_FIELDS, ("kind", "content", "message_index"), ["kind", "status"], ("content", "data"), None],
+    ids=str,
 )
 def test_a_hits_memory_holds_what_the_orm_reads_of_it_whatever_fields_are_asked(
     user, other_user, character, scripted, django_assert_num_queries, fields

@@ -377,24 +377,24 @@ def _memories(user: AbstractUser, ids: list[int], fields: tuple[str, ...] | None
     """The user's memories `ids`, by id: only their `fields` and content when given, else all but the embedding.
     Fields the model does not convert on reading (as it does a JSON field's) are read by a written statement: the
     ORM took twice as long to compose the query and make the objects, on every search."""
-    columns = _plain_columns(fields) if fields else None
-    if columns is None:
+    plain = _plain_fields(tuple(fields)) if fields else None
+    if plain is None:
         memories = Memory.objects.filter(user=user)
         return (memories.only("content", *fields) if fields else memories.defer("embedding")).in_bulk(ids)
     with connection.cursor() as cursor:
+        columns = ", ".join(field.column for field in plain)
         cursor.execute(
-            f"SELECT {', '.join(columns)} FROM memories_memory WHERE user_id = %s AND id = ANY(%s::bigint[])",
-            [user.pk, ids],
+            f"SELECT {columns} FROM memories_memory WHERE user_id = %s AND id = ANY(%s::bigint[])", [user.pk, ids]
         )
-        return {row[0]: Memory.from_db(connection.alias, columns, row) for row in cursor.fetchall()}
+        names = [field.attname for field in plain]
+        return {row[0]: Memory.from_db(connection.alias, names, row) for row in cursor.fetchall()}
 
 
 @functools.cache
-def _plain_columns(fields: tuple[str, ...]) -> tuple[str, ...] | None:
-    """The columns of the id, content and `fields` in the model's order (Model.from_db's), or None when the model
-    converts one of them on reading (`from_db_value`)."""
-    wanted = [Memory._meta.get_field(name) for name in ("id", "content", *fields)]
-    if any(hasattr(field, "from_db_value") for field in wanted):
+def _plain_fields(fields: tuple[str, ...]) -> tuple | None:
+    """The id, content and `fields` in the model's order (Model.from_db's), or None when one of them is converted on
+    reading (by the field or by the database backend)."""
+    wanted = {Memory._meta.get_field(name) for name in ("id", "content", *fields)}
+    if any(f.get_db_converters(connection) or connection.ops.get_db_converters(f.cached_col) for f in wanted):
         return None
-    names = {field.attname for field in wanted}
-    return tuple(field.attname for field in Memory._meta.concrete_fields if field.attname in names)
+    return tuple(field for field in Memory._meta.concrete_fields if field in wanted)
