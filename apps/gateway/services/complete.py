@@ -214,12 +214,18 @@ def completion_prepare(
 
 
 def _first_sent(synced: Synced) -> int | None:
-    """The first of the chat's turns the request's history holds: the front end's prompt holds it and (a history
-    cut to the model's context keeps its end) those after it, so the turn's recall leaves them out: recalled, they
-    would reach the model twice. None when it holds none of them word for word: the recall then leaves out the last
-    `recent_messages`, as the web chat's does."""
+    """Where the unbroken run of the chat's turns that ends the request's history starts: the front end's prompt
+    holds those turns, so the turn's recall leaves them out (recalled, they would reach the model twice). A gap
+    before it is a turn the model is not sent (hidden in SillyTavern, which is how a person leaves it to memory):
+    it and the turns before stay recallable. None when the history holds no turn word for word: the recall then
+    leaves out the last `recent_messages`, as the web chat's does."""
     held = [index for index in synced.indices if index is not None]
-    return min(held) if held else None
+    first = held[-1] if held else None
+    for index in reversed(held[:-1]):
+        if index != first - 1:
+            break
+        first = index
+    return first
 
 
 class _Laps:
