@@ -190,7 +190,7 @@ def test_turns_in_the_prompt_anyway_take_no_place_among_the_recalls_hits(user, s
     memories_embed_pending(user_id=user.pk)
     context = context_build(user=user, chat=story, message="Where does Biscuit the lurcher sleep?", preview=True)
     text = context.slots["smart_memory_triggered"]["text"]
-    assert "under the lighthouse stairs" in text  # message #0, not among the last 30
+    assert "under the lighthouse stairs" in text  # message #2, not among the last 30
     assert "by the lantern," not in text
 
 
