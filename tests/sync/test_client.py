@@ -42,6 +42,9 @@ def test_the_debounce_window_sends_by_itself(live_server, user, token):
             break
         deadline.wait(0.1)
     assert exported(chat)[1]["mes"] == "b"
+    # The edit is seen once committed, before the server has answered (what its commit queued runs first); this
+    # waits for the timer's send to be answered, so that the database is not emptied for the next test meanwhile.
+    assert handle.flush() is None
 
 
 def test_two_clients_on_one_chat_resolve_conflicts_without_losing_writes(live_server, user, token):
