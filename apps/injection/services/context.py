@@ -243,9 +243,7 @@ def _turn_recall(*, user, message, settings, asked: recalls.RecallAsked, placed,
     if not (settings.enabled["triggered"] or settings.unified):
         return found
     if asked.found is not None:
-        search = recalls.recall_fill(
-            asked.found, budget=budget, limit=settings.triggered_limit, exclude=placed, recent_from=asked.turns_from,
-        )  # fmt: skip
+        search = recalls.recall_fill(asked.found, budget=budget, limit=settings.triggered_limit, exclude=placed)
         found.timings = {"embed": search.embed_ms, "search": search.search_ms}
         if search.filled.items:
             found.triggered = search.filled

@@ -95,13 +95,20 @@ def _objects(value: Any) -> list[dict[str, Any]]:
 
 @dataclass
 class RecallAsked:
-    """The user turn a recall is kept on, its kept recall, the new search for the pending message (None: no new
-    search, the stored recall serves), and the first of the chat's turns it leaves out (the prompt holds them)."""
+    """The user turn a recall is kept on, its kept recall, and the new search for the pending message (None: no
+    new search, the stored recall serves)."""
 
     target: Message | None
     stored: dict[str, Any] | None
     found: SearchOutcome | None = None
-    turns_from: int | None = None
+
+
+def turns_left_out(settings: InjectionSettings, *, end: int, shown_from: int | None = None) -> int:
+    """The first of the chat's turns a recall leaves out, the prompt holding them: from `shown_from` when the caller
+    knows, else the last `recent_messages` before `end`; every turn when the settings recall none."""
+    if not settings.recall_messages:
+        return -1
+    return end - settings.recent_messages if shown_from is None else shown_from
 
 
 def recall_asked(
@@ -119,16 +126,15 @@ def recall_asked(
     are not searched: from `shown_from` on when the caller knows, else the last `recent_messages`; all of them when
     the settings recall no turns. `embedded`: called once the search's query is embedded (memory_search), if a
     search runs."""
-    shown_from = chat.message_count - settings.recent_messages if shown_from is None else shown_from
-    turns_from = shown_from if settings.recall_messages else -1
     target = recall_target(chat=chat, message=message or None)
-    asked = RecallAsked(target, recall_stored(target), turns_from=turns_from)
+    asked = RecallAsked(target, recall_stored(target))
     if not message or not (settings.enabled["triggered"] or settings.unified):
         return asked
     stored = asked.stored
     edited = stored is not None and stored.get("manuallyEdited")
     if edited and _normal(message) == _normal(str(stored.get("recallInput", ""))):
         return asked  # the person's edit of this message's recall is kept
+    turns_from = turns_left_out(settings, end=chat.message_count, shown_from=shown_from)
     asked.found = recall_find(
         user=user, scope=scope, query=message, limit=settings.triggered_limit, turns_from=turns_from, embedded=embedded
     )
@@ -143,13 +149,13 @@ def recall_search(
     budget: int,
     limit: int,
     exclude: set[int],
-    recent_from: int | None,
+    turns_from: int | None,
 ) -> Recalled:
     """The pending message (split into sentences by the search) against the chat's memories with the memory
-    store's multi-signal ranking; memories already in another slot, and chat turns from `recent_from` on (they are
+    store's multi-signal ranking; memories already in another slot, and chat turns from `turns_from` on (they are
     in the prompt anyway), are left out."""
-    found = recall_find(user=user, scope=scope, query=query, limit=limit, turns_from=recent_from)
-    return recall_fill(found, budget=budget, limit=limit, exclude=exclude, recent_from=recent_from)
+    found = recall_find(user=user, scope=scope, query=query, limit=limit, turns_from=turns_from)
+    return recall_fill(found, budget=budget, limit=limit, exclude=exclude)
 
 
 def recall_find(
@@ -178,16 +184,13 @@ def recall_find(
     )
 
 
-def recall_fill(
-    outcome: SearchOutcome, *, budget: int, limit: int, exclude: set[int], recent_from: int | None
-) -> Recalled:
-    """What recall_find found, left out what another slot holds and the chat's recent turns, cut to the budget."""
+def recall_fill(outcome: SearchOutcome, *, budget: int, limit: int, exclude: set[int]) -> Recalled:
+    """What recall_find found (the turns the prompt holds left out there), left out what another slot holds, cut to
+    the budget."""
     items: list[Item] = []
     for hit in outcome.results:
         memory = hit.memory
         if memory.pk in exclude:
-            continue
-        if memory.kind == Kind.MESSAGE and recent_from is not None and memory.message_index >= recent_from:
             continue
         items.append(Item(memory.content, memory.pk, memory.kind, hit.score))
         if len(items) >= limit:
@@ -368,7 +371,7 @@ def recall_rerun(
         budget=budgets["long"],
         limit=settings.triggered_limit,
         exclude=placed,
-        recent_from=index - settings.recent_messages if settings.recall_messages else -1,
+        turns_from=turns_left_out(settings, end=index),
     )
     text = recall_text(search)
     record = recall_record(
