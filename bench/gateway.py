@@ -24,7 +24,8 @@ is not set, and the chat's rows are read instead: 13 ms, not 2).
    - through the gateway: the history compared with the chat, the new message written, memory recalled and injected,
      the prompt built, the person's model called and its stream relayed;
    - the scripted model called directly, with the same messages.
-   p50/p95 of both and the difference (goal: p95 at most 60 ms over the direct call), the server's own steps from
+   p50/p95 of both and the difference (goal: p95 at most 60 ms over the direct call), with the added p95's 90%
+   bootstrap interval over the run's requests (its spread from them alone), the server's own steps from
    the Generation rows, and their sum from the request's arrival to the row (generation's `total` counts only its
    own steps, not the gateway's before them). Some steps overlap: `context_gather` runs beside `context_embed` and
    `context_search`, and `context_gather_wait` is how long the build then waited for it.
@@ -196,6 +197,19 @@ def start_distance(model_url: str, rtt: float):
     return process, stop, parts._replace(netloc=f"127.0.0.1:{port}").geturl()
 
 
+def added_p95_interval(through: list[float], straight: list[float], rounds: int = 2000) -> tuple[float, float]:
+    """The 5th and 95th percentiles, in ms, of the added p95 over the requests resampled with replacement (each
+    request's two timings kept together): a p95 of 60 requests is about their third slowest, and moves with them.
+    From few requests a tail's bootstrap is too narrow (it never draws one slower than the slowest seen)."""
+    pairs = list(zip(through, straight, strict=True))
+    rng = random.Random(0)
+    added = []
+    for _ in range(rounds):
+        sample = rng.choices(pairs, k=len(pairs))
+        added.append((percentile([a for a, _ in sample], 95) - percentile([b for _, b in sample], 95)) * 1000)
+    return percentile(added, 5), percentile(added, 95)
+
+
 def _arrival_to_row(steps: list[dict]) -> list[float]:
     """Each request's time in the server before its Generation row: the gateway's steps (from the request's arrival,
     `gateway_receive`) and generation's `total` (its own steps only)."""
@@ -254,6 +268,9 @@ def run(base_url: str, model_url: str, account: dict, requests: int, verify=True
     print(f"  the gateway adds            p50 {p50:7.1f} ms   p95 {p95:7.1f} ms (goal: p95 at most 60 ms over the "
           f"direct call); request by request: p50 {percentile(added, 50) * 1000:.1f} ms, p95 "
           f"{percentile(added, 95) * 1000:.1f} ms")  # fmt: skip
+    low, high = added_p95_interval(through, straight)
+    print(f"  the added p95's 90% bootstrap interval over these {len(added)} requests: {low:.1f}-{high:.1f} ms "
+          "(the spread from these requests alone: the host's drift between runs comes on top)")  # fmt: skip
     rows = list(Generation.objects.filter(chat_id=account["chat"]).order_by("created_at"))[WARM:]
     steps = [g.prompt_info.get("timings_ms", {}) for g in rows]
     keys = sorted({key for step in steps for key in step})
