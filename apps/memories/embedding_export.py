@@ -41,17 +41,27 @@ def exportable(path: str) -> bool:
     return modules == ["Transformer", "Pooling", "Normalize"] and means == {"pooling_mode_mean_tokens"}
 
 
-def onnx_file(name: str) -> Path:
-    """Where the model's export is kept: named by its weights and the versions that made and read it."""
+def stamp(name: str, packages: tuple[str, ...]):
+    """A hash of the model's files (names, sizes, times) and the packages' versions: what names a file made from
+    them."""
     path = Path(model_path(name))
-    stamp = hashlib.sha256()
+    digest = hashlib.sha256()
     for file in sorted(path.glob("*.json")) + sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")):
         stat = file.stat()
-        stamp.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
-    for package in ("torch", "transformers", "onnxruntime"):
-        stamp.update(f"{package}={metadata.version(package)}\n".encode())
+        digest.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    for package in packages:
+        try:
+            digest.update(f"{package}={metadata.version(package)}\n".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{package}=none\n".encode())
+    return digest
+
+
+def onnx_file(name: str) -> Path:
+    """Where the model's export is kept: named by its weights and the versions that made and read it."""
+    digest = stamp(name, ("torch", "transformers", "onnxruntime"))
     slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[-60:]
-    return embedded.VAR_DIR / "models" / f"{slug}-opset{OPSET}-{stamp.hexdigest()[:16]}.onnx"
+    return embedded.VAR_DIR / "models" / f"{slug}-opset{OPSET}-{digest.hexdigest()[:16]}.onnx"
 
 
 def onnx_export(name: str, target: Path) -> None:

@@ -5,8 +5,10 @@
   are PyTorch float32's to a cosine of 0.99999 (bench/embeddings.py, tests/memories/test_embedding_local.py), so they
   are stored under the same model key. It needs no special CPU instructions to be fast: on 2 AVX2 cores it embeds
   about 1.5x the texts a second of PyTorch float32, and one question in about a millisecond.
-- **PyTorch through sentence-transformers**: in bfloat16 on a CPU with AVX-512 BF16 or AMX (faster there than
-  float32 anywhere), and in float32 where onnxruntime is missing or the model is not one the export handles.
+- **PyTorch through sentence-transformers**: in bfloat16 where asked, or under "auto" where the CPU multiplies
+  bfloat16 natively and the first start on the machine measured it faster than float32 (measured_runtime: with AMX
+  about 3x, with AVX-512 BF16 alone sometimes half), and in float32 where onnxruntime is missing or the model is not
+  one the export handles.
 
 The export needs PyTorch and transformers once; it is written under LOREKEEPER_VAR_DIR/models, named by the
 model's files and the runtimes' versions, and written to a temporary file then renamed, so processes that export
@@ -15,14 +17,22 @@ at the same time each leave a whole file. Nothing is ever fetched from a hub.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import logging
+import os
+import platform
+import random
+import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
 
-from apps.memories.embedding_export import exportable, model_path, onnx_export, onnx_file
+from apps.common import embedded
+from apps.memories.embedding_export import exportable, model_path, onnx_export, onnx_file, stamp
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +42,8 @@ MAX_TOKENS = 256  # the model's max_seq_length (its sentence_bert_config.json): 
 BATCH = 32
 PADDING = 1.05  # at most this many tokens computed for each real one in an ONNX Runtime batch (_batches)
 RUN_TOKENS = 16  # what one more ONNX Runtime call costs beyond its tokens, in tokens' time (_batches)
+BFLOAT16_GAIN = 1.1  # auto takes bfloat16 where it embeds at least this many times float32's texts a second …
+BFLOAT16_QUESTION = 1.5  # … and answers one question in at most this many times float32's (better_runtime)
 
 
 class LocalModelUnavailable(Exception):
@@ -46,34 +58,41 @@ _load_lock = threading.Lock()
 encode_lock = threading.Lock()
 
 
-def local_bfloat16() -> bool:
-    """Whether the local model computes in bfloat16 (LOREKEEPER_EMBEDDINGS_PRECISION): PyTorch's matrix products
-    in bfloat16 (weights held so, inputs cast by autocast), its normalisations, softmax and pooling in float32. On a
-    CPU with AVX-512 BF16 or AMX that is 3x the texts a second of PyTorch float32, and the vectors are the same to a
-    cosine of 0.9999 (bench/embeddings.py prints both). A CPU without those instructions emulates bfloat16, slower
-    than float32: "auto" then keeps float32."""
+def _precision() -> str:
     precision = settings.LOREKEEPER_EMBEDDINGS_PRECISION
     if precision not in PRECISIONS:
         raise LocalModelUnavailable(f"LOREKEEPER_EMBEDDINGS_PRECISION must be one of {', '.join(PRECISIONS)}.")
-    if precision != "auto":
-        return precision == "bfloat16"
+    return precision
+
+
+def native_bfloat16() -> bool:
+    """Whether the CPU has instructions that multiply bfloat16 (AVX-512 BF16 or AMX), by PyTorch's own probes. A CPU
+    without them emulates bfloat16, slower than float32; one with them is not always faster (measured_runtime)."""
     try:
         import torch
     except ImportError:
         return False
-    native = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's own probes of the CPU
-    return any(getattr(torch.cpu, probe, lambda: False)() for probe in native)
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
 
 
 def local_runtime(name: str) -> str:
-    """The runtime the model runs in, as configured: bfloat16 in PyTorch, else ONNX Runtime where it can."""
-    if local_bfloat16():
+    """The runtime the model runs in (LOREKEEPER_EMBEDDINGS_PRECISION). float32: ONNX Runtime where it can, else
+    PyTorch. bfloat16: PyTorch's matrix products in bfloat16 (weights held so, inputs cast by autocast), its
+    normalisations, softmax and pooling in float32; the vectors are float32's to a cosine of 0.9999. auto: float32,
+    unless the CPU multiplies bfloat16 natively and this machine measured bfloat16 faster (measured_runtime)."""
+    precision = _precision()
+    if precision == "bfloat16":
         return "torch-bfloat16"
     try:
         import onnxruntime  # noqa: F401
+
+        float32 = "onnx" if exportable(model_path(name)) else "torch-float32"
     except ImportError:
-        return "torch-float32"
-    return "onnx" if exportable(model_path(name)) else "torch-float32"
+        float32 = "torch-float32"
+    if precision == "float32" or not native_bfloat16():
+        return float32
+    return measured_runtime(name, float32)
 
 
 def local_model(name: str, runtime: str | None = None):
@@ -206,3 +225,107 @@ class _OnnxModel:
 
     def word_pieces(self, word: str) -> int:
         return len(self.tokenizer.encode(word, add_special_tokens=False).ids)
+
+
+# --- auto: bfloat16 where this machine measured it faster -----------------------------------------------------------
+
+_WORDS = (
+    "Mira lit the lantern at the ford while the ferryman counted silver coins and Caroline asked about the old "
+    "library by the river where her grandmother once kept a ledger of every crossing and the harvest festival"
+).split()
+_SAMPLE = [" ".join(random.Random(seed).choices(_WORDS, k=8 + seed % 40)) + "." for seed in range(64)]
+_QUESTION = "Who relit the lantern at the ford?"
+HALF = "torch-bfloat16"
+_chosen: dict[tuple[str, str], str] = {}  # (name, float32 runtime) → the runtime auto chose, once a process
+_choice_lock = threading.Lock()
+
+
+def _cpu() -> str:
+    """What names this CPU for the remembered choice: its model and instruction sets (a VM moved to other hardware,
+    or shown other instructions, measures again)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    wanted = [line for line in lines if line.split(":")[0].strip() in ("model name", "flags", "Features")]
+    return "\n".join(dict.fromkeys(wanted))
+
+
+def choice_file(name: str) -> Path:
+    """Where auto's measured choice is kept: named by the CPU, the model's files, the runtimes and the threads."""
+    digest = stamp(name, ("torch", "onnxruntime"))
+    digest.update(f"{_cpu()}\nthreads={settings.LOREKEEPER_EMBEDDINGS_THREADS}\n".encode())
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[-60:]
+    return embedded.VAR_DIR / "models" / f"{slug}-runtime-{digest.hexdigest()[:16]}.json"
+
+
+def _measure(name: str, runtime: str) -> dict[str, float]:
+    """The runtime's texts a second over the sample (chat turns of 8–47 words) and one question's milliseconds,
+    each the best of its tries once warmed."""
+    model = local_model(name, runtime)
+    with encode_lock:
+        model.encode(_SAMPLE[:8])
+        batch = min(_timed(model.encode, _SAMPLE) for _ in range(2))
+        question = min(_timed(model.encode, [_QUESTION]) for _ in range(5))
+    return {"texts_per_second": round(len(_SAMPLE) / batch, 1), "question_ms": round(question * 1000, 2)}
+
+
+def _timed(encode, texts: list[str]) -> float:
+    started = time.perf_counter()
+    encode(texts)
+    return time.perf_counter() - started
+
+
+def better_runtime(figures: dict[str, dict[str, float]], float32: str) -> str:
+    """bfloat16 where it embeds at least BFLOAT16_GAIN the texts a second of float32 and answers a question no
+    slower than BFLOAT16_QUESTION times float32's: float32's vectors otherwise, as those stored before."""
+    half, full = figures["torch-bfloat16"], figures[float32]
+    faster = half["texts_per_second"] >= BFLOAT16_GAIN * full["texts_per_second"]
+    return "torch-bfloat16" if faster and half["question_ms"] <= BFLOAT16_QUESTION * full["question_ms"] else float32
+
+
+def measured_runtime(name: str, float32: str) -> str:
+    """auto's runtime on a CPU that multiplies bfloat16 natively. Such a CPU is not always faster in bfloat16: with
+    AMX it embeds about 3x the texts a second of PyTorch float32, with AVX-512 BF16 alone it may embed half of ONNX
+    Runtime's float32 (bench/embeddings.py). So the first process on a machine measures both on a fixed sample,
+    under a file lock (the others wait, then read), and the choice is kept in var/models with the figures."""
+    key = (name, float32)
+    if key in _chosen:
+        return _chosen[key]
+    with _choice_lock:
+        if key in _chosen:
+            return _chosen[key]
+        path = choice_file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            figures, loaded = _remembered(path, float32), set(_models)
+            if figures is None:
+                figures = {runtime: _measure(name, runtime) for runtime in (float32, "torch-bfloat16")}
+                _write(path, figures)
+                log.info("measured the local model %s on this CPU: %s", name, json.dumps(figures))
+        _chosen[key] = better_runtime(figures, float32)
+        with _load_lock:
+            for runtime in (float32, "torch-bfloat16"):
+                if runtime != _chosen[key] and (name, runtime) not in loaded:
+                    _models.pop((name, runtime), None)  # the other one's weights, loaded only to be measured
+        return _chosen[key]
+
+
+def _remembered(path: Path, float32: str) -> dict[str, dict[str, float]] | None:
+    """The kept figures of both runtimes, or None where the file is missing or not whole."""
+    fields = ("texts_per_second", "question_ms")
+    try:
+        kept = json.loads(path.read_text())
+        figures = {runtime: {field: float(kept[runtime][field]) for field in fields} for runtime in (float32, HALF)}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return figures if all(value > 0 for figure in figures.values() for value in figure.values()) else None
+
+
+def _write(path: Path, figures: dict) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+    with os.fdopen(handle, "w") as file:
+        json.dump(figures, file, indent=1)
+    os.chmod(temporary, 0o644)
+    os.replace(temporary, path)

@@ -6,7 +6,7 @@ import numpy
 import pytest
 
 from apps.chats.services.chats import chat_import
-from apps.memories.embedding_local import local_bfloat16
+from apps.memories.embedding_local import local_runtime
 from apps.memories.embeddings import (
     EmbeddingConfig,
     EmbeddingUnavailable,
@@ -72,7 +72,7 @@ def test_the_local_model_in_bfloat16_gives_the_vectors_of_float32_to_a_cosine_of
     settings.LOREKEEPER_EMBEDDINGS_PRECISION = "float32"
     full = _embed_local(config, texts)
     settings.LOREKEEPER_EMBEDDINGS_PRECISION = "bfloat16"
-    assert local_bfloat16()
+    assert local_runtime(config.model) == "torch-bfloat16"
     half = _embed_local(config, texts)
     assert half != full  # the setting took effect: the products were computed in bfloat16
     assert min(_cosine(a, b) for a, b in zip(full, half, strict=True)) > 0.9999
