@@ -17,7 +17,6 @@ at the same time each leave a whole file. Nothing is ever fetched from a hub.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 from django.conf import settings
+from filelock import FileLock
 
 from apps.common import embedded
 from apps.memories.embedding_export import exportable, model_path, onnx_export, onnx_file, stamp
@@ -297,8 +297,7 @@ def measured_runtime(name: str, float32: str) -> str:
             return _chosen[key]
         path = choice_file(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_suffix(".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with FileLock(path.with_suffix(".lock")):
             figures, loaded = _remembered(path, float32), set(_models)
             if figures is None:
                 figures = {runtime: _measure(name, runtime) for runtime in (float32, "torch-bfloat16")}
