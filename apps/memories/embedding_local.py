@@ -279,9 +279,9 @@ def _timed(encode, texts: list[str]) -> float:
 def better_runtime(figures: dict[str, dict[str, float]], float32: str) -> str:
     """bfloat16 where it embeds at least BFLOAT16_GAIN the texts a second of float32 and answers a question no
     slower than BFLOAT16_QUESTION times float32's: float32's vectors otherwise, as those stored before."""
-    half, full = figures["torch-bfloat16"], figures[float32]
+    half, full = figures[HALF], figures[float32]
     faster = half["texts_per_second"] >= BFLOAT16_GAIN * full["texts_per_second"]
-    return "torch-bfloat16" if faster and half["question_ms"] <= BFLOAT16_QUESTION * full["question_ms"] else float32
+    return HALF if faster and half["question_ms"] <= BFLOAT16_QUESTION * full["question_ms"] else float32
 
 
 def measured_runtime(name: str, float32: str) -> str:
@@ -295,20 +295,41 @@ def measured_runtime(name: str, float32: str) -> str:
     with _choice_lock:
         if key in _chosen:
             return _chosen[key]
-        path = choice_file(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(path.with_suffix(".lock")):
-            figures, loaded = _remembered(path, float32), set(_models)
-            if figures is None:
-                figures = {runtime: _measure(name, runtime) for runtime in (float32, "torch-bfloat16")}
-                _write(path, figures)
-                log.info("measured the local model %s on this CPU: %s", name, json.dumps(figures))
-        _chosen[key] = better_runtime(figures, float32)
+        path, loaded = choice_file(name), set(_models)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(path.with_suffix(".lock"))
+            lock.acquire()
+        except OSError as exc:  # var/models not writable: measured for this process only
+            log.warning("the local model's measured precision cannot be kept at %s: %s", path, exc)
+            figures = _measured(name, float32, None)
+        else:
+            try:
+                figures = _remembered(path, float32) or _measured(name, float32, path)
+            finally:
+                lock.release()
+        _chosen[key] = float32 if figures is None else better_runtime(figures, float32)
         with _load_lock:
-            for runtime in (float32, "torch-bfloat16"):
+            for runtime in (float32, HALF):
                 if runtime != _chosen[key] and (name, runtime) not in loaded:
                     _models.pop((name, runtime), None)  # the other one's weights, loaded only to be measured
         return _chosen[key]
+
+
+def _measured(name: str, float32: str, path: Path | None) -> dict[str, dict[str, float]] | None:
+    """Both runtimes measured, and kept at `path`; None where bfloat16 cannot be loaded (float32 then)."""
+    try:
+        figures = {runtime: _measure(name, runtime) for runtime in (float32, HALF)}
+    except LocalModelUnavailable as exc:
+        log.warning("the local model in bfloat16 could not be measured, float32 kept: %s", exc)
+        return None
+    log.info("measured the local model %s on this CPU: %s", name, json.dumps(figures))
+    try:
+        if path is not None:
+            _write(path, figures)
+    except OSError as exc:
+        log.warning("the local model's measured precision cannot be kept at %s: %s", path, exc)
+    return figures
 
 
 def _remembered(path: Path, float32: str) -> dict[str, dict[str, float]] | None:

@@ -138,3 +138,29 @@ def test_processes_starting_together_measure_once(auto, monkeypatch, tmp_path):
         assert child.exitcode == 0
     assert sorted(queue.get(timeout=5) for _ in children) == ["onnx"] * 3
     assert log.read_text().split() == ["onnx", "torch-bfloat16"]
+
+
+def test_where_the_choice_cannot_be_kept_it_is_measured_for_the_process(auto, monkeypatch, tmp_path):
+    blocked = tmp_path / "a file"
+    blocked.write_text("")
+    monkeypatch.setattr(embedding_local, "choice_file", lambda name: blocked / "models" / "choice.json")
+    measured = []
+
+    def measure(name, runtime):
+        measured.append(runtime)
+        return {"texts_per_second": 300.0 if runtime == "torch-bfloat16" else 100.0, "question_ms": 3.0}
+
+    monkeypatch.setattr(embedding_local, "_measure", measure)
+    assert local_runtime(MODEL) == "torch-bfloat16" and measured == ["onnx", "torch-bfloat16"]
+    assert local_runtime(MODEL) == "torch-bfloat16" and len(measured) == 2  # once a process
+
+
+def test_bfloat16_that_cannot_be_loaded_leaves_float32(auto, monkeypatch):
+    def measure(name, runtime):
+        if runtime == "torch-bfloat16":
+            raise embedding_local.LocalModelUnavailable("sentence-transformers is not installed.")
+        return {"texts_per_second": 100.0, "question_ms": 4.0}
+
+    monkeypatch.setattr(embedding_local, "_measure", measure)
+    assert local_runtime(MODEL) == "onnx"
+    assert not auto.exists()  # nothing kept: the next start tries again
