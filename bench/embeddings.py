@@ -123,9 +123,9 @@ def main() -> None:
             f"{cosines[0]:.5f}, median {cosines[len(cosines) // 2]:.5f}); one question {question_ms[runtime]:.1f} ms"
         )
     print(f"the configured runtime on this CPU: {names[local_runtime(config.model)]}, {threads} thread(s)")
-    if settings.LOREKEEPER_EMBEDDINGS_PRECISION == "auto" and native_bfloat16():
-        figures = json.loads(choice_file(config.model).read_text())
-        print(f"  (auto's choice, measured once on this machine: {json.dumps(figures)})")
+    kept = choice_file(config.model)
+    if settings.LOREKEEPER_EMBEDDINGS_PRECISION == "auto" and native_bfloat16() and kept.exists():
+        print(f"  (auto's choice, measured once on this machine: {json.dumps(json.loads(kept.read_text()))})")
     print(f"embed_texts, cold cache: {cold_rate:8.1f} sentences/s (model + cache writes)")
     print(
         f"embed_texts, all cached: {len(cold) / cached_seconds:8.1f} sentences/s "

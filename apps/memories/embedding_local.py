@@ -44,6 +44,8 @@ PADDING = 1.05  # at most this many tokens computed for each real one in an ONNX
 RUN_TOKENS = 16  # what one more ONNX Runtime call costs beyond its tokens, in tokens' time (_batches)
 BFLOAT16_GAIN = 1.1  # auto takes bfloat16 where it embeds at least this many times float32's texts a second …
 BFLOAT16_QUESTION = 1.5  # … and answers one question in at most this many times float32's (better_runtime)
+MEASURED_SO = 2  # the way auto measures (_measure): a new way measures again
+LOCK_SECONDS = 120  # a process waits at most this long for another's measurement, then keeps float32
 
 
 class LocalModelUnavailable(Exception):
@@ -252,22 +254,42 @@ def _cpu() -> str:
 
 
 def choice_file(name: str) -> Path:
-    """Where auto's measured choice is kept: named by the CPU, the model's files, the runtimes and the threads."""
-    digest = stamp(name, ("torch", "onnxruntime"))
-    digest.update(f"{_cpu()}\nthreads={settings.LOREKEEPER_EMBEDDINGS_THREADS}\n".encode())
+    """Where auto's measured figures are kept: named by the CPU (its model, instruction sets and PyTorch's probes),
+    the model's files, the packages that run it, the threads and the way it is measured."""
+    digest = stamp(name, ("torch", "onnxruntime", "transformers", "sentence-transformers"))
+    digest.update(f"{_cpu()}\nnative={native_bfloat16()}\nthreads={settings.LOREKEEPER_EMBEDDINGS_THREADS}\n".encode())
+    digest.update(f"measured={MEASURED_SO}\n".encode())
     slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[-60:]
     return embedded.VAR_DIR / "models" / f"{slug}-runtime-{digest.hexdigest()[:16]}.json"
 
 
-def _measure(name: str, runtime: str) -> dict[str, float]:
-    """The runtime's texts a second over the sample (chat turns of 8–47 words) and one question's milliseconds,
-    each the best of its tries once warmed."""
-    model = local_model(name, runtime)
-    with encode_lock:
-        model.encode(_SAMPLE[:8])
-        batch = min(_timed(model.encode, _SAMPLE) for _ in range(2))
-        question = min(_timed(model.encode, [_QUESTION]) for _ in range(5))
-    return {"texts_per_second": round(len(_SAMPLE) / batch, 1), "question_ms": round(question * 1000, 2)}
+def _measure(name: str, runtimes: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Each runtime's texts a second over the sample (chat turns of 8–47 words) and one question's milliseconds,
+    the best of three tries each, the runtimes taking turns (so that what else the machine does meanwhile, such as
+    other processes starting, falls on both). A runtime that cannot be loaded or fails is left out."""
+    models = {}
+    for runtime in runtimes:
+        try:
+            models[runtime] = local_model(name, runtime)
+            with encode_lock:
+                models[runtime].encode(_SAMPLE[:8])
+        except Exception as exc:  # noqa: BLE001 — that runtime is not an option here
+            log.warning("the local model in %s could not be measured: %s", runtime, exc)
+            models.pop(runtime, None)
+    batch = {runtime: float("inf") for runtime in models}
+    question = dict(batch)
+    for _ in range(3):
+        for runtime, model in models.items():
+            with encode_lock:
+                batch[runtime] = min(batch[runtime], _timed(model.encode, _SAMPLE))
+                question[runtime] = min(question[runtime], *(_timed(model.encode, [_QUESTION]) for _ in range(2)))
+    return {
+        runtime: {
+            "texts_per_second": round(len(_SAMPLE) / batch[runtime], 1),
+            "question_ms": round(question[runtime] * 1e3, 2),
+        }
+        for runtime in models
+    }
 
 
 def _timed(encode, texts: list[str]) -> float:
@@ -278,7 +300,10 @@ def _timed(encode, texts: list[str]) -> float:
 
 def better_runtime(figures: dict[str, dict[str, float]], float32: str) -> str:
     """bfloat16 where it embeds at least BFLOAT16_GAIN the texts a second of float32 and answers a question no
-    slower than BFLOAT16_QUESTION times float32's: float32's vectors otherwise, as those stored before."""
+    slower than BFLOAT16_QUESTION times float32's: float32's vectors otherwise, as those stored before. Where only
+    one of the two could be measured, that one."""
+    if HALF not in figures or float32 not in figures:
+        return HALF if HALF in figures else float32
     half, full = figures[HALF], figures[float32]
     faster = half["texts_per_second"] >= BFLOAT16_GAIN * full["texts_per_second"]
     return HALF if faster and half["question_ms"] <= BFLOAT16_QUESTION * full["question_ms"] else float32
@@ -288,7 +313,9 @@ def measured_runtime(name: str, float32: str) -> str:
     """auto's runtime on a CPU that multiplies bfloat16 natively. Such a CPU is not always faster in bfloat16: with
     AMX it embeds about 3x the texts a second of PyTorch float32, with AVX-512 BF16 alone it may embed half of ONNX
     Runtime's float32 (bench/embeddings.py). So the first process on a machine measures both on a fixed sample,
-    under a file lock (the others wait, then read), and the choice is kept in var/models with the figures."""
+    under a file lock (the others wait, then read), and keeps the figures in var/models; each process applies
+    better_runtime to them. Where nothing is kept and nothing can be (var/models not writable, or the lock not had
+    within LOCK_SECONDS), float32, unmeasured: processes starting together never each measure, nor choose apart."""
     key = (name, float32)
     if key in _chosen:
         return _chosen[key]
@@ -296,40 +323,39 @@ def measured_runtime(name: str, float32: str) -> str:
         if key in _chosen:
             return _chosen[key]
         path, loaded = choice_file(name), set(_models)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(path.with_suffix(".lock"))
-            lock.acquire()
-        except OSError as exc:  # var/models not writable: measured for this process only
-            log.warning("the local model's measured precision cannot be kept at %s: %s", path, exc)
-            figures = _measured(name, float32, None)
-        else:
+        figures = _remembered(path, float32)  # written whole by a rename: read without the lock
+        if figures is None:
             try:
-                figures = _remembered(path, float32) or _measured(name, float32, path)
-            finally:
-                lock.release()
-        _chosen[key] = float32 if figures is None else better_runtime(figures, float32)
-        with _load_lock:
-            for runtime in (float32, HALF):
-                if runtime != _chosen[key] and (name, runtime) not in loaded:
-                    _models.pop((name, runtime), None)  # the other one's weights, loaded only to be measured
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with FileLock(path.with_suffix(".lock"), timeout=LOCK_SECONDS):
+                    figures = _remembered(path, float32) or _measured(name, float32, path)
+            except OSError as exc:  # filelock's Timeout is one too
+                log.warning("the local model's precision was not measured, float32 kept (%s): %s", path, exc)
+        try:
+            _chosen[key] = better_runtime(figures, float32) if figures else float32
+        finally:
+            with _load_lock:
+                for runtime in (float32, HALF):
+                    if runtime != _chosen.get(key) and (name, runtime) not in loaded:
+                        _models.pop((name, runtime), None)  # loaded only to be measured
         return _chosen[key]
 
 
-def _measured(name: str, float32: str, path: Path | None) -> dict[str, dict[str, float]] | None:
-    """Both runtimes measured, and kept at `path`; None where bfloat16 cannot be loaded (float32 then)."""
+def _measured(name: str, float32: str, path: Path) -> dict[str, dict[str, float]] | None:
+    """Both runtimes measured, and kept at `path` when both could be (a runtime that failed is tried again at the
+    next start)."""
     try:
-        figures = {runtime: _measure(name, runtime) for runtime in (float32, HALF)}
-    except LocalModelUnavailable as exc:
-        log.warning("the local model in bfloat16 could not be measured, float32 kept: %s", exc)
+        figures = _measure(name, (float32, HALF))
+    except Exception as exc:  # noqa: BLE001 — a runtime that failed while timed: float32, measured next start
+        log.warning("the local model's precision could not be measured, float32 kept: %s", exc)
         return None
     log.info("measured the local model %s on this CPU: %s", name, json.dumps(figures))
-    try:
-        if path is not None:
+    if len(figures) == 2:
+        try:
             _write(path, figures)
-    except OSError as exc:
-        log.warning("the local model's measured precision cannot be kept at %s: %s", path, exc)
-    return figures
+        except OSError as exc:
+            log.warning("the local model's measured precision cannot be kept at %s: %s", path, exc)
+    return figures or None
 
 
 def _remembered(path: Path, float32: str) -> dict[str, dict[str, float]] | None:
@@ -345,7 +371,11 @@ def _remembered(path: Path, float32: str) -> dict[str, dict[str, float]] | None:
 
 def _write(path: Path, figures: dict) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-    with os.fdopen(handle, "w") as file:
-        json.dump(figures, file, indent=1)
-    os.chmod(temporary, 0o644)
-    os.replace(temporary, path)
+    try:
+        with os.fdopen(handle, "w") as file:
+            json.dump(figures, file, indent=1)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)

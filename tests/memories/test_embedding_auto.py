@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import time
 
+import filelock
 import pytest
 
 from apps.memories import embedding_local
@@ -19,6 +20,29 @@ def _figures(onnx: tuple[float, float], bfloat16: tuple[float, float]) -> dict:
         runtime: {"texts_per_second": rate, "question_ms": question}
         for runtime, (rate, question) in (("onnx", onnx), ("torch-bfloat16", bfloat16))
     }
+
+
+class Fake:
+    """A stand-in for `_measure`: each runtime's figures from `one(runtime)` (raising LocalModelUnavailable leaves
+    it out, as the real one leaves out a runtime that fails), and the runtimes it was asked for, in `calls`."""
+
+    def __init__(self, one=None) -> None:
+        self.one = one or (lambda runtime: {"texts_per_second": 100.0, "question_ms": 4.0})
+        self.calls: list[str] = []
+
+    def __call__(self, name, runtimes):
+        figures = {}
+        for runtime in runtimes:
+            self.calls.append(runtime)
+            try:
+                figures[runtime] = self.one(runtime)
+            except embedding_local.LocalModelUnavailable:
+                pass
+        return figures
+
+
+def _faster_in(winner: str):
+    return lambda runtime: {"texts_per_second": 300.0 if runtime == winner else 100.0, "question_ms": 3.0}
 
 
 @pytest.fixture
@@ -43,13 +67,11 @@ def test_auto_measures_both_runtimes_on_this_machine_once_and_keeps_the_faster(a
     assert (MODEL, loser) not in embedding_local._models  # loaded only to be measured
     assert local_model(MODEL).encode(["Mira: The lantern went out."]).shape == (1, 384)
 
-    def measure(name, runtime):
-        raise AssertionError("measured again")
-
-    # The next process on this machine reads the choice.
-    monkeypatch.setattr(embedding_local, "_measure", measure)
+    # The next process on this machine reads the figures.
+    fake = Fake()
+    monkeypatch.setattr(embedding_local, "_measure", fake)
     monkeypatch.setattr(embedding_local, "_chosen", {})
-    assert local_runtime(MODEL) == runtime
+    assert local_runtime(MODEL) == runtime and fake.calls == []
 
 
 @pytest.mark.parametrize(
@@ -67,31 +89,25 @@ def test_bfloat16_is_chosen_only_well_ahead_in_batches_and_not_far_behind_on_a_q
 
 
 def test_a_kept_choice_is_read_and_a_damaged_one_measured_again(auto, monkeypatch):
-    measured = []
-
-    def measure(name, runtime):
-        measured.append(runtime)
-        return {"texts_per_second": 300.0 if runtime == "torch-bfloat16" else 100.0, "question_ms": 3.0}
-
-    monkeypatch.setattr(embedding_local, "_measure", measure)
+    fake = Fake(_faster_in("torch-bfloat16"))
+    monkeypatch.setattr(embedding_local, "_measure", fake)
     auto.parent.mkdir(parents=True)
     auto.write_text(json.dumps(_figures((100.0, 4.0), (56.0, 12.0))))
-    assert local_runtime(MODEL) == "onnx" and measured == []
+    assert local_runtime(MODEL) == "onnx" and fake.calls == []
 
     for damaged in ("{", json.dumps({"onnx": {"texts_per_second": 100.0}}), json.dumps(_figures((0, 4), (1, 1)))):
         auto.write_text(damaged)
         monkeypatch.setattr(embedding_local, "_chosen", {})
         assert local_runtime(MODEL) == "torch-bfloat16"
-        assert measured[-2:] == ["onnx", "torch-bfloat16"]
+        assert fake.calls[-2:] == ["onnx", "torch-bfloat16"]
         assert json.loads(auto.read_text())["torch-bfloat16"]["texts_per_second"] == 300.0
-    assert len(measured) == 6
+    assert len(fake.calls) == 6
+    assert not list(auto.parent.glob("*.tmp"))
 
 
 def test_only_auto_on_a_cpu_with_native_bfloat16_measures(settings, monkeypatch):
-    def measure(name, runtime):
-        raise AssertionError("measured")
-
-    monkeypatch.setattr(embedding_local, "_measure", measure)
+    fake = Fake()
+    monkeypatch.setattr(embedding_local, "_measure", fake)
     monkeypatch.setattr(embedding_local, "_chosen", {})
     for precision, native, runtime in (("float32", True, "onnx"), ("bfloat16", False, "torch-bfloat16")):
         settings.LOREKEEPER_EMBEDDINGS_PRECISION = precision
@@ -100,15 +116,20 @@ def test_only_auto_on_a_cpu_with_native_bfloat16_measures(settings, monkeypatch)
     settings.LOREKEEPER_EMBEDDINGS_PRECISION = "auto"
     monkeypatch.setattr(embedding_local, "native_bfloat16", lambda: False)
     assert local_runtime(MODEL) == "onnx"
+    assert fake.calls == []
 
 
-def test_the_choice_is_named_by_the_cpu_and_the_threads(settings, monkeypatch):
+def test_the_figures_are_named_by_the_cpu_the_threads_and_the_packages(settings, monkeypatch):
     monkeypatch.setattr(embedding_local, "_cpu", lambda: "model name : Xeon\nflags : avx512f avx512_bf16")
     first = choice_file(MODEL)
     assert choice_file(MODEL) == first and first.suffix == ".json"
     monkeypatch.setattr(embedding_local, "_cpu", lambda: "model name : Xeon\nflags : avx512f avx512_bf16 amx_tile")
     assert choice_file(MODEL) != first  # a VM shown other instructions measures again
     monkeypatch.setattr(embedding_local, "_cpu", lambda: "model name : Xeon\nflags : avx512f avx512_bf16")
+    monkeypatch.setattr(embedding_local, "MEASURED_SO", embedding_local.MEASURED_SO + 1)
+    assert choice_file(MODEL) != first  # measured another way
+    monkeypatch.setattr(embedding_local, "MEASURED_SO", embedding_local.MEASURED_SO - 1)
+    assert choice_file(MODEL) == first
     settings.LOREKEEPER_EMBEDDINGS_THREADS = 2
     assert choice_file(MODEL) != first
 
@@ -121,13 +142,13 @@ def test_processes_starting_together_measure_once(auto, monkeypatch, tmp_path):
     """A web server's workers and a Celery worker start at once: the first measures, the others wait and read."""
     log = tmp_path / "measured"
 
-    def measure(name, runtime):
+    def one(runtime):
         with open(log, "a") as file:
             file.write(f"{runtime}\n")
         time.sleep(0.5)
         return {"texts_per_second": 100.0, "question_ms": 4.0}
 
-    monkeypatch.setattr(embedding_local, "_measure", measure)
+    monkeypatch.setattr(embedding_local, "_measure", Fake(one))
     context = multiprocessing.get_context("fork")  # the children inherit the patched functions and settings
     queue = context.Queue()
     children = [context.Process(target=_choose_in_a_process, args=(queue,)) for _ in range(3)]
@@ -140,27 +161,63 @@ def test_processes_starting_together_measure_once(auto, monkeypatch, tmp_path):
     assert log.read_text().split() == ["onnx", "torch-bfloat16"]
 
 
-def test_where_the_choice_cannot_be_kept_it_is_measured_for_the_process(auto, monkeypatch, tmp_path):
-    blocked = tmp_path / "a file"
-    blocked.write_text("")
-    monkeypatch.setattr(embedding_local, "choice_file", lambda name: blocked / "models" / "choice.json")
-    measured = []
+def _no_lock(error: OSError):
+    def lock(path, timeout):
+        raise error
 
-    def measure(name, runtime):
-        measured.append(runtime)
-        return {"texts_per_second": 300.0 if runtime == "torch-bfloat16" else 100.0, "question_ms": 3.0}
-
-    monkeypatch.setattr(embedding_local, "_measure", measure)
-    assert local_runtime(MODEL) == "torch-bfloat16" and measured == ["onnx", "torch-bfloat16"]
-    assert local_runtime(MODEL) == "torch-bfloat16" and len(measured) == 2  # once a process
+    return lock
 
 
-def test_bfloat16_that_cannot_be_loaded_leaves_float32(auto, monkeypatch):
-    def measure(name, runtime):
+@pytest.mark.parametrize("error", [PermissionError(13, "Permission denied"), filelock.Timeout("choice.lock")])
+def test_where_nothing_is_kept_and_the_lock_cannot_be_had_float32_is_kept_unmeasured(auto, monkeypatch, error):
+    """A read-only image, or another process measuring past LOCK_SECONDS: no process measures on its own (they would
+    all at once, and could choose apart). Figures already kept are read without the lock."""
+    fake = Fake(_faster_in("torch-bfloat16"))
+    monkeypatch.setattr(embedding_local, "_measure", fake)
+    monkeypatch.setattr(embedding_local, "FileLock", _no_lock(error))
+    assert local_runtime(MODEL) == "onnx" and fake.calls == []
+
+    auto.parent.mkdir(parents=True, exist_ok=True)
+    auto.write_text(json.dumps(_figures((100.0, 4.0), (300.0, 3.0))))
+    monkeypatch.setattr(embedding_local, "_chosen", {})
+    assert local_runtime(MODEL) == "torch-bfloat16" and fake.calls == []
+
+
+def test_a_runtime_that_cannot_be_loaded_leaves_the_other(auto, monkeypatch):
+    def no_bfloat16(runtime):
         if runtime == "torch-bfloat16":
             raise embedding_local.LocalModelUnavailable("sentence-transformers is not installed.")
         return {"texts_per_second": 100.0, "question_ms": 4.0}
 
-    monkeypatch.setattr(embedding_local, "_measure", measure)
+    monkeypatch.setattr(embedding_local, "_measure", Fake(no_bfloat16))
     assert local_runtime(MODEL) == "onnx"
     assert not auto.exists()  # nothing kept: the next start tries again
+
+    def no_onnx(runtime):
+        if runtime == "onnx":
+            raise embedding_local.LocalModelUnavailable("the export could not be written")
+        return {"texts_per_second": 100.0, "question_ms": 4.0}
+
+    monkeypatch.setattr(embedding_local, "_measure", Fake(no_onnx))
+    monkeypatch.setattr(embedding_local, "_chosen", {})
+    assert local_runtime(MODEL) == "torch-bfloat16"  # before auto measured, this CPU ran bfloat16: it still can
+    assert not auto.exists()
+
+
+def test_a_runtime_that_fails_while_measured_is_left_out(auto, monkeypatch):
+    """The real measurement, with bfloat16's encode failing (an error of PyTorch's, not a load error)."""
+
+    class Broken:
+        def encode(self, texts):
+            raise RuntimeError("oneDNN: could not create a primitive")
+
+    real = embedding_local.local_model
+    monkeypatch.setattr(embedding_local, "_models", {})
+    monkeypatch.setattr(
+        embedding_local,
+        "local_model",
+        lambda name, runtime=None: Broken() if runtime == "torch-bfloat16" else real(name, runtime),
+    )
+    assert local_runtime(MODEL) == "onnx"
+    assert not auto.exists()
+    assert (MODEL, "onnx") in embedding_local._models
