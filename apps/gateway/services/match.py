@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractUser
 from django.db import transaction
-from django.db.models import Case, Q, Value, When
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.chats.models import Character, Chat, Message
@@ -41,12 +41,11 @@ from apps.chats.services.start import chat_file_title
 from apps.common.exceptions import ApplicationError
 from apps.gateway.services.request import Line, said
 from apps.gateway.services.sync import agreement
+from apps.gateway.services.window import window_places
 
 KEY_PREFIX = "gateway"
 BRANCH = "/"  # a branch's key: its story's, this, and a suffix of its own
 MAX_KEY = 500
-WINDOW_CHECK = 2  # messages that must stand in order for a trimmed history to be found in a chat
-WINDOW_SLACK = 50  # messages deleted in the front end since, that a trimmed history may still be found past
 WINDOW_CHATS = 20  # the chats of the same system prompt searched, the most recently written first
 OPENING_CHECK = 50  # messages from a story's start compared to recognise it after its opening was edited
 DISTINCT_REPLY = 20  # characters of a reply, at least, for it to recognise a story
@@ -122,43 +121,8 @@ def _new_chat(user: AbstractUser, lines: list[Line], client_key: str) -> Chat:
 
 
 def _window_at(chat: Chat, history: list[Line]) -> int:
-    found = _window_in([(chat.pk, chat.message_count)], history)
+    found = window_places([(chat.pk, chat.message_count)], history)
     return found[0][1] if found else 0
-
-
-def _window_in(chats: list[tuple[int, int]], history: list[Line]) -> list[tuple[int, int]]:
-    """(chat id, index) where the request's first messages stand in order past the start of each of the `chats`
-    ((id, message count), the most recently written first) they stand in: the latest such place in each, in the
-    chats' order; none when they stand nowhere. A trimmed history ends at about the chat's end, so only its last
-    `len(history) + WINDOW_SLACK` messages are searched (by the chat and index key: a long chat is not scanned)."""
-    if len(history) < WINDOW_CHECK or not chats:
-        return []
-    head = history[:WINDOW_CHECK]
-    where = Q()
-    for chat_id, count in chats:
-        where |= Q(chat_id=chat_id, index__gte=max(1, count - len(history) - WINDOW_SLACK))
-    rank = Case(*[When(chat_id=chat_id, then=Value(n)) for n, (chat_id, _) in enumerate(chats)])
-    candidates = (  # the most recently written chats' first, before the cap, the latest place in each first
-        Message.objects.filter(where, is_user=head[0].role == "user", is_system=False)
-        .filter(mes__contains=head[0].content.strip()[:200])
-        .order_by(rank, "-index")
-        .values_list("chat_id", "index")[:50]
-    )
-    places: list[tuple[int, int]] = []
-    for chat_id, index in candidates:
-        if places and places[-1][0] == chat_id:
-            continue  # a later place in this chat was found
-        following = list(
-            Message.objects.filter(chat_id=chat_id, index__gte=index, is_system=False)
-            .order_by("index")
-            .values_list("is_user", "mes")[:WINDOW_CHECK]
-        )
-        if len(following) == WINDOW_CHECK and all(
-            is_user == (line.role == "user") and said(mes) == line.said
-            for (is_user, mes), line in zip(following, head, strict=True)
-        ):
-            places.append((chat_id, index))
-    return places
 
 
 @transaction.atomic
@@ -201,7 +165,7 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
     if edited is not None:
         Chat.objects.filter(pk=edited).update(client_key=key)  # its opening as it now reads
         return Found(Chat.objects.get(pk=edited), 0, "edited", _branch_key(key))
-    places = _window_in(same_system, _history(lines))
+    places = window_places(same_system, _history(lines))
     if places:
         # A story and its branches hold the same messages up to where they part: the one agreeing longest from there
         chats, at = Chat.objects.in_bulk([chat_id for chat_id, _ in places]), dict(places)

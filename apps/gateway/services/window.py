@@ -1,0 +1,53 @@
+"""Where a front end's trimmed history stands in a chat (docs/GATEWAY.md, "How chats are matched"): a front end
+that sends only the newest messages, the oldest left out to fit its model's context."""
+
+from __future__ import annotations
+
+from django.db.models import Case, Q, Value, When
+
+from apps.chats.models import Message
+from apps.gateway.services.request import Line, said
+
+WINDOW_CHECK = 2  # messages that must stand in order for a trimmed history to be found in a chat
+WINDOW_SLACK = 50  # messages deleted in the front end since, that a trimmed history may still be found past
+
+
+def window_places(chats: list[tuple[int, int]], history: list[Line], *, after: int = 1) -> list[tuple[int, int]]:
+    """(chat id, index) where the request's first messages stand in order at index `after` or later in each of the
+    `chats` ((id, message count), the most recently written first) they stand in: the latest such place in each, in
+    the chats' order; none when they stand nowhere. A trimmed history ends at about the chat's end, so only its last
+    `len(history) + WINDOW_SLACK` messages are searched (by the chat and index key: a long chat is not scanned)."""
+    if len(history) < WINDOW_CHECK or not chats:
+        return []
+    head = history[:WINDOW_CHECK]
+    where = Q()
+    for chat_id, count in chats:
+        where |= Q(chat_id=chat_id, index__gte=max(after, count - len(history) - WINDOW_SLACK))
+    rank = Case(*[When(chat_id=chat_id, then=Value(n)) for n, (chat_id, _) in enumerate(chats)])
+    candidates = (  # the most recently written chats' first, before the cap, the latest place in each first
+        Message.objects.filter(where, is_user=head[0].role == "user", is_system=False)
+        .filter(mes__contains=head[0].content.strip()[:200])
+        .order_by(rank, "-index")
+        .values_list("chat_id", "index")[:50]
+    )
+    places: list[tuple[int, int]] = []
+    for chat_id, index in candidates:
+        if places and places[-1][0] == chat_id:
+            continue  # a later place in this chat was found
+        if _stand(chat_id, index, head):
+            places.append((chat_id, index))
+    return places
+
+
+def _stand(chat_id: int, index: int, lines: list[Line]) -> bool:
+    """Whether the chat's messages from `index` on (system messages aside) are `lines`: the same speakers saying the
+    same words, whitespace normalised."""
+    following = list(
+        Message.objects.filter(chat_id=chat_id, index__gte=index, is_system=False)
+        .order_by("index")
+        .values_list("is_user", "mes")[: len(lines)]
+    )
+    return len(following) == len(lines) and all(
+        is_user == (line.role == "user") and said(mes) == line.said
+        for (is_user, mes), line in zip(following, lines, strict=True)
+    )
