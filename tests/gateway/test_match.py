@@ -144,7 +144,12 @@ def sent(user, lines: list[Line], header: str = "") -> Chat:
     """One request's history written as the gateway writes it; the chat it went to (the reply not stored)."""
     found = chat_for_request(user=user, lines=lines, header=header)
     return history_sync(
-        chat=found.chat, lines=lines, start=found.start, branch_key=found.branch_key, named=found.how == "header"
+        chat=found.chat,
+        lines=lines,
+        start=found.start,
+        head=found.head,
+        branch_key=found.branch_key,
+        named=found.how == "header",
     ).chat
 
 
@@ -210,3 +215,73 @@ def test_a_reply_stored_with_other_spacing_still_agrees_with_the_history(user):
     chat = sent(user, [Line("user", "hi"), Line("assistant", "Hello,  traveller.\n"), Line("user", "Any ships?")])
     assert agreement(chat=chat, lines=[Line("user", "hi"), Line("assistant", "Hello, traveller."), Line("user", "x")])
     assert agreement(chat=chat, lines=[Line("user", "hi"), Line("assistant", "Hello, traveller.")]) == 2
+
+
+def long_story(user, header: str = "") -> tuple[Chat, list[Line]]:
+    """A story of a greeting and 40 turns, the last a reply, stored as the gateway stores it."""
+    turns = [GREETING, *[Line("user" if n % 2 else "assistant", f"Turn {n} of the long story.") for n in range(1, 41)]]
+    return sent(user, [SYSTEM, *turns], header), turns
+
+
+def answered(chat: Chat, *said: Line) -> None:
+    """The person's turn and its reply stored, as the reply's generation stores them."""
+    chat = Chat.objects.get(pk=chat.pk)
+    rows = [{"name": "x", "is_user": line.role == "user", "mes": line.content} for line in said]
+    chat_append(chat=chat, messages=rows, integrity=chat.integrity)
+
+
+@pytest.mark.parametrize("header", ["", "long"])
+@pytest.mark.parametrize("kept", [1, 2])
+def test_a_front_end_that_keeps_the_greeting_past_its_cut_stays_in_the_story(user, header, kept):
+    """A front end that trims the oldest messages to fit its context but keeps the greeting (and, one that keeps
+    the first two messages, the person's first words): the request's history is those, then the newest messages.
+    It goes on in the story, not in a new chat each turn (guessed) nor cut down to it (named); what it no longer
+    sends is kept."""
+    chat, turns = long_story(user, header)
+    assert texts(chat) == [line.content for line in turns]
+    for cut in (30, 32):  # two turns, the cut moving on
+        person = Line("user", f"Go on from {cut}.")
+        lines = [SYSTEM, *turns[:kept], *turns[cut:], person]
+        found = chat_for_request(user=user, lines=lines, header=header)
+        synced = history_sync(
+            chat=found.chat, lines=lines, start=found.start, head=found.head, branch_key=found.branch_key,
+            named=found.how == "header",
+        )  # fmt: skip
+        assert (synced.chat.pk, synced.mode, synced.message) == (chat.pk, "new", person.content)
+        assert synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+        assert synced.indices == [*range(kept), *range(cut, len(turns)), None]  # the greeting, the newest turns
+        turns += [person, Line("assistant", f"Reply {cut}.")]
+        answered(chat, *turns[-2:])
+        assert texts(chat) == [line.content for line in turns]
+    assert Chat.objects.filter(user=user).count() == 1
+
+
+def test_a_message_deleted_after_the_greeting_in_a_named_chat_is_kept_not_rewritten_over(user):
+    """The same history as a greeting kept past a cut: the messages it leaves out are kept, nothing after them
+    rewritten (before, the whole tail was deleted and written again)."""
+    chat, turns = long_story(user, "long")
+    lines = [SYSTEM, GREETING, *turns[2:], Line("user", "Go on.")]
+    found = chat_for_request(user=user, lines=lines, header="long")
+    synced = history_sync(chat=found.chat, lines=lines, start=found.start, head=found.head, named=True)
+    assert synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+    assert texts(synced.chat) == [line.content for line in turns]
+
+
+def test_a_greeting_kept_past_a_cut_is_not_found_in_another_story_of_the_same_card(user):
+    chat, turns = long_story(user)
+    other = [SYSTEM, Line("assistant", "Another greeting, another story."), *turns[30:], Line("user", "Go on.")]
+    found = chat_for_request(user=user, lines=other)
+    assert found.how == "new" and found.chat.pk != chat.pk
+
+
+@pytest.mark.parametrize("header", ["", "long"])
+def test_a_regenerate_with_the_greeting_kept_past_the_cut_is_a_swipe(user, header):
+    chat, turns = long_story(user, header)
+    lines = [SYSTEM, GREETING, *turns[30:-1]]  # the last reply left out: asked for again
+    found = chat_for_request(user=user, lines=lines, header=header)
+    synced = history_sync(
+        chat=found.chat, lines=lines, start=found.start, head=found.head, branch_key=found.branch_key,
+        named=found.how == "header",
+    )  # fmt: skip
+    assert (synced.chat.pk, synced.mode, synced.written["deleted"]) == (chat.pk, "swipe", 0)
+    assert texts(chat) == [line.content for line in turns] and Chat.objects.filter(user=user).count() == 1

@@ -371,6 +371,20 @@ def test_a_front_end_that_trims_the_oldest_messages_stays_in_the_chat(sdk, conne
     assert said(chat)[:2] == [(False, GREETING), (True, "Any ships?")]  # what the front end left out is kept
 
 
+def test_a_front_end_that_keeps_the_greeting_past_its_cut_stays_in_the_chat(sdk, connection):
+    turns = [person("Any ships?"), reply(STORY), person("The fog?"), reply(AGAIN), person("And tomorrow?")]
+    sdk.chat.completions.create(model="scripted", messages=opening(*turns))
+    turns += [reply(STORY)]
+    for cut, words in ((2, "Good."), (4, "Thanks.")):  # the greeting kept, the oldest turns after it cut
+        turns += [person(words)]
+        sdk.chat.completions.create(model="scripted", messages=opening(*turns[cut:]))
+        turns += [reply(STORY)]
+        sent = [m["content"] for m in sent_to_model(connection) if m["role"] != "system"]
+        assert sent[0] == GREETING and sent[1:] == [m["content"] for m in turns[cut:-1]]
+    chat = only_chat()  # not a new chat each turn
+    assert said(chat) == [(False, GREETING), *[(m["role"] == "user", m["content"]) for m in turns]]
+
+
 def test_a_body_past_the_limit_is_a_413_in_openais_shape(sdk, connection):
     with pytest.raises(openai.APIStatusError) as caught:
         sdk.chat.completions.create(model="scripted", messages=opening(person("word " * (MAX_JSON // 4))))

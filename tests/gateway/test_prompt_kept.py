@@ -11,6 +11,7 @@ from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.gateway.services.complete import completion_prepare
 from apps.generation.models import Generation
+from apps.generation.selectors import prompt_messages
 from apps.memories.services.memories import memory_create
 
 pytestmark = pytest.mark.django_db
@@ -112,3 +113,18 @@ def test_the_prompt_api_gives_every_message_the_model_was_sent(user, character, 
     answer = client.get(f"/api/v1/chats/{chat.pk}/messages/41/prompt")
     assert answer.status_code == 200
     assert answer.json()["prompt"] == full
+
+
+def test_a_greeting_kept_past_a_cut_is_kept_as_a_run_of_its_own(user, connection, chat):
+    """The front end sends the greeting, then only the newest messages: the kept prompt's runs skip what it cut, and
+    read back, they are what the model was sent."""
+    sent = [history(chat)[0], *history(chat)[30:], {"role": "user", "content": "And then?"}]
+    generation = ask(user, chat, sent)
+    assert generation.mode == Generation.Mode.NEW and generation.chat_id == chat.pk
+    kept = Generation.objects.get(pk=generation.pk)
+    assert [m for m in kept.prompt if m["role"] == "chat"] == [
+        {"role": "chat", "from": 0, "to": 0, "messages": 1},
+        {"role": "chat", "from": 30, "to": 41, "messages": 12},
+    ]
+    assert prompt_messages(generation=kept) == generation.prompt  # as the model was sent it
+    assert Message.objects.filter(chat=chat).count() == 42  # the 29 messages it cut are kept

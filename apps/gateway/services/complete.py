@@ -103,7 +103,8 @@ def prompt_kept(
     chat's messages (`{"role": "chat", "from": 12, "to": 4998, "messages": 4987}`, its messages from index 12 to
     4998, system messages aside), not copied again with each reply; the rest (system prompts, the memory added, a
     text that differs from the chat's) as sent. `indices`: the chat's index of each history message (None: not
-    held word for word)."""
+    held word for word). A run holds consecutive messages: one the front end did not send (cut after the greeting it
+    kept, or hidden) ends it."""
     extra = set(added)
     kept: list[dict[str, Any]] = []
     kept_added: list[int] = []
@@ -121,7 +122,7 @@ def prompt_kept(
         if index is None or message["content"] != line.content:
             kept.append(message)
             run = None
-        elif run is not None:
+        elif run is not None and index == run["to"] + 1:
             run["to"] = index
             run["messages"] += 1
         else:
@@ -202,8 +203,9 @@ def completion_prepare(
     found = chat_for_request(user=user, lines=lines, header=chat_header or ("" if named is None else str(named)))
     lap("gateway_match")
     synced = history_sync(
-        chat=found.chat, lines=lines, start=found.start, branch_key=found.branch_key, named=found.how == "header"
-    )
+        chat=found.chat, lines=lines, start=found.start, head=found.head, branch_key=found.branch_key,
+        named=found.how == "header",
+    )  # fmt: skip
     lap("gateway_sync")
     prepared = generation_prepare(
         user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection=connection,

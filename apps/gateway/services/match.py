@@ -13,7 +13,9 @@
    message word for word (two stories of one card part at the person's first message, so their replies differ).
    That chat is the story; the new fingerprint becomes its key.
 4. Else a front end that sends only the newest messages (the oldest trimmed to fit its context) is found where its
-   first two messages stand, in that order, past the start of a chat with the same system prompt.
+   first two messages stand, in that order, past the start of a chat with the same system prompt; or, one that
+   keeps the greeting ahead of them, where the two after the greeting stand in a chat that begins with it
+   (services/window.py).
 5. Else a new chat, named after the character the system prompt names.
 
 An edited first message with nothing after it to recognise the story by (edited, then regenerated at once) starts
@@ -41,7 +43,7 @@ from apps.chats.services.start import chat_file_title
 from apps.common.exceptions import ApplicationError
 from apps.gateway.services.request import Line, said
 from apps.gateway.services.sync import agreement
-from apps.gateway.services.window import window_places
+from apps.gateway.services.window import kept_window, window_places
 
 KEY_PREFIX = "gateway"
 BRANCH = "/"  # a branch's key: its story's, this, and a suffix of its own
@@ -67,6 +69,9 @@ class Found:
     # Found by a guess (fingerprint, edited opening, window): the key of the branch the request goes on in if it
     # would rewrite the chat before its last exchange (services/sync.py)
     branch_key: str = ""
+    # The first `head` messages of the request's history are the chat's first (a greeting a front end keeps ahead of
+    # its cut); the rest starts at `start`
+    head: int = 0
 
 
 def _digest(value) -> str:
@@ -171,6 +176,10 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
         chats, at = Chat.objects.in_bulk([chat_id for chat_id, _ in places]), dict(places)
         chat = _likeliest([chats[chat_id] for chat_id, _ in places], lines, at)
         return Found(chat, at[chat.pk], "window", _branch_key(chat.client_key.split(BRANCH)[0]))
+    kept = kept_window(same_system, _history(lines))
+    if kept is not None:
+        chat = Chat.objects.get(pk=kept[0])
+        return Found(chat, kept[1], "window", _branch_key(chat.client_key.split(BRANCH)[0]), head=kept[2])
     return Found(_new_chat(user, lines, key), 0, "new")
 
 

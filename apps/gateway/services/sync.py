@@ -14,8 +14,10 @@ From where the request's history starts in the chat (services/match.py), message
   message, and a history ending with a reply followed by another instruction than SillyTavern's continue nudge
   asks for something else than the story's next words (a quiet prompt: a summary, `/gen`): answered, never stored
   (generation's impersonate mode).
-Messages SillyTavern hides from the model (`is_system`) are not compared; a request with no history (only system
-messages) changes nothing.
+A history whose first messages (at most HEAD_KEPT: the greeting) are the chat's and whose next ones stand in it
+further on, near its end, is a front end's cut with the greeting kept ahead of it (services/window.py): compared
+from there, the messages between kept. Messages SillyTavern hides from the model (`is_system`) are not compared; a
+request with no history (only system messages) changes nothing.
 
 What a chat holds is never rewritten on a guess:
 - a chat found by a guess (its fingerprint, an edited opening, its position: services/match.py) that the request
@@ -46,6 +48,7 @@ from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
 from apps.chats.services.start import send_date
 from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
 from apps.gateway.services.request import Line, said
+from apps.gateway.services.window import HEAD_KEPT, window_places
 from apps.generation.models import Generation
 
 # Characters of message texts whose MD5 a process keeps (about that many bytes for Latin text, four times as many at
@@ -184,17 +187,21 @@ def _append(chat: Chat, lines: list[dict[str, Any]]) -> Chat:
 
 @transaction.atomic
 def history_sync(
-    *, chat: Chat, lines: list[Line], start: int = 0, branch_key: str = "", named: bool = False
+    *, chat: Chat, lines: list[Line], start: int = 0, head: int = 0, branch_key: str = "", named: bool = False
 ) -> Synced:
     """Write what the request's history changes in the chat (from message `start` on) and answer how the reply is
     asked for: a new reply (to `message`, the person's turn, when it is new), a swipe, or a continuation. Runs in
     the caller's transaction, the chat locked from the comparison on. `branch_key`: the chat was found by a guess,
     and a request that would rewrite it before its last exchange goes on in a branch with that key; `named`: the
-    request named the chat, and a history that does not fit it is not stored (the module's docstring)."""
+    request named the chat, and a history that does not fit it is not stored (the module's docstring). `head`: the
+    history's first messages that are the chat's first, kept by the front end ahead of its cut (its greeting); the
+    rest is compared from `start`."""
     chat = chat_lock(chat=chat)
     history = [line for line in lines if line.role != "system"]
     if not history:  # only a system prompt: nothing of the chat is said, so nothing of it is deleted
         return Synced(chat)
+    kept = _kept(chat, history[:head]) if head else []
+    history = history[head:]
     # What the chat says is compared by its MD5, kept with each message (Message.mes_md5) and read from an index as
     # one string: a long chat's text is not read to find it unchanged, and the history agreeing with it (every turn
     # but the new one) is found by comparing two strings, not message by message. Only a message whose digest
@@ -220,13 +227,21 @@ def history_sync(
     # another (a person's edit of one earlier message is written in place).
     last_exchange = len(stored.indices) - 2
     early = deleted_from < last_exchange or (bool(edited) and edited[0] < last_exchange and len(edited) >= 2)
+    rewrites = deleted_from < last_exchange or bool(edited and edited[0] < last_exchange)
+    if rewrites and not (head or start) and 0 < same <= HEAD_KEPT:
+        # The chat's first messages, then a run of its newest: a front end that keeps the greeting past its cut
+        places = window_places([(chat.pk, chat.message_count)], history[same:], after=stored.indices[same - 1] + 1)
+        if places:
+            return history_sync(
+                chat=chat, lines=lines, start=places[0][1], head=same, branch_key=branch_key, named=named
+            )
     if branch_key and early:
         first = min([*edited[:1], deleted_from])
-        return _branched(chat, lines, start, stored.indices[first - 1] if first else None, branch_key)
+        return _branched(chat, lines, start, head, stored.indices[first - 1] if first else None, branch_key)
     agreeing = cut - len(edited)
     misfit = cut == 0 or agreeing * 2 < cut  # fewer than half the messages compared are the chat's
-    if named and misfit and (deleted_from < last_exchange or (edited and edited[0] < last_exchange)):
-        return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[None] * len(history))
+    if named and misfit and rewrites:
+        return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[*kept, *[None] * len(history)])
     for n in edited:
         operations += _edit(chat, stored.indices[n], history[n].content)
         synced.written["edited"] += 1
@@ -252,10 +267,19 @@ def history_sync(
     elif history[-1].role == "assistant":
         synced.mode = Generation.Mode.CONTINUE
     synced.chat = chat
+    synced.indices = [*kept, *synced.indices]
     return synced
 
 
-def _branched(chat: Chat, lines: list[Line], start: int, last: int | None, key: str) -> Synced:
+def _kept(chat: Chat, head: list[Line]) -> list[int | None]:
+    """The indices of the chat's first messages (system messages aside) that the history's `head` are: None where
+    the text differs (only in its whitespace: the head was found by its words)."""
+    rows = Message.objects.filter(chat=chat, is_system=False).order_by("index").values_list("index", "mes")
+    held = list(rows[: len(head)])
+    return [index if mes == line.content else None for (index, mes), line in zip(held, head, strict=True)]
+
+
+def _branched(chat: Chat, lines: list[Line], start: int, head: int, last: int | None, key: str) -> Synced:
     """The request written into a branch of `chat` holding its messages up to `last` (the last the two agree on), or
     answered and not stored when they agree on none."""
     history = [line for line in lines if line.role != "system"]
@@ -264,4 +288,4 @@ def _branched(chat: Chat, lines: list[Line], start: int, last: int | None, key: 
     branch = chat_branch(chat=chat, index=last)
     Chat.objects.filter(pk=branch.pk).update(client_key=key)
     branch.client_key = key
-    return history_sync(chat=branch, lines=lines, start=start)
+    return history_sync(chat=branch, lines=lines, start=start, head=head)

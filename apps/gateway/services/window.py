@@ -1,5 +1,6 @@
 """Where a front end's trimmed history stands in a chat (docs/GATEWAY.md, "How chats are matched"): a front end
-that sends only the newest messages, the oldest left out to fit its model's context."""
+that sends only the newest messages, the oldest left out to fit its model's context, perhaps with the chat's first
+messages (its greeting) kept ahead of them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from apps.gateway.services.request import Line, said
 
 WINDOW_CHECK = 2  # messages that must stand in order for a trimmed history to be found in a chat
 WINDOW_SLACK = 50  # messages deleted in the front end since, that a trimmed history may still be found past
+HEAD_KEPT = 4  # messages from a chat's start a front end may keep ahead of the newest (its greeting), at most
 
 
 def window_places(chats: list[tuple[int, int]], history: list[Line], *, after: int = 1) -> list[tuple[int, int]]:
@@ -51,3 +53,16 @@ def _stand(chat_id: int, index: int, lines: list[Line]) -> bool:
         is_user == (line.role == "user") and said(mes) == line.said
         for (is_user, mes), line in zip(following, lines, strict=True)
     )
+
+
+def kept_window(chats: list[tuple[int, int]], history: list[Line]) -> tuple[int, int, int] | None:
+    """(chat id, index, head) of a history whose first `head` messages (at most HEAD_KEPT, before the person's
+    first: the greeting) are the chat's first, and whose next ones stand in order at `index`, past them: a front end
+    that keeps the greeting ahead of its cut. Of `chats` ((id, message count), the most recently written first), the
+    first that holds it; None when none does."""
+    first_user = next((n for n, line in enumerate(history) if line.role == "user"), 0)
+    for head in range(1, min(first_user, HEAD_KEPT) + 1):
+        for chat_id, index in window_places(chats, history[head:], after=head + 1):
+            if _stand(chat_id, 0, history[:head]):
+                return chat_id, index, head
+    return None
