@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
+from apps.common.files import write_whole
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("LOREKEEPER_VAR_DIR", BASE_DIR / "var"))
 DATABASE_NAME = os.environ.get("LOREKEEPER_DATABASE_NAME", "lorekeeper")
@@ -269,9 +271,7 @@ class _AtomicDiskList:
         return [v for v in values if isinstance(v, int)] if isinstance(values, list) else []
 
     def put(self, values: list[int]) -> None:
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(values))
-        os.replace(tmp, self.path)
+        write_whole(self.path, json.dumps(values))
 
     def get_and_add(self, value: int) -> list[int]:
         old = self.get()

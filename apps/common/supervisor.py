@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from apps.common.files import write_whole
+
 FIRST_DELAY = 0.5
 MAX_DELAY = 10.0
 # Up this long, a child's next death counts as a new trouble: its back-off starts again from FIRST_DELAY.
@@ -221,6 +223,4 @@ class Supervisor:
         if self.pids_file is None:
             return
         pids = {c.name: c.pid() for c in self.children if c.restart_at is None}
-        tmp = self.pids_file.with_name(f"{self.pids_file.name}.tmp")
-        tmp.write_text(json.dumps(pids))
-        os.replace(tmp, self.pids_file)
+        write_whole(self.pids_file, json.dumps(pids))

@@ -6,12 +6,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
 from apps.common import embedded
+from apps.common.files import written_whole
 
 OPSET = 17
 
@@ -85,23 +84,14 @@ def onnx_export(name: str, target: Path) -> None:
 
     model = Pooled(AutoModel.from_pretrained(model_path(name), local_files_only=True).eval())
     sample = torch.ones((2, 8), dtype=torch.int64)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=target.stem, suffix=".tmp")
-    os.close(handle)
-    try:
-        with torch.no_grad():
-            torch.onnx.export(
-                model,
-                (sample, sample),
-                temporary,
-                input_names=["input_ids", "attention_mask"],
-                output_names=["embedding"],
-                dynamic_axes={"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}},
-                opset_version=OPSET,
-                dynamo=False,  # the TorchScript exporter: no onnxscript needed, and an export made in seconds
-            )
-        os.chmod(temporary, 0o644)  # as any file the process writes, not mkstemp's owner-only
-        os.replace(temporary, target)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    with written_whole(target) as temporary, torch.no_grad():
+        torch.onnx.export(
+            model,
+            (sample, sample),
+            temporary,
+            input_names=["input_ids", "attention_mask"],
+            output_names=["embedding"],
+            dynamic_axes={"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}},
+            opset_version=OPSET,
+            dynamo=False,  # the TorchScript exporter: no onnxscript needed, and an export made in seconds
+        )

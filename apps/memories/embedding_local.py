@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import platform
 import random
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -32,6 +30,7 @@ from django.conf import settings
 from filelock import FileLock
 
 from apps.common import embedded
+from apps.common.files import write_whole
 from apps.memories.embedding_export import exportable, model_path, onnx_export, onnx_file, stamp
 
 log = logging.getLogger(__name__)
@@ -370,12 +369,4 @@ def _remembered(path: Path, float32: str) -> dict[str, dict[str, float]] | None:
 
 
 def _write(path: Path, figures: dict) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as file:
-            json.dump(figures, file, indent=1)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    write_whole(path, json.dumps(figures, indent=1))
