@@ -56,11 +56,16 @@ def stamp(name: str, packages: tuple[str, ...]):
     return digest
 
 
+def kept_file(name: str, suffix: str) -> Path:
+    """A file kept for the model `name` in var/models: its name made safe for a file name, then `suffix`."""
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[-60:]
+    return embedded.VAR_DIR / "models" / f"{slug}-{suffix}"
+
+
 def onnx_file(name: str) -> Path:
     """Where the model's export is kept: named by its weights and the versions that made and read it."""
     digest = stamp(name, ("torch", "transformers", "onnxruntime"))
-    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[-60:]
-    return embedded.VAR_DIR / "models" / f"{slug}-opset{OPSET}-{digest.hexdigest()[:16]}.onnx"
+    return kept_file(name, f"opset{OPSET}-{digest.hexdigest()[:16]}.onnx")
 
 
 def onnx_export(name: str, target: Path) -> None:

@@ -29,9 +29,8 @@ import numpy as np
 from django.conf import settings
 from filelock import FileLock
 
-from apps.common import embedded
 from apps.common.files import write_whole
-from apps.memories.embedding_export import exportable, model_path, onnx_export, onnx_file, stamp
+from apps.memories.embedding_export import exportable, kept_file, model_path, onnx_export, onnx_file, stamp
 
 log = logging.getLogger(__name__)
 
@@ -258,8 +257,7 @@ def choice_file(name: str) -> Path:
     digest = stamp(name, ("torch", "onnxruntime", "transformers", "sentence-transformers"))
     digest.update(f"{_cpu()}\nnative={native_bfloat16()}\nthreads={settings.LOREKEEPER_EMBEDDINGS_THREADS}\n".encode())
     digest.update(f"measured={MEASURED_SO}\n".encode())
-    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[-60:]
-    return embedded.VAR_DIR / "models" / f"{slug}-runtime-{digest.hexdigest()[:16]}.json"
+    return kept_file(name, f"runtime-{digest.hexdigest()[:16]}.json")
 
 
 def _measure(name: str, runtimes: tuple[str, ...]) -> dict[str, dict[str, float]]:
