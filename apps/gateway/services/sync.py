@@ -273,9 +273,11 @@ def history_sync(
 
 def _kept(chat: Chat, head: list[Line]) -> list[int | None]:
     """The indices of the chat's first messages (system messages aside) that the history's `head` are: None where
-    the text differs (only in its whitespace: the head was found by its words)."""
+    the text differs (only in its whitespace: the head was found by its words), or where the chat no longer holds
+    one (deleted since the head was found, before the chat was locked)."""
     rows = Message.objects.filter(chat=chat, is_system=False).order_by("index").values_list("index", "mes")
     held = list(rows[: len(head)])
+    held += [(None, None)] * (len(head) - len(held))
     return [index if mes == line.content else None for (index, mes), line in zip(held, head, strict=True)]
 
 
