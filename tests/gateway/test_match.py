@@ -217,9 +217,17 @@ def test_a_reply_stored_with_other_spacing_still_agrees_with_the_history(user):
     assert agreement(chat=chat, lines=[Line("user", "hi"), Line("assistant", "Hello, traveller.")]) == 2
 
 
+def telling(turns: int) -> list[Line]:
+    """The greeting and `turns` messages after it, the person's and the character's in turn."""
+    return [
+        GREETING,
+        *[Line("user" if n % 2 else "assistant", f"Turn {n} of the long story.") for n in range(1, turns + 1)],
+    ]
+
+
 def long_story(user, header: str = "") -> tuple[Chat, list[Line]]:
     """A story of a greeting and 40 turns, the last a reply, stored as the gateway stores it."""
-    turns = [GREETING, *[Line("user" if n % 2 else "assistant", f"Turn {n} of the long story.") for n in range(1, 41)]]
+    turns = telling(40)
     return sent(user, [SYSTEM, *turns], header), turns
 
 
@@ -285,3 +293,61 @@ def test_a_regenerate_with_the_greeting_kept_past_the_cut_is_a_swipe(user, heade
     )  # fmt: skip
     assert (synced.chat.pk, synced.mode, synced.written["deleted"]) == (chat.pk, "swipe", 0)
     assert texts(chat) == [line.content for line in turns] and Chat.objects.filter(user=user).count() == 1
+
+
+def synced_as_sent(user, lines: list[Line], header: str = ""):
+    found = chat_for_request(user=user, lines=lines, header=header)
+    return history_sync(
+        chat=found.chat, lines=lines, start=found.start, head=found.head, branch_key=found.branch_key,
+        named=found.how == "header",
+    )  # fmt: skip
+
+
+def test_a_kept_greeting_goes_back_to_its_story_not_into_a_branch_written_since(user):
+    """A branch of the story made through the same front end, then the story again: both hold the run after the
+    greeting; the history agrees longest with the story, and the branch's own exchange is not written over."""
+    story_chat, turns = long_story(user)
+    branch = synced_as_sent(user, [SYSTEM, GREETING, *turns[26:37], Line("user", "Branch words.")]).chat
+    assert branch.pk != story_chat.pk
+    answered(branch, Line("user", "Branch words."), Line("assistant", "Branch reply."))
+    synced = synced_as_sent(user, [SYSTEM, GREETING, *turns[30:], Line("user", "Back in the story.")])
+    assert synced.chat.pk == story_chat.pk and synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+    assert texts(branch)[-2:] == ["Branch words.", "Branch reply."] and Chat.objects.count() == 2
+
+
+def repeated_story(user, header: str = "", at: tuple[int, int] = (3, 33)) -> tuple[Chat, list[Line]]:
+    """long_story with one exchange said twice (a person's "Continue." and the same reply), at `at`."""
+    turns = telling(40)
+    for n in at:
+        turns[n], turns[n + 1] = Line("user", "Continue."), Line("assistant", "*She nods.*")
+    return sent(user, [SYSTEM, *turns], header), turns
+
+
+@pytest.mark.parametrize("header", ["", "long"])
+def test_an_exchange_said_twice_does_not_misplace_a_history_after_its_head(user, header):
+    """A message deleted after the first two (kept, as a greeting kept past a cut), the next exchange said again
+    later in the chat: the history is compared from the place it agrees with longest, not the latest (named: it
+    went unstored each turn; guessed: a branch held the story's messages twice)."""
+    chat, turns = repeated_story(user, header)
+    synced = synced_as_sent(user, [SYSTEM, *turns[:2], *turns[3:], Line("user", "Go on.")], header)
+    assert (synced.chat.pk, synced.mode, synced.message) == (chat.pk, "new", "Go on.")
+    assert synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+    assert texts(chat) == [line.content for line in turns] and Chat.objects.count() == 1
+
+
+@pytest.mark.parametrize("kept", [0, 1])
+def test_a_trimmed_history_whose_first_exchange_is_said_again_in_it_is_placed_at_its_start(user, kept):
+    """The run's first exchange said again near its end: the place it agrees with longest is its start (the latest
+    place wrote the run's end over the story's last messages)."""
+    chat, turns = repeated_story(user, at=(31, 37))
+    synced = synced_as_sent(user, [SYSTEM, *turns[:kept], *turns[31:], Line("user", "Go on.")])
+    assert synced.chat.pk == chat.pk and synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+    assert texts(chat) == [line.content for line in turns]
+
+
+def test_a_kept_greeting_whose_run_ends_before_the_story_goes_on_in_a_branch(user):
+    chat, turns = long_story(user)
+    synced = synced_as_sent(user, [SYSTEM, GREETING, *turns[30:36], Line("user", "Another way.")])
+    assert synced.chat.pk != chat.pk and texts(synced.chat) == [line.content for line in turns[:36]]
+    assert synced.indices == [0, *range(30, 36), None]
+    assert texts(chat) == [line.content for line in turns]

@@ -125,9 +125,9 @@ def _new_chat(user: AbstractUser, lines: list[Line], client_key: str) -> Chat:
     )
 
 
-def _window_at(chat: Chat, history: list[Line]) -> int:
-    found = window_places([(chat.pk, chat.message_count)], history)
-    return found[0][1] if found else 0
+def _window_at(chat: Chat, lines: list[Line]) -> int:
+    places = window_places([(chat.pk, chat.message_count)], _history(lines))
+    return _likeliest([(chat, index) for _, index in places], lines)[1] if places else 0
 
 
 @transaction.atomic
@@ -142,12 +142,12 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
         if header.isascii() and header.isdigit():  # "²" is a digit to isdigit, not to int(): a client key
             # Another user's: 404. Its characters are not read: the history's sync locks the chat and reads it again.
             chat = chat_get(user=user, chat_id=int(header), characters=False)
-            return Found(chat, _window_at(chat, _history(lines)) if _moved(chat, lines) else 0, "header")
+            return Found(chat, _window_at(chat, lines) if _moved(chat, lines) else 0, "header")
         client_key_lock(user=user, client_key=header)
         chat = Chat.objects.filter(user=user, client_key=header).first()
         if chat is None:
             return Found(_new_chat(user, lines, header), 0, "new")
-        return Found(chat, _window_at(chat, _history(lines)) if _moved(chat, lines) else 0, "header")
+        return Found(chat, _window_at(chat, lines) if _moved(chat, lines) else 0, "header")
     key = fingerprint(lines)
     client_key_lock(user=user, client_key=key)
     # The story, or the branch of it (services/sync.py) the history agrees with longest, the most recent first
@@ -157,7 +157,7 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
         )[:WINDOW_CHATS]
     )
     if stories:
-        chat = stories[0] if len(stories) == 1 else _likeliest(stories, lines)
+        chat = _likeliest([(story, 0) for story in stories], lines)[0]
         return Found(chat, 0, "fingerprint", _branch_key(key))
     system_key = key.rsplit(":", 1)[0] + ":"
     same_system = (
@@ -170,33 +170,32 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
     if edited is not None:
         Chat.objects.filter(pk=edited).update(client_key=key)  # its opening as it now reads
         return Found(Chat.objects.get(pk=edited), 0, "edited", _branch_key(key))
-    places = window_places(same_system, _history(lines))
+    # A story and its branches hold the same messages up to where they part, and an exchange may be said twice in
+    # one: the chat and place the history agrees with longest from there
+    head, places = 0, window_places(same_system, _history(lines))
+    if not places:
+        head, places = kept_window(same_system, _history(lines))
     if places:
-        # A story and its branches hold the same messages up to where they part: the one agreeing longest from there
-        chats, at = Chat.objects.in_bulk([chat_id for chat_id, _ in places]), dict(places)
-        chat = _likeliest([chats[chat_id] for chat_id, _ in places], lines, at)
-        return Found(chat, at[chat.pk], "window", _branch_key(chat.client_key.split(BRANCH)[0]))
-    kept = kept_window(same_system, _history(lines))
-    if kept is not None:
-        chat = Chat.objects.get(pk=kept[0])
-        return Found(chat, kept[1], "window", _branch_key(chat.client_key.split(BRANCH)[0]), head=kept[2])
+        chats = Chat.objects.in_bulk([chat_id for chat_id, _ in places])
+        chat, start = _likeliest([(chats[chat_id], index) for chat_id, index in places], _history(lines)[head:])
+        return Found(chat, start, "window", _branch_key(chat.client_key.split(BRANCH)[0]), head=head)
     return Found(_new_chat(user, lines, key), 0, "new")
 
 
-def _likeliest(chats: list[Chat], lines: list[Line], starts: dict[int, int] | None = None) -> Chat:
-    """Of a story and its branches (the most recently written first; the history compared from `starts[chat.pk]`
-    on, else their start), the one the history agrees with longest; of those that agree as long, the one whose
-    length is nearest the history's (a regenerate of the first reply goes on in the branch of two messages, not in
-    the story of fifty), then the most recent."""
-    if len(chats) == 1:
-        return chats[0]
+def _likeliest(places: list[tuple[Chat, int]], lines: list[Line]) -> tuple[Chat, int]:
+    """Of a story and its branches, or the places a trimmed history stands in them ((chat, the index the history is
+    compared from), the most recently written first, the latest place first in each), the one the history agrees
+    with longest; of those that agree as long, the one whose length is nearest the history's (a regenerate of the
+    first reply goes on in the branch of two messages, not in the story of fifty), then the first."""
+    if len(places) == 1:
+        return places[0]
     length = sum(line.role != "system" for line in lines)
 
-    def likeness(chat: Chat) -> tuple[int, int]:
-        start = (starts or {}).get(chat.pk, 0)
+    def likeness(place: tuple[Chat, int]) -> tuple[int, int]:
+        chat, start = place
         return agreement(chat=chat, lines=lines, start=start), -abs(chat.message_count - start - length)
 
-    return max(chats, key=likeness)
+    return max(places, key=likeness)
 
 
 def _branch_key(key: str) -> str:

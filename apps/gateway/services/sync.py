@@ -230,11 +230,9 @@ def history_sync(
     rewrites = deleted_from < last_exchange or bool(edited and edited[0] < last_exchange)
     if rewrites and not (head or start) and 0 < same <= HEAD_KEPT:
         # The chat's first messages, then a run of its newest: a front end that keeps the greeting past its cut
-        places = window_places([(chat.pk, chat.message_count)], history[same:], after=stored.indices[same - 1] + 1)
-        if places:
-            return history_sync(
-                chat=chat, lines=lines, start=places[0][1], head=same, branch_key=branch_key, named=named
-            )
+        at = _kept_at(chat, history[same:], after=stored.indices[same - 1] + 1)
+        if at is not None:
+            return history_sync(chat=chat, lines=lines, start=at, head=same, branch_key=branch_key, named=named)
     if branch_key and early:
         first = min([*edited[:1], deleted_from])
         return _branched(chat, lines, start, head, stored.indices[first - 1] if first else None, branch_key)
@@ -269,6 +267,18 @@ def history_sync(
     synced.chat = chat
     synced.indices = [*kept, *synced.indices]
     return synced
+
+
+def _kept_at(chat: Chat, rest: list[Line], *, after: int) -> int | None:
+    """Where in the chat, from index `after` on, the history after its kept head stands (window_places): of the
+    places its first messages stand, the one the rest agrees with longest, then the one it ends nearest the chat's
+    end at; None when they stand nowhere."""
+    places = [index for _, index in window_places([(chat.pk, chat.message_count)], rest, after=after)]
+    if len(places) <= 1:
+        return places[0] if places else None
+    return max(
+        places, key=lambda at: (agreement(chat=chat, lines=rest, start=at), -abs(chat.message_count - at - len(rest)))
+    )
 
 
 def _kept(chat: Chat, head: list[Line]) -> list[int | None]:

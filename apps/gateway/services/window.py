@@ -15,10 +15,12 @@ HEAD_KEPT = 4  # messages from a chat's start a front end may keep ahead of the 
 
 
 def window_places(chats: list[tuple[int, int]], history: list[Line], *, after: int = 1) -> list[tuple[int, int]]:
-    """(chat id, index) where the request's first messages stand in order at index `after` or later in each of the
-    `chats` ((id, message count), the most recently written first) they stand in: the latest such place in each, in
-    the chats' order; none when they stand nowhere. A trimmed history ends at about the chat's end, so only its last
-    `len(history) + WINDOW_SLACK` messages are searched (by the chat and index key: a long chat is not scanned)."""
+    """(chat id, index) where the request's first messages stand in order at index `after` or later in the `chats`
+    ((id, message count), the most recently written first): every such place, in the chats' order and the latest
+    first in each; none when they stand nowhere. Two messages may stand in several places (an exchange said twice):
+    the caller chooses the place the history agrees with longest. A trimmed history ends at about the chat's end, so
+    only its last `len(history) + WINDOW_SLACK` messages are searched (by the chat and index key: a long chat is
+    not scanned)."""
     if len(history) < WINDOW_CHECK or not chats:
         return []
     head = history[:WINDOW_CHECK]
@@ -32,13 +34,7 @@ def window_places(chats: list[tuple[int, int]], history: list[Line], *, after: i
         .order_by(rank, "-index")
         .values_list("chat_id", "index")[:50]
     )
-    places: list[tuple[int, int]] = []
-    for chat_id, index in candidates:
-        if places and places[-1][0] == chat_id:
-            continue  # a later place in this chat was found
-        if _stand(chat_id, index, head):
-            places.append((chat_id, index))
-    return places
+    return [(chat_id, index) for chat_id, index in candidates if _stand(chat_id, index, head)]
 
 
 def _stand(chat_id: int, index: int, lines: list[Line]) -> bool:
@@ -55,14 +51,16 @@ def _stand(chat_id: int, index: int, lines: list[Line]) -> bool:
     )
 
 
-def kept_window(chats: list[tuple[int, int]], history: list[Line]) -> tuple[int, int, int] | None:
-    """(chat id, index, head) of a history whose first `head` messages (at most HEAD_KEPT, before the person's
-    first: the greeting) are the chat's first, and whose next ones stand in order at `index`, past them: a front end
-    that keeps the greeting ahead of its cut. Of `chats` ((id, message count), the most recently written first), the
-    first that holds it; None when none does."""
+def kept_window(chats: list[tuple[int, int]], history: list[Line]) -> tuple[int, list[tuple[int, int]]]:
+    """(head, places) of a history whose first `head` messages (at most HEAD_KEPT, before the person's first: the
+    greeting) are a chat's first, and whose next ones stand in order past them: a front end that keeps the greeting
+    ahead of its cut. `places` are window_places' of those next ones in the `chats` ((id, message count), the most
+    recently written first) that begin with the head; (0, []) when none does."""
     first_user = next((n for n, line in enumerate(history) if line.role == "user"), 0)
     for head in range(1, min(first_user, HEAD_KEPT) + 1):
-        for chat_id, index in window_places(chats, history[head:], after=head + 1):
-            if _stand(chat_id, 0, history[:head]):
-                return chat_id, index, head
-    return None
+        places = window_places(chats, history[head:], after=head + 1)
+        begun = {chat_id: _stand(chat_id, 0, history[:head]) for chat_id in dict(places)}
+        places = [(chat_id, index) for chat_id, index in places if begun[chat_id]]
+        if places:
+            return head, places
+    return 0, []
