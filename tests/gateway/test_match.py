@@ -3,6 +3,8 @@ their first one, word for word) stays in its chat; another story of the same car
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -313,6 +315,33 @@ def test_a_kept_greeting_goes_back_to_its_story_not_into_a_branch_written_since(
     synced = synced_as_sent(user, [SYSTEM, GREETING, *turns[30:], Line("user", "Back in the story.")])
     assert synced.chat.pk == story_chat.pk and synced.written == {"appended": 0, "edited": 0, "deleted": 0}
     assert texts(branch)[-2:] == ["Branch words.", "Branch reply."] and Chat.objects.count() == 2
+
+
+@pytest.mark.parametrize(("header", "kept"), [("long", 1), ("", 2)])
+def test_a_kept_greeting_stored_with_other_spacing_is_still_the_chats(user, header, kept):
+    """The head is found by its words, as a message is compared: a greeting stored with other spacing deleted
+    nothing after it (named), or began a branch (guessed: the first two kept)."""
+    chat, turns = long_story(user, header)
+    spaced = "The  lantern is lit.\n"
+    Message.objects.filter(chat=chat, index=0).update(mes=spaced, mes_md5=hashlib.md5(spaced.encode()).hexdigest())
+    before = texts(chat)
+    synced = synced_as_sent(user, [SYSTEM, *turns[:kept], *turns[30:], Line("user", "Go on.")], header)
+    assert synced.chat.pk == chat.pk and synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+    assert synced.indices[:kept] == [None, 1][:kept]  # the greeting not held word for word: kept as sent
+    assert texts(chat) == before and Chat.objects.count() == 1
+
+
+def test_a_named_chat_with_a_kept_greeting_is_compared_in_a_few_queries_each_turn(user):
+    """The head is looked for before the differing messages are read one by one: a run of 100 messages after the
+    greeting was read a query each, every turn."""
+    turns = telling(400)
+    chat = sent(user, [SYSTEM, *turns], "long")
+    lines = [SYSTEM, GREETING, *turns[301:], Line("user", "Go on.")]
+    found = chat_for_request(user=user, lines=lines, header="long")
+    with CaptureQueriesContext(connection) as queries:
+        synced = history_sync(chat=found.chat, lines=lines, start=found.start, head=found.head, named=True)
+    assert synced.chat.pk == chat.pk and synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+    assert len(queries.captured_queries) < 20
 
 
 def repeated_story(user, header: str = "", at: tuple[int, int] = (3, 33)) -> tuple[Chat, list[Line]]:

@@ -210,6 +210,16 @@ def history_sync(
     synced = Synced(chat, indices=[None] * len(history))
     operations: list[dict[str, Any]] = []
     cut, digests, same = _compared(history, stored)  # from the first speaker that differs the request replaces
+    last_exchange = len(stored.indices) - 2
+    if not (head or start) and same <= HEAD_KEPT and same < last_exchange and (same < cut or cut < len(history)):
+        # The chat's first messages, then a run of its newest: a front end that keeps the greeting past its cut.
+        # Looked for before the messages that differ are read one by one (every message of the run would be).
+        agree = _worded(chat, history, stored, digests, same, min(cut, HEAD_KEPT + 1))
+        at = None
+        if 0 < agree <= HEAD_KEPT and agree < last_exchange:
+            at = _kept_at(chat, history[agree:], after=stored.indices[agree - 1] + 1)
+        if at is not None:
+            return history_sync(chat=chat, lines=lines, start=at, head=agree, branch_key=branch_key, named=named)
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
     for n in range(same, cut):
@@ -225,14 +235,8 @@ def history_sync(
     deleted_from = cut if not regenerate and cut < len(stored.indices) else len(stored.indices)
     # Rewritten before the chat's last exchange: messages deleted there, or a message edited there along with
     # another (a person's edit of one earlier message is written in place).
-    last_exchange = len(stored.indices) - 2
     early = deleted_from < last_exchange or (bool(edited) and edited[0] < last_exchange and len(edited) >= 2)
     rewrites = deleted_from < last_exchange or bool(edited and edited[0] < last_exchange)
-    if rewrites and not (head or start) and 0 < same <= HEAD_KEPT:
-        # The chat's first messages, then a run of its newest: a front end that keeps the greeting past its cut
-        at = _kept_at(chat, history[same:], after=stored.indices[same - 1] + 1)
-        if at is not None:
-            return history_sync(chat=chat, lines=lines, start=at, head=same, branch_key=branch_key, named=named)
     if branch_key and early:
         first = min([*edited[:1], deleted_from])
         return _branched(chat, lines, start, head, stored.indices[first - 1] if first else None, branch_key)
@@ -267,6 +271,18 @@ def history_sync(
     synced.chat = chat
     synced.indices = [*kept, *synced.indices]
     return synced
+
+
+def _worded(chat: Chat, history: list[Line], stored: HistoryDigests, digests: str, same: int, limit: int) -> int:
+    """How many of the history's first messages say what the chat's first say, `same` known to (by digest), at most
+    `limit`: past `same`, the same words spaced otherwise agree too."""
+    agree = same
+    while agree < limit and (
+        digests[32 * agree : 32 * agree + 32] == stored.md5[32 * agree : 32 * agree + 32]
+        or not _changed(chat, stored.indices[agree], history[agree])
+    ):
+        agree += 1
+    return agree
 
 
 def _kept_at(chat: Chat, rest: list[Line], *, after: int) -> int | None:
