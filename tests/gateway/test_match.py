@@ -380,3 +380,41 @@ def test_a_kept_greeting_whose_run_ends_before_the_story_goes_on_in_a_branch(use
     assert synced.chat.pk != chat.pk and texts(synced.chat) == [line.content for line in turns[:36]]
     assert synced.indices == [0, *range(30, 36), None]
     assert texts(chat) == [line.content for line in turns]
+
+
+def sayings(turns: int, every: int = 4) -> list[Line]:
+    """telling's story with the exchange "Continue." / "*She nods.*" said every `every` messages."""
+    told = telling(turns)
+    for n in range(1, turns - 1, every):
+        told[n], told[n + 1] = Line("user", "Continue."), Line("assistant", "*She nods.*")
+    return told
+
+
+@pytest.mark.parametrize("header", ["", "long"])
+@pytest.mark.parametrize("kept", [0, 1, 2])
+def test_a_run_whose_first_exchange_is_said_a_hundred_times_is_placed_in_a_few_queries(user, header, kept):
+    """More places than the 50 read hold the run's first exchange: those nearest where the run would start are
+    read first (the latest first wrote 100 messages over and 100 again, named), a few of them compared, and their
+    next messages read in one query (a query each, and a comparison each, cost over 120 queries a turn)."""
+    turns = sayings(600)
+    chat = sent(user, [SYSTEM, *turns], header)
+    lines = [SYSTEM, *turns[:kept], *turns[301:], Line("user", "Go on.")]  # a run of 300 messages
+    with CaptureQueriesContext(connection) as queries:
+        synced = synced_as_sent(user, lines, header)
+    assert synced.chat.pk == chat.pk and synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+    assert texts(chat) == [line.content for line in turns] and Chat.objects.count() == 1
+    assert len(queries.captured_queries) < 30
+
+
+@pytest.mark.parametrize("header", ["", "long"])
+def test_a_run_beginning_with_a_common_message_is_found_past_its_other_sayings(user, header):
+    """The person's "..." stands in more than 50 places (and in more as part of other messages) after where the
+    run begins: it went unstored each turn (named) or began a new chat (guessed)."""
+    turns = telling(400)
+    for n in range(1, 400, 2):
+        turns[n] = Line("user", "..." if n % 3 else f"Well... {n}")
+    start = 251 if turns[251].content == "..." else 253
+    chat = sent(user, [SYSTEM, *turns], header)
+    synced = synced_as_sent(user, [SYSTEM, *turns[start:], Line("user", "Go on.")], header)
+    assert (synced.chat.pk, synced.mode, synced.message) == (chat.pk, "new", "Go on.")
+    assert synced.written == {"appended": 0, "edited": 0, "deleted": 0} and Chat.objects.count() == 1

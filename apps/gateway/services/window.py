@@ -4,23 +4,26 @@ messages (its greeting) kept ahead of them."""
 
 from __future__ import annotations
 
-from django.db.models import Case, Q, Value, When
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.functions import Abs
 
 from apps.chats.models import Message
 from apps.gateway.services.request import Line, said
 
 WINDOW_CHECK = 2  # messages that must stand in order for a trimmed history to be found in a chat
 WINDOW_SLACK = 50  # messages deleted in the front end since, that a trimmed history may still be found past
+WINDOW_CANDIDATES = 50  # messages read as where a trimmed history may start, the nearest its expected start first
+WINDOW_PLACES = 5  # places a trimmed history's first messages stand in, at most, compared in each chat
 HEAD_KEPT = 4  # messages from a chat's start a front end may keep ahead of the newest (its greeting), at most
 
 
 def window_places(chats: list[tuple[int, int]], history: list[Line], *, after: int = 1) -> list[tuple[int, int]]:
     """(chat id, index) where the request's first messages stand in order at index `after` or later in the `chats`
-    ((id, message count), the most recently written first): every such place, in the chats' order and the latest
-    first in each; none when they stand nowhere. Two messages may stand in several places (an exchange said twice):
-    the caller chooses the place the history agrees with longest. A trimmed history ends at about the chat's end, so
-    only its last `len(history) + WINDOW_SLACK` messages are searched (by the chat and index key: a long chat is
-    not scanned)."""
+    ((id, message count), the most recently written first): at most WINDOW_PLACES in each, in the chats' order and
+    in each the nearest first to where a history of this length that ends at the chat's end would start; none when
+    they stand nowhere. Two messages may stand in several places (an exchange said twice): the caller chooses the
+    place the history agrees with longest. A trimmed history ends at about the chat's end, so only its last
+    `len(history) + WINDOW_SLACK` messages are searched (by the chat and index key: a long chat is not scanned)."""
     if len(history) < WINDOW_CHECK or not chats:
         return []
     head = history[:WINDOW_CHECK]
@@ -28,13 +31,50 @@ def window_places(chats: list[tuple[int, int]], history: list[Line], *, after: i
     for chat_id, count in chats:
         where |= Q(chat_id=chat_id, index__gte=max(after, count - len(history) - WINDOW_SLACK))
     rank = Case(*[When(chat_id=chat_id, then=Value(n)) for n, (chat_id, _) in enumerate(chats)])
-    candidates = (  # the most recently written chats' first, before the cap, the latest place in each first
+    expected = Case(*[When(chat_id=chat_id, then=Value(count - len(history))) for chat_id, count in chats])
+    rows = (  # the most recently written chats' first, before the cap, in each the nearest the expected start first
         Message.objects.filter(where, is_user=head[0].role == "user", is_system=False)
         .filter(mes__contains=head[0].content.strip()[:200])
-        .order_by(rank, "-index")
-        .values_list("chat_id", "index")[:50]
+        .order_by(rank, Abs(F("index") - expected), "-index")
+        .values_list("chat_id", "index", "mes")[:WINDOW_CANDIDATES]
     )
-    return [(chat_id, index) for chat_id, index in candidates if _stand(chat_id, index, head)]
+    candidates = [(chat_id, index) for chat_id, index, mes in rows if said(mes) == head[0].said]
+    places: list[tuple[int, int]] = []
+    for chat_id, index in _followed(candidates, head[1:]):
+        if sum(place[0] == chat_id for place in places) < WINDOW_PLACES:
+            places.append((chat_id, index))
+    return places
+
+
+def _followed(candidates: list[tuple[int, int]], rest: list[Line]) -> list[tuple[int, int]]:
+    """The candidates (chat id, index) whose next messages (system messages aside) are `rest`: those next few read
+    in one query, and a candidate followed by more hidden messages than that read alone (_stand)."""
+    if not candidates:
+        return []
+    reach = len(rest) + 2
+    where = Q()
+    for chat_id, index in candidates:
+        where |= Q(chat_id=chat_id, index__gt=index, index__lte=index + reach)
+    near: dict[tuple[int, int], tuple[bool, bool, str]] = {
+        (chat_id, index): (is_user, is_system, mes)
+        for chat_id, index, is_user, is_system, mes in Message.objects.filter(where).values_list(
+            "chat_id", "index", "is_user", "is_system", "mes"
+        )
+    }
+    kept = []
+    for chat_id, index in candidates:
+        shown = [near[chat_id, n] for n in range(index + 1, index + reach + 1) if (chat_id, n) in near]
+        shown = [(is_user, mes) for is_user, is_system, mes in shown if not is_system][: len(rest)]
+        if len(shown) < len(rest):  # hidden messages, a gap, or the chat's end: read as it stands
+            stands = _stand(chat_id, index + 1, rest)
+        else:
+            stands = all(
+                is_user == (line.role == "user") and said(mes) == line.said
+                for (is_user, mes), line in zip(shown, rest, strict=True)
+            )
+        if stands:
+            kept.append((chat_id, index))
+    return kept
 
 
 def _stand(chat_id: int, index: int, lines: list[Line]) -> bool:
