@@ -418,3 +418,16 @@ def test_a_run_beginning_with_a_common_message_is_found_past_its_other_sayings(u
     synced = synced_as_sent(user, [SYSTEM, *turns[start:], Line("user", "Go on.")], header)
     assert (synced.chat.pk, synced.mode, synced.message) == (chat.pk, "new", "Go on.")
     assert synced.written == {"appended": 0, "edited": 0, "deleted": 0} and Chat.objects.count() == 1
+
+
+def test_a_story_with_its_first_two_messages_kept_goes_back_to_it_not_into_its_branch(user):
+    """The front end keeps the greeting and the person's first words: the story and its branch both agree that far
+    (the fingerprint's); the rest is placed in each, and agrees longest with the story."""
+    story_chat, turns = long_story(user)
+    branch = synced_as_sent(user, [SYSTEM, *turns[:2], *turns[26:37], Line("user", "Branch words.")]).chat
+    assert branch.pk != story_chat.pk
+    answered(branch, Line("user", "Branch words."), Line("assistant", "Branch reply."))
+    synced = synced_as_sent(user, [SYSTEM, *turns[:2], *turns[30:], Line("user", "Back in the story.")])
+    assert synced.chat.pk == story_chat.pk and synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+    assert synced.indices == [0, 1, *range(30, 41), None]
+    assert texts(branch)[-2:] == ["Branch words.", "Branch reply."] and texts(story_chat) == [t.content for t in turns]

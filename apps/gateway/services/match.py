@@ -42,8 +42,8 @@ from apps.chats.services.chats import chat_create, client_key_lock
 from apps.chats.services.start import chat_file_title
 from apps.common.exceptions import ApplicationError
 from apps.gateway.services.request import Line, said
-from apps.gateway.services.sync import agreement
-from apps.gateway.services.window import kept_window, window_places
+from apps.gateway.services.sync import agreement, kept_at
+from apps.gateway.services.window import HEAD_KEPT, kept_window, window_places
 
 KEY_PREFIX = "gateway"
 BRANCH = "/"  # a branch's key: its story's, this, and a suffix of its own
@@ -157,8 +157,8 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
         )[:WINDOW_CHATS]
     )
     if stories:
-        chat = _likeliest([(story, 0) for story in stories], lines)[0]
-        return Found(chat, 0, "fingerprint", _branch_key(key))
+        chat, start, head = _story(stories, lines)
+        return Found(chat, start, "fingerprint", _branch_key(key), head=head)
     system_key = key.rsplit(":", 1)[0] + ":"
     same_system = (
         Chat.objects.filter(user=user, client_key__startswith=system_key)
@@ -196,6 +196,27 @@ def _likeliest(places: list[tuple[Chat, int]], lines: list[Line]) -> tuple[Chat,
         return agreement(chat=chat, lines=lines, start=start), -abs(chat.message_count - start - length)
 
     return max(places, key=likeness)
+
+
+def _story(stories: list[Chat], lines: list[Line]) -> tuple[Chat, int, int]:
+    """Of a story and its branches (the most recently written first), the one the history is, where it is compared
+    from, and the head it keeps (Found): the history agreeing with them all only as far as a front end's kept
+    opening (the greeting and the first words), the one whose messages then stand where the rest agrees longest; a
+    story with no branch, the story (history_sync looks for its kept head itself)."""
+    if len(stories) == 1:
+        return stories[0], 0, 0
+    history = _history(lines)
+    agrees = [agreement(chat=story, lines=history) for story in stories]
+    head = max(agrees)
+    if not 0 < head <= HEAD_KEPT or head >= len(history) - 1:
+        return _likeliest([(story, 0) for story in stories], lines)[0], 0, 0
+    rest = history[head:]
+    places = [(story, kept_at(story, rest, after=head)) for story in stories]
+    places = [(story, at) for story, at in places if at is not None]
+    if not places:
+        return _likeliest([(story, 0) for story in stories], lines)[0], 0, 0
+    chat, start = _likeliest(places, rest)
+    return chat, start, head
 
 
 def _branch_key(key: str) -> str:

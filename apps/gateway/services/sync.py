@@ -217,7 +217,7 @@ def history_sync(
         agree = _worded(chat, history, stored, digests, same, min(cut, HEAD_KEPT + 1))
         at = None
         if 0 < agree <= HEAD_KEPT and agree < last_exchange:
-            at = _kept_at(chat, history[agree:], after=stored.indices[agree - 1] + 1)
+            at = kept_at(chat, history[agree:], after=stored.indices[agree - 1] + 1)
         if at is not None:
             return history_sync(chat=chat, lines=lines, start=at, head=agree, branch_key=branch_key, named=named)
     synced.indices[:same] = stored.indices[:same]
@@ -285,7 +285,7 @@ def _worded(chat: Chat, history: list[Line], stored: HistoryDigests, digests: st
     return agree
 
 
-def _kept_at(chat: Chat, rest: list[Line], *, after: int) -> int | None:
+def kept_at(chat: Chat, rest: list[Line], *, after: int) -> int | None:
     """Where in the chat, from index `after` on, the history after its kept head stands (window_places): of the
     places its first messages stand, the one the rest agrees with longest, then the one it ends nearest the chat's
     end at; None when they stand nowhere."""
