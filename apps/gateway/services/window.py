@@ -68,10 +68,7 @@ def _followed(candidates: list[tuple[int, int]], rest: list[Line]) -> list[tuple
         if len(shown) < len(rest):  # hidden messages, a gap, or the chat's end: read as it stands
             stands = _stand(chat_id, index + 1, rest)
         else:
-            stands = all(
-                is_user == (line.role == "user") and said(mes) == line.said
-                for (is_user, mes), line in zip(shown, rest, strict=True)
-            )
+            stands = _says(shown, rest)
         if stands:
             kept.append((chat_id, index))
     return kept
@@ -85,9 +82,15 @@ def _stand(chat_id: int, index: int, lines: list[Line]) -> bool:
         .order_by("index")
         .values_list("is_user", "mes")[: len(lines)]
     )
-    return len(following) == len(lines) and all(
+    return len(following) == len(lines) and _says(following, lines)
+
+
+def _says(rows: list[tuple[bool, str]], lines: list[Line]) -> bool:
+    """Whether the chat's (is_user, mes) rows are the lines: the same speakers saying the same words, whitespace
+    normalised."""
+    return all(
         is_user == (line.role == "user") and said(mes) == line.said
-        for (is_user, mes), line in zip(following, lines, strict=True)
+        for (is_user, mes), line in zip(rows, lines, strict=True)
     )
 
 
