@@ -42,7 +42,7 @@ from apps.chats.services.chats import chat_create, client_key_lock
 from apps.chats.services.start import chat_file_title
 from apps.common.exceptions import ApplicationError
 from apps.gateway.services.request import Line, said
-from apps.gateway.services.sync import agreement, kept_at
+from apps.gateway.services.sync import agreement, kept_at, likeliest
 from apps.gateway.services.window import HEAD_KEPT, kept_window, window_places
 
 KEY_PREFIX = "gateway"
@@ -127,7 +127,7 @@ def _new_chat(user: AbstractUser, lines: list[Line], client_key: str) -> Chat:
 
 def _window_at(chat: Chat, lines: list[Line]) -> int:
     places = window_places([(chat.pk, chat.message_count)], _history(lines))
-    return _likeliest([(chat, index) for _, index in places], lines)[1] if places else 0
+    return likeliest([(chat, index) for _, index in places], lines)[1] if places else 0
 
 
 @transaction.atomic
@@ -177,25 +177,9 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
         head, places = kept_window(same_system, _history(lines))
     if places:
         chats = Chat.objects.in_bulk([chat_id for chat_id, _ in places])
-        chat, start = _likeliest([(chats[chat_id], index) for chat_id, index in places], _history(lines)[head:])
+        chat, start = likeliest([(chats[chat_id], index) for chat_id, index in places], _history(lines)[head:])
         return Found(chat, start, "window", _branch_key(chat.client_key.split(BRANCH)[0]), head=head)
     return Found(_new_chat(user, lines, key), 0, "new")
-
-
-def _likeliest(places: list[tuple[Chat, int]], lines: list[Line]) -> tuple[Chat, int]:
-    """Of a story and its branches, or the places a trimmed history stands in them ((chat, the index the history is
-    compared from), the most recently written first, the latest place first in each), the one the history agrees
-    with longest; of those that agree as long, the one whose length is nearest the history's (a regenerate of the
-    first reply goes on in the branch of two messages, not in the story of fifty), then the first."""
-    if len(places) == 1:
-        return places[0]
-    length = sum(line.role != "system" for line in lines)
-
-    def likeness(place: tuple[Chat, int]) -> tuple[int, int]:
-        chat, start = place
-        return agreement(chat=chat, lines=lines, start=start), -abs(chat.message_count - start - length)
-
-    return max(places, key=likeness)
 
 
 def _story(stories: list[Chat], lines: list[Line]) -> tuple[Chat, int, int]:
@@ -209,13 +193,13 @@ def _story(stories: list[Chat], lines: list[Line]) -> tuple[Chat, int, int]:
     agrees = [agreement(chat=story, lines=history) for story in stories]
     head = max(agrees)
     if not 0 < head <= HEAD_KEPT or head >= len(history) - 1:
-        return _likeliest([(story, 0) for story in stories], lines)[0], 0, 0
+        return likeliest([(story, 0) for story in stories], lines)[0], 0, 0
     rest = history[head:]
     places = [(story, kept_at(story, rest, after=head)) for story in stories]
     places = [(story, at) for story, at in places if at is not None]
     if not places:
-        return _likeliest([(story, 0) for story in stories], lines)[0], 0, 0
-    chat, start = _likeliest(places, rest)
+        return likeliest([(story, 0) for story in stories], lines)[0], 0, 0
+    chat, start = likeliest(places, rest)
     return chat, start, head
 
 

@@ -289,12 +289,24 @@ def kept_at(chat: Chat, rest: list[Line], *, after: int) -> int | None:
     """Where in the chat, from index `after` on, the history after its kept head stands (window_places): of the
     places its first messages stand, the one the rest agrees with longest, then the one it ends nearest the chat's
     end at; None when they stand nowhere."""
-    places = [index for _, index in window_places([(chat.pk, chat.message_count)], rest, after=after)]
-    if len(places) <= 1:
-        return places[0] if places else None
-    return max(
-        places, key=lambda at: (agreement(chat=chat, lines=rest, start=at), -abs(chat.message_count - at - len(rest)))
-    )
+    places = window_places([(chat.pk, chat.message_count)], rest, after=after)
+    return likeliest([(chat, index) for _, index in places], rest)[1] if places else None
+
+
+def likeliest(places: list[tuple[Chat, int]], lines: list[Line]) -> tuple[Chat, int]:
+    """Of a story and its branches, or the places a trimmed history stands in them ((chat, the index the history is
+    compared from), the most recently written first, the latest place first in each), the one the history agrees
+    with longest; of those that agree as long, the one whose length is nearest the history's (a regenerate of the
+    first reply goes on in the branch of two messages, not in the story of fifty), then the first."""
+    if len(places) == 1:
+        return places[0]
+    length = sum(line.role != "system" for line in lines)
+
+    def likeness(place: tuple[Chat, int]) -> tuple[int, int]:
+        chat, start = place
+        return agreement(chat=chat, lines=lines, start=start), -abs(chat.message_count - start - length)
+
+    return max(places, key=likeness)
 
 
 def _kept(chat: Chat, head: list[Line]) -> list[int | None]:
