@@ -374,6 +374,20 @@ def test_a_trimmed_history_whose_first_exchange_is_said_again_in_it_is_placed_at
     assert texts(chat) == [line.content for line in turns]
 
 
+@pytest.mark.parametrize("header", ["", "long"])
+def test_a_run_beginning_with_the_words_said_after_the_greeting_is_placed_where_it_was_cut(user, header):
+    """The person's first words after the greeting ("...") said again where the front end's run begins: the history
+    is the greeting, then the run, not the greeting and the chat's first words, then the run a message later (the
+    recall then searched the run's first message, which the prompt holds)."""
+    turns = telling(40)
+    turns[1] = turns[31] = Line("user", "...")
+    chat = sent(user, [SYSTEM, *turns], header)
+    synced = synced_as_sent(user, [SYSTEM, GREETING, *turns[31:], Line("user", "Go on.")], header)
+    assert synced.chat.pk == chat.pk and synced.written == {"appended": 0, "edited": 0, "deleted": 0}
+    assert synced.indices == [0, *range(31, 41), None]
+    assert texts(chat) == [line.content for line in turns]
+
+
 def test_a_kept_greeting_whose_run_ends_before_the_story_goes_on_in_a_branch(user):
     chat, turns = long_story(user)
     synced = synced_as_sent(user, [SYSTEM, GREETING, *turns[30:36], Line("user", "Another way.")])

@@ -215,11 +215,16 @@ def history_sync(
         # The chat's first messages, then a run of its newest: a front end that keeps the greeting past its cut.
         # Looked for before the messages that differ are read one by one (every message of the run would be).
         agree = _worded(chat, history, stored, digests, same, min(cut, HEAD_KEPT + 1))
-        at = None
         if 0 < agree <= HEAD_KEPT and agree < last_exchange:
-            at = kept_at(chat, history[agree:], after=stored.indices[agree - 1] + 1)
-        if at is not None:
-            return history_sync(chat=chat, lines=lines, start=at, head=agree, branch_key=branch_key, named=named)
+            # The fewest first, as a guessed chat's (kept_window): the run may begin with the words the chat says
+            # after its greeting ("..."), which would otherwise be counted in the head. The run begins past the
+            # chat's message after the head (one standing there is no cut).
+            for first in range(1, agree + 1):
+                at = kept_at(chat, history[first:], after=stored.indices[first] + 1)
+                if at is not None:
+                    return history_sync(
+                        chat=chat, lines=lines, start=at, head=first, branch_key=branch_key, named=named
+                    )
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
     for n in range(same, cut):
