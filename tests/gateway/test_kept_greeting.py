@@ -21,7 +21,6 @@ IMPERSONATE = Line("system", "[Write your next reply from the point of view of R
 NUDGE = Line("system", "[Continue your last message without repeating its original content.]")
 BOTH = pytest.mark.parametrize("header", ["", "long"])
 B1 = "named, the window not found and beginning with a reply: everything after the greeting deleted"
-B2 = "window_places' prefilter (mes__contains) compares the first message's raw text, not its words"
 B3 = "named, greeting + one message: 1 of 2 agree is not 'fewer than half': #1 edited, the rest deleted"
 L1 = "a window whose first two messages were edited is not found (guessed: a new chat; named: unstored)"
 L2 = "a deletion inside the history rewrites every message after it"
@@ -489,23 +488,24 @@ def test_edit_the_first_message_of_a_window_that_begins_with_the_persons(user, h
     assert rows(chat) == expected_rows(sent)
 
 
-@marked(B1 + "; " + B2, B2)
-def test_window_whose_first_message_is_stored_with_other_spacing(user, header):
+@BOTH
+@pytest.mark.parametrize("kept", [0, 1])
+def test_a_window_whose_first_message_is_stored_with_other_spacing(user, header, kept):
     """Docs: the same words spaced otherwise are not an edit. The window's first message was stored with a double
-    space (written elsewhere, or the front end normalises spacing since)."""
+    space (written elsewhere, or the front end normalises spacing since); a plain trimmed history (`kept` 0) too."""
     turns = telling(40)
     turns[30] = Line("assistant", "Turn 30  of the long story.")
     chat = story(user, turns, header)
     sent = list(turns)
     sent[30] = Line("assistant", "Turn 30 of the long story.")
-    synced = synced_as_sent(user, [SYSTEM, GREETING, *sent[30:], Line("user", "Go on.")], header)
+    synced = synced_as_sent(user, [SYSTEM, *sent[:kept], *sent[30:], Line("user", "Go on.")], header)
     assert rows(chat) == expected_rows(turns)  # nothing deleted, nothing edited
     assert (synced.chat.pk, synced.message, synced.written) == (chat.pk, "Go on.", NOTHING)
-    assert synced.indices == [0, None, *range(31, 41), None]
+    assert synced.indices == [*range(kept), None, *range(31, 41), None]
 
 
-@marked(B2, B2)
-def test_window_whose_first_message_is_sent_with_other_spacing_and_begins_with_the_persons(user, header):
+@BOTH
+def test_a_window_whose_first_message_is_sent_with_other_spacing_and_begins_with_the_persons(user, header):
     turns = telling(40)
     turns[31] = Line("user", "Turn 31\n\nof the long story.")
     chat = story(user, turns, header)

@@ -32,9 +32,11 @@ def window_places(chats: list[tuple[int, int]], history: list[Line], *, after: i
         where |= Q(chat_id=chat_id, index__gte=max(after, count - len(history) - WINDOW_SLACK))
     rank = Case(*[When(chat_id=chat_id, then=Value(n)) for n, (chat_id, _) in enumerate(chats)])
     expected = Case(*[When(chat_id=chat_id, then=Value(count - len(history))) for chat_id, count in chats])
+    # Its longest word narrows the rows read: a message stored with other spacing holds it too.
+    word = max(head[0].said.split(), key=len, default="")[:200]
     rows = (  # the most recently written chats' first, before the cap, in each the nearest the expected start first
         Message.objects.filter(where, is_user=head[0].role == "user", is_system=False)
-        .filter(mes__contains=head[0].content.strip()[:200])
+        .filter(mes__contains=word)
         .order_by(rank, Abs(F("index") - expected), "-index")
         .values_list("chat_id", "index", "mes")[:WINDOW_CANDIDATES]
     )
