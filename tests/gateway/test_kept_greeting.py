@@ -20,9 +20,7 @@ GREETING = Line("assistant", "The lantern is lit.")
 IMPERSONATE = Line("system", "[Write your next reply from the point of view of Rowan, using the chat history so far]")
 NUDGE = Line("system", "[Continue your last message without repeating its original content.]")
 BOTH = pytest.mark.parametrize("header", ["", "long"])
-B1 = "named, the window not found and beginning with a reply: everything after the greeting deleted"
-B3 = "named, greeting + one message: 1 of 2 agree is not 'fewer than half': #1 edited, the rest deleted"
-L1 = "a window whose first two messages were edited is not found (guessed: a new chat; named: unstored)"
+L1 = "guessed, a window whose first two messages are not both the chat's is not found: a new chat (docs)"
 L2 = "a deletion inside the history rewrites every message after it"
 
 
@@ -287,7 +285,7 @@ def test_edit_one_message_inside_the_window(user, header, at):
     assert rows(chat) == expected_rows(sent) and Chat.objects.count() == 1
 
 
-@marked(B1, L1)
+@marked("", L1)
 @pytest.mark.parametrize("at", [30, 31])
 def test_edit_one_of_the_two_messages_that_place_the_window(user, header, at):
     """The person edits the oldest (or second oldest) message the front end still sends."""
@@ -400,16 +398,22 @@ def test_same_words_after_the_greeting_as_the_window_begins(user, header, kept):
 # 7. Unlucky windows ---------------------------------------------------------------------------------------------
 
 
-@marked(B3)
-def test_greeting_then_only_the_persons_new_message(user, header):
-    """A front end whose context holds only the greeting and the person's new message (long messages)."""
+@BOTH
+def test_greeting_then_only_the_persons_new_message_starts_the_story_again(user, header):
+    """The greeting and a new first message: the person deleted the story after the greeting in the front end and
+    began again (nothing of the chat's newest messages tells a front end's cut). Named, the chat follows; guessed, a
+    new chat (another first message is another story)."""
     turns = telling(40)
     chat = story(user, turns, header)
-    synced_as_sent(user, [SYSTEM, GREETING, Line("user", "Go on.")], header)
-    assert rows(chat) == expected_rows(turns)  # nothing of the story deleted or edited over
+    synced = synced_as_sent(user, [SYSTEM, GREETING, Line("user", "Go on.")], header)
+    if header:  # written over the first message (the turn then answered), the rest deleted
+        assert synced.chat.pk == chat.pk and rows(chat) == expected_rows([GREETING, Line("user", "Go on.")])
+    else:
+        assert (synced.chat.pk != chat.pk, synced.message) == (True, "Go on.")
+        assert rows(chat) == expected_rows(turns)
 
 
-@marked(B1, L1.replace("edited", "said (the second not stored yet)"))
+@marked("", L1)
 def test_greeting_then_the_last_reply_and_the_new_message(user, header):
     """Greeting, the chat's last reply, the person's new message: a window of two, its second not yet stored."""
     turns = telling(40)
@@ -419,7 +423,7 @@ def test_greeting_then_the_last_reply_and_the_new_message(user, header):
     assert synced.chat.pk == chat.pk and synced.message == "Go on." and synced.written == NOTHING
 
 
-@marked(B3, "a window of one message is not found: a new chat")
+@marked("", L1)
 def test_greeting_then_regenerate_of_the_last_message_alone(user, header):
     turns = telling(40)
     chat = story(user, turns, header)
@@ -474,7 +478,7 @@ def test_a_window_both_stories_of_one_card_hold(user):
     assert rows(a) == expected_rows(a_turns) and rows(b) == expected_rows(b_turns)
 
 
-@marked(L1, L1)
+@marked("", L1)
 def test_edit_the_first_message_of_a_window_that_begins_with_the_persons(user, header):
     """As above, the front end's cut falling before one of the person's messages (the speakers then line up with the
     chat's from its start)."""
@@ -560,7 +564,6 @@ def test_prompt_kept_and_recall_with_a_kept_greeting_and_hidden_messages(user, c
     assert rows(chat)[:61] == expected_rows(turns, hidden) and rows(chat)[61] == (True, "Go on.", False)
 
 
-@pytest.mark.xfail(strict=True, reason=B1)
 def test_a_named_chat_sent_its_greeting_and_last_reply_keeps_its_story_through_the_gateway(
     user, connection, no_embeddings
 ):

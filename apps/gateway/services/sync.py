@@ -15,8 +15,9 @@ From where the request's history starts in the chat (services/match.py), message
   asks for something else than the story's next words (a quiet prompt: a summary, `/gen`): answered, never stored
   (generation's impersonate mode).
 A history whose first messages (at most HEAD_KEPT: the greeting) are the chat's and whose next ones stand in it
-further on, near its end, is a front end's cut with the greeting kept ahead of it (services/window.py): compared
-from there, the messages between kept. Messages SillyTavern hides from the model (`is_system`) are not compared; a
+further on, near its end (services/window.py), or whose last ones are the chat's last (too few for that search, or
+the first of them edited), is a front end's cut with the greeting kept ahead of it: compared from there, the
+messages between kept. Messages SillyTavern hides from the model (`is_system`) are not compared; a
 request with no history (only system messages) changes nothing.
 
 What a chat holds is never rewritten on a guess:
@@ -48,7 +49,7 @@ from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
 from apps.chats.services.start import send_date
 from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
 from apps.gateway.services.request import Line, said
-from apps.gateway.services.window import HEAD_KEPT, window_places
+from apps.gateway.services.window import HEAD_KEPT, WINDOW_CHECK, window_places
 from apps.generation.models import Generation
 
 # Characters of message texts whose MD5 a process keeps (about that many bytes for Latin text, four times as many at
@@ -215,16 +216,12 @@ def history_sync(
         # The chat's first messages, then a run of its newest: a front end that keeps the greeting past its cut.
         # Looked for before the messages that differ are read one by one (every message of the run would be).
         agree = _worded(chat, history, stored, digests, same, min(cut, HEAD_KEPT + 1))
-        if 0 < agree <= HEAD_KEPT and agree < last_exchange:
-            # The fewest first, as a guessed chat's (kept_window): the run may begin with the words the chat says
-            # after its greeting ("..."), which would otherwise be counted in the head. The run begins past the
-            # chat's message after the head (one standing there is no cut).
-            for first in range(1, agree + 1):
-                at = kept_at(chat, history[first:], after=stored.indices[first] + 1)
-                if at is not None:
-                    return history_sync(
-                        chat=chat, lines=lines, start=at, head=first, branch_key=branch_key, named=named
-                    )
+        placed = (
+            _kept_place(chat, history, stored, agree) if 0 < agree <= HEAD_KEPT and agree < last_exchange else None
+        )
+        if placed is not None:
+            first, at = placed
+            return history_sync(chat=chat, lines=lines, start=at, head=first, branch_key=branch_key, named=named)
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
     for n in range(same, cut):
@@ -288,6 +285,51 @@ def _worded(chat: Chat, history: list[Line], stored: HistoryDigests, digests: st
     ):
         agree += 1
     return agree
+
+
+def _kept_place(chat: Chat, history: list[Line], stored: HistoryDigests, agree: int) -> tuple[int, int] | None:
+    """(head, index): how many of the history's first `agree` messages, the chat's first, a front end kept past its
+    cut, and where the rest stands in the chat (compared from there); None when it stands nowhere. The fewest first,
+    as a guessed chat's (kept_window): the rest may begin with the words the chat says after its greeting ("..."),
+    which would otherwise be counted in the head. The rest stands past the chat's message after the head (one
+    standing there is no cut): found by the window search, else, too short for it, at the chat's end (_at_end)."""
+    for first in range(1, agree + 1):
+        at = kept_at(chat, history[first:], after=stored.indices[first] + 1)
+        if at is not None:
+            return first, at
+    for first in range(1, agree + 1):
+        at = _at_end(chat, history, stored, first)
+        if at is not None:
+            return first, at
+    return None
+
+
+def _at_end(chat: Chat, history: list[Line], stored: HistoryDigests, head: int) -> int | None:
+    """Where the history after its kept `head` stands when the window search did not place it (its first messages
+    edited, or the chat holding fewer than two of them: a front end whose context keeps the greeting and only the
+    newest message): its last messages are the chat's last, perhaps followed by the person's new turn, or they end
+    before the chat's last reply (a regenerate of it). Told by its last WINDOW_CHECK messages the chat holds; the
+    index it is compared from, which the rest begins past the message after the head at, or None."""
+    rest, count = len(history) - head, len(stored.indices)
+    tries = [(rest, count - rest)]  # (messages the chat holds, where the first stands): to the chat's end
+    if history[-1].role == "user":
+        if stored.speakers[-1:] == "a":
+            tries.append((rest, count - 1 - rest))  # a regenerate of the last reply
+        tries.append((rest - 1, count - rest + 1))  # the person's new turn after the chat's last message
+    for held, at in tries:
+        told = range(max(held - WINDOW_CHECK, 0), held)
+        if held and at > head and all(_holds(chat, stored, at + n, history[head + n]) for n in told):
+            return stored.indices[at]
+    return None
+
+
+def _holds(chat: Chat, stored: HistoryDigests, position: int, line: Line) -> bool:
+    """Whether the chat's message at `position` of its digests says the line: the same speaker, the same words."""
+    if stored.speakers[position] != ("u" if line.role == "user" else "a"):
+        return False
+    return stored.md5[32 * position : 32 * position + 32] == _DIGESTS.of(line.content) or not _changed(
+        chat, stored.indices[position], line
+    )
 
 
 def kept_at(chat: Chat, rest: list[Line], *, after: int) -> int | None:
