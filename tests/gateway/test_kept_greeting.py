@@ -21,7 +21,6 @@ IMPERSONATE = Line("system", "[Write your next reply from the point of view of R
 NUDGE = Line("system", "[Continue your last message without repeating its original content.]")
 BOTH = pytest.mark.parametrize("header", ["", "long"])
 L1 = "guessed, a window whose first two messages are not both the chat's is not found: a new chat (docs)"
-L2 = "a deletion inside the history rewrites every message after it"
 
 
 def marked(reason_named: str = "", reason_guessed: str = ""):
@@ -338,7 +337,6 @@ def test_delete_two_exchanges_then_send_guessed_branches(user):
     assert rows(chat) == expected_rows(turns)
 
 
-@pytest.mark.xfail(strict=True, reason=L2)
 def test_delete_one_message_inside_the_window_named(user):
     """The person deletes #34 in the front end (its window 30..40): only #34 should go; #35..#40 (with their swipes)
     stay the same messages."""
@@ -354,7 +352,6 @@ def test_delete_one_message_inside_the_window_named(user):
     assert synced.written == {"appended": 0, "edited": 0, "deleted": 1}
 
 
-@pytest.mark.xfail(strict=True, reason=L2)
 def test_delete_one_message_inside_a_full_history_named(user):
     """Control for the test above without a kept greeting: the whole history, #34 deleted."""
     turns = telling(40)
@@ -366,6 +363,32 @@ def test_delete_one_message_inside_a_full_history_named(user):
     swipes = Message.objects.filter(chat=chat, mes=turns[38].content).values_list("swipes", flat=True).get()
     assert swipes == [turns[38].content, "Another take."]
     assert synced.written == {"appended": 0, "edited": 0, "deleted": 1}
+
+
+def test_messages_deleted_around_a_hidden_one_are_deleted_and_it_kept(user):
+    """The person deletes #34 and #36 in the front end, #35 between them hidden (never sent): the two are deleted, the
+    hidden one and every later message kept as they were."""
+    turns = telling(40)
+    chat = story(user, turns, "long", hidden=(35,))
+    sent = [line for n, line in enumerate(turns) if n not in (34, 35, 36)]
+    synced = synced_as_sent(user, [SYSTEM, *sent, Line("user", "Go on.")], "long")
+    assert (synced.chat.pk, synced.message, synced.written) == (chat.pk, "Go on.", {**NOTHING, "deleted": 2})
+    kept = [(n, line) for n, line in enumerate(turns) if n not in (34, 36)]
+    assert rows(chat) == [(line.role == "user", line.content, n == 35) for n, line in kept]
+    assert synced.indices == [*range(34), *range(35, 39), None]
+
+
+def test_a_guessed_chats_last_turn_deleted_leaves_the_reply_after_it_as_it_was(user):
+    """Without the header, the person's last message deleted (its reply kept): within the last exchange, so written
+    in the chat, and only it deleted (the reply's swipes kept)."""
+    turns = telling(40)
+    chat = story(user, turns)
+    Message.objects.filter(chat=chat, index=40).update(swipes=[turns[40].content, "Another take."], swipe_id=0)
+    sent = [line for n, line in enumerate(turns) if n != 39]
+    synced = synced_as_sent(user, [SYSTEM, *sent, Line("user", "Go on.")])
+    assert (synced.chat.pk, synced.message, synced.written) == (chat.pk, "Go on.", {**NOTHING, "deleted": 1})
+    assert rows(chat) == expected_rows(sent)
+    assert Message.objects.get(chat=chat, index=39).swipes == [turns[40].content, "Another take."]
 
 
 def test_delete_one_message_inside_the_window_guessed(user):

@@ -5,6 +5,8 @@ patch.py: the row lock, a new integrity, indexing and extraction after the commi
 From where the request's history starts in the chat (services/match.py), message by message:
 - the same speaker saying something else is an edit (the message and its shown swipe);
 - another speaker where the chat had one: from there on the request replaces the chat's end;
+- messages the request leaves out amid the chat, going on after them as the chat does to its end, are deleted, and
+  only they (the later ones keep their swipes and extension data: _dropped_count);
 - stored messages past the request's end are deleted, except
 - the request that ends where the chat's last reply was (the same history, the reply missing): a regenerate, whose
   reply becomes a new swipe of that message (generation's swipe mode);
@@ -222,6 +224,12 @@ def history_sync(
         if placed is not None:
             first, at = placed
             return history_sync(chat=chat, lines=lines, start=at, head=first, branch_key=branch_key, named=named)
+    # Messages deleted in the front end amid the history: only they are deleted, the chat's later messages kept as
+    # they are (their swipes and extension data), not deleted and written again. A guessed chat rewritten before its
+    # last exchange goes on in a branch, below.
+    dropped = 0 if branch_key and same < last_exchange else _dropped_count(lines, history, stored, same)
+    if dropped:
+        return _dropped(chat, lines, history, stored, same, dropped, kept)
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
     for n in range(same, cut):
@@ -272,6 +280,40 @@ def history_sync(
         synced.mode = Generation.Mode.CONTINUE
     synced.chat = chat
     synced.indices = [*kept, *synced.indices]
+    return synced
+
+
+def _dropped_count(lines: list[Line], history: list[Line], stored: HistoryDigests, same: int) -> int:
+    """How many of the chat's messages from position `same` on the history leaves out, going on after them as the
+    chat does to its end (then perhaps the person's new turn): messages deleted in the front end. 0 when it does not
+    (nothing after them agrees, or only the chat's last message is left out: the comparison deletes that alone)."""
+    count = len(stored.indices)
+    if same >= count - 1 or _answered_only(lines, history):
+        return 0
+    ends = [len(history), len(history) - 1] if history[-1].role == "user" else [len(history)]
+    for end in ends:
+        dropped = count - end
+        if dropped < 1 or end <= same:
+            continue
+        theirs = "".join([_DIGESTS.of(line.content) for line in history[same:end]])
+        speakers = "".join(["u" if line.role == "user" else "a" for line in history[same:end]])
+        if theirs == stored.md5[32 * (same + dropped) :] and speakers == stored.speakers[same + dropped :]:
+            return dropped
+    return 0
+
+
+def _dropped(chat, lines, history, stored, same, dropped, kept) -> Synced:
+    """The history written as the chat with its messages from position `same` on, `dropped` of them, deleted: those
+    deleted, the messages after them kept (each now `dropped` places earlier)."""
+    gone = stored.indices[same : same + dropped]
+    chat = _patch(chat, [{"op": "remove", "path": f"/{index}"} for index in reversed(gone)])
+    held = [*stored.indices[:same], *[index - dropped for index in stored.indices[same + dropped :]]]
+    synced = Synced(chat, indices=[*kept, *held, *[None] * (len(history) - len(held))])
+    synced.written["deleted"] = dropped
+    if len(history) > len(held):
+        synced.message = history[-1].content  # the person's turn, after them
+    elif history[-1].role == "assistant":
+        synced.mode = Generation.Mode.CONTINUE
     return synced
 
 
