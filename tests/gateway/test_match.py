@@ -13,8 +13,9 @@ from django.utils import timezone
 from apps.chats.models import Chat, Message
 from apps.chats.services.writes import chat_append
 from apps.gateway.services.match import chat_for_request, fingerprint
+from apps.gateway.services.placing import agreement
 from apps.gateway.services.request import Line
-from apps.gateway.services.sync import agreement, history_sync
+from apps.gateway.services.sync import history_sync
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,9 @@ from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.common.exceptions import ApplicationError
 from apps.gateway.services.match import character_named, fingerprint
+from apps.gateway.services.placing import Digests, agreeing
 from apps.gateway.services.request import Line, messages_parse
-from apps.gateway.services.sync import _agreeing, _Digests, history_sync
+from apps.gateway.services.sync import history_sync
 
 pytestmark = pytest.mark.django_db
 
@@ -89,7 +90,7 @@ def test_a_message_that_is_not_plain_and_wrong_is_refused_naming_its_field(messa
 def test_message_digests_are_kept_by_text_and_forgotten_at_once_past_their_bound():
     import hashlib
 
-    digests = _Digests(10)
+    digests = Digests(10)
     assert digests.of("abc") == hashlib.md5(b"abc").hexdigest()
     assert digests.of("défgh") == hashlib.md5("défgh".encode()).hexdigest()
     assert set(digests.held) == {"abc", "défgh"}  # 8 characters kept
@@ -214,4 +215,4 @@ def test_agreeing_counts_the_items_two_strings_share_from_the_start(width):
         ours = [rng.choice("ab") * width for _ in range(count)]
         theirs = [item if rng.random() < 0.9 else ("c" * width) for item in ours] + ["a" * width] * rng.randint(0, 3)
         expected = next((n for n in range(count) if ours[n] != theirs[n]), count)
-        assert _agreeing("".join(ours), "".join(theirs), count, width=width) == expected
+        assert agreeing("".join(ours), "".join(theirs), count, width=width) == expected

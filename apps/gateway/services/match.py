@@ -41,8 +41,8 @@ from apps.chats.services.characters import character_create
 from apps.chats.services.chats import chat_create, client_key_lock
 from apps.chats.services.start import chat_file_title
 from apps.common.exceptions import ApplicationError
+from apps.gateway.services.placing import agreement, kept_at, likeliest
 from apps.gateway.services.request import Line, said
-from apps.gateway.services.sync import agreement, kept_at, likeliest
 from apps.gateway.services.window import HEAD_KEPT, kept_window, window_places
 
 KEY_PREFIX = "gateway"
