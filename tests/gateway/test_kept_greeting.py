@@ -391,6 +391,17 @@ def test_a_guessed_chats_last_turn_deleted_leaves_the_reply_after_it_as_it_was(u
     assert Message.objects.get(chat=chat, index=39).swipes == [turns[40].content, "Another take."]
 
 
+@pytest.mark.parametrize("sent", [[40], [2, 40], [0, 40]])
+def test_a_named_history_ending_as_the_chat_does_but_agreeing_little_deletes_nothing(user, sent):
+    """The chat's last reply alone, or after another message (a side request, or a front end that keeps one
+    message): it would be read as the chat with all but its end deleted. Answered, not stored (or, after the
+    greeting, read as a cut): nothing deleted."""
+    turns = telling(40)
+    chat = story(user, turns, "long")
+    synced = synced_as_sent(user, [SYSTEM, *[turns[n] for n in sent], Line("user", "Go on.")], "long")
+    assert synced.written["deleted"] == 0 and rows(chat) == expected_rows(turns)
+
+
 def test_delete_one_message_inside_the_window_guessed(user):
     turns = telling(40)
     chat = story(user, turns)

@@ -150,7 +150,7 @@ def history_sync(
     # last exchange goes on in a branch, below.
     dropped = 0 if branch_key and same < last_exchange else _dropped_count(lines, history, stored, same)
     if dropped:
-        return _dropped(chat, lines, history, stored, same, dropped, kept)
+        return _dropped(chat, history, stored, same, dropped, kept)
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
     for n in range(same, cut):
@@ -206,15 +206,17 @@ def history_sync(
 
 def _dropped_count(lines: list[Line], history: list[Line], stored: HistoryDigests, same: int) -> int:
     """How many of the chat's messages from position `same` on the history leaves out, going on after them as the
-    chat does to its end (then perhaps the person's new turn): messages deleted in the front end. 0 when it does not
-    (nothing after them agrees, or only the chat's last message is left out: the comparison deletes that alone)."""
+    chat does to its end (then perhaps the person's new turn): messages deleted in the front end. 0 when it does not:
+    nothing before them or after them agrees, they outnumber the messages that do (a side request, or a trimmed
+    history not found, that happens to end as the chat does: answered, not stored, below), or only the chat's last
+    message is left out (the comparison deletes that alone)."""
     count = len(stored.indices)
-    if same >= count - 1 or _answered_only(lines, history):
+    if not 0 < same < count - 1 or _answered_only(lines, history):
         return 0
     ends = [len(history), len(history) - 1] if history[-1].role == "user" else [len(history)]
     for end in ends:
         dropped = count - end
-        if dropped < 1 or end <= same:
+        if not 0 < dropped <= end or end <= same:
             continue
         theirs = "".join([DIGESTS.of(line.content) for line in history[same:end]])
         speakers = "".join(["u" if line.role == "user" else "a" for line in history[same:end]])
@@ -223,7 +225,9 @@ def _dropped_count(lines: list[Line], history: list[Line], stored: HistoryDigest
     return 0
 
 
-def _dropped(chat, lines, history, stored, same, dropped, kept) -> Synced:
+def _dropped(
+    chat: Chat, history: list[Line], stored: HistoryDigests, same: int, dropped: int, kept: list[int | None]
+) -> Synced:
     """The history written as the chat with its messages from position `same` on, `dropped` of them, deleted: those
     deleted, the messages after them kept (each now `dropped` places earlier)."""
     gone = stored.indices[same : same + dropped]
