@@ -137,6 +137,7 @@ def history_sync(
     operations: list[dict[str, Any]] = []
     cut, digests, same = compared(history, stored)  # from the first speaker that differs the request replaces
     last_exchange = len(stored.indices) - 2
+    agree = 0  # the history's first messages that are the chat's, where it may be a front end's cut past them
     if not (head or start) and same <= HEAD_KEPT and same < last_exchange and (same < cut or cut < len(history)):
         # The chat's first messages, then a run of its newest: a front end that keeps the greeting past its cut.
         # Looked for before the messages that differ are read one by one (every message of the run would be).
@@ -172,7 +173,10 @@ def history_sync(
         first = min([*edited[:1], deleted_from])
         return _branched(chat, lines, start, head, stored.indices[first - 1] if first else None, branch_key)
     agreeing = cut - len(edited)
-    misfit = cut == 0 or agreeing * 2 < cut  # fewer than half the messages compared are the chat's
+    # Fewer than half the messages compared are the chat's; or the chat's opening alone, the rest not found in it (a
+    # front end's cut whose newest messages were edited, another story of the same card sent under one header),
+    # where more would be deleted than agree.
+    misfit = cut == 0 or agreeing * 2 < cut or (0 < agree and len(stored.indices) - deleted_from > agreeing)
     if named and misfit and rewrites:
         return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[*kept, *[None] * len(history)])
     for n in edited:
