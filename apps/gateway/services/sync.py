@@ -149,9 +149,10 @@ def history_sync(
     # Messages deleted in the front end amid the history: only they are deleted, the chat's later messages kept as
     # they are (their swipes and extension data), not deleted and written again. A guessed chat rewritten before its
     # last exchange goes on in a branch, below.
-    dropped = 0 if branch_key and same < last_exchange else _dropped_count(lines, history, stored, same)
+    answered = _answered_only(lines, history)
+    dropped = 0 if branch_key and same < last_exchange else _dropped_count(history, stored, same, answered=answered)
     if dropped:
-        return _dropped(chat, history, stored, same, dropped, kept)
+        return _dropped(chat, history, stored, same, dropped, kept, answered=answered)
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
     for n in range(same, cut):
@@ -160,8 +161,7 @@ def history_sync(
             synced.indices[n] = index
         elif changed(chat, index, line):
             edited.append(n)  # (the same words spaced otherwise: not an edit, and the prompt keeps them as sent)
-    impersonate = _answered_only(lines, history)
-    regenerate = not impersonate and (
+    regenerate = not answered and (
         cut == len(history) == len(stored.indices) - 1 and history[-1].role == "user" and stored.speakers[-1] == "a"
     )
     deleted_from = cut if not regenerate and cut < len(stored.indices) else len(stored.indices)
@@ -192,14 +192,14 @@ def history_sync(
     if operations:
         chat = _patch(chat, operations)
     new = history[cut:] if not regenerate else []
-    if new and new[-1].role == "user" and not impersonate:
+    if new and new[-1].role == "user" and not answered:
         synced.message, new = new[-1].content, new[:-1]
     if new:
         first = chat.message_count
         chat = _append(chat, [_line(chat, line) for line in new])
         synced.written["appended"] = len(new)
         synced.indices[cut : cut + len(new)] = range(first, first + len(new))
-    if impersonate:
+    if answered:
         synced.mode = Generation.Mode.IMPERSONATE
     elif history[-1].role == "assistant":
         synced.mode = Generation.Mode.CONTINUE
@@ -208,16 +208,18 @@ def history_sync(
     return synced
 
 
-def _dropped_count(lines: list[Line], history: list[Line], stored: HistoryDigests, same: int) -> int:
+def _dropped_count(history: list[Line], stored: HistoryDigests, same: int, *, answered: bool) -> int:
     """How many of the chat's messages from position `same` on the history leaves out, going on after them as the
     chat does to its end (then perhaps the person's new turn): messages deleted in the front end. 0 when it does not:
     nothing before them or after them agrees, they outnumber the messages that do (a side request, or a trimmed
     history not found, that happens to end as the chat does: answered, not stored, below), or only the chat's last
     message is left out (the comparison deletes that alone)."""
     count = len(stored.indices)
-    if not 0 < same < count - 1 or _answered_only(lines, history):
+    if not 0 < same < count - 1:
         return 0
-    ends = [len(history), len(history) - 1] if history[-1].role == "user" else [len(history)]
+    # A request answered and not stored (Impersonate, a quiet prompt) writes the deletions it shows all the same,
+    # and appends nothing: only its history as it stands.
+    ends = [len(history), len(history) - 1] if history[-1].role == "user" and not answered else [len(history)]
     for end in ends:
         dropped = count - end
         if not 0 < dropped <= end or end <= same:
@@ -230,7 +232,14 @@ def _dropped_count(lines: list[Line], history: list[Line], stored: HistoryDigest
 
 
 def _dropped(
-    chat: Chat, history: list[Line], stored: HistoryDigests, same: int, dropped: int, kept: list[int | None]
+    chat: Chat,
+    history: list[Line],
+    stored: HistoryDigests,
+    same: int,
+    dropped: int,
+    kept: list[int | None],
+    *,
+    answered: bool,
 ) -> Synced:
     """The history written as the chat with its messages from position `same` on, `dropped` of them, deleted: those
     deleted, the messages after them kept (each now `dropped` places earlier)."""
@@ -239,7 +248,9 @@ def _dropped(
     held = [*stored.indices[:same], *[index - dropped for index in stored.indices[same + dropped :]]]
     synced = Synced(chat, indices=[*kept, *held, *[None] * (len(history) - len(held))])
     synced.written["deleted"] = dropped
-    if len(history) > len(held):
+    if answered:
+        synced.mode = Generation.Mode.IMPERSONATE
+    elif len(history) > len(held):
         synced.message = history[-1].content  # the person's turn, after them
     elif history[-1].role == "assistant":
         synced.mode = Generation.Mode.CONTINUE
