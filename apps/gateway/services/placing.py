@@ -135,8 +135,21 @@ def _at_end(chat: Chat, history: list[Line], stored: HistoryDigests, head: int) 
     for held, at in tries:
         told = range(max(held - WINDOW_CHECK, 0), held)
         if held and at > head and all(_holds(chat, stored, at + n, history[head + n]) for n in told):
-            return stored.indices[at]
+            # Counted back from the chat's end, the rest's first message stands there unless messages were deleted
+            # in the front end among the rest: then it stands before, where the rest is compared from (the
+            # messages between deleted, services/sync.py), not written over the message at `at`.
+            return stored.indices[_begun(stored, history[head], low=head + 1, high=at)]
     return None
+
+
+def _begun(stored: HistoryDigests, line: Line, *, low: int, high: int) -> int:
+    """The last position from `low` to `high` whose message is the line word for word (its digest and speaker),
+    else `high` (its text edited)."""
+    digest, speaker = DIGESTS.of(line.content), "u" if line.role == "user" else "a"
+    found = stored.md5.rfind(digest, 32 * low, 32 * (high + 1))
+    while found >= 0 and (found % 32 or stored.speakers[found // 32] != speaker):
+        found = stored.md5.rfind(digest, 32 * low, found + 31)
+    return found // 32 if found >= 0 else high
 
 
 def _holds(chat: Chat, stored: HistoryDigests, position: int, line: Line) -> bool:
