@@ -10,7 +10,7 @@ import hashlib
 from apps.chats.models import Chat, Message
 from apps.chats.selectors import HistoryDigests, history_digests
 from apps.gateway.services.request import Line, said
-from apps.gateway.services.window import WINDOW_CHECK, window_places
+from apps.gateway.services.window import WINDOW_CHECK, WINDOW_SLACK, window_places
 
 # Characters of message texts whose MD5 a process keeps (about that many bytes for Latin text, four times as many at
 # most): a front end sends the whole history with each turn, and its texts are hashed once, not with each request.
@@ -108,7 +108,7 @@ def kept_place(chat: Chat, history: list[Line], stored: HistoryDigests, agree: i
     cut, and where the rest stands in the chat (compared from there); None when it stands nowhere. The fewest first,
     as a guessed chat's (kept_window): the rest may begin with the words the chat says after its greeting ("..."),
     which would otherwise be counted in the head. The rest stands past the chat's message after the head (one
-    standing there is no cut): found by the window search, else, too short for it, at the chat's end (_at_end)."""
+    standing there is no cut): found by the window search, else by its last messages (_at_end)."""
     for first in range(1, agree + 1):
         at = kept_at(chat, history[first:], after=stored.indices[first] + 1)
         if at is not None:
@@ -124,8 +124,8 @@ def _at_end(chat: Chat, history: list[Line], stored: HistoryDigests, head: int) 
     """Where the history after its kept `head` stands when the window search did not place it (its first messages
     edited, or the chat holding fewer than two of them: a front end whose context keeps the greeting and only the
     newest message): its last messages are the chat's last, perhaps followed by the person's new turn, or they end
-    before the chat's last reply (a regenerate of it). Told by its last WINDOW_CHECK messages the chat holds; the
-    index it is compared from, which the rest begins past the message after the head at, or None."""
+    before the chat's last reply (a regenerate of it). Told by its last WINDOW_CHECK messages the chat holds. The
+    index the rest is compared from (past the chat's message after the head), or None."""
     rest, count = len(history) - head, len(stored.indices)
     tries = [(rest, count - rest)]  # (messages the chat holds, where the first stands): to the chat's end
     if history[-1].role == "user":
@@ -138,13 +138,13 @@ def _at_end(chat: Chat, history: list[Line], stored: HistoryDigests, head: int) 
             # Counted back from the chat's end, the rest's first message stands there unless messages were deleted
             # in the front end among the rest: then it stands before, where the rest is compared from (the
             # messages between deleted, services/sync.py), not written over the message at `at`.
-            return stored.indices[_begun(stored, history[head], low=head + 1, high=at)]
+            return stored.indices[_begun(stored, history[head], low=max(head + 1, at - WINDOW_SLACK), high=at)]
     return None
 
 
 def _begun(stored: HistoryDigests, line: Line, *, low: int, high: int) -> int:
     """The last position from `low` to `high` whose message is the line word for word (its digest and speaker),
-    else `high` (its text edited)."""
+    else `high` (its text edited). At most WINDOW_SLACK back: messages deleted in the front end since, at most."""
     digest, speaker = DIGESTS.of(line.content), "u" if line.role == "user" else "a"
     found = stored.md5.rfind(digest, 32 * low, 32 * (high + 1))
     while found >= 0 and (found % 32 or stored.speakers[found // 32] != speaker):
