@@ -7,16 +7,12 @@ from __future__ import annotations
 import pytest
 
 from apps.chats.models import Chat, Message
-from apps.chats.services.writes import chat_append
-from apps.gateway.services.match import chat_for_request
 from apps.gateway.services.request import Line
-from apps.gateway.services.sync import history_sync
 from apps.generation.models import Generation
+from tests.gateway.stories import GREETING, SYSTEM, answered, expected_rows, rows, synced_as_sent, telling
 
 pytestmark = pytest.mark.django_db
 
-SYSTEM = Line("system", "Write Mira's next reply in a fictional chat between Mira and Rowan.")
-GREETING = Line("assistant", "The lantern is lit.")
 IMPERSONATE = Line("system", "[Write your next reply from the point of view of Rowan, using the chat history so far]")
 NUDGE = Line("system", "[Continue your last message without repeating its original content.]")
 BOTH = pytest.mark.parametrize("header", ["", "long"])
@@ -31,22 +27,6 @@ def marked(reason_named: str = "", reason_guessed: str = ""):
     ])  # fmt: skip
 
 
-def telling(turns: int) -> list[Line]:
-    """The greeting (index 0) and `turns` messages after it; odd indices are the person's."""
-    return [
-        GREETING,
-        *[Line("user" if n % 2 else "assistant", f"Turn {n} of the long story.") for n in range(1, turns + 1)],
-    ]
-
-
-def synced_as_sent(user, lines: list[Line], header: str = ""):
-    found = chat_for_request(user=user, lines=lines, header=header)
-    return history_sync(
-        chat=found.chat, lines=lines, start=found.start, head=found.head, branch_key=found.branch_key,
-        named=found.how == "header",
-    )  # fmt: skip
-
-
 def story(user, turns: list[Line], header: str = "", hidden: tuple[int, ...] = ()) -> Chat:
     """The turns stored as the gateway stores them (the last must be a reply), then `hidden` hidden (is_system)."""
     chat = synced_as_sent(user, [SYSTEM, *turns], header).chat
@@ -54,20 +34,6 @@ def story(user, turns: list[Line], header: str = "", hidden: tuple[int, ...] = (
     if hidden:
         Message.objects.filter(chat=chat, index__in=hidden).update(is_system=True)
     return Chat.objects.get(pk=chat.pk)
-
-
-def rows(chat: Chat) -> list[tuple[bool, str, bool]]:
-    return list(chat.messages.order_by("index").values_list("is_user", "mes", "is_system"))
-
-
-def expected_rows(turns: list[Line], hidden: tuple[int, ...] = ()) -> list[tuple[bool, str, bool]]:
-    return [(line.role == "user", line.content, n in hidden) for n, line in enumerate(turns)]
-
-
-def answered(chat: Chat, *said: Line) -> None:
-    chat = Chat.objects.get(pk=chat.pk)
-    rows_ = [{"name": "x", "is_user": line.role == "user", "mes": line.content} for line in said]
-    chat_append(chat=chat, messages=rows_, integrity=chat.integrity)
 
 
 NOTHING = {"appended": 0, "edited": 0, "deleted": 0}

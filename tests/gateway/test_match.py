@@ -16,11 +16,9 @@ from apps.gateway.services.match import chat_for_request, fingerprint
 from apps.gateway.services.placing import agreement
 from apps.gateway.services.request import Line
 from apps.gateway.services.sync import history_sync
+from tests.gateway.stories import GREETING, SYSTEM, answered, synced_as_sent, telling
 
 pytestmark = pytest.mark.django_db
-
-SYSTEM = Line("system", "Write Mira's next reply in a fictional chat between Mira and Rowan.")
-GREETING = Line("assistant", "The lantern is lit.")
 
 
 def story(first: str, reply: str, *more: Line) -> list[Line]:
@@ -220,25 +218,10 @@ def test_a_reply_stored_with_other_spacing_still_agrees_with_the_history(user):
     assert agreement(chat=chat, lines=[Line("user", "hi"), Line("assistant", "Hello, traveller.")]) == 2
 
 
-def telling(turns: int) -> list[Line]:
-    """The greeting and `turns` messages after it, the person's and the character's in turn."""
-    return [
-        GREETING,
-        *[Line("user" if n % 2 else "assistant", f"Turn {n} of the long story.") for n in range(1, turns + 1)],
-    ]
-
-
 def long_story(user, header: str = "") -> tuple[Chat, list[Line]]:
     """A story of a greeting and 40 turns, the last a reply, stored as the gateway stores it."""
     turns = telling(40)
     return sent(user, [SYSTEM, *turns], header), turns
-
-
-def answered(chat: Chat, *said: Line) -> None:
-    """The person's turn and its reply stored, as the reply's generation stores them."""
-    chat = Chat.objects.get(pk=chat.pk)
-    rows = [{"name": "x", "is_user": line.role == "user", "mes": line.content} for line in said]
-    chat_append(chat=chat, messages=rows, integrity=chat.integrity)
 
 
 @pytest.mark.parametrize("header", ["", "long"])
@@ -296,14 +279,6 @@ def test_a_regenerate_with_the_greeting_kept_past_the_cut_is_a_swipe(user, heade
     )  # fmt: skip
     assert (synced.chat.pk, synced.mode, synced.written["deleted"]) == (chat.pk, "swipe", 0)
     assert texts(chat) == [line.content for line in turns] and Chat.objects.filter(user=user).count() == 1
-
-
-def synced_as_sent(user, lines: list[Line], header: str = ""):
-    found = chat_for_request(user=user, lines=lines, header=header)
-    return history_sync(
-        chat=found.chat, lines=lines, start=found.start, head=found.head, branch_key=found.branch_key,
-        named=found.how == "header",
-    )  # fmt: skip
 
 
 def test_a_kept_greeting_goes_back_to_its_story_not_into_a_branch_written_since(user):

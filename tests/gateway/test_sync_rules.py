@@ -14,18 +14,14 @@ from django.db import connection as db_connection
 from django.test.utils import CaptureQueriesContext
 
 from apps.chats.models import Chat, Message
-from apps.chats.services.writes import chat_append
-from apps.gateway.services.match import chat_for_request
 from apps.gateway.services.request import Line
-from apps.gateway.services.sync import history_sync
 from apps.generation.models import Generation
+from tests.gateway.stories import GREETING, SYSTEM, answered, rows, synced_as_sent, telling
 
 pytestmark = pytest.mark.django_db
 
-# Helpers (as tests/gateway/test_kept_greeting.py's, each message tagged) -------------------------------------------
+# A story whose every message is tagged, and what reads the tags (the rest: tests/gateway/stories.py) -----------
 
-SYSTEM = Line("system", "Write Mira's next reply in a fictional chat between Mira and Rowan.")
-GREETING = Line("assistant", "The lantern is lit.")
 IMPERSONATE = Line("system", "[Write your next reply from the point of view of Rowan, using the chat history so far]")
 NUDGE = Line("system", "[Continue your last message without repeating its original content.]")
 QUIET = Line("system", "Summarize the story so far in a paragraph.")
@@ -33,21 +29,6 @@ NOTHING = {"appended": 0, "edited": 0, "deleted": 0}
 NEW, SWIPE, CONTINUE, IMP = (Generation.Mode.NEW, Generation.Mode.SWIPE, Generation.Mode.CONTINUE,
                              Generation.Mode.IMPERSONATE)  # fmt: skip
 GO = Line("user", "Go on.")
-
-
-def telling(turns: int) -> list[Line]:
-    return [
-        GREETING,
-        *[Line("user" if n % 2 else "assistant", f"Turn {n} of the long story.") for n in range(1, turns + 1)],
-    ]
-
-
-def synced_as_sent(user, lines: list[Line], header: str = ""):
-    found = chat_for_request(user=user, lines=lines, header=header)
-    return history_sync(
-        chat=found.chat, lines=lines, start=found.start, head=found.head, branch_key=found.branch_key,
-        named=found.how == "header",
-    )  # fmt: skip
 
 
 def story(user, turns: list[Line], header: str = "", hidden: tuple[int, ...] = (), tagged: bool = True) -> Chat:
@@ -64,14 +45,6 @@ def story(user, turns: list[Line], header: str = "", hidden: tuple[int, ...] = (
     return Chat.objects.get(pk=chat.pk)
 
 
-def rows(chat: Chat) -> list[tuple[bool, str, bool]]:
-    return list(chat.messages.order_by("index").values_list("is_user", "mes", "is_system"))
-
-
-def expected_rows(turns: list[Line], hidden: tuple[int, ...] = ()) -> list[tuple[bool, str, bool]]:
-    return [(line.role == "user", line.content, n in hidden) for n, line in enumerate(turns)]
-
-
 def texts(chat: Chat) -> list[str]:
     return list(chat.messages.order_by("index").values_list("mes", flat=True))
 
@@ -83,12 +56,6 @@ def origins(chat: Chat) -> list[int | None]:
         tag = swipes[1] if isinstance(swipes, list) and len(swipes) > 1 else ""
         found.append(int(tag.split("#")[1]) if isinstance(tag, str) and tag.startswith("alt of #") else None)
     return found
-
-
-def answered(chat: Chat, *said: Line) -> None:
-    chat = Chat.objects.get(pk=chat.pk)
-    rows_ = [{"name": "x", "is_user": line.role == "user", "mes": line.content} for line in said]
-    chat_append(chat=chat, messages=rows_, integrity=chat.integrity)
 
 
 def without(turns: list[Line], *gone: int) -> list[Line]:
