@@ -173,10 +173,12 @@ def history_sync(
         first = min([*edited[:1], deleted_from])
         return _branched(chat, lines, start, head, stored.indices[first - 1] if first else None, branch_key)
     agreeing = cut - len(edited)
-    # Fewer than half the messages compared are the chat's; or the chat's opening alone, the rest not found in it (a
-    # front end's cut whose newest messages were edited, another story of the same card sent under one header),
-    # where more would be deleted than agree.
-    misfit = cut == 0 or agreeing * 2 < cut or (0 < agree and len(stored.indices) - deleted_from > agreeing)
+    # Fewer than half the messages compared are the chat's; or the chat's opening alone, its speakers then parting
+    # from the chat's at once and the rest found nowhere in it (a front end's cut whose newest message was edited),
+    # where more would be deleted than agree. (A person's first message edited and the rest deleted keeps the
+    # speakers' order: written as it comes.)
+    kept_cut = 0 < agree == cut and len(stored.indices) - deleted_from > agreeing
+    misfit = cut == 0 or agreeing * 2 < cut or kept_cut
     if named and misfit and rewrites:
         return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[*kept, *[None] * len(history)])
     for n in edited:
