@@ -3,7 +3,9 @@ import json
 import pytest
 
 from apps.chats.models import Chat, Message
-from tests.chats.helpers import exported, if_match
+from apps.chats.services.chats import chat_import
+from apps.chats.services.patch import chat_patch
+from tests.chats.helpers import exported, if_match, stream
 
 pytestmark = pytest.mark.django_db
 
@@ -139,3 +141,86 @@ def test_odd_pointers_and_numbers_answer_4xx(api, chat, op, status):
 def test_a_patch_of_only_tests_leaves_the_integrity(api, chat):
     response = _patch(api, chat, [{"op": "test", "path": "/0/swipe_id", "value": 0}])
     assert response.json()["applied"] == 1 and response.json()["integrity"] == str(chat.integrity)
+
+
+def _reference(lines: list[dict], operations: list[dict]) -> list[dict]:
+    """What RFC 6902 makes of `lines` (whole messages and their `mes`), applied in Python, one operation at a time."""
+    lines = [dict(line) for line in lines]
+    for op in operations:
+        index = op["path"].split("/")[1]
+        if op["op"] == "remove":
+            del lines[int(index)]
+        elif op["op"] == "add":
+            lines.insert(len(lines) if index == "-" else int(index), dict(op["value"]))
+        elif op["path"].endswith("/mes"):
+            lines[int(index)]["mes"] = op["value"]
+        elif op["op"] == "move":
+            lines.insert(int(index), lines.pop(int(op["from"].split("/")[1])))
+    return lines
+
+
+def _long_chat(user, count: int) -> Chat:
+    lines = [{"name": "Mira" if n % 2 else "You", "is_user": not n % 2, "mes": f"Message {n}."} for n in range(count)]
+    data = "\n".join(json.dumps(line) for line in [{"chat_metadata": {}}, *lines]).encode()
+    return chat_import(user=user, stream=stream(data), title="Long")
+
+
+def _messages(chat) -> list[dict]:
+    return [{key: line[key] for key in ("name", "is_user", "mes")} for line in exported(chat)[1:]]
+
+
+NEW = {"name": "Narrator", "is_user": False, "mes": "Meanwhile."}
+REMOVALS = {
+    "a block, from its end back": [{"op": "remove", "path": f"/{n}"} for n in range(59, 9, -1)],
+    "a block, at its start again and again": [{"op": "remove", "path": "/10"}] * 50,
+    "scattered, ascending": [{"op": "remove", "path": f"/{n}"} for n in (3, 7, 7, 20, 50, 94)],
+    "scattered, descending, then the last": [{"op": "remove", "path": f"/{n}"} for n in (90, 41, 40, 2, 0, 94)],
+    "the end of the chat": [{"op": "remove", "path": f"/{n}"} for n in range(99, 79, -1)],
+    "removes between reads and writes": [
+        {"op": "remove", "path": "/5"},
+        {"op": "remove", "path": "/5"},
+        {"op": "test", "path": "/5/mes", "value": "Message 7."},
+        {"op": "remove", "path": "/30"},
+        {"op": "replace", "path": "/6/mes", "value": "Edited."},
+        {"op": "remove", "path": "/6"},
+        {"op": "remove", "path": "/0"},
+        {"op": "add", "path": "/3", "value": NEW},
+        {"op": "remove", "path": "/4"},
+        {"op": "remove", "path": "/4"},
+        {"op": "move", "from": "/50", "path": "/1"},
+        {"op": "remove", "path": "/60"},
+        {"op": "add", "path": "/-", "value": NEW},
+    ],
+}
+
+
+@pytest.mark.parametrize("operations", REMOVALS.values(), ids=REMOVALS.keys())
+def test_removed_messages_leave_the_rest_in_order(api, user, operations):
+    chat = _long_chat(user, 100)
+    expected = _reference(_messages(chat), operations)
+    response = _patch(api, chat, operations)
+    assert response.status_code == 200, response.content
+    assert _messages(chat) == expected
+    indices = list(Message.objects.filter(chat=chat).order_by("index").values_list("index", flat=True))
+    assert indices == list(range(len(expected)))
+    assert Chat.objects.get(pk=chat.pk).message_count == len(expected) == response.json()["total_messages"]
+
+
+def test_removes_then_a_failed_test_remove_nothing(api, user):
+    chat = _long_chat(user, 40)
+    before = exported(chat)
+    ops = [{"op": "remove", "path": f"/{n}"} for n in range(30, 9, -1)]
+    response = _patch(api, chat, [*ops, {"op": "test", "path": "/9/mes", "value": "Not this."}])
+    assert response.status_code == 409, response.content
+    assert exported(chat) == before
+
+
+def test_a_block_of_removes_costs_the_same_few_queries_whatever_its_size(user, django_assert_max_num_queries):
+    # A front end deleting a block sends a remove per message: each was a DELETE and an UPDATE of every later row.
+    chat = _long_chat(user, 400)
+    with django_assert_max_num_queries(8):
+        chat_patch(
+            chat=chat, operations=[{"op": "remove", "path": f"/{n}"} for n in range(299, 99, -1)],
+            integrity=chat.integrity,
+        )  # fmt: skip
+    assert [line["mes"] for line in _messages(chat)] == [f"Message {n}." for n in (*range(100), *range(300, 400))]

@@ -732,13 +732,6 @@ def test_queries_deleting_one_message_amid_2000(user, long_story):
     assert len(queries) <= QUERY_BOUND, len(queries)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="performance (inherited, not new): _dropped sends one `remove` per deleted "
-    "message and chat_patch runs each as a DELETE and an UPDATE shifting every later message: 2 "
-    "queries a message (213 for 100 here; 500 amid 2,001 took 1,013 queries, 48 s) and O(block x tail) "
-    "rows rewritten. The comparison's deletion from the end costs as many queries (501: 1,015, 31 s)",
-)
 def test_queries_deleting_a_block_of_100_amid_2000(user, long_story):
     turns, chat = long_story
     sent = [line for n, line in enumerate(turns) if not 1000 <= n < 1100]
@@ -746,6 +739,15 @@ def test_queries_deleting_a_block_of_100_amid_2000(user, long_story):
         synced = synced_as_sent(user, [SYSTEM, *sent, GO], "long")
     assert synced.written == {**NOTHING, "deleted": 100}
     assert texts(chat) == [line.content for line in sent]
+    assert len(queries) <= QUERY_BOUND, len(queries)
+
+
+def test_queries_deleting_the_last_501_of_2001(user, long_story):
+    turns, chat = long_story
+    with CaptureQueriesContext(db_connection) as queries:
+        synced = synced_as_sent(user, [SYSTEM, *turns[:1500], GO], "long")
+    assert synced.written == {**NOTHING, "deleted": 501}
+    assert texts(chat) == [line.content for line in turns[:1500]] and synced.message == GO.content
     assert len(queries) <= QUERY_BOUND, len(queries)
 
 

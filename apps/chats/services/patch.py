@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import uuid
 from typing import Any
 
@@ -29,18 +31,23 @@ MAX_PATCH_OPERATIONS = jsonpatch.MAX_OPERATIONS
 class _MessageArray:
     """The chat's messages as the JSON array an RFC 6902 patch addresses, loaded a message at a time.
 
-    Edits inside a message stay in memory until `flush`; inserting or removing a whole message flushes first and
-    then shifts the following indices in one UPDATE (the unique index constraint is deferred for this)."""
+    Edits inside a message stay in memory until `flush`; inserting a whole message flushes first and then shifts
+    the following indices in one UPDATE (the unique index constraint is deferred for this). Removed messages are
+    only noted (`gone`, by their stored index) until another operation reads or writes a message: a run of removes,
+    as a block deleted in a front end arrives, is then one DELETE and one UPDATE for each stretch of messages after a
+    gap, not a DELETE and an UPDATE of every later message for each message removed."""
 
     def __init__(self, chat: Chat) -> None:
         self.chat = chat
         self.loaded: dict[int, dict[str, Any]] = {}
         self.dirty: set[int] = set()
+        self.gone: list[int] = []  # sorted; while not empty, nothing is loaded or dirty
 
     def position(self, token: str, *, allow_end: bool) -> int:
         return jsonpatch.array_index(token, self.chat.message_count, allow_end=allow_end)
 
     def message(self, index: int) -> dict[str, Any]:
+        self._settle()
         if index not in self.loaded:
             row = Message.objects.filter(chat=self.chat, index=index).values(*MESSAGE_COLUMNS).get()
             self.loaded[index] = message_line(row)
@@ -74,6 +81,7 @@ class _MessageArray:
         self._set(index, jsonpatch.add(jsonpatch.remove(message, tokens[1:]), tokens[1:], value))
 
     def _set(self, index: int, message: Any) -> None:
+        self._settle()
         self.loaded[index] = _as_message(message)
         self.dirty.add(index)
 
@@ -85,19 +93,39 @@ class _MessageArray:
         self.loaded.clear()
 
     def _delete(self, index: int) -> None:
-        self.flush()
-        Message.objects.filter(chat=self.chat, index=index).delete()
-        Message.objects.filter(chat=self.chat, index__gt=index).update(index=F("index") - 1)
+        self.flush(settle=False)
+        stored = index  # the position counts the messages noted as gone before it: skip them
+        for gone in self.gone:
+            if gone > stored:
+                break
+            stored += 1
+        bisect.insort(self.gone, stored)
         self.chat.message_count -= 1
         self.loaded.clear()
 
-    def flush(self) -> None:
+    def _settle(self) -> None:
+        """The removed messages deleted, and each stretch of messages after them moved back by the number removed
+        before it."""
+        if not self.gone:
+            return
+        Message.objects.filter(chat=self.chat, index__in=self.gone).delete()
+        for removed, (gone, following) in enumerate(itertools.pairwise([*self.gone, None]), start=1):
+            if following != gone + 1:  # a stretch of kept messages starts after `gone`
+                stretch = Message.objects.filter(chat=self.chat, index__gt=gone)
+                if following is not None:
+                    stretch = stretch.filter(index__lt=following)
+                stretch.update(index=F("index") - removed)
+        self.gone.clear()
+
+    def flush(self, *, settle: bool = True) -> None:
         for index in sorted(self.dirty):
             columns, other, absent = split_fields(self.loaded[index], MESSAGE_FIELDS)
             Message.objects.filter(chat=self.chat, index=index).update(
                 **columns, other_fields=other, absent_fields=absent
             )
         self.dirty.clear()
+        if settle:
+            self._settle()
 
 
 def _as_message(value: Any) -> dict[str, Any]:
