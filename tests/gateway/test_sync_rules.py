@@ -1,5 +1,6 @@
 """Red team of two gateway rules: messages deleted amid a history deleted alone (services/sync.py _dropped_count,
-_dropped) and a named history's kept greeting placed by its last messages (services/placing.py _at_end, kept_place).
+_dropped, and with other changes services/aligning.py) and a named history's kept greeting placed by its last
+messages (services/placing.py _at_end, kept_place).
 
 Each message of a stored story carries a swipe naming it (`alt of #n`), so a test can tell whether a message kept
 its identity (its swipes) or was deleted and written again. Expectations that fail today are xfail(strict=True)
@@ -124,12 +125,6 @@ def test_repeated_texts_guessed_deletion_within_the_last_exchange(user):
 # 3. Deletions combined with other changes ------------------------------------------------------------------------
 
 
-LIMIT_EDIT = ("limitation: _dropped_count needs the history to go on *exactly* (MD5) as the chat does after the "
-              "block; with any other change the comparison deletes from the first misaligned speaker and writes "
-              "the rest again: later messages lose their swipes")  # fmt: skip
-
-
-@pytest.mark.xfail(strict=True, reason=LIMIT_EDIT)
 def test_delete_one_and_edit_a_later_one_named(user):
     turns = telling(40)
     chat = story(user, turns, "long")
@@ -142,20 +137,6 @@ def test_delete_one_and_edit_a_later_one_named(user):
     assert origins(chat) == [n for n in range(41) if n != 34]
 
 
-def test_delete_one_and_edit_a_later_one_named_texts_right(user):
-    """The same as above: what does hold (the texts), and what it costs (every later message written again)."""
-    turns = telling(40)
-    chat = story(user, turns, "long")
-    sent = list(turns)
-    sent[38] = Line("assistant", "Turn 38, edited.")
-    sent = without(sent, 34)
-    synced = synced_as_sent(user, [SYSTEM, *sent, GO], "long")
-    assert texts(chat) == [line.content for line in sent]
-    assert synced.written == {"appended": 6, "edited": 0, "deleted": 7}
-    assert origins(chat) == [*range(34), *[None] * 6]
-
-
-@pytest.mark.xfail(strict=True, reason=LIMIT_EDIT)
 def test_edit_an_early_message_and_delete_a_later_one_named(user):
     turns = telling(40)
     chat = story(user, turns, "long")
@@ -167,7 +148,6 @@ def test_edit_an_early_message_and_delete_a_later_one_named(user):
     assert origins(chat) == [n for n in range(41) if n != 34]
 
 
-@pytest.mark.xfail(strict=True, reason=LIMIT_EDIT)
 def test_two_separate_blocks_deleted_named(user):
     turns = telling(40)
     chat = story(user, turns, "long")
@@ -178,15 +158,6 @@ def test_two_separate_blocks_deleted_named(user):
     assert origins(chat) == [n for n in range(41) if n not in (20, 34)]
 
 
-PAIR_EDIT = (
-    "limitation (the comparison, reached because rule 1 needs an exact tail): a pair deleted keeps the speakers "
-    "aligned, so every later message reads as an edit of its neighbour; the history is then one shorter than the "
-    "chat and ends with the person's turn, so it also reads as a regenerate: the new turn is written over #39 and "
-    "the old last reply stays after it (its words twice), each edited message keeping another's swipes"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=PAIR_EDIT)
 def test_delete_a_pair_and_edit_a_later_message(user):
     """The person deletes #33, #34 and edits #38, then sends a turn. Expected: two deleted, one edited, the turn."""
     turns = telling(40)
@@ -197,56 +168,33 @@ def test_delete_a_pair_and_edit_a_later_message(user):
     synced = synced_as_sent(user, [SYSTEM, *sent, GO], "long")
     assert (synced.mode, synced.message) == (NEW, GO.content)
     assert texts(chat) == [line.content for line in sent]
+    assert synced.written == {"appended": 0, "edited": 1, "deleted": 2}
+    assert origins(chat) == [n for n in range(41) if n not in (33, 34)]
 
 
-def test_delete_a_pair_and_edit_a_later_message_what_happens(user):
-    turns = telling(40)
-    chat = story(user, turns, "long")
-    sent = list(turns)
-    sent[38] = Line("assistant", "Turn 38, edited.")
-    sent = without(sent, 33, 34)
-    synced = synced_as_sent(user, [SYSTEM, *sent, GO], "long")
-    assert (synced.mode, synced.message, synced.written) == (SWIPE, None, {**NOTHING, "edited": 7})
-    assert texts(chat) == [*(line.content for line in sent), GO.content, turns[40].content]
-    assert origins(chat)[33:] == list(range(33, 41))  # #33 shows turn 35's words with #33's swipes, and so on
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="limitation: a deletion with a regenerate (the history ending before the "
-    "chat's last reply) is not a _dropped_count shape; the comparison deletes from the block on, the "
-    "last reply too (not kept as a swipe), and appends the rest: mode NEW",
-)
 def test_delete_one_then_regenerate_named(user):
     turns = telling(40)
     chat = story(user, turns, "long")
     sent = without(turns, 34)[:-1]  # ... 39 (the person's last), the reply 40 regenerated
     synced = synced_as_sent(user, [SYSTEM, *sent], "long")
-    assert synced.mode == SWIPE
+    assert (synced.mode, synced.message, synced.written) == (SWIPE, None, {**NOTHING, "deleted": 1})
     assert origins(chat) == [n for n in range(41) if n != 34]
-
-
-def test_delete_one_then_regenerate_named_what_happens(user):
-    turns = telling(40)
-    chat = story(user, turns, "long")
-    sent = without(turns, 34)[:-1]
-    synced = synced_as_sent(user, [SYSTEM, *sent], "long")
-    assert (synced.mode, synced.message) == (NEW, turns[39].content)
-    assert synced.written == {"appended": 4, "edited": 0, "deleted": 7}
-    assert texts(chat) == [line.content for line in sent[:-1]]  # the old reply (#40) and its swipes are gone
 
 
 def test_deleted_here_while_another_device_appended(user):
     """Device A deletes #34 and sends; device B had meanwhile appended an exchange (41, 42). The history no longer
-    goes on as the chat does to its end, so the rule stays out; the comparison then deletes from #34 on, device B's
-    exchange too (whole-history sync has no merge: recorded, as it was before the rule)."""
+    goes on as the chat does to its end, so the rule stays out; read message by message (services/aligning.py),
+    #34 is deleted, the messages between kept, and device B's exchange read as the comparison reads a history one
+    shorter than the chat ending with the person's message: its turn edited (to A's) and its reply regenerated
+    (whole-history sync has no merge: the history is the chat)."""
     turns = telling(40)
     chat = story(user, turns, "long")
     answered(chat, Line("user", "From the phone."), Line("assistant", "Reply on the phone."))
     sent = without(turns, 34)
     synced = synced_as_sent(user, [SYSTEM, *sent, GO], "long")
-    assert synced.written["deleted"] == 9  # 34..42
+    assert (synced.mode, synced.written) == (SWIPE, {**NOTHING, "edited": 1, "deleted": 1})
     assert "From the phone." not in texts(chat)
+    assert texts(chat)[:-1] == [line.content for line in [*sent, GO]]
 
 
 def test_other_device_deleted_then_stale_full_history(user):

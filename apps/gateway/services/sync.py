@@ -6,7 +6,9 @@ From where the request's history starts in the chat (services/match.py), message
 - the same speaker saying something else is an edit (the message and its shown swipe);
 - another speaker where the chat had one: from there on the request replaces the chat's end;
 - messages the request leaves out amid the chat, going on after them as the chat does to its end, are deleted, and
-  only they (the later ones keep their swipes and extension data: _dropped_count);
+  only they (the later ones keep their swipes and extension data: _dropped_count); with other changes besides (more
+  blocks left out, edits, the end cut, a regenerate, messages added at the end), the history is read message by
+  message against the chat (services/aligning.py) and only the deletions and edits are written;
 - stored messages past the request's end are deleted, except
 - the request that ends where the chat's last reply was (the same history, the reply missing): a regenerate, whose
   reply becomes a new swipe of that message (generation's swipe mode);
@@ -36,6 +38,7 @@ What a chat holds is never rewritten on a guess:
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +52,7 @@ from apps.chats.services.chats import chat_lock
 from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
 from apps.chats.services.start import send_date
 from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
+from apps.gateway.services.aligning import Reading, aligned
 from apps.gateway.services.placing import DIGESTS, changed, compared, kept_place, worded
 from apps.gateway.services.request import Line
 from apps.gateway.services.window import HEAD_KEPT
@@ -153,6 +157,11 @@ def history_sync(
     dropped = 0 if branch_key and same < last_exchange else _dropped_count(history, stored, same, answered=answered)
     if dropped:
         return _dropped(chat, history, stored, same, dropped, kept, answered=answered)
+    # Messages deleted amid the history along with other changes: read message by message (services/aligning.py).
+    if same < len(stored.indices) and not (branch_key and same < last_exchange):
+        reading = aligned(history, stored, same, answered=answered)
+        if reading is not None:
+            return _aligned(chat, history, stored, reading, kept, answered=answered)
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
     for n in range(same, cut):
@@ -256,6 +265,52 @@ def _dropped(
         synced.message = history[-1].content  # the person's turn, after them
     elif history[-1].role == "assistant":
         synced.mode = Generation.Mode.CONTINUE
+    return synced
+
+
+def _aligned(
+    chat: Chat,
+    history: list[Line],
+    stored: HistoryDigests,
+    reading: Reading,
+    kept: list[int | None],
+    *,
+    answered: bool,
+) -> Synced:
+    """The history written as `reading` has it: the messages it edits edited (not those it spaces otherwise), those
+    it leaves out deleted, the others kept (each now as many places earlier as were deleted before it), and what
+    follows the chat's end appended, or the person's turn."""
+    operations: list[dict[str, Any]] = []
+    edited = set()
+    for n in reading.edited:
+        index = stored.indices[reading.held[n]]
+        if changed(chat, index, history[n]):
+            operations += _edit(chat, index, history[n].content)
+            edited.add(n)
+    gone = [stored.indices[p] for p in reading.gone]
+    operations += [{"op": "remove", "path": f"/{index}"} for index in reversed(gone)]
+    chat = _patch(chat, operations)
+    synced = Synced(chat, indices=[None] * len(history))
+    synced.written.update(edited=len(edited), deleted=len(gone))
+    for n, p in enumerate(reading.held):
+        if p is not None and (n in edited or n not in reading.edited):
+            synced.indices[n] = stored.indices[p] - bisect.bisect_left(gone, stored.indices[p])
+    new = [n for n, p in enumerate(reading.held) if p is None]
+    if new and history[new[-1]].role == "user" and not answered:
+        synced.message, new = history[new[-1]].content, new[:-1]
+    if new:
+        first = chat.message_count
+        chat = _append(chat, [_line(chat, history[n]) for n in new])
+        synced.written["appended"] = len(new)
+        synced.indices[new[0] : new[-1] + 1] = range(first, first + len(new))
+    if reading.regenerate:
+        synced.mode = Generation.Mode.SWIPE
+    elif answered:
+        synced.mode = Generation.Mode.IMPERSONATE
+    elif history[-1].role == "assistant":
+        synced.mode = Generation.Mode.CONTINUE
+    synced.chat = chat
+    synced.indices = [*kept, *synced.indices]
     return synced
 
 
