@@ -530,6 +530,20 @@ def _stored_raw(user, turns: list[Line], header: str) -> Chat:
     return Chat.objects.get(pk=chat.pk)
 
 
+@pytest.mark.parametrize("opening", [5, 6, 8])
+@pytest.mark.parametrize("turn", [True, False], ids=["turn", "continue"])
+def test_named_longer_opening_then_the_chats_end_is_not_stored(user, opening, turn):
+    """The chat's first messages, more than a kept greeting's HEAD_KEPT, then its last 20 of 200: a front end that
+    keeps more of the opening past its cut, or a block deleted far larger than what is kept. Answered, not stored:
+    with five, the speakers parted at once and 196 messages were deleted, 21 written again."""
+    turns = telling(200)
+    chat = story(user, turns, "long")
+    sent = [*turns[:opening], *turns[180:]]
+    synced = synced_as_sent(user, [SYSTEM, *sent, *([GO] if turn else [])], "long")
+    assert (synced.mode, synced.written) == (IMP, NOTHING)
+    assert origins(chat) == list(range(201))
+
+
 # 8. A property: a named history that is the chat less one block (then maybe a new turn) ----------------------------
 
 

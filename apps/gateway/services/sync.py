@@ -183,10 +183,12 @@ def history_sync(
         return _branched(chat, lines, start, head, stored.indices[first - 1] if first else None, branch_key)
     agreeing = cut - len(edited)
     # Fewer than half the messages compared are the chat's; or the chat's opening alone, its speakers then parting
-    # from the chat's at once and the rest found nowhere in it (a front end's cut whose newest message was edited),
-    # where more would be deleted than agree. (A person's first message edited and the rest deleted keeps the
-    # speakers' order: written as it comes.)
-    kept_cut = 0 < agree == cut and len(stored.indices) - deleted_from > agreeing
+    # from the chat's at once and the history going on, where more would be deleted than agree: a front end's cut
+    # whose newest message was edited, one keeping more of the opening than HEAD_KEPT, or a block deleted larger
+    # than what is kept (as _dropped_count refuses one). (A person's first message edited and the rest deleted keeps
+    # the speakers' order: written as it comes.)
+    opening = max(agree, same)
+    kept_cut = 0 < opening == cut < len(history) and len(stored.indices) - deleted_from > agreeing
     misfit = cut == 0 or agreeing * 2 < cut or kept_cut
     if named and misfit and rewrites:
         return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[*kept, *[None] * len(history)])
