@@ -50,15 +50,15 @@ def test_a_deletion_then_the_last_turn_edited_and_regenerated(user):
     assert texts(chat)[-2] == sent[-1].content
 
 
-def test_a_deletion_then_the_turn_said_after_the_chats_last_reply_was_deleted(user):
-    """The person deleted #20 and the last exchange, then wrote a turn: the history is one shorter than the chat and
-    ends with their message, which the comparison reads as an edit of their last turn and a regenerate."""
+def test_a_deletion_then_the_last_exchange_deleted_and_a_turn_said(user):
+    """The person deleted #20 and the last exchange, then wrote a turn sharing no words with their deleted one: the
+    history is one shorter than the chat and ends with their message, but it is their new turn, not an edit."""
     turns = telling(40)
     chat = story(user, turns, "long")
     sent = without(turns, 20, 39, 40)
     synced = synced_as_sent(user, [SYSTEM, *sent, GO], "long")
-    assert (synced.mode, synced.written) == (SWIPE, {**NOTHING, "edited": 1, "deleted": 1})
-    assert texts(chat) == [*(line.content for line in sent), GO.content, turns[40].content]
+    assert (synced.mode, synced.message, synced.written) == (NEW, GO.content, {**NOTHING, "deleted": 3})
+    assert origins(chat) == [n for n in range(39) if n != 20]
 
 
 def test_a_deletion_an_edit_and_a_message_added_before_the_turn(user):
@@ -135,10 +135,16 @@ def test_the_deletion_inside_a_kept_greeting_window_with_an_edit(user):
     assert origins(chat) == [n for n in range(41) if n != 34]
 
 
-def _reading(user, turns: list[Line], sent: list[Line], same: int):
-    chat = story(user, turns, "long", tagged=False)
+def _reading(user, turns: list[Line], sent: list[Line], same: int, chat: Chat | None = None):
+    chat = chat or story(user, turns, "long", tagged=False)
     history = [line for line in sent if line.role != "system"]
-    return aligned(history, history_digests(chat=chat), same, answered=False)
+    stored = history_digests(chat=chat)
+
+    def read(positions: list[int]) -> dict[int, str]:
+        rows = dict(chat.messages.filter(index__in=[stored.indices[p] for p in positions]).values_list("index", "mes"))
+        return {p: rows[stored.indices[p]] for p in positions}
+
+    return aligned(history, stored, same, answered=False, read=read)
 
 
 def test_more_left_out_than_kept_is_no_reading(user):
@@ -160,16 +166,35 @@ def test_a_message_inserted_amid_the_chat_is_no_reading(user):
     assert _reading(user, turns, sent, 20) is None
 
 
-def test_repeated_texts_past_what_the_alignment_weighs_are_no_reading(user, monkeypatch):
-    """Every turn of the person's is "ok": the alignment would weigh each against every other (half a second for
-    5,000 messages). Past ALIGNED_PAIRS the comparison alone reads the history; within it, the reading is found."""
+def test_a_turn_said_over_and_over_is_read_by_the_replies_around_it(user):
+    """Every turn of the person's is "ok": the replies, each said once, place them."""
     turns = [Line("user" if n % 2 else "assistant", "ok" if n % 2 else f"Reply {n}.") for n in range(2001)]
-    sent = [*without(edited(turns, 1700), 100, 101), GO]
-    assert _reading(user, turns, sent, 100) is None
-    monkeypatch.setattr(aligning, "ALIGNED_PAIRS", 10**9)
-    reading = aligned([line for line in sent if line.role != "system"], history_digests(
-        chat=Chat.objects.get(user=user)), 100, answered=False)  # fmt: skip
-    assert (reading.gone, reading.edited) == ([100, 101], [1698])
+    reading = _reading(user, turns, [*without(edited(turns, 1700), 100, 101), GO], 100)
+    assert (reading.gone, reading.edited, reading.spaced) == ([100, 101], [1698], [])
+
+
+def test_texts_said_over_and_over_are_left_to_the_comparison(user):
+    """A chat of two texts said over and over: nothing anchors it, and the pairs to weigh pass ALIGNED_CELLS."""
+    turns = [Line("user" if n % 2 else "assistant", "ok" if n % 2 else "...") for n in range(401)]
+    assert (300 - 100) ** 2 > aligning.ALIGNED_CELLS
+    assert _reading(user, turns, [*without(edited(turns, 300), 100, 101), GO], 100) is None
+
+
+def test_past_the_pairs_it_may_weigh_the_alignment_gives_no_reading(user, monkeypatch):
+    turns = telling(40)
+    sent = [*without(edited(turns, 30), 20), GO]
+    assert _reading(user, turns, sent, 20).gone == [20]
+    monkeypatch.setattr(aligning, "ALIGNED_CELLS", 0)  # the edit alone is one pair to weigh
+    assert _reading(user, turns, sent, 20, chat=Chat.objects.get(user=user)) is None
+
+
+def test_a_deletion_next_to_an_edit_is_told_by_the_words_kept(user):
+    """#20 and #21 deleted and #22 edited, or #20 edited and #21 and #22 deleted: the same speakers either way; the
+    edited message is the one whose words it keeps."""
+    turns = telling(40)
+    assert _reading(user, turns, [*without(edited(turns, 22), 20, 21), GO], 20).gone == [20, 21]
+    assert _reading(user, turns, [*without(edited(turns, 20), 21, 22), GO], 20, chat=Chat.objects.get(
+        user=user)).gone == [21, 22]  # fmt: skip
 
 
 def test_queries_deleting_one_and_editing_one_amid_2000(user):

@@ -184,17 +184,16 @@ def test_delete_one_then_regenerate_named(user):
 def test_deleted_here_while_another_device_appended(user):
     """Device A deletes #34 and sends; device B had meanwhile appended an exchange (41, 42). The history no longer
     goes on as the chat does to its end, so the rule stays out; read message by message (services/aligning.py),
-    #34 is deleted, the messages between kept, and device B's exchange read as the comparison reads a history one
-    shorter than the chat ending with the person's message: its turn edited (to A's) and its reply regenerated
-    (whole-history sync has no merge: the history is the chat)."""
+    #34 is deleted, the messages between kept, and device B's exchange deleted (whole-history sync has no merge:
+    the history is the chat); A's turn shares no words with B's, so it is a new turn, not an edit of B's."""
     turns = telling(40)
     chat = story(user, turns, "long")
     answered(chat, Line("user", "From the phone."), Line("assistant", "Reply on the phone."))
     sent = without(turns, 34)
     synced = synced_as_sent(user, [SYSTEM, *sent, GO], "long")
-    assert (synced.mode, synced.written) == (SWIPE, {**NOTHING, "edited": 1, "deleted": 1})
+    assert (synced.mode, synced.message, synced.written) == (NEW, GO.content, {**NOTHING, "deleted": 3})
     assert "From the phone." not in texts(chat)
-    assert texts(chat)[:-1] == [line.content for line in [*sent, GO]]
+    assert origins(chat) == [n for n in range(41) if n != 34]
 
 
 def test_other_device_deleted_then_stale_full_history(user):

@@ -1,105 +1,206 @@
 """A history that leaves out messages amid the chat along with other changes (another block left out, a message
-edited, the last reply regenerated), read message by message against the chat: which of its messages are the
-chat's, which edit one, which the chat's are deleted and which are new. Only those are then written
-(services/sync.py), the chat's other messages kept as they are: their swipes, recalls and extension data.
+edited or spaced otherwise, the last reply regenerated), read message by message against the chat: which of its
+messages are the chat's, which edit one, which of the chat's are deleted and which are new. Only those are then
+written (services/sync.py), the chat's other messages kept as they are: their swipes, recalls and extension data.
 
-The two are aligned by their speakers and digests (difflib's longest matching blocks) between the start and the end
-they share. A reading is given only where it is one a person makes in a front end: messages deleted amid the chat
-(at least one, with at least one message agreeing before them), messages edited in place (the same speaker), new
-messages at the end only, and no more messages deleted or edited than agree."""
+The two are aligned in two steps, each of bounded cost whatever the history:
+- anchors: the messages said once in the history and once in the chat (by speaker and digest), the longest run of
+  them in the same order on both sides (patience sorting: n log n);
+- between two anchors, each of the history's messages is paired with one of the chat's, the same speaker, in order,
+  the chat's left unpaired being deleted, choosing the pairs that agree most: the same digest, else the same words
+  spaced otherwise, else the most words shared (an edit keeps most of its words; this tells "#20 deleted, #22
+  edited" from "#20 edited, #21 and #22 deleted"). At most ALIGNED_CELLS pairs are weighed in all.
+A reading is given only where it is one a person makes in a front end: messages deleted amid the chat (at least
+one, with a message of the chat kept before and after it), messages edited in place, new messages at the end only,
+and no more messages deleted or edited than agree."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 
 from apps.chats.selectors import HistoryDigests
 from apps.gateway.services.placing import DIGESTS
-from apps.gateway.services.request import Line
+from apps.gateway.services.request import Line, said
 
-# The messages of each side aligned, between the start and the end they share, at most; and the pairs of equal
-# items the alignment may weigh (a message repeated on both sides, "ok" or "...", is weighed against each of its
-# repeats): past either, the history is read by the comparison alone.
+# The messages of each side read, past the start they share, at most; and the pairs of messages weighed between
+# anchors, in all (a chat whose every turn is "ok" has few anchors): past either, the comparison alone reads the
+# history (services/sync.py).
 ALIGNED_MOST = 5_000
-ALIGNED_PAIRS = 200_000
+ALIGNED_CELLS = 20_000
+SAME = 2.0  # a pair's weight when its texts agree (by digest, or but for spacing); otherwise the words shared, 0-1
 
 
 @dataclass
 class Reading:
     """The history against the chat (positions in `stored.indices`): `held[n]` the chat's message the history's
-    message n is (None: new), `edited` the history's positions whose message edits the chat's there, `gone` the
-    chat's positions deleted, `regenerate` the chat's last reply left out to be written again (not deleted)."""
+    message n is (None: new), `edited` the history's positions whose words differ from the chat's there, `spaced`
+    those whose text differs only in its spacing (not an edit), `gone` the chat's positions deleted, `regenerate`
+    the chat's last reply left out to be written again (not deleted)."""
 
     held: list[int | None]
     edited: list[int] = field(default_factory=list)
+    spaced: list[int] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)
     regenerate: bool = False
 
 
-def _items(history: list[Line]) -> list[str]:
-    return [("u" if line.role == "user" else "a") + DIGESTS.of(line.content) for line in history]
+class _Texts:
+    """The words of both sides' messages, as the pairs between anchors need them: the history's from its lines, the
+    chat's read once for all the positions asked (`read`: stored positions -> their texts)."""
+
+    def __init__(self, history: list[Line], read: Callable[[list[int]], dict[int, str]]) -> None:
+        self.history, self.read = history, read
+        self.ours: dict[int, str] = {}
+        self.said: dict[tuple[str, int], str] = {}
+        self.words: dict[tuple[str, int], frozenset[str]] = {}
+
+    def load(self, positions: list[int]) -> None:
+        missing = [p for p in positions if p not in self.ours]
+        if missing:
+            self.ours.update(self.read(missing))
+
+    def weight(self, i: int, j: int) -> float:
+        theirs, ours = self._said("t", i), self._said("o", j)
+        if theirs == ours:
+            return SAME
+        a, b = self._words("t", i, theirs), self._words("o", j, ours)
+        return len(a & b) / len(a | b) if a or b else 0.0
+
+    def _said(self, side: str, n: int) -> str:
+        key = (side, n)
+        if key not in self.said:
+            self.said[key] = said(self.history[n].content if side == "t" else self.ours.get(n, ""))
+        return self.said[key]
+
+    def _words(self, side: str, n: int, text: str) -> frozenset[str]:
+        key = (side, n)
+        if key not in self.words:
+            self.words[key] = frozenset(text.casefold().split())
+        return self.words[key]
 
 
-def _speakers(items: list[str]) -> str:
-    return "".join(item[0] for item in items)
-
-
-def _shared_end(ours: list[str], theirs: list[str], start: int) -> int:
-    """How many of the last items of the two agree (the first `start` of each aside)."""
-    count = 0
-    while count < min(len(ours), len(theirs)) - start and ours[-1 - count] == theirs[-1 - count]:
-        count += 1
-    return count
-
-
-def aligned(history: list[Line], stored: HistoryDigests, same: int, *, answered: bool) -> Reading | None:
+def aligned(
+    history: list[Line],
+    stored: HistoryDigests,
+    same: int,
+    *,
+    answered: bool,
+    read: Callable[[list[int]], dict[int, str]],
+) -> Reading | None:
     """The history read against the chat, its first `same` messages the chat's (module docstring); None where it
     is not such a reading. A history ending with the person's message is read first as a regenerate (it ends where
     the chat's last reply was, as the comparison reads one), then as it is, then as their new turn after what the
     chat ends with."""
-    if not same:
+    if not stored.indices:
         return None
     ours = [stored.speakers[p] + stored.md5[32 * p : 32 * p + 32] for p in range(len(stored.indices))]
-    theirs = _items(history)
+    theirs = [("u" if line.role == "user" else "a") + DIGESTS.of(line.content) for line in history]
+    texts = _Texts(history, read)
     turn = not answered and history[-1].role == "user"
-    if turn and ours[-1][0] == "a":
-        reading = _read(ours[:-1], theirs, same)
+    if turn and ours[-1][0] == "a" and len(ours) > 1:
+        reading = _read(ours[:-1], theirs, same, texts)
         if reading is not None and reading.held[-1] == len(ours) - 2:
             reading.regenerate = True
             return reading
-    reading = _read(ours, theirs, same)
-    if reading is None and turn and len(theirs) > same + 1:
-        reading = _read(ours, theirs[:-1], same)
+    reading = _read(ours, theirs, same, texts)
+    if reading is None and turn and len(theirs) > 1:
+        reading = _read(ours, theirs[:-1], same, texts)
         if reading is not None:
             reading.held.append(None)
     return reading
 
 
-def _read(ours: list[str], theirs: list[str], same: int) -> Reading | None:
-    end = _shared_end(ours, theirs, same)
-    middle_ours, middle_theirs = ours[same : len(ours) - end], theirs[same : len(theirs) - end]
-    if max(len(middle_ours), len(middle_theirs)) > ALIGNED_MOST:
+def _anchors(ours: list[str], theirs: list[str], start: int) -> list[tuple[int, int]]:
+    """(history position, chat position) of the messages said once on each side past `start`, the longest run of
+    them in the same order on both."""
+    once_ours, once_theirs = Counter(ours[start:]), Counter(theirs[start:])
+    where = {item: j for j, item in enumerate(ours[start:], start) if once_ours[item] == 1}
+    pairs = [(i, where[item]) for i, item in enumerate(theirs[start:], start)
+             if once_theirs[item] == 1 and item in where]  # fmt: skip
+    # Patience sorting: `ends[k]` the smallest chat position a run of k + 1 can end at, `before` each pair's link.
+    ends: list[int] = []
+    tails: list[int] = []
+    before: list[int] = []
+    for n, (_, j) in enumerate(pairs):
+        k = bisect.bisect_left(ends, j)
+        before.append(tails[k - 1] if k else -1)
+        if k == len(ends):
+            ends.append(j)
+            tails.append(n)
+        else:
+            ends[k], tails[k] = j, n
+    run, n = [], tails[-1] if tails else -1
+    while n >= 0:
+        run.append(pairs[n])
+        n = before[n]
+    return run[::-1]
+
+
+def _paired(them: list[int], us: list[int], theirs: list[str], ours: list[str], texts: _Texts, *, end: bool):
+    """Each of `them` (history positions) paired with one of `us` (chat positions), in order and the same speaker,
+    the pairs agreeing most (module docstring); None when no such pairing is. At the `end` (no anchor after them),
+    only messages sharing words pair: a message there sharing none with the chat's is new, not an edit."""
+    rows, cols = len(them), len(us)
+    none = float("-inf")
+    best = [[0.0] * (cols + 1)] + [[none] * (cols + 1) for _ in range(rows)]
+    for a, b in itertools.product(range(1, rows + 1), range(1, cols + 1)):
+        best[a][b] = best[a][b - 1]  # the chat's message b left unpaired: deleted
+        i, j = them[a - 1], us[b - 1]
+        if theirs[i][0] == ours[j][0] and best[a - 1][b - 1] > none:
+            weight = SAME if theirs[i] == ours[j] else texts.weight(i, j)
+            if weight > 0 or not end:
+                best[a][b] = max(best[a][b], best[a - 1][b - 1] + weight)
+    if best[rows][cols] == none:
         return None
-    counted = Counter(middle_ours)
-    if sum(counted[item] for item in middle_theirs) > ALIGNED_PAIRS:
+    pairs, a, b = [], rows, cols
+    while a:
+        if best[a][b] == best[a][b - 1]:
+            b -= 1
+        else:
+            pairs.append((them[a - 1], us[b - 1]))
+            a, b = a - 1, b - 1
+    return pairs[::-1]
+
+
+def _read(ours: list[str], theirs: list[str], same: int, texts: _Texts) -> Reading | None:
+    start = min(same, len(ours), len(theirs))
+    if max(len(ours), len(theirs)) - start > ALIGNED_MOST:
         return None
-    reading = Reading(held=[*range(same), *[None] * (len(theirs) - same)])
-    matcher = SequenceMatcher(None, middle_theirs, middle_ours, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        i1, i2, j1, j2 = i1 + same, i2 + same, j1 + same, j2 + same
-        if tag == "equal":
-            reading.held[i1:i2] = range(j1, j2)
-        elif tag == "insert":  # messages of the chat's the history leaves out
-            reading.gone += range(j1, j2)
-        elif tag == "replace" and i2 - i1 == j2 - j1 and _speakers(theirs[i1:i2]) == _speakers(ours[j1:j2]):
-            reading.held[i1:i2] = range(j1, j2)
-            reading.edited += range(i1, i2)
-        elif tag != "delete" or i2 != len(theirs) - end or j1 != len(ours):  # "delete": the history's own
-            return None  # a message inserted amid the chat, or several read as fewer: not a person's edits
-    reading.held[len(theirs) - end :] = range(len(ours) - end, len(ours))
-    agree = sum(index is not None for index in reading.held) - len(reading.edited)
-    kept_after = max([index for index in reading.held if index is not None])
-    if not any(p < kept_after for p in reading.gone) or len(reading.gone) + len(reading.edited) > agree:
+    anchors = _anchors(ours, theirs, start)
+    bounds = [(start - 1, start - 1), *anchors, (len(theirs), len(ours))]
+    gaps = []
+    for (i0, j0), (i1, j1) in itertools.pairwise(bounds):
+        them, us = list(range(i0 + 1, i1)), list(range(j0 + 1, j1))
+        if i1 == len(theirs):  # the end: what the history says past the chat's messages is new
+            them = them[: len(us)]
+        elif len(them) > len(us):
+            return None  # a message inserted amid the chat: not a person's edits
+        gaps.append((them, us))
+    if sum(len(them) * len(us) for them, us in gaps) > ALIGNED_CELLS:
+        return None
+    texts.load([j for them, us in gaps if them for j in us])
+    reading = Reading(held=[*range(start), *[None] * (len(theirs) - start)])
+    for i, j in anchors:
+        reading.held[i] = j
+    for n, (them, us) in enumerate(gaps, start=1):
+        pairs = _paired(them, us, theirs, ours, texts, end=n == len(gaps)) if them else []
+        if pairs is None:
+            return None
+        for i, j in pairs:
+            reading.held[i] = j
+            if theirs[i] != ours[j]:
+                (reading.spaced if texts.weight(i, j) == SAME else reading.edited).append(i)
+        paired = {j for _, j in pairs}
+        reading.gone += [j for j in us if j not in paired]
+    reading.gone.sort()
+    reading.edited.sort()
+    edits = len(reading.edited)
+    kept = sorted(j for j in reading.held if j is not None)
+    amid = any(kept and kept[0] < j < kept[-1] for j in reading.gone)
+    if not amid or len(reading.gone) + edits > len(kept) - edits:
         return None
     return reading

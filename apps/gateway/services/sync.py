@@ -159,7 +159,7 @@ def history_sync(
         return _dropped(chat, history, stored, same, dropped, kept, answered=answered)
     # Messages deleted amid the history along with other changes: read message by message (services/aligning.py).
     if same < len(stored.indices) and not (branch_key and same < last_exchange):
-        reading = aligned(history, stored, same, answered=answered)
+        reading = aligned(history, stored, same, answered=answered, read=_texts_at(chat, stored))
         if reading is not None:
             return _aligned(chat, history, stored, reading, kept, answered=answered)
     synced.indices[:same] = stored.indices[:same]
@@ -279,23 +279,20 @@ def _aligned(
     *,
     answered: bool,
 ) -> Synced:
-    """The history written as `reading` has it: the messages it edits edited (not those it spaces otherwise), those
-    it leaves out deleted, the others kept (each now as many places earlier as were deleted before it), and what
+    """The history written as `reading` has it: the messages it edits edited (not those spaced otherwise), those it
+    leaves out deleted, the others kept (each now as many places earlier as were deleted before it), and what
     follows the chat's end appended, or the person's turn."""
     operations: list[dict[str, Any]] = []
-    edited = set()
     for n in reading.edited:
-        index = stored.indices[reading.held[n]]
-        if changed(chat, index, history[n]):
-            operations += _edit(chat, index, history[n].content)
-            edited.add(n)
+        operations += _edit(chat, stored.indices[reading.held[n]], history[n].content)
     gone = [stored.indices[p] for p in reading.gone]
     operations += [{"op": "remove", "path": f"/{index}"} for index in reversed(gone)]
     chat = _patch(chat, operations)
     synced = Synced(chat, indices=[None] * len(history))
-    synced.written.update(edited=len(edited), deleted=len(gone))
+    synced.written.update(edited=len(reading.edited), deleted=len(gone))
+    spaced = set(reading.spaced)  # held as sent, not as the chat holds it: no index (as the comparison gives none)
     for n, p in enumerate(reading.held):
-        if p is not None and (n in edited or n not in reading.edited):
+        if p is not None and n not in spaced:
             synced.indices[n] = stored.indices[p] - bisect.bisect_left(gone, stored.indices[p])
     new = [n for n, p in enumerate(reading.held) if p is None]
     if new and history[new[-1]].role == "user" and not answered:
@@ -314,6 +311,17 @@ def _aligned(
     synced.chat = chat
     synced.indices = [*kept, *synced.indices]
     return synced
+
+
+def _texts_at(chat: Chat, stored: HistoryDigests):
+    """The texts of the chat's messages at positions of `stored`, read at once (services/aligning.py asks)."""
+
+    def read(positions: list[int]) -> dict[int, str]:
+        at = {stored.indices[p]: p for p in positions}
+        rows = Message.objects.filter(chat=chat, index__in=list(at)).values_list("index", "mes")
+        return {at[index]: mes for index, mes in rows}
+
+    return read
 
 
 def _kept(chat: Chat, head: list[Line]) -> list[int | None]:
