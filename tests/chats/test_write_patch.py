@@ -224,3 +224,31 @@ def test_a_block_of_removes_costs_the_same_few_queries_whatever_its_size(user, d
             integrity=chat.integrity,
         )  # fmt: skip
     assert [line["mes"] for line in _messages(chat)] == [f"Message {n}." for n in (*range(100), *range(300, 400))]
+
+
+def test_edits_inside_many_messages_read_them_at_once(user, django_assert_max_num_queries):
+    chat = _long_chat(user, 200)
+    ops = [{"op": "replace", "path": f"/{n}/mes", "value": f"Edited {n}."} for n in range(0, 200, 2)]
+    with django_assert_max_num_queries(100 + 8):  # an UPDATE a message edited; they were read one by one
+        chat_patch(chat=chat, operations=ops, integrity=chat.integrity)
+    assert [line["mes"] for line in _messages(chat)] == [f"Edited {n}." if n % 2 == 0 else f"Message {n}." for n in
+                                                         range(200)]  # fmt: skip
+
+
+def test_edits_read_ahead_then_a_message_removed_address_the_messages_as_they_then_stand(api, user):
+    chat = _long_chat(user, 20)
+    ops = [
+        {"op": "replace", "path": "/5/mes", "value": "First edit of #5."},
+        {"op": "remove", "path": "/3"},
+        {"op": "replace", "path": "/5/mes", "value": "Edit of the message that was #6."},
+        {"op": "test", "path": "/4/mes", "value": "First edit of #5."},
+        {"op": "add", "path": "/0", "value": NEW},
+        {"op": "replace", "path": "/10/mes", "value": "Edit of the message that was #10."},
+        {"op": "remove", "path": "/99/mes"},
+    ]
+    before = exported(chat)
+    assert _patch(api, chat, ops).status_code == 409  # the last addresses no message: nothing written
+    assert exported(chat) == before
+    expected = _reference(_messages(chat), ops[:-1])
+    assert _patch(api, chat, ops[:-1]).status_code == 200
+    assert _messages(chat) == expected
