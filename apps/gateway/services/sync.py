@@ -53,8 +53,8 @@ from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
 from apps.chats.services.start import send_date
 from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
 from apps.gateway.services.aligning import Reading, aligned
-from apps.gateway.services.placing import DIGESTS, changed, compared, kept_place, worded
-from apps.gateway.services.request import Line
+from apps.gateway.services.placing import DIGESTS, compared, kept_place, worded
+from apps.gateway.services.request import Line, said
 from apps.gateway.services.window import HEAD_KEPT
 from apps.generation.models import Generation
 
@@ -83,13 +83,17 @@ def _answered_only(lines: list[Line], history: list[Line]) -> bool:
     return bool(history) and history[-1].role == "assistant" and CONTINUE_NUDGE.match(lines[-1].content) is None
 
 
-def _edit(chat: Chat, index: int, text: str) -> list[dict[str, Any]]:
-    at = f"/{index}"
-    operations = [{"op": "replace", "path": f"{at}/mes", "value": text}]
-    swipes, shown = Message.objects.filter(chat=chat, index=index).values_list("swipes", "swipe_id").get()
-    shown = shown or 0
-    if isinstance(swipes, list) and 0 <= shown < len(swipes):
-        operations.append({"op": "replace", "path": f"{at}/swipes/{shown}", "value": text})
+def _edits(chat: Chat, texts: dict[int, str]) -> list[dict[str, Any]]:
+    """The operations writing each text over the chat's message at its index: its text and its shown swipe (the
+    messages' swipes read at once)."""
+    rows = Message.objects.filter(chat=chat, index__in=list(texts)).values_list("index", "swipes", "swipe_id")
+    shown_swipes = {index: (swipes, shown or 0) for index, swipes, shown in rows}
+    operations = []
+    for index, text in texts.items():
+        operations.append({"op": "replace", "path": f"/{index}/mes", "value": text})
+        swipes, shown = shown_swipes[index]
+        if isinstance(swipes, list) and 0 <= shown < len(swipes):
+            operations.append({"op": "replace", "path": f"/{index}/swipes/{shown}", "value": text})
     return operations
 
 
@@ -164,11 +168,13 @@ def history_sync(
             return _aligned(chat, history, stored, reading, kept, answered=answered)
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
+    differing = [n for n in range(same, cut) if digests[32 * n : 32 * n + 32] != stored.md5[32 * n : 32 * n + 32]]
+    # Their texts read at once: a history whose every reply differs read one message at a time took a second.
+    texts = dict(chat.messages.filter(index__in=[stored.indices[n] for n in differing]).values_list("index", "mes"))
     for n in range(same, cut):
-        line, index = history[n], stored.indices[n]
         if digests[32 * n : 32 * n + 32] == stored.md5[32 * n : 32 * n + 32]:
-            synced.indices[n] = index
-        elif changed(chat, index, line):
+            synced.indices[n] = stored.indices[n]
+        elif history[n].said != said(texts.get(stored.indices[n], "")):
             edited.append(n)  # (the same words spaced otherwise: not an edit, and the prompt keeps them as sent)
     regenerate = not answered and (
         cut == len(history) == len(stored.indices) - 1 and history[-1].role == "user" and stored.speakers[-1] == "a"
@@ -192,8 +198,8 @@ def history_sync(
     misfit = cut == 0 or agreeing * 2 < cut or kept_cut
     if named and misfit and rewrites:
         return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[*kept, *[None] * len(history)])
+    operations += _edits(chat, {stored.indices[n]: history[n].content for n in edited})
     for n in edited:
-        operations += _edit(chat, stored.indices[n], history[n].content)
         synced.written["edited"] += 1
         synced.indices[n] = stored.indices[n]
     if regenerate:
@@ -282,9 +288,7 @@ def _aligned(
     """The history written as `reading` has it: the messages it edits edited (not those spaced otherwise), those it
     leaves out deleted, the others kept (each now as many places earlier as were deleted before it), and what
     follows the chat's end appended, or the person's turn."""
-    operations: list[dict[str, Any]] = []
-    for n in reading.edited:
-        operations += _edit(chat, stored.indices[reading.held[n]], history[n].content)
+    operations = _edits(chat, {stored.indices[reading.held[n]]: history[n].content for n in reading.edited})
     gone = [stored.indices[p] for p in reading.gone]
     operations += [{"op": "remove", "path": f"/{index}"} for index in reversed(gone)]
     chat = _patch(chat, operations)
