@@ -206,3 +206,12 @@ def test_queries_deleting_one_and_editing_one_amid_2000(user):
     assert synced.written == {**NOTHING, "edited": 1, "deleted": 1}
     assert texts(Chat.objects.get(pk=chat.pk)) == [line.content for line in sent]
     assert len(queries) <= 40, len(queries)
+
+
+def test_a_guessed_chat_with_two_earlier_edits_and_the_last_turn_deleted_goes_on_in_a_branch(user):
+    turns = telling(40)
+    chat = story(user, turns)
+    sent = without(edited(turns, 10, 12), 39)
+    synced = synced_as_sent(user, [SYSTEM, *sent, GO])
+    assert synced.chat.pk != chat.pk
+    assert origins(chat) == list(range(41))

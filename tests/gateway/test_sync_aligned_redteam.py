@@ -176,12 +176,6 @@ def test_guessed_deletion_and_a_turn_edited_goes_on_in_a_branch(user, gone):
     assert origins(chat) == list(range(41)) and texts(chat) == contents(turns)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a guessed chat's reading is skipped whenever `same` < last_exchange (here an "
-    "earlier edit alone, which is written in place): the comparison deletes #39 and #40 and appends "
-    "#40 again, the last reply's swipes lost, where only #39 was deleted",
-)
 def test_guessed_an_earlier_edit_and_the_last_turn_deleted_keeps_the_last_reply(user):
     """Guessed: #10 edited (one earlier edit alone is written in place) and the person's last message (#39, in the
     last exchange) deleted, then a new turn. Nothing before the last exchange is deleted; the last reply keeps its
@@ -190,7 +184,7 @@ def test_guessed_an_earlier_edit_and_the_last_turn_deleted_keeps_the_last_reply(
     chat = story(user, turns)
     sent = without(edited(turns, 10), 39)
     synced = synced_as_sent(user, [SYSTEM, *sent, GO])
-    assert synced.chat.pk == chat.pk  # (in place, as the comparison writes it today)
+    assert synced.chat.pk == chat.pk  # in place, as the comparison writes an earlier edit alone
     assert texts(chat) == contents(sent)
     assert origins(chat) == kept_but(41, 39)
 

@@ -162,9 +162,11 @@ def history_sync(
     if dropped:
         return _dropped(chat, history, stored, same, dropped, kept, answered=answered)
     # Messages deleted amid the history along with other changes: read message by message (services/aligning.py).
-    if same < len(stored.indices) and not (branch_key and same < last_exchange):
+    # A guessed chat's reading is written only where the comparison would write the chat before its last exchange
+    # too: nothing deleted there, and at most one message edited there, alone.
+    if same < len(stored.indices):
         reading = aligned(history, stored, same, answered=answered, read=_texts_at(chat, stored))
-        if reading is not None:
+        if reading is not None and not (branch_key and _early(reading, last_exchange)):
             return _aligned(chat, history, stored, reading, kept, answered=answered)
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
@@ -274,6 +276,13 @@ def _dropped(
     elif history[-1].role == "assistant":
         synced.mode = Generation.Mode.CONTINUE
     return synced
+
+
+def _early(reading: Reading, last_exchange: int) -> bool:
+    """Whether the reading rewrites the chat before its last exchange, as a guessed chat's request may not."""
+    edited = [reading.held[n] for n in reading.edited]
+    early_edit = any(position < last_exchange for position in edited)
+    return reading.gone[0] < last_exchange or (early_edit and len(edited) >= 2)
 
 
 def _aligned(
