@@ -455,8 +455,8 @@ def test_guessed_second_conversation_reply_not_stored_stays_in_its_branch(user):
     assert texts(chat) == [line.content for line in turns]
 
 
-R40 = Line("assistant", "Turn 40, trimmed by the person.")
-U39 = Line("user", "Turn 39, said otherwise.")
+R40 = Line("assistant", "Turn 40 of the long")  # trimmed by the person
+U39 = Line("user", "Turn 39 of the story, said otherwise.")
 
 
 @pytest.mark.parametrize("shape", ["reply_edited_then_new_turn", "reply_edited_then_continue", "turn_edited_regen"])
@@ -469,8 +469,39 @@ def test_greeting_and_newest_front_end_edits_its_newest_message(user, shape):
     sent = {"reply_edited_then_new_turn": [GREETING, R40, GO], "reply_edited_then_continue": [GREETING, R40],
             "turn_edited_regen": [GREETING, turns[38], U39]}[shape]  # fmt: skip
     synced = synced_as_sent(user, [SYSTEM, *sent], "long")
-    assert synced.written["deleted"] == 0
-    assert len(texts(chat)) >= 40
+    assert synced.written == {**NOTHING, "edited": 1}
+    mode, message, at, edit = {
+        "reply_edited_then_new_turn": (NEW, GO.content, 40, R40),
+        "reply_edited_then_continue": (CONTINUE, None, 40, R40),
+        "turn_edited_regen": (SWIPE, None, 39, U39),
+    }[shape]
+    assert (synced.mode, synced.message) == (mode, message)
+    expected = [line.content for line in turns]
+    expected[at] = edit.content
+    assert texts(chat) == expected
+    assert origins(chat) == list(range(41))
+
+
+def test_greeting_and_newest_edited_then_the_story_goes_on_being_stored(user):
+    """After that edit, the front end sends the greeting, the reply it got and the next turn: found where the chat
+    ends, as before the edit (answered and not stored, the edit would have left every later turn unstored)."""
+    turns = telling(40)
+    chat = story(user, turns, "long")
+    synced = synced_as_sent(user, [SYSTEM, GREETING, R40, GO], "long")
+    assert synced.message == GO.content
+    reply = Line("assistant", "The reply to go on.")
+    answered(chat, GO, reply)
+    go_on = Line("user", "And then?")
+    synced = synced_as_sent(user, [SYSTEM, GREETING, reply, go_on], "long")
+    assert (synced.chat.pk, synced.message, synced.written) == (chat.pk, go_on.content, NOTHING)
+    assert texts(chat)[-3:] == [R40.content, GO.content, reply.content]
+
+
+def test_greeting_and_a_newest_message_sharing_few_words_with_the_chats_is_not_stored(user):
+    turns = telling(40)
+    chat = story(user, turns, "long")
+    synced = synced_as_sent(user, [SYSTEM, GREETING, Line("assistant", "Something else entirely."), GO], "long")
+    assert (synced.mode, synced.written) == (IMP, NOTHING) and origins(chat) == list(range(41))
 
 
 def test_greeting_last_two_with_the_last_reply_edited_is_not_stored(user):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from apps.chats.selectors import HistoryDigests
 from apps.gateway.services.placing import DIGESTS
-from apps.gateway.services.request import Line, said
+from apps.gateway.services.request import Line, said, words
 
 # The messages of each side read, past the start they share, at most; and the pairs of messages weighed between
 # anchors, in all (a chat whose every turn is "ok" has few anchors): past either, the comparison alone reads the
@@ -67,7 +67,7 @@ class _Texts:
         theirs, ours = self._said("t", i), self._said("o", j)
         if theirs == ours:
             return SAME
-        a, b = self._words("t", i, theirs), self._words("o", j, ours)
+        a, b = self._words("t", i), self._words("o", j)
         return len(a & b) / len(a | b) if a or b else 0.0
 
     def _said(self, side: str, n: int) -> str:
@@ -76,10 +76,10 @@ class _Texts:
             self.said[key] = said(self.history[n].content if side == "t" else self.ours.get(n, ""))
         return self.said[key]
 
-    def _words(self, side: str, n: int, text: str) -> frozenset[str]:
+    def _words(self, side: str, n: int) -> frozenset[str]:
         key = (side, n)
         if key not in self.words:
-            self.words[key] = frozenset(text.casefold().split())
+            self.words[key] = words(self.history[n].content if side == "t" else self.ours.get(n, ""))
         return self.words[key]
 
 

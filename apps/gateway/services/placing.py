@@ -9,7 +9,7 @@ import hashlib
 
 from apps.chats.models import Chat, Message
 from apps.chats.selectors import HistoryDigests, history_digests
-from apps.gateway.services.request import Line, said
+from apps.gateway.services.request import Line, said, words_shared
 from apps.gateway.services.window import WINDOW_CHECK, WINDOW_SLACK, window_places
 
 # Characters of message texts whose MD5 a process keeps (about that many bytes for Latin text, four times as many at
@@ -139,6 +139,34 @@ def _at_end(chat: Chat, history: list[Line], stored: HistoryDigests, head: int) 
             # in the front end among the rest: then it stands before, where the rest is compared from (the
             # messages between deleted, services/sync.py), not written over the message at `at`.
             return stored.indices[_begun(stored, history[head], low=max(head + 1, at - WINDOW_SLACK), high=at)]
+    return _edited_at_end(chat, history, stored, head)
+
+
+EDIT_WORDS = 1 / 3  # the words an edit of one of the chat's newest messages shares with it, at least (words_shared)
+
+
+def _edited_at_end(chat: Chat, history: list[Line], stored: HistoryDigests, head: int) -> int | None:
+    """Where a rest of the chat's newest message or two stands when the person edited one of them (the same speaker,
+    most of its words kept): a front end keeping the greeting and only the newest message or two. The reply before
+    their last turn then that turn edited (a regenerate), the chat's last message edited then a new turn, their last
+    turn alone edited (a regenerate), or the last reply alone edited (a continue). Else None: the request is
+    answered and not stored (services/sync.py), and so would every later one be, the front end never sending what
+    the chat holds again."""
+    rest, count, last = history[head:], len(stored.indices), stored.speakers[-1:]
+    tries = []  # (where the rest is compared from, its message the person edited, that message's place)
+    if len(rest) == 2 and rest[1].role == "user":
+        if last == "a" and count - 3 > head and _holds(chat, stored, count - 3, rest[0]):
+            tries.append((count - 3, rest[1], count - 2))
+        tries.append((count - 1, rest[0], count - 1))
+    elif len(rest) == 1:
+        at = count - 2 if rest[0].role == "user" and last == "a" else count - 1
+        tries.append((at, rest[0], at))
+    for at, line, place in tries:
+        if at <= head or stored.speakers[place] != ("u" if line.role == "user" else "a"):
+            continue
+        text = Message.objects.values_list("mes", flat=True).get(chat=chat, index=stored.indices[place])
+        if words_shared(line.content, text) >= EDIT_WORDS:
+            return stored.indices[at]
     return None
 
 

@@ -3,6 +3,7 @@ Bad input is refused with a 400 naming the field (`messages[3].role`, `temperatu
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Any, NamedTuple
 
@@ -35,6 +36,21 @@ class Line(NamedTuple):
 
 def said(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text or "").split())
+
+
+WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> frozenset[str]:
+    """A text's words, whatever their case and the punctuation around them."""
+    return frozenset(WORD.findall(unicodedata.normalize("NFC", text or "").casefold()))
+
+
+def words_shared(one: str, other: str) -> float:
+    """How much of their words two texts share, 0 to 1 (the words both say, of the words either says): an edit
+    keeps many of a message's words."""
+    a, b = words(one), words(other)
+    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def _content(value: Any, field: str, limit: int = MAX_MESSAGE) -> str:
