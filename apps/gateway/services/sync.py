@@ -86,6 +86,8 @@ def _answered_only(lines: list[Line], history: list[Line]) -> bool:
 def _edits(chat: Chat, texts: dict[int, str]) -> list[dict[str, Any]]:
     """The operations writing each text over the chat's message at its index: its text and its shown swipe (the
     messages' swipes read at once)."""
+    if not texts:
+        return []
     rows = Message.objects.filter(chat=chat, index__in=list(texts)).values_list("index", "swipes", "swipe_id")
     shown_swipes = {index: (swipes, shown or 0) for index, swipes, shown in rows}
     operations = []
@@ -172,11 +174,11 @@ def history_sync(
     edited = []  # the positions of the history whose message says something else than the chat's
     differing = [n for n in range(same, cut) if digests[32 * n : 32 * n + 32] != stored.md5[32 * n : 32 * n + 32]]
     # Their texts read at once: a history whose every reply differs read one message at a time took a second.
-    texts = dict(chat.messages.filter(index__in=[stored.indices[n] for n in differing]).values_list("index", "mes"))
+    texts = _texts_at(chat, stored)(differing) if differing else {}
     for n in range(same, cut):
         if digests[32 * n : 32 * n + 32] == stored.md5[32 * n : 32 * n + 32]:
             synced.indices[n] = stored.indices[n]
-        elif history[n].said != said(texts.get(stored.indices[n], "")):
+        elif history[n].said != said(texts.get(n, "")):
             edited.append(n)  # (the same words spaced otherwise: not an edit, and the prompt keeps them as sent)
     regenerate = not answered and (
         cut == len(history) == len(stored.indices) - 1 and history[-1].role == "user" and stored.speakers[-1] == "a"
