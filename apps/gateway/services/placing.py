@@ -103,7 +103,9 @@ def worded(chat: Chat, history: list[Line], stored: HistoryDigests, digests: str
     return agree
 
 
-def kept_place(chat: Chat, history: list[Line], stored: HistoryDigests, agree: int) -> tuple[int, int] | None:
+def kept_place(
+    chat: Chat, history: list[Line], stored: HistoryDigests, agree: int, *, named: bool = False
+) -> tuple[int, int] | None:
     """(head, index): how many of the history's first `agree` messages, the chat's first, a front end kept past its
     cut, and where the rest stands in the chat (compared from there); None when it stands nowhere. The fewest first,
     as a guessed chat's (kept_window): the rest may begin with the words the chat says after its greeting ("..."),
@@ -114,13 +116,13 @@ def kept_place(chat: Chat, history: list[Line], stored: HistoryDigests, agree: i
         if at is not None:
             return first, at
     for first in range(1, agree + 1):
-        at = _at_end(chat, history, stored, first)
+        at = _at_end(chat, history, stored, first, named=named)
         if at is not None:
             return first, at
     return None
 
 
-def _at_end(chat: Chat, history: list[Line], stored: HistoryDigests, head: int) -> int | None:
+def _at_end(chat: Chat, history: list[Line], stored: HistoryDigests, head: int, *, named: bool) -> int | None:
     """Where the history after its kept `head` stands when the window search did not place it (its first messages
     edited, or the chat holding fewer than two of them: a front end whose context keeps the greeting and only the
     newest message): its last messages are the chat's last, perhaps followed by the person's new turn, or they end
@@ -139,33 +141,45 @@ def _at_end(chat: Chat, history: list[Line], stored: HistoryDigests, head: int) 
             # in the front end among the rest: then it stands before, where the rest is compared from (the
             # messages between deleted, services/sync.py), not written over the message at `at`.
             return stored.indices[_begun(stored, history[head], low=max(head + 1, at - WINDOW_SLACK), high=at)]
-    return _edited_at_end(chat, history, stored, head)
+    return _edited_at_end(chat, history, stored, head) if named else None
 
 
-EDIT_WORDS = 1 / 3  # the words an edit of one of the chat's newest messages shares with it, at least (words_shared)
+EDIT_WORDS = 0.5  # the words an edit of one of the chat's newest messages shares with it, at least (words_shared)
 
 
 def _edited_at_end(chat: Chat, history: list[Line], stored: HistoryDigests, head: int) -> int | None:
     """Where a rest of the chat's newest message or two stands when the person edited one of them (the same speaker,
-    most of its words kept): a front end keeping the greeting and only the newest message or two. The reply before
-    their last turn then that turn edited (a regenerate), the chat's last message edited then a new turn, their last
-    turn alone edited (a regenerate), or the last reply alone edited (a continue). Else None: the request is
-    answered and not stored (services/sync.py), and so would every later one be, the front end never sending what
-    the chat holds again."""
+    at least half its words kept), a named chat's only: a front end keeping the greeting and only the newest
+    message or two. The reply before their last turn then that turn edited (a regenerate, or a retry of a turn whose
+    reply failed), the chat's last message edited then a new turn, their last turn alone edited (a regenerate), or
+    the last reply alone edited (a continue). Not where the edited message is word for word one of the chat's newest
+    (it is that message, the ones after it deleted), nor where it shares as many words with the chat's message after
+    the head (an edit of that one, the rest deleted). Else None: the request is answered and not stored
+    (services/sync.py), and so would every later one be, the front end never sending what the chat holds again."""
     rest, count, last = history[head:], len(stored.indices), stored.speakers[-1:]
     tries = []  # (where the rest is compared from, its message the person edited, that message's place)
     if len(rest) == 2 and rest[1].role == "user":
-        if last == "a" and count - 3 > head and _holds(chat, stored, count - 3, rest[0]):
+        if count - 3 > head and last == "a" and _holds(chat, stored, count - 3, rest[0]):
             tries.append((count - 3, rest[1], count - 2))
-        tries.append((count - 1, rest[0], count - 1))
+        elif count - 2 > head and last == "u" and _holds(chat, stored, count - 2, rest[0]):
+            tries.append((count - 2, rest[1], count - 1))  # the person's turn whose reply failed
+        else:
+            tries.append((count - 1, rest[0], count - 1))
     elif len(rest) == 1:
         at = count - 2 if rest[0].role == "user" and last == "a" else count - 1
         tries.append((at, rest[0], at))
+    newest = stored.md5[32 * max(count - WINDOW_SLACK, 0) :]
     for at, line, place in tries:
+        digest = DIGESTS.of(line.content)
         if at <= head or stored.speakers[place] != ("u" if line.role == "user" else "a"):
             continue
-        text = Message.objects.values_list("mes", flat=True).get(chat=chat, index=stored.indices[place])
-        if words_shared(line.content, text) >= EDIT_WORDS:
+        if any(newest[n : n + 32] == digest for n in range(0, len(newest), 32)):
+            continue
+        positions = [place, head] if place != head else [place]
+        rows = dict(Message.objects.filter(chat=chat, index__in=[stored.indices[p] for p in positions]).values_list(
+            "index", "mes"))  # fmt: skip
+        shared = words_shared(line.content, rows.get(stored.indices[place], ""))
+        if shared >= EDIT_WORDS and shared > words_shared(line.content, rows.get(stored.indices[head], "")):
             return stored.indices[at]
     return None
 
