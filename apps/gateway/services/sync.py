@@ -152,7 +152,11 @@ def history_sync(
         # The chat's first messages, then a run of its newest: a front end that keeps the greeting past its cut.
         # Looked for before the messages that differ are read one by one (every message of the run would be).
         agree = worded(chat, history, stored, digests, same, min(cut, HEAD_KEPT + 1))
-        placed = kept_place(chat, history, stored, agree) if 0 < agree <= HEAD_KEPT and agree < last_exchange else None
+        placed = (
+            kept_place(chat, history, stored, agree, named=named)
+            if 0 < agree <= HEAD_KEPT and agree < last_exchange
+            else None
+        )
         if placed is not None:
             first, at = placed
             return history_sync(chat=chat, lines=lines, start=at, head=first, branch_key=branch_key, named=named)
@@ -198,7 +202,8 @@ def history_sync(
     # than what is kept (as _dropped_count refuses one). (A person's first message edited and the rest deleted keeps
     # the speakers' order: written as it comes.)
     opening = max(agree, same)
-    kept_cut = 0 < opening == cut < len(history) and len(stored.indices) - deleted_from > agreeing
+    goes_on = len(history) - (1 if history[-1].role == "user" and not answered else 0)  # the new turn aside
+    kept_cut = 0 < opening == cut < goes_on and len(stored.indices) - deleted_from > agreeing
     misfit = cut == 0 or agreeing * 2 < cut or kept_cut
     if named and misfit and rewrites:
         return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[*kept, *[None] * len(history)])
