@@ -29,7 +29,7 @@ from apps.gateway.services.request import Line, said, words
 # The messages of each side read, past the start they share, at most; and the pairs of messages weighed between
 # anchors, in all (a chat whose every turn is "ok" has few anchors): past either, the comparison alone reads the
 # history (services/sync.py).
-ALIGNED_MOST = 5_000
+ALIGNED_MOST = 20_000  # a request's messages, at most (services/request.py MAX_MESSAGES)
 ALIGNED_CELLS = 20_000
 SAME = 2.0  # a pair's weight when its texts agree (by digest, or but for spacing); otherwise the words shared, 0-1
 
