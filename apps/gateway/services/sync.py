@@ -222,18 +222,7 @@ def history_sync(
     new = history[cut:] if not regenerate else []
     if new and new[-1].role == "user" and not answered:
         synced.message, new = new[-1].content, new[:-1]
-    if new:
-        first = chat.message_count
-        chat = _append(chat, [_line(chat, line) for line in new])
-        synced.written["appended"] = len(new)
-        synced.indices[cut : cut + len(new)] = range(first, first + len(new))
-    if answered:
-        synced.mode = Generation.Mode.IMPERSONATE
-    elif history[-1].role == "assistant":
-        synced.mode = Generation.Mode.CONTINUE
-    synced.chat = chat
-    synced.indices = [*kept, *synced.indices]
-    return synced
+    return _ended(synced, chat, history, range(cut, cut + len(new)), kept, answered=answered)
 
 
 def _dropped_count(history: list[Line], stored: HistoryDigests, same: int, *, answered: bool) -> int:
@@ -317,14 +306,21 @@ def _aligned(
     new = [n for n, p in enumerate(reading.held) if p is None]
     if new and history[new[-1]].role == "user" and not answered:
         synced.message, new = history[new[-1]].content, new[:-1]
+    if reading.regenerate:  # (the history ends with the person's turn, and is not answered only)
+        synced.mode = Generation.Mode.SWIPE
+    return _ended(synced, chat, history, new, kept, answered=answered)
+
+
+def _ended(synced: Synced, chat: Chat, history: list[Line], new, kept: list[int | None], *, answered: bool) -> Synced:
+    """The history's messages at positions `new` (at its end) appended, and how the reply is asked for: a draft
+    answered only, or a continuation of the history's last reply."""
+    new = list(new)
     if new:
         first = chat.message_count
         chat = _append(chat, [_line(chat, history[n]) for n in new])
         synced.written["appended"] = len(new)
         synced.indices[new[0] : new[-1] + 1] = range(first, first + len(new))
-    if reading.regenerate:
-        synced.mode = Generation.Mode.SWIPE
-    elif answered:
+    if answered:
         synced.mode = Generation.Mode.IMPERSONATE
     elif history[-1].role == "assistant":
         synced.mode = Generation.Mode.CONTINUE
