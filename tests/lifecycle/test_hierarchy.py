@@ -12,6 +12,7 @@ from apps.memories.embeddings import text_hash
 from apps.memories.models import Decision, LifecycleJob, Memory
 from apps.memories.services.lifecycle.hierarchy import hierarchy_run
 from apps.memories.services.lifecycle.jobs import hierarchy_tick
+from apps.memories.services.lifecycle.periods import parse_key
 from apps.memories.services.settings import lifecycle_settings_set
 from tests.llm_server import Reply
 
@@ -246,6 +247,19 @@ def test_a_manual_run_rebuilds_a_period_before_it_is_due_and_supersedes_the_old_
     assert [(j["state"], j["result"]["built"]["weekly"]) for j in jobs] == [("done", ["2026-W47"])] * 2
     first, second = Memory.objects.filter(kind="weekly").order_by("id")
     assert (first.status, first.superseded_by_id, second.status) == ("retired", second.pk, "active")
+
+
+def test_a_forced_period_that_is_due_as_well_is_built_once(character, said, summariser, scripted):
+    """A manual run of a week that has ended (and so is due too): one summary, one call. It was built as due, then
+    again as forced, the first summary superseded at once (found once the calendar passed the week above)."""
+    said(datetime(2026, 11, 16, 12, tzinfo=UTC), "Monday.")
+    said(datetime(2026, 11, 17, 12, tzinfo=UTC), "Tuesday.")
+    built = hierarchy_run(
+        character=character, connection=summariser, now=datetime(2026, 11, 30, 6, tzinfo=UTC),
+        force=parse_key("weekly", "2026-W47"),
+    )  # fmt: skip
+    assert built["weekly"] == ["2026-W47"]
+    assert Memory.objects.filter(kind="weekly").count() == 1
 
 
 @pytest.mark.parametrize(

@@ -283,11 +283,14 @@ def hierarchy_run(
     *, character: Character, connection: Connection, now: datetime | None = None, force: Period | None = None
 ) -> dict[str, list[str]]:
     """Build every due period of a character (catch-up included), then `force` (a manual run of one period, even
-    one not yet due or already built)."""
+    one not yet due or already built). A forced period that is due as well is built once, as forced: built as due
+    first, it was built again at once, a second call to the model and a summary superseded as soon as written."""
     now = now or timezone.now()
     built: dict[str, list[str]] = {level: [] for level in LEVELS}
     with scope_locked(ScopeKey(character.user_id, character.pk, None)):
         for period in hierarchy_plan(character=character, now=now):
+            if period == force:
+                continue
             if hierarchy_build(character=character, period=period, connection=connection):
                 built[period.granularity].append(period.key)
         if force is not None and hierarchy_build(
