@@ -201,50 +201,30 @@ def test_guessed_kept_greeting_window_with_a_deletion_and_an_edit(user):
 # 4. Modes and turns -------------------------------------------------------------------------------------------------
 
 
-def test_new_turn_equal_to_the_persons_last_message(user):
+OK = Line("user", "ok")
+ENDINGS = {
+    # (the last reply repeated too, what follows the history, the mode, the person's turn)
+    "new_turn_equal_to_the_persons_last_message": (False, [OK], NEW, "ok"),
+    "new_turn_equal_to_the_last_exchange_repeated": (True, [OK], NEW, "ok"),
+    "regenerate_with_the_last_exchange_repeated": (True, None, SWIPE, None),  # ends with #39, "ok": #40 again
+    "continue_with_the_last_exchange_repeated": (True, [NUDGE], CONTINUE, None),
+}
+
+
+@pytest.mark.parametrize("ending", ENDINGS.values(), ids=ENDINGS.keys())
+def test_a_turn_repeated_at_the_end(user, ending):
+    """The person's last two turns are the same "ok" (and perhaps the replies to them the same "..."); #20 deleted
+    and #12 edited, then a new "ok", a regenerate or a continue."""
+    replies, after, mode, message = ending
     turns = telling(40)
-    turns[37] = turns[39] = Line("user", "ok")
+    turns[37] = turns[39] = OK
+    if replies:
+        turns[38] = turns[40] = Line("assistant", "...")
     chat = story(user, turns, "long")
     sent = without(edited(turns, 12), 20)
-    synced = synced_as_sent(user, [SYSTEM, *sent, Line("user", "ok")], "long")
-    assert (synced.mode, synced.message) == (NEW, "ok")
-    assert synced.written == {**NOTHING, "edited": 1, "deleted": 1}
-    assert origins(chat) == kept_but(41, 20)
-
-
-def test_new_turn_equal_to_the_last_exchange_repeated(user):
-    """The last two exchanges are the same "ok" / "..."; the person's new turn is "ok" again."""
-    turns = telling(40)
-    turns[37] = turns[39] = Line("user", "ok")
-    turns[38] = turns[40] = Line("assistant", "...")
-    chat = story(user, turns, "long")
-    sent = without(edited(turns, 12), 20)
-    synced = synced_as_sent(user, [SYSTEM, *sent, Line("user", "ok")], "long")
-    assert (synced.mode, synced.message) == (NEW, "ok")
-    assert synced.written == {**NOTHING, "edited": 1, "deleted": 1}
-    assert origins(chat) == kept_but(41, 20)
-
-
-def test_regenerate_with_the_last_exchange_repeated(user):
-    turns = telling(40)
-    turns[37] = turns[39] = Line("user", "ok")
-    turns[38] = turns[40] = Line("assistant", "...")
-    chat = story(user, turns, "long")
-    sent = without(edited(turns, 12), 20)[:-1]  # ends with #39, "ok": a regenerate of #40
+    sent = [*sent, *after] if after is not None else sent[:-1]
     synced = synced_as_sent(user, [SYSTEM, *sent], "long")
-    assert (synced.mode, synced.message) == (SWIPE, None)
-    assert synced.written == {**NOTHING, "edited": 1, "deleted": 1}
-    assert origins(chat) == kept_but(41, 20)
-
-
-def test_continue_with_the_last_exchange_repeated(user):
-    turns = telling(40)
-    turns[37] = turns[39] = Line("user", "ok")
-    turns[38] = turns[40] = Line("assistant", "...")
-    chat = story(user, turns, "long")
-    sent = without(edited(turns, 12), 20)
-    synced = synced_as_sent(user, [SYSTEM, *sent, NUDGE], "long")
-    assert (synced.mode, synced.message) == (CONTINUE, None)
+    assert (synced.mode, synced.message) == (mode, message)
     assert synced.written == {**NOTHING, "edited": 1, "deleted": 1}
     assert origins(chat) == kept_but(41, 20)
 
