@@ -130,6 +130,9 @@ def test_patch_request_for_one_edit_is_small(chat):
         ({"op": "test", "path": "/0/swipes/٠", "value": 1}, 409),
         ({"op": "add", "path": "/0/extra/a\u0000b", "value": 1}, 400),
         ({"op": "test", "path": "/2/extra/my_extension/numbers/3", "value": 10**400}, 409),
+        # An index past what int() reads (4,300 digits), inside a message: read ahead of the operations, it was a 500.
+        ({"op": "replace", "path": "/" + "9" * 5000 + "/mes", "value": "x"}, 409),
+        ({"op": "replace", "path": "/²/mes", "value": "x"}, 409),
     ],
 )
 def test_odd_pointers_and_numbers_answer_4xx(api, chat, op, status):

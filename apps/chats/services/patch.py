@@ -145,9 +145,10 @@ def _addressed_inside(operations: list[Any], count: int) -> set[int]:
     for op in operations:
         path = op.get("path") if isinstance(op, dict) else None
         if isinstance(path, str) and path.count("/") > 1:
-            token = path.split("/")[1]
-            if token.isascii() and token.isdigit() and int(token) < count:
-                wanted.add(int(token))
+            try:  # what the operation will be refused for, if anything, is said when it is applied
+                wanted.add(jsonpatch.array_index(path.split("/")[1], count, allow_end=False))
+            except jsonpatch.PatchError:
+                continue
     return wanted
 
 
