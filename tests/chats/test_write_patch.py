@@ -159,6 +159,8 @@ def _reference(lines: list[dict], operations: list[dict]) -> list[dict]:
             lines[int(index)]["mes"] = op["value"]
         elif op["op"] == "move":
             lines.insert(int(index), lines.pop(int(op["from"].split("/")[1])))
+        elif op["op"] == "copy":
+            lines.insert(int(index), dict(lines[int(op["from"].split("/")[1])]))
     return lines
 
 
@@ -197,8 +199,46 @@ REMOVALS = {
 }
 
 
-@pytest.mark.parametrize("operations", REMOVALS.values(), ids=REMOVALS.keys())
-def test_removed_messages_leave_the_rest_in_order(api, user, operations):
+def _new(n: int) -> dict:
+    return {"name": "Narrator", "is_user": False, "mes": f"Put back {n}."}
+
+
+INSERTIONS = {
+    "a block, in order": [{"op": "add", "path": f"/{10 + n}", "value": _new(n)} for n in range(50)],
+    "a block, each at its start": [{"op": "add", "path": "/10", "value": _new(n)} for n in range(50)],
+    "a block at the end, by its index and by /-": [
+        *({"op": "add", "path": f"/{100 + n}", "value": _new(n)} for n in range(3)),
+        *({"op": "add", "path": "/-", "value": _new(n)} for n in range(3, 6)),
+    ],
+    "at the start": [{"op": "add", "path": f"/{n}", "value": _new(n)} for n in range(4)],
+    "two blocks": [
+        *({"op": "add", "path": f"/{5 + n}", "value": _new(n)} for n in range(3)),
+        *({"op": "add", "path": f"/{50 + n}", "value": _new(n)} for n in range(3, 6)),
+    ],
+    "inserts between reads, writes and removes": [
+        {"op": "add", "path": "/10", "value": _new(0)},
+        {"op": "add", "path": "/11", "value": _new(1)},
+        {"op": "test", "path": "/12/mes", "value": "Message 10."},
+        {"op": "add", "path": "/12", "value": _new(2)},
+        {"op": "replace", "path": "/11/mes", "value": "Edited."},
+        {"op": "add", "path": "/13", "value": _new(3)},
+        {"op": "remove", "path": "/12"},
+        {"op": "add", "path": "/12", "value": _new(4)},
+        {"op": "remove", "path": "/30"},
+        {"op": "remove", "path": "/30"},
+        {"op": "add", "path": "/30", "value": _new(5)},
+        {"op": "add", "path": "/31", "value": _new(6)},
+        {"op": "move", "from": "/0", "path": "/31"},
+        {"op": "add", "path": "/32", "value": _new(7)},
+        {"op": "copy", "from": "/31", "path": "/33"},
+        {"op": "add", "path": "/34", "value": _new(8)},
+    ],
+}
+
+
+@pytest.mark.parametrize("operations", [*REMOVALS.values(), *INSERTIONS.values()],
+                         ids=[*REMOVALS.keys(), *INSERTIONS.keys()])  # fmt: skip
+def test_removed_and_inserted_messages_leave_the_rest_in_order(api, user, operations):
     chat = _long_chat(user, 100)
     expected = _reference(_messages(chat), operations)
     response = _patch(api, chat, operations)
@@ -255,3 +295,51 @@ def test_edits_read_ahead_then_a_message_removed_address_the_messages_as_they_th
     expected = _reference(_messages(chat), ops[:-1])
     assert _patch(api, chat, ops[:-1]).status_code == 200
     assert _messages(chat) == expected
+
+
+def test_a_block_of_inserts_costs_the_same_few_queries_whatever_its_size(user, django_assert_max_num_queries):
+    # Messages put back amid a chat (a front end's hidden messages shown again) come as an add per message: each was
+    # an UPDATE of every later row and an INSERT.
+    chat = _long_chat(user, 400)
+    with django_assert_max_num_queries(8):
+        chat_patch(
+            chat=chat, operations=[{"op": "add", "path": f"/{100 + n}", "value": _new(n)} for n in range(200)],
+            integrity=chat.integrity,
+        )  # fmt: skip
+    expected = [*(f"Message {n}." for n in range(100)), *(f"Put back {n}." for n in range(200)),
+                *(f"Message {n}." for n in range(100, 400))]  # fmt: skip
+    assert [line["mes"] for line in _messages(chat)] == expected
+
+
+def test_a_retried_block_of_inserts_is_skipped_message_by_message(api, user):
+    """An `add` of the message already at its place counts as applied, also amid a block being inserted: a retry
+    of the whole block adds nothing, and one of its second half after a new first half adds only the first half."""
+    chat = _long_chat(user, 20)
+    lines = exported(chat)[1:]
+    block = [{"op": "add", "path": f"/{5 + n}", "value": _new(n)} for n in range(4)]
+    assert _patch(api, chat, block).json()["applied"] == 4
+    placed = exported(chat)[1:]
+    again = _patch(api, chat, block).json()
+    assert (again["applied"], again["skipped"]) == (0, 4)
+    assert exported(chat)[1:] == placed
+    # Two new messages at 5 and 6, then the block's messages as stored (now at 7 on): only the two are new.
+    stored = [{"op": "add", "path": f"/{7 + n}", "value": placed[5 + n]} for n in range(4)]
+    new = [{"op": "add", "path": f"/{5 + n}", "value": _new(10 + n)} for n in range(2)]
+    answer = _patch(api, chat, [*new, *stored]).json()
+    assert (answer["applied"], answer["skipped"]) == (2, 4)
+    assert [line["mes"] for line in exported(chat)[1:]] == [
+        *(line["mes"] for line in lines[:5]),
+        "Put back 10.",
+        "Put back 11.",
+        *(f"Put back {n}." for n in range(4)),
+        *(line["mes"] for line in lines[5:]),
+    ]
+
+
+def test_inserts_then_a_failed_test_insert_nothing(api, user):
+    chat = _long_chat(user, 40)
+    before = exported(chat)
+    ops = [{"op": "add", "path": f"/{10 + n}", "value": _new(n)} for n in range(5)]
+    response = _patch(api, chat, [*ops, {"op": "test", "path": "/14/mes", "value": "Not this."}])
+    assert response.status_code == 409, response.content
+    assert exported(chat) == before

@@ -31,17 +31,22 @@ MAX_PATCH_OPERATIONS = jsonpatch.MAX_OPERATIONS
 class _MessageArray:
     """The chat's messages as the JSON array an RFC 6902 patch addresses, loaded a message at a time.
 
-    Edits inside a message stay in memory until `flush`; inserting a whole message flushes first and then shifts
-    the following indices in one UPDATE (the unique index constraint is deferred for this). Removed messages are
-    only noted (`gone`, by their stored index) until another operation reads or writes a message: a run of removes,
-    as a block deleted in a front end arrives, is then one DELETE and one UPDATE for each stretch of messages after a
-    gap, not a DELETE and an UPDATE of every later message for each message removed."""
+    Edits inside a message stay in memory until `flush`. Whole messages inserted at consecutive positions are only
+    noted (`adding`: where the first goes, and the messages) until another operation reads or writes a message: then
+    the following indices are shifted in one UPDATE (the unique index constraint is deferred for this) and the block
+    inserted at once, so a block of messages put back amid a chat is not an UPDATE of every later message for each.
+    Removed messages are likewise only noted (`gone`, by their stored index): a run of removes, as a block deleted in
+    a front end arrives, is then one DELETE and one UPDATE for each stretch of messages after a gap, not a DELETE and
+    an UPDATE of every later message for each message removed. At most one of `adding` and `gone` holds anything, and
+    while either does, nothing is loaded or dirty."""
 
     def __init__(self, chat: Chat) -> None:
         self.chat = chat
         self.loaded: dict[int, dict[str, Any]] = {}
         self.dirty: set[int] = set()
-        self.gone: list[int] = []  # sorted; while not empty, nothing is loaded or dirty
+        self.gone: list[int] = []  # sorted
+        self.adding: tuple[int, list[dict[str, Any]]] | None = None
+        self.peeked: dict[int, dict[str, Any]] = {}  # stored messages read while `adding`, by their stored index
         # The messages the patch's operations address inside (`/5/mes`), read together when the first is: a patch
         # editing 500 messages read them in 500 queries. Forgotten once a message is inserted or removed (the
         # indices shift).
@@ -61,6 +66,20 @@ class _MessageArray:
             row = Message.objects.filter(chat=self.chat, index=index).values(*MESSAGE_COLUMNS).get()
             self.loaded[index] = message_line(row)
         return self.loaded[index]
+
+    def current(self, index: int) -> dict[str, Any]:
+        """The message now at `index`, read without writing the messages being inserted (a retried insert is
+        compared with what stands at its place)."""
+        if self.adding is None:
+            return self.message(index)
+        start, block = self.adding
+        if start <= index < start + len(block):
+            return block[index - start]
+        stored = index - len(block) if index >= start else index
+        if stored not in self.peeked:  # (a block inserted in order is compared with one message: the one after it)
+            row = Message.objects.filter(chat=self.chat, index=stored).values(*MESSAGE_COLUMNS).get()
+            self.peeked[stored] = message_line(row)
+        return self.peeked[stored]
 
     def get(self, tokens: list[str]) -> Any:
         message = self.message(self.position(tokens[0], allow_end=False))
@@ -95,15 +114,28 @@ class _MessageArray:
         self.dirty.add(index)
 
     def _insert(self, index: int, message: dict[str, Any]) -> None:
-        self.flush()
-        Message.objects.filter(chat=self.chat, index__gte=index).update(index=F("index") + 1)
-        message_rows_insert(chat_id=self.chat.pk, rows=[message_row(index=index, line=message)])
+        if self.adding is not None and index == self.adding[0] + len(self.adding[1]):
+            self.adding[1].append(message)  # the next of a block
+        else:
+            self.flush()
+            self.adding = (index, [message])
         self.chat.message_count += 1
         self.loaded.clear()
         self.wanted.clear()
 
+    def _added(self) -> None:
+        """The messages being inserted written: the following ones shifted past them, then the block."""
+        if self.adding is None:
+            return
+        start, block = self.adding
+        self.adding = None
+        self.peeked.clear()
+        Message.objects.filter(chat=self.chat, index__gte=start).update(index=F("index") + len(block))
+        rows = [message_row(index=start + n, line=message) for n, message in enumerate(block)]
+        message_rows_insert(chat_id=self.chat.pk, rows=rows)
+
     def _delete(self, index: int) -> None:
-        self.flush(settle=False)
+        self.flush(settle=False)  # (the messages being inserted written)
         stored = index  # the position counts the messages noted as gone before it: skip them
         for gone in self.gone:
             if gone > stored:
@@ -115,8 +147,9 @@ class _MessageArray:
         self.wanted.clear()
 
     def _settle(self) -> None:
-        """The removed messages deleted, and each stretch of messages after them moved back by the number removed
-        before it."""
+        """The messages being inserted written; the removed messages deleted, and each stretch of messages after
+        them moved back by the number removed before it."""
+        self._added()
         if not self.gone:
             return
         Message.objects.filter(chat=self.chat, index__in=self.gone).delete()
@@ -129,6 +162,7 @@ class _MessageArray:
         self.gone.clear()
 
     def flush(self, *, settle: bool = True) -> None:
+        self._added()
         for index in sorted(self.dirty):
             columns, other, absent = split_fields(self.loaded[index], MESSAGE_FIELDS)
             Message.objects.filter(chat=self.chat, index=index).update(
@@ -168,7 +202,7 @@ def _apply_to_messages(messages: _MessageArray, op: dict[str, Any], budget: json
         value = budget.take(op["value"])
         if len(tokens) == 1 and tokens[0] != "-":
             index = messages.position(tokens[0], allow_end=True)
-            if index < messages.chat.message_count and jsonpatch.json_equal(messages.message(index), value):
+            if index < messages.chat.message_count and jsonpatch.json_equal(messages.current(index), value):
                 return False
         messages.add(tokens, value)
     elif name == "remove":
