@@ -9,6 +9,9 @@ From where the request's history starts in the chat (services/match.py), message
   only they (the later ones keep their swipes and extension data: _dropped_count); with other changes besides (more
   blocks left out, edits, the end cut, a regenerate, messages added at the end), the history is read message by
   message against the chat (services/aligning.py) and only the deletions and edits are written;
+- messages the request adds amid the chat, going on after them as the chat does to its end (messages hidden in the
+  front end, so deleted here, then shown again), are inserted there, or the chat's hidden messages saying the same
+  shown again (_inserted);
 - stored messages past the request's end are deleted, except
 - the request that ends where the chat's last reply was (the same history, the reply missing): a regenerate, whose
   reply becomes a new swipe of that message (generation's swipe mode);
@@ -167,6 +170,11 @@ def history_sync(
     dropped = 0 if branch_key and same < last_exchange else _dropped_count(history, stored, same, answered=answered)
     if dropped:
         return _dropped(chat, history, stored, same, dropped, kept, answered=answered)
+    # Messages added amid the chat (hidden in the front end, then shown again), the history going on after them as
+    # the chat does to its end: only they are written, the chat's messages kept as they are.
+    inserted = _inserted_count(history, stored, same, answered=answered)
+    if inserted:
+        return _inserted(chat, history, stored, same, inserted, kept, answered=answered)
     # Messages deleted amid the history along with other changes: read message by message (services/aligning.py).
     # A guessed chat's reading is written only where the comparison would write the chat before its last exchange
     # too: nothing deleted there, and at most one message edited there, alone.
@@ -265,6 +273,75 @@ def _dropped(
     held = [*stored.indices[:same], *[index - dropped for index in stored.indices[same + dropped :]]]
     synced = Synced(chat, indices=[*kept, *held, *[None] * (len(history) - len(held))])
     synced.written["deleted"] = dropped
+    if answered:
+        synced.mode = Generation.Mode.IMPERSONATE
+    elif len(history) > len(held):
+        synced.message = history[-1].content  # the person's turn, after them
+    elif history[-1].role == "assistant":
+        synced.mode = Generation.Mode.CONTINUE
+    return synced
+
+
+def _inserted_count(history: list[Line], stored: HistoryDigests, same: int, *, answered: bool) -> int:
+    """How many messages the history says after the chat's first `same` that the chat does not hold, going on after
+    them as the chat does to its end (then perhaps the person's new turn): messages added amid the chat, as a message
+    hidden in the front end and since deleted here (above) comes back when shown again. 0 when it does not, or when
+    nothing of the chat comes before them or after them."""
+    count = len(stored.indices)
+    if not 0 < same < count:
+        return 0
+    ends = [len(history), len(history) - 1] if history[-1].role == "user" and not answered else [len(history)]
+    for end in ends:
+        inserted = end - count
+        if inserted <= 0:
+            continue
+        theirs = "".join([DIGESTS.of(line.content) for line in history[same + inserted : end]])
+        speakers = "".join(["u" if line.role == "user" else "a" for line in history[same + inserted : end]])
+        if theirs == stored.md5[32 * same :] and speakers == stored.speakers[same:]:
+            return inserted
+    return 0
+
+
+def _inserted(
+    chat: Chat,
+    history: list[Line],
+    stored: HistoryDigests,
+    same: int,
+    inserted: int,
+    kept: list[int | None],
+    *,
+    answered: bool,
+) -> Synced:
+    """The history written as the chat with `inserted` messages added after its first `same`: those added, the chat's
+    messages kept (each after them now `inserted` places later). Where the chat holds as many messages hidden from
+    the model there (`is_system`: hidden in Lorekeeper or by SillyTavern's extension) saying the same, by the same
+    speakers, they are shown again rather than added."""
+    lines = history[same : same + inserted]
+    after, at = stored.indices[same - 1], stored.indices[same]
+    hidden = list(
+        Message.objects.filter(chat=chat, index__gt=after, index__lt=at, is_system=True)
+        .order_by("index")
+        .values_list("index", "is_user", "mes")
+    )
+    shown = len(hidden) == inserted and all(
+        is_user == (line.role == "user") and said(mes) == line.said
+        for (_, is_user, mes), line in zip(hidden, lines, strict=True)
+    )
+    if shown:
+        operations = [{"op": "replace", "path": f"/{index}/is_system", "value": False} for index, _, _ in hidden]
+        placed = [index for index, _, _ in hidden]
+        later = 0  # the chat's messages keep their indices
+    else:
+        operations = [{"op": "add", "path": f"/{at + n}", "value": _line(chat, line)} for n, line in enumerate(lines)]
+        placed = list(range(at, at + inserted))
+        later = inserted
+    chat = _patch(chat, operations)
+    held = [*stored.indices[:same], *placed, *[index + later for index in stored.indices[same:]]]
+    synced = Synced(chat, indices=[*kept, *held, *[None] * (len(history) - len(held))])
+    if shown:  # (held as the chat holds them only where the text is the same, not spaced otherwise)
+        for n, (index, _, mes) in enumerate(hidden, start=len(kept) + same):
+            synced.indices[n] = index if mes == history[n - len(kept)].content else None
+    synced.written["edited" if shown else "appended"] = inserted
     if answered:
         synced.mode = Generation.Mode.IMPERSONATE
     elif len(history) > len(held):

@@ -1,0 +1,116 @@
+"""Messages added amid a chat's history (services/sync.py `_inserted`): a front end that hides messages sends the
+history without them, and the gateway deletes them (as it cannot tell a message hidden from one deleted); shown
+again, they come back amid the history. They are put back in their place, and the chat's other messages stay as
+they were: their swipes, recalls and extension data. Before, the comparison read every later message as edited
+into its neighbour's text."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection as db_connection
+from django.test.utils import CaptureQueriesContext
+
+from apps.chats.models import Message
+from apps.gateway.services.request import Line
+from apps.generation.models import Generation
+from tests.gateway.stories import SYSTEM, answered, synced_as_sent, telling
+from tests.gateway.test_sync_rules import GO, IMPERSONATE, NOTHING, origins, story, texts, without
+
+pytestmark = pytest.mark.django_db
+
+NEW, CONTINUE, IMP = Generation.Mode.NEW, Generation.Mode.CONTINUE, Generation.Mode.IMPERSONATE
+REPLY = Line("assistant", "The reply to go on.")
+THEN = Line("user", "Then what?")
+
+
+def hidden_flags(chat) -> list[bool]:
+    return list(chat.messages.order_by("index").values_list("is_system", flat=True))
+
+
+@pytest.mark.parametrize("header", ["long", ""])
+def test_messages_hidden_in_the_front_end_then_shown_again_are_put_back_in_their_place(user, header):
+    turns = telling(40)
+    chat = story(user, turns, header)
+    synced = synced_as_sent(user, [SYSTEM, *without(turns, 20, 21, 22, 23), GO], header)
+    if header:  # (a guessed chat deleted amid goes on in a branch: the chat keeps them)
+        assert synced.written == {**NOTHING, "deleted": 4} and synced.chat.pk == chat.pk
+    answered(synced.chat, GO, REPLY)
+    shown_again = [SYSTEM, *turns, GO, REPLY, THEN]
+    synced = synced_as_sent(user, shown_again, header)
+    assert (synced.mode, synced.message) == (NEW, THEN.content)
+    assert synced.chat.pk == chat.pk
+    if header:
+        assert synced.written == {**NOTHING, "appended": 4}
+        assert origins(chat) == [*range(20), None, None, None, None, *range(24, 41), None, None]
+    else:
+        assert synced.written == {**NOTHING, "appended": 2}
+    assert texts(chat) == [line.content for line in shown_again[1:-1]]
+    assert synced.indices == [*range(43), None]  # each message held word for word by the chat's at that index
+
+
+def test_messages_hidden_here_and_shown_in_the_front_end_are_shown_again_not_added(user):
+    """SillyTavern with the extension hid #20 and #21 (is_system); the person then shows them again in a front end
+    without it: the chat's hidden messages saying the same are shown, with their swipes."""
+    turns = telling(40)
+    chat = story(user, turns, "long", hidden=(20, 21))
+    synced = synced_as_sent(user, [SYSTEM, *turns, GO], "long")
+    assert (synced.mode, synced.message, synced.written) == (NEW, GO.content, {**NOTHING, "edited": 2})
+    assert origins(chat) == list(range(41)) and texts(chat) == [line.content for line in turns]
+    assert hidden_flags(chat) == [False] * 41
+    assert synced.indices == [*range(41), None]
+
+
+def test_hidden_here_but_saying_otherwise_the_shown_messages_are_added_beside_them(user):
+    turns = telling(40)
+    chat = story(user, turns, "long", hidden=(20, 21))
+    sent = [*turns[:20], Line("assistant", "Something else."), Line("user", "And more."), *turns[22:]]
+    synced = synced_as_sent(user, [SYSTEM, *sent, GO], "long")
+    assert synced.written == {**NOTHING, "appended": 2}
+    assert origins(chat) == [*range(22), None, None, *range(22, 41)]
+    assert hidden_flags(chat) == [n in (20, 21) for n in range(43)]
+    assert synced.indices == [*range(20), 22, 23, *range(24, 43), None]
+
+
+def test_shown_again_ending_with_the_reply_is_a_continue_and_a_draft_writes_them_only(user):
+    turns = telling(40)
+    chat = story(user, turns, "long")
+    synced_as_sent(user, [SYSTEM, *without(turns, 10, 11), GO], "long")
+    synced = synced_as_sent(user, [SYSTEM, *turns[:-1], turns[-1]], "long")
+    assert (synced.mode, synced.message, synced.written) == (CONTINUE, None, {**NOTHING, "appended": 2})
+    assert origins(chat) == [*range(10), None, None, *range(12, 41)]
+    synced_as_sent(user, [SYSTEM, *without(turns, 30), GO], "long")
+    synced = synced_as_sent(user, [SYSTEM, *turns, IMPERSONATE], "long")
+    assert (synced.mode, synced.written) == (IMP, {**NOTHING, "appended": 1})
+    assert texts(chat) == [line.content for line in turns]
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        pytest.param(lambda turns: [Line("assistant", "Before the greeting."), *turns, GO], id="before-the-greeting"),
+        pytest.param(lambda turns: [*turns[:20], Line("user", "Amid."), *turns[20:-1], GO], id="the-end-left-out"),
+    ],
+)
+def test_an_insertion_without_the_chat_on_both_sides_is_not_this_reading(user, sent):
+    """Nothing of the chat before the message added, or the chat's end not after it: not messages shown again. The
+    comparison reads these (a named chat: answered, not stored, as they would rewrite it)."""
+    turns = telling(40)
+    chat = story(user, turns, "long")
+    synced = synced_as_sent(user, [SYSTEM, *sent(turns)], "long")
+    assert (synced.mode, synced.written) == (IMP, NOTHING)
+    assert origins(chat) == list(range(41))
+
+
+def test_a_large_block_shown_again_amid_a_long_chat_costs_a_few_statements(user):
+    turns = telling(2000)
+    chat = story(user, turns, "long", tagged=False)
+    synced_as_sent(user, [SYSTEM, *turns[:500], *turns[700:], GO], "long")  # 200 hidden: deleted
+    assert chat.messages.count() == 1801
+    with CaptureQueriesContext(db_connection) as queries:
+        synced = synced_as_sent(user, [SYSTEM, *turns, GO], "long")
+    assert synced.written == {**NOTHING, "appended": 200}
+    assert texts(chat) == [line.content for line in turns]
+    assert len(queries) <= 40, len(queries)
+    assert list(Message.objects.filter(chat=chat).order_by("index").values_list("index", flat=True)) == list(
+        range(2001)
+    )
