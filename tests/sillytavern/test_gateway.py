@@ -147,3 +147,51 @@ def test_sillytavern_without_the_extension_chats_through_the_gateway(st, st_open
     for width in (1280, 390):
         shoot(web, "lorekeeper-chat", width)
     web.context.close()
+
+
+def test_messages_hidden_in_sillytavern_and_shown_again_come_back_in_their_place(st, st_open, llm_server, gateway,
+                                                                                 user):  # fmt: skip
+    """The chat named by a header the person adds in SillyTavern's Additional Parameters. SillyTavern sends no hidden
+    message (`/hide`), so the gateway deletes it, as it cannot tell it from one deleted; shown again (`/unhide`), it
+    comes back amid the history and is put back in its place. The later messages keep their swipes throughout (they
+    were read as edited into their neighbours' texts, and the regenerated reply's swipes lost)."""
+    token = api_token_create(user=user, name="SillyTavern")[1]
+    connection_create(user=user, name="scripted", base_url=llm_server.url, model="scripted-model",
+                      api_key="sk-test-1234567890abcd", is_default=True)  # fmt: skip
+    st.add_character("Hale", first_mes="Hale squints at the tide charts.", description="A pilot.", chat="Hale - tide")
+    page = st_open(install_extension=False)
+    connect(page, f"{gateway}/v1", token, "scripted")
+    page.click("#customize_additional_parameters")
+    page.locator("#custom_include_headers").fill("X-Lorekeeper-Chat: hale-tide")
+    page.locator("dialog.popup[open] .popup-button-ok").click()
+    page.click("#sys-settings-button .drawer-toggle")
+    harness.open_character(page, "Hale")
+    for n in range(1, 6):
+        llm_server.on(lambda prompt: True, f"Reply {n}, about the tide.")
+        harness.send_message(page, f"Question {n} about the tide?")
+        if n == 4:
+            llm_server.on(lambda prompt: True, "Reply 4, regenerated.")
+            harness.swipe(page, "right")
+    (chat,) = Chat.objects.filter(user=user)
+    assert chat.client_key == "hale-tide"
+    assert said(chat) == shown(page) and len(said(chat)) == 11
+
+    # The third exchange hidden from the model. (Hiding the first messages after the greeting reads as a front end
+    # keeping its greeting past a cut: nothing is deleted.)
+    harness.run_command(page, "/hide 5-6")
+    llm_server.on(lambda prompt: True, "Reply 6, about the tide.")
+    harness.send_message(page, "Question 6 about the tide?")
+    assert "Question 3 about the tide?" not in str(sent_to_model(llm_server))
+    assert said(chat) == shown(page) and len(said(chat)) == 11  # the two hidden, deleted here
+    regenerated = Message.objects.get(chat=chat, mes="Reply 4, regenerated.")
+    assert regenerated.swipes == ["Reply 4, about the tide.", "Reply 4, regenerated."]
+
+    harness.run_command(page, "/unhide 5-6")
+    llm_server.on(lambda prompt: True, "Reply 7, about the tide.")
+    harness.send_message(page, "Question 7 about the tide?")
+    assert "Question 3 about the tide?" in str(sent_to_model(llm_server))
+    assert said(chat) == [(bool(m["is_user"]), m["mes"]) for m in harness.live_chat(page)] == shown(page)
+    assert len(said(chat)) == 15 and Chat.objects.filter(user=user).count() == 1
+    assert Message.objects.get(chat=chat, mes="Reply 4, regenerated.").swipes == regenerated.swipes
+    for width in (1280, 390):
+        shoot(page, "shown-again", width)
