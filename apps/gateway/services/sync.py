@@ -244,16 +244,35 @@ def _dropped_count(history: list[Line], stored: HistoryDigests, same: int, *, an
         return 0
     # A request answered and not stored (Impersonate, a quiet prompt) writes the deletions it shows all the same,
     # and appends nothing: only its history as it stands.
-    ends = [len(history), len(history) - 1] if history[-1].role == "user" and not answered else [len(history)]
-    for end in ends:
+    for end in _ends(history, answered=answered):
         dropped = count - end
-        if not 0 < dropped <= end or end <= same:
-            continue
-        theirs = "".join([DIGESTS.of(line.content) for line in history[same:end]])
-        speakers = "".join(["u" if line.role == "user" else "a" for line in history[same:end]])
-        if theirs == stored.md5[32 * (same + dropped) :] and speakers == stored.speakers[same + dropped :]:
+        if 0 < dropped <= end and end > same and _goes_on(history[same:end], stored, same + dropped):
             return dropped
     return 0
+
+
+def _ends(history: list[Line], *, answered: bool) -> list[int]:
+    """Where the history may end as the chat does: at its end, or before the person's new turn."""
+    return [len(history), len(history) - 1] if history[-1].role == "user" and not answered else [len(history)]
+
+
+def _goes_on(lines: list[Line], stored: HistoryDigests, position: int) -> bool:
+    """Whether `lines` are the chat's messages from `position` (of `stored`) to its end."""
+    theirs = "".join([DIGESTS.of(line.content) for line in lines])
+    speakers = "".join(["u" if line.role == "user" else "a" for line in lines])
+    return theirs == stored.md5[32 * position :] and speakers == stored.speakers[position:]
+
+
+def _asked(synced: Synced, history: list[Line], held: int, *, answered: bool) -> Synced:
+    """How the reply is asked for, the history written as the chat's messages but for its last `len(history) -
+    held`: a draft answered only, the person's turn after them, or a continuation of the history's last reply."""
+    if answered:
+        synced.mode = Generation.Mode.IMPERSONATE
+    elif len(history) > held:
+        synced.message = history[-1].content  # the person's turn
+    elif history[-1].role == "assistant":
+        synced.mode = Generation.Mode.CONTINUE
+    return synced
 
 
 def _dropped(
@@ -273,13 +292,7 @@ def _dropped(
     held = [*stored.indices[:same], *[index - dropped for index in stored.indices[same + dropped :]]]
     synced = Synced(chat, indices=[*kept, *held, *[None] * (len(history) - len(held))])
     synced.written["deleted"] = dropped
-    if answered:
-        synced.mode = Generation.Mode.IMPERSONATE
-    elif len(history) > len(held):
-        synced.message = history[-1].content  # the person's turn, after them
-    elif history[-1].role == "assistant":
-        synced.mode = Generation.Mode.CONTINUE
-    return synced
+    return _asked(synced, history, len(held), answered=answered)
 
 
 def _inserted_count(history: list[Line], stored: HistoryDigests, same: int, *, answered: bool) -> int:
@@ -290,14 +303,9 @@ def _inserted_count(history: list[Line], stored: HistoryDigests, same: int, *, a
     count = len(stored.indices)
     if not 0 < same < count:
         return 0
-    ends = [len(history), len(history) - 1] if history[-1].role == "user" and not answered else [len(history)]
-    for end in ends:
+    for end in _ends(history, answered=answered):
         inserted = end - count
-        if inserted <= 0:
-            continue
-        theirs = "".join([DIGESTS.of(line.content) for line in history[same + inserted : end]])
-        speakers = "".join(["u" if line.role == "user" else "a" for line in history[same + inserted : end]])
-        if theirs == stored.md5[32 * same :] and speakers == stored.speakers[same:]:
+        if inserted > 0 and _goes_on(history[same + inserted : end], stored, same):
             return inserted
     return 0
 
@@ -342,13 +350,7 @@ def _inserted(
         for n, (index, _, mes) in enumerate(hidden, start=len(kept) + same):
             synced.indices[n] = index if mes == history[n - len(kept)].content else None
     synced.written["edited" if shown else "appended"] = inserted
-    if answered:
-        synced.mode = Generation.Mode.IMPERSONATE
-    elif len(history) > len(held):
-        synced.message = history[-1].content  # the person's turn, after them
-    elif history[-1].role == "assistant":
-        synced.mode = Generation.Mode.CONTINUE
-    return synced
+    return _asked(synced, history, len(held), answered=answered)
 
 
 def _early(reading: Reading, last_exchange: int) -> bool:
