@@ -195,11 +195,41 @@
     });
   }
 
+  // Hidden (is_system, as SillyTavern's /hide marks it): kept, and searched as memory, but not sent to the model.
+  async function setHidden(article, hidden) {
+    const index = Number(article.dataset.index);
+    const message = await readMessage(index);
+    const operations = [
+      { op: "test", path: "/" + index + "/mes", value: message.mes },
+      { op: "add", path: "/" + index + "/is_system", value: hidden },
+    ];
+    await apply({
+      send: patch(operations),
+      text: (hidden ? "hide" : "show") + " message #" + index,
+      done: () => refreshMessage(index),
+    });
+  }
+
+  async function deleteOne(article) {
+    const index = Number(article.dataset.index);
+    if (!window.confirm("Delete message #" + index + "? The messages after it stay.")) return;
+    const message = await readMessage(index);
+    const operations = [
+      { op: "test", path: "/" + index + "/mes", value: message.mes },
+      { op: "remove", path: "/" + index },
+    ];
+    // The messages after it move up one place: the page is shown again, numbered as the chat now is.
+    await apply({ send: patch(operations), text: "delete message #" + index, done: () => window.location.reload() });
+  }
+
   list.addEventListener("click", (event) => {
     const article = event.target.closest("article.message");
     if (!article) return;
     if (event.target.matches(".edit-message")) startEdit(article);
     else if (event.target.matches(".delete-from")) deleteFrom(article);
+    else if (event.target.matches(".delete-one")) deleteOne(article);
+    else if (event.target.matches(".hide-message")) setHidden(article, true);
+    else if (event.target.matches(".show-message")) setHidden(article, false);
     else if (event.target.matches(".use-swipe")) useSwipe(article, Number(event.target.dataset.swipe));
     else if (event.target.matches(".swipe-prev, .swipe-next:not(.swipe-new)")) {
       const step = event.target.matches(".swipe-next") ? 1 : -1;
