@@ -1,8 +1,8 @@
 """Messages added amid a chat's history (services/sync.py `_inserted`): a front end that hides messages sends the
-history without them, and the gateway deletes them (as it cannot tell a message hidden from one deleted); shown
-again, they come back amid the history. They are put back in their place, and the chat's other messages stay as
-they were: their swipes, recalls and extension data. Before, the comparison read every later message as edited
-into its neighbour's text."""
+history without them, and the gateway deletes them (as it cannot tell a message hidden from one deleted; a guessed
+chat hides them instead); shown again, they come back amid the history. They are put back in their place (or
+shown), and the chat's other messages stay as they were: their swipes, recalls and extension data. Before, the
+comparison read every later message as edited into its neighbour's text."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from django.db import connection as db_connection
 from django.test.utils import CaptureQueriesContext
 
-from apps.chats.models import Message
+from apps.chats.models import Chat, Message
 from apps.gateway.services.request import Line
 from apps.generation.models import Generation
 from tests.gateway.stories import SYSTEM, answered, synced_as_sent, telling
@@ -29,22 +29,23 @@ def hidden_flags(chat) -> list[bool]:
 
 @pytest.mark.parametrize("header", ["long", ""])
 def test_messages_hidden_in_the_front_end_then_shown_again_are_put_back_in_their_place(user, header):
+    """Named, the chat deletes them, and puts them back when shown again; guessed, it hides them (nothing is deleted
+    on a guess) and shows them again, their swipes kept."""
     turns = telling(40)
     chat = story(user, turns, header)
     synced = synced_as_sent(user, [SYSTEM, *without(turns, 20, 21, 22, 23), GO], header)
-    if header:  # (a guessed chat deleted amid goes on in a branch: the chat keeps them)
-        assert synced.written == {**NOTHING, "deleted": 4} and synced.chat.pk == chat.pk
+    assert synced.written == {**NOTHING, ("deleted" if header else "hidden"): 4} and synced.chat.pk == chat.pk
+    assert hidden_flags(chat) == ([False] * 37 if header else [20 <= n <= 23 for n in range(41)])
     answered(synced.chat, GO, REPLY)
     shown_again = [SYSTEM, *turns, GO, REPLY, THEN]
     synced = synced_as_sent(user, shown_again, header)
     assert (synced.mode, synced.message) == (NEW, THEN.content)
     assert synced.chat.pk == chat.pk
-    if header:
-        assert synced.written == {**NOTHING, "appended": 4}
-        assert origins(chat) == [*range(20), None, None, None, None, *range(24, 41), None, None]
-    else:
-        assert synced.written == {**NOTHING, "appended": 2}
+    assert synced.written == {**NOTHING, ("appended" if header else "shown"): 4}
+    gone = [None] * 4 if header else [20, 21, 22, 23]
+    assert origins(chat) == [*range(20), *gone, *range(24, 41), None, None]
     assert texts(chat) == [line.content for line in shown_again[1:-1]]
+    assert hidden_flags(chat) == [False] * 43
     assert synced.indices == [*range(43), None]  # each message held word for word by the chat's at that index
 
 
@@ -54,7 +55,7 @@ def test_messages_hidden_here_and_shown_in_the_front_end_are_shown_again_not_add
     turns = telling(40)
     chat = story(user, turns, "long", hidden=(20, 21))
     synced = synced_as_sent(user, [SYSTEM, *turns, GO], "long")
-    assert (synced.mode, synced.message, synced.written) == (NEW, GO.content, {**NOTHING, "edited": 2})
+    assert (synced.mode, synced.message, synced.written) == (NEW, GO.content, {**NOTHING, "shown": 2})
     assert origins(chat) == list(range(41)) and texts(chat) == [line.content for line in turns]
     assert hidden_flags(chat) == [False] * 41
     assert synced.indices == [*range(41), None]
@@ -114,3 +115,22 @@ def test_a_large_block_shown_again_amid_a_long_chat_costs_a_few_statements(user)
     assert list(Message.objects.filter(chat=chat).order_by("index").values_list("index", flat=True)) == list(
         range(2001)
     )
+
+
+def test_a_guessed_chat_hides_a_block_left_out_amid_it_and_goes_on_in_it(user):
+    """Without the header, nothing is deleted on a guess: the block is hidden where it stands (it went on in a
+    branch copying the story), and the next requests, which still leave it out, append as usual."""
+    turns = telling(40)
+    chat = story(user, turns)
+    sent = without(turns, 10, 11)
+    synced = synced_as_sent(user, [SYSTEM, *sent, GO])
+    assert (synced.chat.pk, synced.message, synced.written) == (chat.pk, GO.content, {**NOTHING, "hidden": 2})
+    assert origins(chat) == list(range(41)) and hidden_flags(chat) == [n in (10, 11) for n in range(41)]
+    assert synced.indices == [*range(10), *range(12, 41), None]
+    answered(chat, GO, REPLY)
+    synced = synced_as_sent(user, [SYSTEM, *sent, GO, REPLY, THEN])
+    assert (synced.chat.pk, synced.message, synced.written) == (chat.pk, THEN.content, NOTHING)
+    synced = synced_as_sent(user, [SYSTEM, *without(sent, 20), GO, REPLY, IMPERSONATE])  # turn 22 too
+    assert (synced.chat.pk, synced.mode, synced.written) == (chat.pk, IMP, {**NOTHING, "hidden": 1})
+    assert hidden_flags(chat) == [n in (10, 11, 22) for n in range(43)]
+    assert Chat.objects.filter(user=user).count() == 1

@@ -149,12 +149,22 @@ def test_sillytavern_without_the_extension_chats_through_the_gateway(st, st_open
     web.context.close()
 
 
+def rows(chat: Chat) -> list[tuple[bool, str, bool]]:
+    return [(m.is_user, m.mes, m.is_system) for m in Message.objects.filter(chat=chat).order_by("index")]
+
+
+def live_rows(page) -> list[tuple[bool, str, bool]]:
+    return [(bool(m["is_user"]), m["mes"], bool(m.get("is_system"))) for m in harness.live_chat(page)]
+
+
+@pytest.mark.parametrize("header", ["hale-tide", ""], ids=["named", "guessed"])
 def test_messages_hidden_in_sillytavern_and_shown_again_come_back_in_their_place(st, st_open, llm_server, gateway,
-                                                                                 user):  # fmt: skip
-    """The chat named by a header the person adds in SillyTavern's Additional Parameters. SillyTavern sends no hidden
-    message (`/hide`), so the gateway deletes it, as it cannot tell it from one deleted; shown again (`/unhide`), it
-    comes back amid the history and is put back in its place. The later messages keep their swipes throughout (they
-    were read as edited into their neighbours' texts, and the regenerated reply's swipes lost)."""
+                                                                                 user, header):  # fmt: skip
+    """SillyTavern sends no hidden message (`/hide`). With the chat named (a header the person adds in SillyTavern's
+    Additional Parameters) the gateway deletes it, as it cannot tell it from one deleted; without, it hides it, as a
+    guess deletes nothing (it went on in a branch copying the story). Shown again (`/unhide`), it comes back amid the
+    history and is put back in its place, or shown. The later messages keep their swipes throughout (they were read
+    as edited into their neighbours' texts, and the regenerated reply's swipes lost)."""
     token = api_token_create(user=user, name="SillyTavern")[1]
     connection_create(user=user, name="scripted", base_url=llm_server.url, model="scripted-model",
                       api_key="sk-test-1234567890abcd", is_default=True)  # fmt: skip
@@ -162,7 +172,7 @@ def test_messages_hidden_in_sillytavern_and_shown_again_come_back_in_their_place
     page = st_open(install_extension=False)
     connect(page, f"{gateway}/v1", token, "scripted")
     page.click("#customize_additional_parameters")
-    page.locator("#custom_include_headers").fill("X-Lorekeeper-Chat: hale-tide")
+    page.locator("#custom_include_headers").fill(f"X-Lorekeeper-Chat: {header}" if header else "")
     page.locator("dialog.popup[open] .popup-button-ok").click()
     page.click("#sys-settings-button .drawer-toggle")
     harness.open_character(page, "Hale")
@@ -173,16 +183,20 @@ def test_messages_hidden_in_sillytavern_and_shown_again_come_back_in_their_place
             llm_server.on(lambda prompt: True, "Reply 4, regenerated.")
             harness.swipe(page, "right")
     (chat,) = Chat.objects.filter(user=user)
-    assert chat.client_key == "hale-tide"
-    assert said(chat) == shown(page) and len(said(chat)) == 11
+    assert chat.client_key == header or chat.client_key.startswith("gateway:")
+    assert rows(chat) == live_rows(page) and len(rows(chat)) == 11
 
     # The third exchange hidden from the model. (Hiding the first messages after the greeting reads as a front end
-    # keeping its greeting past a cut: nothing is deleted.)
+    # keeping its greeting past a cut: nothing is written.)
     harness.run_command(page, "/hide 5-6")
     llm_server.on(lambda prompt: True, "Reply 6, about the tide.")
     harness.send_message(page, "Question 6 about the tide?")
     assert "Question 3 about the tide?" not in str(sent_to_model(llm_server))
-    assert said(chat) == shown(page) and len(said(chat)) == 11  # the two hidden, deleted here
+    if header:
+        assert said(chat) == shown(page) and len(said(chat)) == 11  # the two hidden, deleted here
+    else:
+        assert rows(chat) == live_rows(page) and len(rows(chat)) == 13  # hidden here too
+    assert Chat.objects.filter(user=user).count() == 1
     regenerated = Message.objects.get(chat=chat, mes="Reply 4, regenerated.")
     assert regenerated.swipes == ["Reply 4, about the tide.", "Reply 4, regenerated."]
 
@@ -190,8 +204,8 @@ def test_messages_hidden_in_sillytavern_and_shown_again_come_back_in_their_place
     llm_server.on(lambda prompt: True, "Reply 7, about the tide.")
     harness.send_message(page, "Question 7 about the tide?")
     assert "Question 3 about the tide?" in str(sent_to_model(llm_server))
-    assert said(chat) == [(bool(m["is_user"]), m["mes"]) for m in harness.live_chat(page)] == shown(page)
-    assert len(said(chat)) == 15 and Chat.objects.filter(user=user).count() == 1
+    assert rows(chat) == live_rows(page) and len(rows(chat)) == 15
+    assert not any(hidden for _, _, hidden in rows(chat)) and Chat.objects.filter(user=user).count() == 1
     assert Message.objects.get(chat=chat, mes="Reply 4, regenerated.").swipes == regenerated.swipes
     for width in (1280, 390):
-        shoot(page, "shown-again", width)
+        shoot(page, f"shown-again-{header or 'guessed'}", width)

@@ -32,8 +32,10 @@ What a chat holds is never rewritten on a guess:
   would rewrite before its last exchange (its last two messages) is left as it is: messages deleted there, or a
   message edited there along with another. The request goes on in a branch of it holding the messages before the
   first it changes (another story with the same opening, a branch made in the front end, messages deleted there),
-  kept under the fingerprint's key and a suffix of its own, where the story's next requests find it. An edit of one
-  earlier message alone is written in place, as a person makes one;
+  kept under the fingerprint's key and a suffix of its own, where the story's next requests find it. (Messages only
+  left out there, the history going on as the chat does to its end, are hidden where they stand instead: a front
+  end's hide, or a deletion; nothing is lost, and no branch copies the story.) An edit of one earlier
+  message alone is written in place, as a person makes one;
 - a chat named by the request (the header) that the history does not fit is answered and not stored: fewer than
   half the messages compared are the chat's, and it would rewrite the chat before its last exchange (a front end's
   side request, for a title or a summary, sent with the header; a trimmed history not found in it).
@@ -164,12 +166,14 @@ def history_sync(
             first, at = placed
             return history_sync(chat=chat, lines=lines, start=at, head=first, branch_key=branch_key, named=named)
     # Messages deleted in the front end amid the history: only they are deleted, the chat's later messages kept as
-    # they are (their swipes and extension data), not deleted and written again. A guessed chat rewritten before its
-    # last exchange goes on in a branch, below.
+    # they are (their swipes and extension data), not deleted and written again. In a guessed chat, before its last
+    # exchange, they are hidden instead (a front end's hide, or a deletion: nothing is lost on a guess, and the
+    # story goes on in one chat, not in a branch copying it).
     answered = _answered_only(lines, history)
-    dropped = 0 if branch_key and same < last_exchange else _dropped_count(history, stored, same, answered=answered)
+    dropped = _dropped_count(history, stored, same, answered=answered)
     if dropped:
-        return _dropped(chat, history, stored, same, dropped, kept, answered=answered)
+        hide = bool(branch_key) and same < last_exchange
+        return _dropped(chat, history, stored, same, dropped, kept, answered=answered, hide=hide)
     # Messages added amid the chat (hidden in the front end, then shown again), the history going on after them as
     # the chat does to its end: only they are written, the chat's messages kept as they are.
     inserted = _inserted_count(history, stored, same, answered=answered)
@@ -284,14 +288,20 @@ def _dropped(
     kept: list[int | None],
     *,
     answered: bool,
+    hide: bool = False,
 ) -> Synced:
     """The history written as the chat with its messages from position `same` on, `dropped` of them, deleted: those
-    deleted, the messages after them kept (each now `dropped` places earlier)."""
+    deleted, the messages after them kept (each now `dropped` places earlier). `hide`: hidden from the model
+    (`is_system`) instead, where they stand."""
     gone = stored.indices[same : same + dropped]
-    chat = _patch(chat, [{"op": "remove", "path": f"/{index}"} for index in reversed(gone)])
-    held = [*stored.indices[:same], *[index - dropped for index in stored.indices[same + dropped :]]]
+    if hide:
+        chat = _patch(chat, [{"op": "add", "path": f"/{index}/is_system", "value": True} for index in gone])
+        held = [*stored.indices[:same], *stored.indices[same + dropped :]]
+    else:
+        chat = _patch(chat, [{"op": "remove", "path": f"/{index}"} for index in reversed(gone)])
+        held = [*stored.indices[:same], *[index - dropped for index in stored.indices[same + dropped :]]]
     synced = Synced(chat, indices=[*kept, *held, *[None] * (len(history) - len(held))])
-    synced.written["deleted"] = dropped
+    synced.written["hidden" if hide else "deleted"] = dropped
     return _asked(synced, history, len(held), answered=answered)
 
 
@@ -349,7 +359,7 @@ def _inserted(
     if shown:  # (held as the chat holds them only where the text is the same, not spaced otherwise)
         for n, (index, _, mes) in enumerate(hidden, start=len(kept) + same):
             synced.indices[n] = index if mes == history[n - len(kept)].content else None
-    synced.written["edited" if shown else "appended"] = inserted
+    synced.written["shown" if shown else "appended"] = inserted
     return _asked(synced, history, len(held), answered=answered)
 
 
