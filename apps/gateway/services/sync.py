@@ -176,9 +176,9 @@ def history_sync(
         return _dropped(chat, history, stored, same, dropped, kept, answered=answered, hide=hide)
     # Messages added amid the chat (hidden in the front end, then shown again), the history going on after them as
     # the chat does to its end: only they are written, the chat's messages kept as they are.
-    inserted = _inserted_count(history, stored, same, answered=answered)
+    inserted, regenerate = _inserted_count(history, stored, same, answered=answered)
     if inserted:
-        return _inserted(chat, history, stored, same, inserted, kept, answered=answered)
+        return _inserted(chat, history, stored, same, inserted, kept, answered=answered, regenerate=regenerate)
     # Messages deleted amid the history along with other changes: read message by message (services/aligning.py).
     # A guessed chat's reading is written only where the comparison would write the chat before its last exchange
     # too: nothing deleted there, and at most one message edited there, alone.
@@ -305,19 +305,61 @@ def _dropped(
     return _asked(synced, history, len(held), answered=answered)
 
 
-def _inserted_count(history: list[Line], stored: HistoryDigests, same: int, *, answered: bool) -> int:
+def _inserted_count(history: list[Line], stored: HistoryDigests, same: int, *, answered: bool) -> tuple[int, bool]:
     """How many messages the history says after the chat's first `same` that the chat does not hold, going on after
-    them as the chat does to its end (then perhaps the person's new turn): messages added amid the chat, as a message
-    hidden in the front end and since deleted here (above) comes back when shown again. 0 when it does not, or when
-    nothing of the chat comes before them or after them."""
+    them as the chat does to its end (then perhaps the person's new turn), or to its last reply left out to be
+    regenerated (True): messages added amid the chat, as a message hidden in the front end and since deleted here
+    (above) comes back when shown again. 0 when it does not, or when nothing of the chat comes before them or after
+    them."""
     count = len(stored.indices)
     if not 0 < same < count:
-        return 0
+        return 0, False
     for end in _ends(history, answered=answered):
         inserted = end - count
         if inserted > 0 and _goes_on(history[same + inserted : end], stored, same):
-            return inserted
-    return 0
+            return inserted, False
+    # The person's turn then, the reply to it left out: a regenerate (as the comparison reads one).
+    inserted = len(history) - (count - 1)
+    if (
+        not answered
+        and history[-1].role == "user"
+        and stored.speakers[-1] == "a"
+        and inserted > 0
+        and same < count - 1
+    ):
+        goes_on = _goes_on(
+            history[same + inserted :], HistoryDigests([], stored.speakers[:-1], stored.md5[:-32]), same
+        )
+        if goes_on:
+            return inserted, True
+    return 0, False
+
+
+SLID_MOST = 50  # places a block of repeated messages is slid back to find the chat's hidden messages it shows again
+
+
+def _hidden_at(chat: Chat, history: list[Line], stored: HistoryDigests, same: int, inserted: int):
+    """Where the block of `inserted` messages after the history's first `same` goes (a position of `stored`), and
+    the chat's messages hidden there that it shows again (none: it is added there). Where the messages before the
+    block say what its last ones say ("ok", "..."), it could stand further back as well: the places are tried from
+    the last back, for hidden messages saying the same, by the same speakers."""
+    place = same
+    for _ in range(SLID_MOST):
+        lines = history[place : place + inserted]
+        rows = Message.objects.filter(
+            chat=chat, index__gt=stored.indices[place - 1], index__lt=stored.indices[place], is_system=True
+        )
+        hidden = list(rows.order_by("index").values_list("index", "is_user", "mes"))
+        if len(hidden) == inserted and all(
+            is_user == (line.role == "user") and said(mes) == line.said
+            for (_, is_user, mes), line in zip(hidden, lines, strict=True)
+        ):
+            return place, hidden
+        before, last = history[place - 1], history[place + inserted - 1]
+        if place == 1 or (before.role, before.content) != (last.role, last.content):
+            break
+        place -= 1
+    return same, []
 
 
 def _inserted(
@@ -329,37 +371,35 @@ def _inserted(
     kept: list[int | None],
     *,
     answered: bool,
+    regenerate: bool,
 ) -> Synced:
     """The history written as the chat with `inserted` messages added after its first `same`: those added, the chat's
-    messages kept (each after them now `inserted` places later). Where the chat holds as many messages hidden from
-    the model there (`is_system`: hidden in Lorekeeper or by SillyTavern's extension) saying the same, by the same
+    messages kept (each after them now `inserted` places later), and the chat's last reply regenerated where the
+    history leaves it out (`regenerate`). Where the chat holds as many messages hidden from the model there
+    (`is_system`: by the gateway, on the chat page, or by SillyTavern's extension) saying the same, by the same
     speakers, they are shown again rather than added."""
-    lines = history[same : same + inserted]
-    after, at = stored.indices[same - 1], stored.indices[same]
-    hidden = list(
-        Message.objects.filter(chat=chat, index__gt=after, index__lt=at, is_system=True)
-        .order_by("index")
-        .values_list("index", "is_user", "mes")
-    )
-    shown = len(hidden) == inserted and all(
-        is_user == (line.role == "user") and said(mes) == line.said
-        for (_, is_user, mes), line in zip(hidden, lines, strict=True)
-    )
-    if shown:
-        operations = [{"op": "replace", "path": f"/{index}/is_system", "value": False} for index, _, _ in hidden]
+    same, hidden = _hidden_at(chat, history, stored, same, inserted)
+    if hidden:
+        operations = [{"op": "add", "path": f"/{index}/is_system", "value": False} for index, _, _ in hidden]
         placed = [index for index, _, _ in hidden]
         later = 0  # the chat's messages keep their indices
     else:
+        at = stored.indices[same]
+        lines = history[same : same + inserted]
         operations = [{"op": "add", "path": f"/{at + n}", "value": _line(chat, line)} for n, line in enumerate(lines)]
         placed = list(range(at, at + inserted))
         later = inserted
     chat = _patch(chat, operations)
-    held = [*stored.indices[:same], *placed, *[index + later for index in stored.indices[same:]]]
+    after = stored.indices[same : len(stored.indices) - regenerate]
+    held = [*stored.indices[:same], *placed, *[index + later for index in after]]
     synced = Synced(chat, indices=[*kept, *held, *[None] * (len(history) - len(held))])
-    if shown:  # (held as the chat holds them only where the text is the same, not spaced otherwise)
-        for n, (index, _, mes) in enumerate(hidden, start=len(kept) + same):
-            synced.indices[n] = index if mes == history[n - len(kept)].content else None
-    synced.written["shown" if shown else "appended"] = inserted
+    for n, (index, _, mes) in enumerate(hidden, start=len(kept) + same):
+        # (held as the chat holds them only where the text is the same, not spaced otherwise)
+        synced.indices[n] = index if mes == history[n - len(kept)].content else None
+    synced.written["shown" if hidden else "appended"] = inserted
+    if regenerate:
+        synced.mode = Generation.Mode.SWIPE
+        return synced
     return _asked(synced, history, len(held), answered=answered)
 
 
