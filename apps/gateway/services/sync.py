@@ -260,11 +260,12 @@ def _ends(history: list[Line], *, answered: bool) -> list[int]:
     return [len(history), len(history) - 1] if history[-1].role == "user" and not answered else [len(history)]
 
 
-def _goes_on(lines: list[Line], stored: HistoryDigests, position: int) -> bool:
-    """Whether `lines` are the chat's messages from `position` (of `stored`) to its end."""
+def _goes_on(lines: list[Line], stored: HistoryDigests, position: int, end: int | None = None) -> bool:
+    """Whether `lines` are the chat's messages from `position` (of `stored`) to its end, or to `end`."""
+    end = len(stored.indices) if end is None else end
     theirs = "".join([DIGESTS.of(line.content) for line in lines])
     speakers = "".join(["u" if line.role == "user" else "a" for line in lines])
-    return theirs == stored.md5[32 * position :] and speakers == stored.speakers[position:]
+    return theirs == stored.md5[32 * position : 32 * end] and speakers == stored.speakers[position:end]
 
 
 def _asked(synced: Synced, history: list[Line], held: int, *, answered: bool) -> Synced:
@@ -327,10 +328,7 @@ def _inserted_count(history: list[Line], stored: HistoryDigests, same: int, *, a
         and inserted > 0
         and same < count - 1
     ):
-        goes_on = _goes_on(
-            history[same + inserted :], HistoryDigests([], stored.speakers[:-1], stored.md5[:-32]), same
-        )
-        if goes_on:
+        if _goes_on(history[same + inserted :], stored, same, count - 1):
             return inserted, True
     return 0, False
 
