@@ -170,9 +170,9 @@ def history_sync(
     # exchange, they are hidden instead (a front end's hide, or a deletion: nothing is lost on a guess, and the
     # story goes on in one chat, not in a branch copying it).
     answered = _answered_only(lines, history)
-    dropped = _dropped_count(history, stored, same, answered=answered)
+    hide = bool(branch_key) and same < last_exchange
+    dropped = _dropped_count(history, stored, same, answered=answered, hide=hide)
     if dropped:
-        hide = bool(branch_key) and same < last_exchange
         return _dropped(chat, history, stored, same, dropped, kept, answered=answered, hide=hide)
     # Messages added amid the chat (hidden in the front end, then shown again), the history going on after them as
     # the chat does to its end: only they are written, the chat's messages kept as they are.
@@ -181,11 +181,14 @@ def history_sync(
         return _inserted(chat, history, stored, same, inserted, kept, answered=answered, regenerate=regenerate)
     # Messages deleted amid the history along with other changes: read message by message (services/aligning.py).
     # A guessed chat's reading is written only where the comparison would write the chat before its last exchange
-    # too: nothing deleted there, and at most one message edited there, alone.
+    # too: nothing deleted there, and at most one message edited there, alone; or where it edits nothing there (more
+    # blocks left out, the last reply regenerated): those left out are hidden, as above.
     if same < len(stored.indices):
         reading = aligned(history, stored, same, answered=answered, read=_texts_at(chat, stored))
         if reading is not None and not (branch_key and _early(reading, last_exchange)):
             return _aligned(chat, history, stored, reading, kept, answered=answered)
+        if reading is not None and not reading.edited:
+            return _aligned(chat, history, stored, reading, kept, answered=answered, hide=True)
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
     differing = [n for n in range(same, cut) if digests[32 * n : 32 * n + 32] != stored.md5[32 * n : 32 * n + 32]]
@@ -237,12 +240,18 @@ def history_sync(
     return _ended(synced, chat, history, range(cut, cut + len(new)), kept, answered=answered)
 
 
-def _dropped_count(history: list[Line], stored: HistoryDigests, same: int, *, answered: bool) -> int:
+HIDDEN_AFTER = 4  # messages of the chat's end a request hiding more than it holds must send: two exchanges
+HIDDEN_SAID = 20  # characters, of one of them at least: not only "ok" and "..."
+
+
+def _dropped_count(history: list[Line], stored: HistoryDigests, same: int, *, answered: bool, hide: bool) -> int:
     """How many of the chat's messages from position `same` on the history leaves out, going on after them as the
     chat does to its end (then perhaps the person's new turn): messages deleted in the front end. 0 when it does not:
     nothing before them or after them agrees, they outnumber the messages that do (a side request, or a trimmed
     history not found, that happens to end as the chat does: answered, not stored, below), or only the chat's last
-    message is left out (the comparison deletes that alone)."""
+    message is left out (the comparison deletes that alone). Where they are to be hidden (`hide`: nothing is lost),
+    they may outnumber them, as a long stretch hidden in SillyTavern does, if the history then sends the chat's
+    last HIDDEN_AFTER messages, one saying at least HIDDEN_SAID characters."""
     count = len(stored.indices)
     if not 0 < same < count - 1:
         return 0
@@ -250,7 +259,12 @@ def _dropped_count(history: list[Line], stored: HistoryDigests, same: int, *, an
     # and appends nothing: only its history as it stands.
     for end in _ends(history, answered=answered):
         dropped = count - end
-        if 0 < dropped <= end and end > same and _goes_on(history[same:end], stored, same + dropped):
+        if not (0 < dropped and end > same and _goes_on(history[same:end], stored, same + dropped)):
+            continue
+        after = history[same:end]
+        if dropped <= end or (
+            hide and len(after) >= HIDDEN_AFTER and any(len(line.content) >= HIDDEN_SAID for line in after)
+        ):
             return dropped
     return 0
 
@@ -347,17 +361,28 @@ def _hidden_at(chat: Chat, history: list[Line], stored: HistoryDigests, same: in
         rows = Message.objects.filter(
             chat=chat, index__gt=stored.indices[place - 1], index__lt=stored.indices[place], is_system=True
         )
-        hidden = list(rows.order_by("index").values_list("index", "is_user", "mes"))
-        if len(hidden) == inserted and all(
-            is_user == (line.role == "user") and said(mes) == line.said
-            for (_, is_user, mes), line in zip(hidden, lines, strict=True)
-        ):
-            return place, hidden
+        shown = _shown(list(rows.order_by("index").values_list("index", "is_user", "mes")), lines)
+        if shown:
+            return place, shown
         before, last = history[place - 1], history[place + inserted - 1]
         if place == 1 or (before.role, before.content) != (last.role, last.content):
             break
         place -= 1
     return same, []
+
+
+def _shown(hidden: list[tuple[int, bool, str]], lines: list[Line]) -> list[tuple[int, bool, str]]:
+    """The hidden messages (index, is_user, text) that `lines` say, each in turn, by the same speakers (others of
+    them may stay hidden between: a part of a hidden block shown again); none unless every line is one of them."""
+    shown, found = [], iter(hidden)
+    for line in lines:
+        for row in found:
+            if row[1] == (line.role == "user") and said(row[2]) == line.said:
+                shown.append(row)
+                break
+        else:
+            return []
+    return shown
 
 
 def _inserted(
@@ -416,20 +441,25 @@ def _aligned(
     kept: list[int | None],
     *,
     answered: bool,
+    hide: bool = False,
 ) -> Synced:
     """The history written as `reading` has it: the messages it edits edited (not those spaced otherwise), those it
-    leaves out deleted, the others kept (each now as many places earlier as were deleted before it), and what
-    follows the chat's end appended, or the person's turn."""
+    leaves out deleted (`hide`: hidden from the model where they stand), the others kept (each now as many places
+    earlier as were deleted before it), and what follows the chat's end appended, or the person's turn."""
     operations = _edits(chat, {stored.indices[reading.held[n]]: history[n].content for n in reading.edited})
     gone = [stored.indices[p] for p in reading.gone]
-    operations += [{"op": "remove", "path": f"/{index}"} for index in reversed(gone)]
+    if hide:
+        operations += [{"op": "add", "path": f"/{index}/is_system", "value": True} for index in gone]
+    else:
+        operations += [{"op": "remove", "path": f"/{index}"} for index in reversed(gone)]
     chat = _patch(chat, operations)
     synced = Synced(chat, indices=[None] * len(history))
-    synced.written.update(edited=len(reading.edited), deleted=len(gone))
+    synced.written.update(edited=len(reading.edited))
+    synced.written["hidden" if hide else "deleted"] = len(gone)
     spaced = set(reading.spaced)  # held as sent, not as the chat holds it: no index (as the comparison gives none)
     for n, p in enumerate(reading.held):
         if p is not None and n not in spaced:
-            synced.indices[n] = stored.indices[p] - bisect.bisect_left(gone, stored.indices[p])
+            synced.indices[n] = stored.indices[p] - (0 if hide else bisect.bisect_left(gone, stored.indices[p]))
     new = [n for n, p in enumerate(reading.held) if p is None]
     if new and history[new[-1]].role == "user" and not answered:
         synced.message, new = history[new[-1]].content, new[:-1]
