@@ -134,3 +134,26 @@ def test_a_guessed_chat_hides_a_block_left_out_amid_it_and_goes_on_in_it(user):
     assert (synced.chat.pk, synced.mode, synced.written) == (chat.pk, IMP, {**NOTHING, "hidden": 1})
     assert hidden_flags(chat) == [n in (10, 11, 22) for n in range(43)]
     assert Chat.objects.filter(user=user).count() == 1
+
+
+@pytest.mark.parametrize("header", ["long", ""])
+@pytest.mark.parametrize("shown", [(10, 11, 20, 21), (11, 20), (21,)])
+def test_hidden_messages_of_several_blocks_shown_again_at_once(user, header, shown):
+    turns = telling(40)
+    chat = story(user, turns, header, hidden=(10, 11, 20, 21))
+    sent = [SYSTEM, *without(turns, *({10, 11, 20, 21} - set(shown))), GO]
+    synced = synced_as_sent(user, sent, header)
+    assert (synced.chat.pk, synced.message) == (chat.pk, GO.content)
+    assert synced.written == {**NOTHING, "shown": len(shown)}
+    assert origins(chat) == list(range(41))  # each message the one it was, its swipes kept
+    assert hidden_flags(chat) == [n in {10, 11, 20, 21} - set(shown) for n in range(41)]
+    assert synced.indices == [n for n in range(41) if n not in {10, 11, 20, 21} - set(shown)] + [None]
+
+
+def test_hidden_messages_shown_out_of_their_order_are_not_shown_again(user):
+    turns = telling(40)
+    chat = story(user, turns, "long", hidden=(10, 20))
+    sent = [*turns[:10], turns[20], *turns[11:20], turns[10], *turns[21:]]
+    synced = synced_as_sent(user, [SYSTEM, *sent, GO], "long")
+    assert "shown" not in synced.written
+    assert hidden_flags(chat)[10] and hidden_flags(chat)[20]

@@ -179,6 +179,9 @@ def history_sync(
     inserted, regenerate = _inserted_count(history, stored, same, answered=answered)
     if inserted:
         return _inserted(chat, history, stored, same, inserted, kept, answered=answered, regenerate=regenerate)
+    shown = _shown_amid(chat, history, stored, same, answered=answered)
+    if shown is not None:
+        return _shown_again(chat, history, stored, shown, kept, answered=answered)
     # Messages deleted amid the history along with other changes: read message by message (services/aligning.py).
     # A guessed chat's reading is written only where the comparison would write the chat before its last exchange
     # too: nothing deleted there, and at most one message edited there, alone; or where it edits nothing there (more
@@ -383,6 +386,81 @@ def _shown(hidden: list[tuple[int, bool, str]], lines: list[Line]) -> list[tuple
         else:
             return []
     return shown
+
+
+SHOWN_MOST = 1_000  # the chat's hidden messages read to find those a history shows again, at most
+
+
+def _shown_amid(
+    chat: Chat, history: list[Line], stored: HistoryDigests, same: int, *, answered: bool
+) -> dict[int, int] | None:
+    """Where the history is the chat from its first `same` messages on with some of its hidden messages among them,
+    in their places (several blocks hidden, shown again at once), then perhaps the person's new turn: the history's
+    position of each of them, by the chat's index. None where it is not."""
+    count = len(stored.indices)
+    if not 0 < same < count or len(history) <= count:
+        return None
+    rows = Message.objects.filter(chat=chat, index__gt=stored.indices[same - 1], is_system=True).order_by("index")
+    hidden = list(rows.values_list("index", "is_user", "mes")[: SHOWN_MOST + 1])
+    if not hidden or len(hidden) > SHOWN_MOST:
+        return None
+    for end in _ends(history, answered=answered):
+        found = _walked(history[:end], stored, same, hidden)
+        if found:
+            return found
+    return None
+
+
+def _walked(history: list[Line], stored: HistoryDigests, same: int, hidden: list[tuple[int, bool, str]]):
+    """The history from position `same` walked along the chat: each message the chat's next visible one, or else
+    one of its hidden messages standing before that one (and after the visible one before it). The hidden messages
+    said, by index (their history's position); None where the history is not so walked to both ends."""
+    count = len(stored.indices)
+    found: dict[int, int] = {}
+    visible, rows = same, iter(hidden)
+    row = next(rows, None)
+    for n in range(same, len(history)):
+        line = history[n]
+        digest = ("u" if line.role == "user" else "a") + DIGESTS.of(line.content)
+        if visible < count and digest == stored.speakers[visible] + stored.md5[32 * visible : 32 * visible + 32]:
+            visible += 1  # (a hidden message saying what the next visible one says stays hidden)
+            continue
+        low = stored.indices[visible - 1]
+        high = stored.indices[visible] if visible < count else None
+        while row is not None and (
+            row[0] < low or not (row[1] == (line.role == "user") and said(row[2]) == line.said)
+        ):
+            if high is not None and row[0] > high:
+                return None
+            row = next(rows, None)
+        if row is None or (high is not None and row[0] > high):
+            return None
+        found[row[0]] = n
+        row = next(rows, None)
+    return found if visible == count else None
+
+
+def _shown_again(
+    chat: Chat,
+    history: list[Line],
+    stored: HistoryDigests,
+    shown: dict[int, int],
+    kept: list[int | None],
+    *,
+    answered: bool,
+) -> Synced:
+    """The chat's hidden messages `shown` (by index: their position in the history) shown again; the others kept."""
+    chat = _patch(chat, [{"op": "add", "path": f"/{index}/is_system", "value": False} for index in shown])
+    synced = Synced(chat, indices=[None] * len(history))
+    texts = dict(Message.objects.filter(chat=chat, index__in=list(shown)).values_list("index", "mes"))
+    for index, n in shown.items():
+        synced.indices[n] = index if texts[index] == history[n].content else None  # (not spaced otherwise)
+    held = [n for n in range(len(history)) if n not in set(shown.values())][: len(stored.indices)]
+    for n, index in zip(held, stored.indices, strict=False):
+        synced.indices[n] = index
+    synced.written["shown"] = len(shown)
+    synced.indices = [*kept, *synced.indices]
+    return _asked(synced, history, len(stored.indices) + len(shown), answered=answered)
 
 
 def _inserted(
