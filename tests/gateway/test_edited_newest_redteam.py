@@ -344,7 +344,7 @@ def test_b_one_message_deleted_amid_a_very_long_chat_with_another_change_is_stor
 
 
 def test_b_one_message_deleted_without_other_change_in_a_repetitive_chat(user):
-    """Control: the deletion alone (no edit) is found by _dropped_count: #7 deleted alone."""
+    """Control: the deletion alone (no edit) is found by dropped_count: #7 deleted alone."""
     turns = _repetitive(300)
     chat = story(user, turns, "long", tagged=False)
     sent = without(turns, 7)

@@ -1,5 +1,5 @@
-"""Red team of the aligned reading (services/aligning.py `aligned`, services/sync.py `_aligned`): a history leaving
-out messages amid the chat along with other changes, read message by message against the chat.
+"""Red team of the aligned reading (services/aligning.py `aligned`, services/writing.py `aligned_written`): a history
+leaving out messages amid the chat along with other changes, read message by message against the chat.
 
 Each stored story is tagged (tests/gateway/test_sync_rules.py `story`: every message carries a swipe naming it), so
 `origins` tells whether a message kept its identity or was deleted and written again (or written over with another

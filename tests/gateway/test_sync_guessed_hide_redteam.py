@@ -1,5 +1,5 @@
-"""Red team of a guessed chat hiding a block left out amid it (services/sync.py `history_sync`: `_dropped` with
-`hide`, shown again by `_inserted`), docs/GATEWAY.md "A guessed chat is branched, not cut down".
+"""Red team of a guessed chat hiding a block left out amid it (services/sync.py `history_sync`: `dropped_written` with
+`hide`, shown again by `inserted_written`), docs/GATEWAY.md "A guessed chat is branched, not cut down".
 
 Guessed: no X-Lorekeeper-Chat header (the chat found by its fingerprint, an edited opening or a window). Tests that
 pass record behaviour that holds; each xfail (strict) records a fault, its cause in the reason."""
@@ -52,7 +52,7 @@ def assert_indices_hold(chat, lines: list[Line], indices: list[int | None]) -> N
 
 def test_a_hidden_block_shown_again_in_part_shows_those_not_copies(user):
     """Found by the red team (mended): Four messages hidden on a guess, the front end shows two of them again
-    (/unhide of part of a /hide): `_hidden_at` shows hidden messages only where exactly as many stand in the gap,
+    (/unhide of part of a /hide): `hidden_at` shows hidden messages only where exactly as many stand in the gap,
     so the two are added again as new messages beside the four still hidden: the chat holds them twice (their
     swipes not shown)."""
     turns = telling(40)
@@ -84,7 +84,7 @@ def test_a_hidden_block_shown_again_in_part_keeps_the_visible_history_and_one_ch
 
 def test_a_block_hidden_beside_an_extension_hidden_message_is_shown_again_not_copied(user):
     """Found by the red team (mended): A message hidden by SillyTavern's extension (is_system) next to a block the
-    gateway hid: shown again, the gap holds three hidden messages for two shown, so `_hidden_at` adds the two again
+    gateway hid: shown again, the gap holds three hidden messages for two shown, so `hidden_at` adds the two again
     as copies."""
     turns = telling(40)
     chat = story(user, turns, hidden=(19,))
@@ -102,7 +102,7 @@ def test_a_block_hidden_beside_an_extension_hidden_message_is_shown_again_not_co
 
 def test_a_block_hidden_and_the_last_reply_regenerated_at_once_stays_in_the_chat(user):
     """Found by the red team (mended): /hide amid the story then a swipe of the last reply (the history ending with
-    the person's last turn): not the drop shape (`_dropped_count` has no regenerate end, unlike `_inserted_count`
+    the person's last turn): not the drop shape (`dropped_count` has no regenerate end, unlike `inserted_count`
     since 303bc3d), so the aligned reading deletes before the last exchange and a guessed chat branches, copying
     the story's later messages into a new chat (named, the same request deletes the block and swipes)."""
     turns = telling(40)
@@ -122,7 +122,7 @@ def test_named_a_block_deleted_and_the_last_reply_regenerated_is_a_swipe(user):
 
 def test_a_large_block_hidden_amid_a_guessed_chat_is_hidden_not_branched(user):
     """Found by the red team (mended): A block hidden larger than the messages kept (/hide 10-30 of 40):
-    `_dropped_count` refuses a block outnumbering what is kept (meant for a named side request), so a guessed chat
+    `dropped_count` refuses a block outnumbering what is kept (meant for a named side request), so a guessed chat
     branches (a new chat copying the story's last messages) though docs/GATEWAY.md says a block left out amid it
     with nothing else changed is hidden; the usual /hide of a summarised stretch."""
     turns = telling(40)
@@ -175,7 +175,7 @@ def test_a_front_ends_branch_whose_new_exchange_says_the_storys_last_words_is_hi
 
 
 def test_a_front_ends_branch_whose_exchange_says_the_last_words_of_a_longer_story_branches(user):
-    """The same with the block outnumbering the messages kept: a branch (`_dropped_count`'s bound)."""
+    """The same with the block outnumbering the messages kept: a branch (`dropped_count`'s bound)."""
     turns = telling(40)
     turns[39], turns[40] = Line("user", "ok"), Line("assistant", "*nods*")
     chat = story(user, turns)
@@ -269,7 +269,7 @@ def test_two_hidden_blocks_shown_again_one_at_a_time(user):
 
 def test_two_hidden_blocks_shown_again_at_once_stay_in_the_chat(user):
     """Found by the red team (mended): Two blocks hidden on a guess at different times, then shown again at once
-    (/unhide of both, or of all): `_inserted_count` reads one block only, services/aligning.py gives no reading
+    (/unhide of both, or of all): `inserted_count` reads one block only, services/aligning.py gives no reading
     with messages added amid, so the guessed chat branches at the first block: a new chat copying the story from
     #10 on (the harm the hide was to end). Named, the same history is answered and not stored, and so is every
     later one."""

@@ -1,8 +1,8 @@
-"""Messages added amid a chat's history (services/sync.py `_inserted`): a front end that hides messages sends the
-history without them, and the gateway deletes them (as it cannot tell a message hidden from one deleted; a guessed
-chat hides them instead); shown again, they come back amid the history. They are put back in their place (or
-shown), and the chat's other messages stay as they were: their swipes, recalls and extension data. Before, the
-comparison read every later message as edited into its neighbour's text."""
+"""Messages added amid a chat's history (services/writing.py `inserted_written`): a front end that hides messages sends
+the history without them, and the gateway deletes them (as it cannot tell a message hidden from one deleted; a guessed
+chat hides them instead); shown again, they come back amid the history. They are put back in their place (or shown),
+and the chat's other messages stay as they were: their swipes, recalls and extension data. Before, the comparison read
+every later message as edited into its neighbour's text."""
 
 from __future__ import annotations
 

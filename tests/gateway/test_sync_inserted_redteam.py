@@ -1,5 +1,5 @@
-"""Red team of messages added amid a chat (services/sync.py `_inserted_count`, `_inserted`) and of the patch's
-pending block of inserted messages (apps/chats/services/patch.py `_MessageArray.adding`, `current`).
+"""Red team of messages added amid a chat (services/blocks.py `inserted_count`, services/writing.py `inserted_written`)
+and of the patch's pending block of inserted messages (apps/chats/services/patch.py `_MessageArray.adding`, `current`).
 
 Tests that pass record behaviour that holds; the xfail (strict) records a fault left, its cause in the reason."""
 
@@ -104,7 +104,7 @@ def test_hidden_here_spaced_otherwise_are_shown_and_the_next_request_writes_noth
 
 
 def test_a_block_larger_than_one_patch_is_written_in_order(user, monkeypatch):
-    monkeypatch.setattr("apps.gateway.services.sync.MAX_PATCH_OPERATIONS", 3)
+    monkeypatch.setattr("apps.gateway.services.writing.MAX_PATCH_OPERATIONS", 3)
     turns = telling(40)
     chat = story(user, without(turns, *range(10, 18)), "long")
     sent = [SYSTEM, *turns, GO]

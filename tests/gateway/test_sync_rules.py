@@ -1,4 +1,4 @@
-"""Red team of two gateway rules: messages deleted amid a history deleted alone (services/sync.py _dropped_count,
+"""Red team of two gateway rules: messages deleted amid a history deleted alone (services/blocks.py dropped_count,
 _dropped, and with other changes services/aligning.py) and a named history's kept greeting placed by its last
 messages (services/placing.py _at_end, kept_place).
 
@@ -393,7 +393,7 @@ def test_trimmed_window_without_greeting_and_a_deletion_inside_named(user):
 def test_a_front_end_keeping_more_than_four_first_messages_deletes_the_middle(user):
     """A front end keeping the first six messages (past HEAD_KEPT) and the newest twenty: rule 1 reads the skipped
     middle as deleted in the front end (15 messages), where it was a cut. Documented ("at most the chat's first four
-    messages"), recorded: with _dropped_count disabled the same 15 go too, and the 20 after them are deleted and
+    messages"), recorded: with dropped_count disabled the same 15 go too, and the 20 after them are deleted and
     written again (35 deleted, 20 appended), so the rule loses less."""
     turns = telling(40)
     chat = story(user, turns, "long")
@@ -404,7 +404,7 @@ def test_a_front_end_keeping_more_than_four_first_messages_deletes_the_middle(us
 
 def test_messages_hidden_in_sillytavern_only_are_deleted(user):
     """Messages hidden in SillyTavern (/hide 20-25; not sent), the chat here not knowing them hidden: rule 1 deletes
-    them (they cannot be told from deleted ones). Recorded: with _dropped_count disabled the six go too, and every
+    them (they cannot be told from deleted ones). Recorded: with dropped_count disabled the six go too, and every
     later message is "edited" to its neighbour's words (16 edits, 5 deleted: swipes under the wrong text)."""
     turns = telling(40)
     chat = story(user, turns, "long")

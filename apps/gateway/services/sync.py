@@ -6,12 +6,12 @@ From where the request's history starts in the chat (services/match.py), message
 - the same speaker saying something else is an edit (the message and its shown swipe);
 - another speaker where the chat had one: from there on the request replaces the chat's end;
 - messages the request leaves out amid the chat, going on after them as the chat does to its end, are deleted, and
-  only they (the later ones keep their swipes and extension data: _dropped_count); with other changes besides (more
+  only they (the later ones keep their swipes and extension data: services/blocks.py); with other changes besides (more
   blocks left out, edits, the end cut, a regenerate, messages added at the end), the history is read message by
   message against the chat (services/aligning.py) and only the deletions and edits are written;
 - messages the request adds amid the chat, going on after them as the chat does to its end (messages hidden in the
   front end, so deleted here, then shown again), are inserted there, or the chat's hidden messages saying the same
-  shown again (_inserted);
+  shown again (services/blocks.py);
 - stored messages past the request's end are deleted, except
 - the request that ends where the chat's last reply was (the same history, the reply missing): a regenerate, whose
   reply becomes a new swipe of that message (generation's swipe mode);
@@ -43,9 +43,7 @@ What a chat holds is never rewritten on a guess:
 
 from __future__ import annotations
 
-import bisect
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -54,29 +52,25 @@ from apps.chats.models import Chat, Message
 from apps.chats.selectors import HistoryDigests, history_digests
 from apps.chats.services.branch import chat_branch
 from apps.chats.services.chats import chat_lock
-from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
-from apps.chats.services.start import send_date
-from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
 from apps.gateway.services.aligning import Reading, aligned
-from apps.gateway.services.placing import DIGESTS, compared, kept_place, worded
+from apps.gateway.services.blocks import dropped_count, inserted_count, shown_amid
+from apps.gateway.services.placing import compared, kept_place, worded
 from apps.gateway.services.request import Line, said
 from apps.gateway.services.window import HEAD_KEPT
+from apps.gateway.services.writing import (
+    Synced,
+    aligned_written,
+    dropped_written,
+    edit_operations,
+    ended,
+    inserted_written,
+    patched,
+    shown_written,
+)
 from apps.generation.models import Generation
 
 IMPERSONATION = re.compile(r"\s*\[?Write your next reply from the point of view of", re.IGNORECASE)
 CONTINUE_NUDGE = re.compile(r"\s*\[?Continue your last message", re.IGNORECASE)
-
-
-@dataclass
-class Synced:
-    chat: Chat
-    mode: str = Generation.Mode.NEW
-    message: str | None = None  # the person's turn, appended with the generation
-    written: dict[str, int] = field(default_factory=lambda: {"appended": 0, "edited": 0, "deleted": 0})
-    # For each message of the request's history (system messages aside), the index of the chat's message that holds
-    # exactly its text, or None (the person's turn, not yet appended; a text equal but for whitespace). The prompt
-    # is kept with the reply by these (services/complete.py), not copied.
-    indices: list[int | None] = field(default_factory=list)
 
 
 def _answered_only(lines: list[Line], history: list[Line]) -> bool:
@@ -86,44 +80,6 @@ def _answered_only(lines: list[Line], history: list[Line]) -> bool:
     if IMPERSONATION.match(lines[-1].content):
         return True
     return bool(history) and history[-1].role == "assistant" and CONTINUE_NUDGE.match(lines[-1].content) is None
-
-
-def _edits(chat: Chat, texts: dict[int, str]) -> list[dict[str, Any]]:
-    """The operations writing each text over the chat's message at its index: its text and its shown swipe (the
-    messages' swipes read at once)."""
-    if not texts:
-        return []
-    rows = Message.objects.filter(chat=chat, index__in=list(texts)).values_list("index", "swipes", "swipe_id")
-    shown_swipes = {index: (swipes, shown or 0) for index, swipes, shown in rows}
-    operations = []
-    for index, text in texts.items():
-        operations.append({"op": "replace", "path": f"/{index}/mes", "value": text})
-        swipes, shown = shown_swipes[index]
-        if isinstance(swipes, list) and 0 <= shown < len(swipes):
-            operations.append({"op": "replace", "path": f"/{index}/swipes/{shown}", "value": text})
-    return operations
-
-
-def _line(chat: Chat, line: Line) -> dict[str, Any]:
-    is_user = line.role == "user"
-    name = line.name or (chat.user_name if is_user else chat.character_name) or ("You" if is_user else "Assistant")
-    return {"name": name, "is_user": is_user, "is_system": False, "send_date": send_date(), "mes": line.content,
-            "extra": {"lorekeeper": {"via": "gateway"}}}  # fmt: skip
-
-
-def _patch(chat: Chat, operations: list[dict[str, Any]]) -> Chat:
-    for start in range(0, len(operations), MAX_PATCH_OPERATIONS):
-        chat = chat_patch(
-            chat=chat, operations=operations[start : start + MAX_PATCH_OPERATIONS], integrity=chat.integrity
-        ).chat
-    return chat
-
-
-def _append(chat: Chat, lines: list[dict[str, Any]]) -> Chat:
-    for start in range(0, len(lines), MAX_APPEND_MESSAGES):
-        part = lines[start : start + MAX_APPEND_MESSAGES]
-        chat = chat_append(chat=chat, messages=part, integrity=chat.integrity).chat
-    return chat
 
 
 @transaction.atomic
@@ -171,17 +127,17 @@ def history_sync(
     # story goes on in one chat, not in a branch copying it).
     answered = _answered_only(lines, history)
     hide = bool(branch_key) and same < last_exchange
-    dropped = _dropped_count(history, stored, same, answered=answered, hide=hide)
+    dropped = dropped_count(history, stored, same, answered=answered, hide=hide)
     if dropped:
-        return _dropped(chat, history, stored, same, dropped, kept, answered=answered, hide=hide)
+        return dropped_written(chat, history, stored, same, dropped, kept, answered=answered, hide=hide)
     # Messages added amid the chat (hidden in the front end, then shown again), the history going on after them as
     # the chat does to its end: only they are written, the chat's messages kept as they are.
-    inserted, regenerate = _inserted_count(history, stored, same, answered=answered)
+    inserted, regenerate = inserted_count(history, stored, same, answered=answered)
     if inserted:
-        return _inserted(chat, history, stored, same, inserted, kept, answered=answered, regenerate=regenerate)
-    shown = _shown_amid(chat, history, stored, same, answered=answered)
+        return inserted_written(chat, history, stored, same, inserted, kept, answered=answered, regenerate=regenerate)
+    shown = shown_amid(chat, history, stored, same, answered=answered)
     if shown is not None:
-        return _shown_again(chat, history, stored, shown, kept, answered=answered)
+        return shown_written(chat, history, stored, shown, kept, answered=answered)
     # Messages deleted amid the history along with other changes: read message by message (services/aligning.py).
     # A guessed chat's reading is written only where the comparison would write the chat before its last exchange
     # too: nothing deleted there, and at most one message edited there, alone; or where it edits nothing there (more
@@ -189,9 +145,9 @@ def history_sync(
     if same < len(stored.indices):
         reading = aligned(history, stored, same, answered=answered, read=_texts_at(chat, stored))
         if reading is not None and not (branch_key and _early(reading, last_exchange)):
-            return _aligned(chat, history, stored, reading, kept, answered=answered)
+            return aligned_written(chat, history, stored, reading, kept, answered=answered)
         if reading is not None and not reading.edited:
-            return _aligned(chat, history, stored, reading, kept, answered=answered, hide=True)
+            return aligned_written(chat, history, stored, reading, kept, answered=answered, hide=True)
     synced.indices[:same] = stored.indices[:same]
     edited = []  # the positions of the history whose message says something else than the chat's
     differing = [n for n in range(same, cut) if digests[32 * n : 32 * n + 32] != stored.md5[32 * n : 32 * n + 32]]
@@ -217,7 +173,7 @@ def history_sync(
     # Fewer than half the messages compared are the chat's; or the chat's opening alone, its speakers then parting
     # from the chat's at once and the history going on, where more would be deleted than agree: a front end's cut
     # whose newest message was edited, one keeping more of the opening than HEAD_KEPT, or a block deleted larger
-    # than what is kept (as _dropped_count refuses one). (A person's first message edited and the rest deleted keeps
+    # than what is kept (as dropped_count refuses one). (A person's first message edited and the rest deleted keeps
     # the speakers' order: written as it comes.)
     opening = max(agree, same)
     goes_on = len(history) - (1 if history[-1].role == "user" and not answered else 0)  # the new turn aside
@@ -225,7 +181,7 @@ def history_sync(
     misfit = cut == 0 or agreeing * 2 < cut or kept_cut
     if named and misfit and rewrites:
         return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[*kept, *[None] * len(history)])
-    operations += _edits(chat, {stored.indices[n]: history[n].content for n in edited})
+    operations += edit_operations(chat, {stored.indices[n]: history[n].content for n in edited})
     for n in edited:
         synced.written["edited"] += 1
         synced.indices[n] = stored.indices[n]
@@ -236,272 +192,11 @@ def history_sync(
         operations += [{"op": "remove", "path": f"/{index}"} for index in range(chat.message_count - 1, first - 1, -1)]
         synced.written["deleted"] = chat.message_count - first
     if operations:
-        chat = _patch(chat, operations)
+        chat = patched(chat, operations)
     new = history[cut:] if not regenerate else []
     if new and new[-1].role == "user" and not answered:
         synced.message, new = new[-1].content, new[:-1]
-    return _ended(synced, chat, history, range(cut, cut + len(new)), kept, answered=answered)
-
-
-HIDDEN_AFTER = 4  # messages of the chat's end a request hiding more than it holds must send: two exchanges
-HIDDEN_SAID = 20  # characters, of one of them at least: not only "ok" and "..."
-
-
-def _dropped_count(history: list[Line], stored: HistoryDigests, same: int, *, answered: bool, hide: bool) -> int:
-    """How many of the chat's messages from position `same` on the history leaves out, going on after them as the
-    chat does to its end (then perhaps the person's new turn): messages deleted in the front end. 0 when it does not:
-    nothing before them or after them agrees, they outnumber the messages that do (a side request, or a trimmed
-    history not found, that happens to end as the chat does: answered, not stored, below), or only the chat's last
-    message is left out (the comparison deletes that alone). Where they are to be hidden (`hide`: nothing is lost),
-    they may outnumber them, as a long stretch hidden in SillyTavern does, if the history then sends the chat's
-    last HIDDEN_AFTER messages, one saying at least HIDDEN_SAID characters."""
-    count = len(stored.indices)
-    if not 0 < same < count - 1:
-        return 0
-    # A request answered and not stored (Impersonate, a quiet prompt) writes the deletions it shows all the same,
-    # and appends nothing: only its history as it stands.
-    for end in _ends(history, answered=answered):
-        dropped = count - end
-        if not (0 < dropped and end > same and _goes_on(history[same:end], stored, same + dropped)):
-            continue
-        after = history[same:end]
-        if dropped <= end or (
-            hide and len(after) >= HIDDEN_AFTER and any(len(line.content) >= HIDDEN_SAID for line in after)
-        ):
-            return dropped
-    return 0
-
-
-def _ends(history: list[Line], *, answered: bool) -> list[int]:
-    """Where the history may end as the chat does: at its end, or before the person's new turn."""
-    return [len(history), len(history) - 1] if history[-1].role == "user" and not answered else [len(history)]
-
-
-def _goes_on(lines: list[Line], stored: HistoryDigests, position: int, end: int | None = None) -> bool:
-    """Whether `lines` are the chat's messages from `position` (of `stored`) to its end, or to `end`."""
-    end = len(stored.indices) if end is None else end
-    theirs = "".join([DIGESTS.of(line.content) for line in lines])
-    speakers = "".join(["u" if line.role == "user" else "a" for line in lines])
-    return theirs == stored.md5[32 * position : 32 * end] and speakers == stored.speakers[position:end]
-
-
-def _asked(synced: Synced, history: list[Line], held: int, *, answered: bool) -> Synced:
-    """How the reply is asked for, the history written as the chat's messages but for its last `len(history) -
-    held`: a draft answered only, the person's turn after them, or a continuation of the history's last reply."""
-    if answered:
-        synced.mode = Generation.Mode.IMPERSONATE
-    elif len(history) > held:
-        synced.message = history[-1].content  # the person's turn
-    elif history[-1].role == "assistant":
-        synced.mode = Generation.Mode.CONTINUE
-    return synced
-
-
-def _dropped(
-    chat: Chat,
-    history: list[Line],
-    stored: HistoryDigests,
-    same: int,
-    dropped: int,
-    kept: list[int | None],
-    *,
-    answered: bool,
-    hide: bool = False,
-) -> Synced:
-    """The history written as the chat with its messages from position `same` on, `dropped` of them, deleted: those
-    deleted, the messages after them kept (each now `dropped` places earlier). `hide`: hidden from the model
-    (`is_system`) instead, where they stand."""
-    gone = stored.indices[same : same + dropped]
-    if hide:
-        chat = _patch(chat, [{"op": "add", "path": f"/{index}/is_system", "value": True} for index in gone])
-        held = [*stored.indices[:same], *stored.indices[same + dropped :]]
-    else:
-        chat = _patch(chat, [{"op": "remove", "path": f"/{index}"} for index in reversed(gone)])
-        held = [*stored.indices[:same], *[index - dropped for index in stored.indices[same + dropped :]]]
-    synced = Synced(chat, indices=[*kept, *held, *[None] * (len(history) - len(held))])
-    synced.written["hidden" if hide else "deleted"] = dropped
-    return _asked(synced, history, len(held), answered=answered)
-
-
-def _inserted_count(history: list[Line], stored: HistoryDigests, same: int, *, answered: bool) -> tuple[int, bool]:
-    """How many messages the history says after the chat's first `same` that the chat does not hold, going on after
-    them as the chat does to its end (then perhaps the person's new turn), or to its last reply left out to be
-    regenerated (True): messages added amid the chat, as a message hidden in the front end and since deleted here
-    (above) comes back when shown again. 0 when it does not, or when nothing of the chat comes before them or after
-    them."""
-    count = len(stored.indices)
-    if not 0 < same < count:
-        return 0, False
-    for end in _ends(history, answered=answered):
-        inserted = end - count
-        if inserted > 0 and _goes_on(history[same + inserted : end], stored, same):
-            return inserted, False
-    # The person's turn then, the reply to it left out: a regenerate (as the comparison reads one).
-    inserted = len(history) - (count - 1)
-    if (
-        not answered
-        and history[-1].role == "user"
-        and stored.speakers[-1] == "a"
-        and inserted > 0
-        and same < count - 1
-    ):
-        if _goes_on(history[same + inserted :], stored, same, count - 1):
-            return inserted, True
-    return 0, False
-
-
-SLID_MOST = 50  # places a block of repeated messages is slid back to find the chat's hidden messages it shows again
-
-
-def _hidden_at(chat: Chat, history: list[Line], stored: HistoryDigests, same: int, inserted: int):
-    """Where the block of `inserted` messages after the history's first `same` goes (a position of `stored`), and
-    the chat's messages hidden there that it shows again (none: it is added there). Where the messages before the
-    block say what its last ones say ("ok", "..."), it could stand further back as well: the places are tried from
-    the last back, for hidden messages saying the same, by the same speakers."""
-    place = same
-    for _ in range(SLID_MOST):
-        lines = history[place : place + inserted]
-        rows = Message.objects.filter(
-            chat=chat, index__gt=stored.indices[place - 1], index__lt=stored.indices[place], is_system=True
-        )
-        shown = _shown(list(rows.order_by("index").values_list("index", "is_user", "mes")), lines)
-        if shown:
-            return place, shown
-        before, last = history[place - 1], history[place + inserted - 1]
-        if place == 1 or (before.role, before.content) != (last.role, last.content):
-            break
-        place -= 1
-    return same, []
-
-
-def _shown(hidden: list[tuple[int, bool, str]], lines: list[Line]) -> list[tuple[int, bool, str]]:
-    """The hidden messages (index, is_user, text) that `lines` say, each in turn, by the same speakers (others of
-    them may stay hidden between: a part of a hidden block shown again); none unless every line is one of them."""
-    shown, found = [], iter(hidden)
-    for line in lines:
-        for row in found:
-            if row[1] == (line.role == "user") and said(row[2]) == line.said:
-                shown.append(row)
-                break
-        else:
-            return []
-    return shown
-
-
-SHOWN_MOST = 1_000  # the chat's hidden messages read to find those a history shows again, at most
-
-
-def _shown_amid(
-    chat: Chat, history: list[Line], stored: HistoryDigests, same: int, *, answered: bool
-) -> dict[int, int] | None:
-    """Where the history is the chat from its first `same` messages on with some of its hidden messages among them,
-    in their places (several blocks hidden, shown again at once), then perhaps the person's new turn: the history's
-    position of each of them, by the chat's index. None where it is not."""
-    count = len(stored.indices)
-    if not 0 < same < count or len(history) <= count:
-        return None
-    rows = Message.objects.filter(chat=chat, index__gt=stored.indices[same - 1], is_system=True).order_by("index")
-    hidden = list(rows.values_list("index", "is_user", "mes")[: SHOWN_MOST + 1])
-    if not hidden or len(hidden) > SHOWN_MOST:
-        return None
-    for end in _ends(history, answered=answered):
-        found = _walked(history[:end], stored, same, hidden)
-        if found:
-            return found
-    return None
-
-
-def _walked(history: list[Line], stored: HistoryDigests, same: int, hidden: list[tuple[int, bool, str]]):
-    """The history from position `same` walked along the chat: each message the chat's next visible one, or else
-    one of its hidden messages standing before that one (and after the visible one before it). The hidden messages
-    said, by index (their history's position); None where the history is not so walked to both ends."""
-    count = len(stored.indices)
-    found: dict[int, int] = {}
-    visible, rows = same, iter(hidden)
-    row = next(rows, None)
-    for n in range(same, len(history)):
-        line = history[n]
-        digest = ("u" if line.role == "user" else "a") + DIGESTS.of(line.content)
-        if visible < count and digest == stored.speakers[visible] + stored.md5[32 * visible : 32 * visible + 32]:
-            visible += 1  # (a hidden message saying what the next visible one says stays hidden)
-            continue
-        low = stored.indices[visible - 1]
-        high = stored.indices[visible] if visible < count else None
-        while row is not None and (
-            row[0] < low or not (row[1] == (line.role == "user") and said(row[2]) == line.said)
-        ):
-            if high is not None and row[0] > high:
-                return None
-            row = next(rows, None)
-        if row is None or (high is not None and row[0] > high):
-            return None
-        found[row[0]] = n
-        row = next(rows, None)
-    return found if visible == count else None
-
-
-def _shown_again(
-    chat: Chat,
-    history: list[Line],
-    stored: HistoryDigests,
-    shown: dict[int, int],
-    kept: list[int | None],
-    *,
-    answered: bool,
-) -> Synced:
-    """The chat's hidden messages `shown` (by index: their position in the history) shown again; the others kept."""
-    chat = _patch(chat, [{"op": "add", "path": f"/{index}/is_system", "value": False} for index in shown])
-    synced = Synced(chat, indices=[None] * len(history))
-    texts = dict(Message.objects.filter(chat=chat, index__in=list(shown)).values_list("index", "mes"))
-    for index, n in shown.items():
-        synced.indices[n] = index if texts[index] == history[n].content else None  # (not spaced otherwise)
-    held = [n for n in range(len(history)) if n not in set(shown.values())][: len(stored.indices)]
-    for n, index in zip(held, stored.indices, strict=False):
-        synced.indices[n] = index
-    synced.written["shown"] = len(shown)
-    synced.indices = [*kept, *synced.indices]
-    return _asked(synced, history, len(stored.indices) + len(shown), answered=answered)
-
-
-def _inserted(
-    chat: Chat,
-    history: list[Line],
-    stored: HistoryDigests,
-    same: int,
-    inserted: int,
-    kept: list[int | None],
-    *,
-    answered: bool,
-    regenerate: bool,
-) -> Synced:
-    """The history written as the chat with `inserted` messages added after its first `same`: those added, the chat's
-    messages kept (each after them now `inserted` places later), and the chat's last reply regenerated where the
-    history leaves it out (`regenerate`). Where the chat holds as many messages hidden from the model there
-    (`is_system`: by the gateway, on the chat page, or by SillyTavern's extension) saying the same, by the same
-    speakers, they are shown again rather than added."""
-    same, hidden = _hidden_at(chat, history, stored, same, inserted)
-    if hidden:
-        operations = [{"op": "add", "path": f"/{index}/is_system", "value": False} for index, _, _ in hidden]
-        placed = [index for index, _, _ in hidden]
-        later = 0  # the chat's messages keep their indices
-    else:
-        at = stored.indices[same]
-        lines = history[same : same + inserted]
-        operations = [{"op": "add", "path": f"/{at + n}", "value": _line(chat, line)} for n, line in enumerate(lines)]
-        placed = list(range(at, at + inserted))
-        later = inserted
-    chat = _patch(chat, operations)
-    after = stored.indices[same : len(stored.indices) - regenerate]
-    held = [*stored.indices[:same], *placed, *[index + later for index in after]]
-    synced = Synced(chat, indices=[*kept, *held, *[None] * (len(history) - len(held))])
-    for n, (index, _, mes) in enumerate(hidden, start=len(kept) + same):
-        # (held as the chat holds them only where the text is the same, not spaced otherwise)
-        synced.indices[n] = index if mes == history[n - len(kept)].content else None
-    synced.written["shown" if hidden else "appended"] = inserted
-    if regenerate:
-        synced.mode = Generation.Mode.SWIPE
-        return synced
-    return _asked(synced, history, len(held), answered=answered)
+    return ended(synced, chat, history, range(cut, cut + len(new)), kept, answered=answered)
 
 
 def _early(reading: Reading, last_exchange: int) -> bool:
@@ -509,59 +204,6 @@ def _early(reading: Reading, last_exchange: int) -> bool:
     edited = [reading.held[n] for n in reading.edited]
     early_edit = any(position < last_exchange for position in edited)
     return reading.gone[0] < last_exchange or (early_edit and len(edited) >= 2)
-
-
-def _aligned(
-    chat: Chat,
-    history: list[Line],
-    stored: HistoryDigests,
-    reading: Reading,
-    kept: list[int | None],
-    *,
-    answered: bool,
-    hide: bool = False,
-) -> Synced:
-    """The history written as `reading` has it: the messages it edits edited (not those spaced otherwise), those it
-    leaves out deleted (`hide`: hidden from the model where they stand), the others kept (each now as many places
-    earlier as were deleted before it), and what follows the chat's end appended, or the person's turn."""
-    operations = _edits(chat, {stored.indices[reading.held[n]]: history[n].content for n in reading.edited})
-    gone = [stored.indices[p] for p in reading.gone]
-    if hide:
-        operations += [{"op": "add", "path": f"/{index}/is_system", "value": True} for index in gone]
-    else:
-        operations += [{"op": "remove", "path": f"/{index}"} for index in reversed(gone)]
-    chat = _patch(chat, operations)
-    synced = Synced(chat, indices=[None] * len(history))
-    synced.written.update(edited=len(reading.edited))
-    synced.written["hidden" if hide else "deleted"] = len(gone)
-    spaced = set(reading.spaced)  # held as sent, not as the chat holds it: no index (as the comparison gives none)
-    for n, p in enumerate(reading.held):
-        if p is not None and n not in spaced:
-            synced.indices[n] = stored.indices[p] - (0 if hide else bisect.bisect_left(gone, stored.indices[p]))
-    new = [n for n, p in enumerate(reading.held) if p is None]
-    if new and history[new[-1]].role == "user" and not answered:
-        synced.message, new = history[new[-1]].content, new[:-1]
-    if reading.regenerate:  # (the history ends with the person's turn, and is not answered only)
-        synced.mode = Generation.Mode.SWIPE
-    return _ended(synced, chat, history, new, kept, answered=answered)
-
-
-def _ended(synced: Synced, chat: Chat, history: list[Line], new, kept: list[int | None], *, answered: bool) -> Synced:
-    """The history's messages at positions `new` (at its end) appended, and how the reply is asked for: a draft
-    answered only, or a continuation of the history's last reply."""
-    new = list(new)
-    if new:
-        first = chat.message_count
-        chat = _append(chat, [_line(chat, history[n]) for n in new])
-        synced.written["appended"] = len(new)
-        synced.indices[new[0] : new[-1] + 1] = range(first, first + len(new))
-    if answered:
-        synced.mode = Generation.Mode.IMPERSONATE
-    elif history[-1].role == "assistant":
-        synced.mode = Generation.Mode.CONTINUE
-    synced.chat = chat
-    synced.indices = [*kept, *synced.indices]
-    return synced
 
 
 def _texts_at(chat: Chat, stored: HistoryDigests):
