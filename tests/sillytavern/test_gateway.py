@@ -54,9 +54,10 @@ def sent_to_model(llm_server) -> list[dict]:
     return llm_server.requests[-1]["body"]["messages"]
 
 
-def connect(page, url: str, key: str, model: str) -> None:
+def connect(page, url: str, key: str, model: str, headers: str = "") -> None:
     """The API connections panel, as a person fills it: Chat Completion, Custom (OpenAI-compatible), the URL, the
-    key, the model; then Connect."""
+    key, the model, the request headers under Additional Parameters (kept by the session's SillyTavern from one test
+    to the next: each test says its own); then Connect."""
     page.click("#sys-settings-button .drawer-toggle")
     page.locator("#rm_api_block").wait_for(state="visible")
     page.select_option("#main_api", "openai")
@@ -64,6 +65,9 @@ def connect(page, url: str, key: str, model: str) -> None:
     page.locator("#custom_api_url_text").fill(url)
     page.locator("#api_key_custom").fill(key)
     page.locator("#custom_model_id").fill(model)
+    page.click("#customize_additional_parameters")
+    page.locator("#custom_include_headers").fill(headers)
+    page.locator("dialog.popup[open] .popup-button-ok").click()
     page.click("#api_button_openai")
     page.wait_for_function("() => SillyTavern.getContext().onlineStatus !== 'no_connection'", timeout=30_000)
 
@@ -170,10 +174,7 @@ def test_messages_hidden_in_sillytavern_and_shown_again_come_back_in_their_place
                       api_key="sk-test-1234567890abcd", is_default=True)  # fmt: skip
     st.add_character("Hale", first_mes="Hale squints at the tide charts.", description="A pilot.", chat="Hale - tide")
     page = st_open(install_extension=False)
-    connect(page, f"{gateway}/v1", token, "scripted")
-    page.click("#customize_additional_parameters")
-    page.locator("#custom_include_headers").fill(f"X-Lorekeeper-Chat: {header}" if header else "")
-    page.locator("dialog.popup[open] .popup-button-ok").click()
+    connect(page, f"{gateway}/v1", token, "scripted", f"X-Lorekeeper-Chat: {header}" if header else "")
     page.click("#sys-settings-button .drawer-toggle")
     harness.open_character(page, "Hale")
     for n in range(1, 6):
