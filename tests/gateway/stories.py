@@ -11,6 +11,8 @@ from apps.gateway.services.sync import Synced, history_sync
 
 SYSTEM = Line("system", "Write Mira's next reply in a fictional chat between Mira and Rowan.")
 GREETING = Line("assistant", "The lantern is lit.")
+REPLY = Line("assistant", "The reply to go on.")
+THEN = Line("user", "Then what?")
 
 
 def telling(turns: int) -> list[Line]:
@@ -44,3 +46,17 @@ def rows(chat: Chat) -> list[tuple[bool, str, bool]]:
 
 def expected_rows(turns: list[Line], hidden: tuple[int, ...] = ()) -> list[tuple[bool, str, bool]]:
     return [(line.role == "user", line.content, n in hidden) for n, line in enumerate(turns)]
+
+
+def hidden_flags(chat: Chat) -> list[bool]:
+    """Whether each of the chat's messages is hidden from the model (is_system), in order."""
+    return list(chat.messages.order_by("index").values_list("is_system", flat=True))
+
+
+def assert_indices_hold(chat: Chat, lines: list[Line], indices: list[int | None]) -> None:
+    """Each index Synced gives holds exactly the text of its history message (or is None), and is shown."""
+    held = {index: (mes, hidden) for index, mes, hidden in chat.messages.values_list("index", "mes", "is_system")}
+    history = [line for line in lines if line.role != "system"]
+    assert len(indices) == len(history)
+    for line, index in zip(history, indices, strict=True):
+        assert index is None or held[index] == (line.content, False), (index, line.content, held.get(index))

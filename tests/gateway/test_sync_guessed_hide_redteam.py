@@ -11,23 +11,26 @@ import pytest
 from apps.chats.models import Chat
 from apps.gateway.services.request import Line
 from apps.generation.models import Generation
-from tests.gateway.stories import SYSTEM, answered, synced_as_sent, telling
+from tests.gateway.stories import (
+    REPLY,
+    SYSTEM,
+    THEN,
+    answered,
+    assert_indices_hold,
+    hidden_flags,
+    synced_as_sent,
+    telling,
+)
 from tests.gateway.test_sync_rules import GO, IMPERSONATE, NOTHING, QUIET, origins, story, texts, without
 
 pytestmark = pytest.mark.django_db
 
 NEW, SWIPE, CONTINUE, IMP = (Generation.Mode.NEW, Generation.Mode.SWIPE, Generation.Mode.CONTINUE,
                              Generation.Mode.IMPERSONATE)  # fmt: skip
-REPLY = Line("assistant", "The reply to go on.")
-THEN = Line("user", "Then what?")
-
-
-def flags(chat) -> list[bool]:
-    return list(chat.messages.order_by("index").values_list("is_system", flat=True))
 
 
 def hidden_at(chat) -> list[int]:
-    return [n for n, hidden in enumerate(flags(chat)) if hidden]
+    return [n for n, hidden in enumerate(hidden_flags(chat)) if hidden]
 
 
 def visible(chat) -> list[str]:
@@ -36,15 +39,6 @@ def visible(chat) -> list[str]:
 
 def chats(user) -> int:
     return Chat.objects.filter(user=user).count()
-
-
-def assert_indices_hold(chat, lines: list[Line], indices: list[int | None]) -> None:
-    """Each index Synced gives holds exactly the text of its history message (or is None), and is shown."""
-    held = {index: (mes, hidden) for index, mes, hidden in chat.messages.values_list("index", "mes", "is_system")}
-    history = [line for line in lines if line.role != "system"]
-    assert len(indices) == len(history)
-    for line, index in zip(history, indices, strict=True):
-        assert index is None or held[index] == (line.content, False), (index, line.content, held.get(index))
 
 
 # 1. A block shown again only in part ------------------------------------------------------------------------------

@@ -13,18 +13,20 @@ from django.test.utils import CaptureQueriesContext
 from apps.chats.models import Chat, Message
 from apps.gateway.services.request import Line
 from apps.generation.models import Generation
-from tests.gateway.stories import SYSTEM, answered, synced_as_sent, telling
+from tests.gateway.stories import (
+    REPLY,
+    SYSTEM,
+    THEN,
+    answered,
+    hidden_flags,
+    synced_as_sent,
+    telling,
+)
 from tests.gateway.test_sync_rules import GO, IMPERSONATE, NOTHING, origins, story, texts, without
 
 pytestmark = pytest.mark.django_db
 
 NEW, CONTINUE, IMP = Generation.Mode.NEW, Generation.Mode.CONTINUE, Generation.Mode.IMPERSONATE
-REPLY = Line("assistant", "The reply to go on.")
-THEN = Line("user", "Then what?")
-
-
-def hidden_flags(chat) -> list[bool]:
-    return list(chat.messages.order_by("index").values_list("is_system", flat=True))
 
 
 @pytest.mark.parametrize("header", ["long", ""])

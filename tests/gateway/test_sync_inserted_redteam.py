@@ -19,28 +19,22 @@ from apps.common.exceptions import ApplicationError
 from apps.gateway.services.request import Line
 from apps.generation.models import Generation
 from tests.chats.helpers import exported, stream
-from tests.gateway.stories import SYSTEM, answered, synced_as_sent, telling
+from tests.gateway.stories import (
+    REPLY,
+    SYSTEM,
+    THEN,
+    answered,
+    assert_indices_hold,
+    hidden_flags,
+    synced_as_sent,
+    telling,
+)
 from tests.gateway.test_sync_rules import GO, IMPERSONATE, NOTHING, QUIET, origins, story, texts, without
 
 pytestmark = pytest.mark.django_db
 
 NEW, SWIPE, CONTINUE, IMP = (Generation.Mode.NEW, Generation.Mode.SWIPE, Generation.Mode.CONTINUE,
                              Generation.Mode.IMPERSONATE)  # fmt: skip
-REPLY = Line("assistant", "The reply to go on.")
-THEN = Line("user", "Then what?")
-
-
-def flags(chat) -> list[bool]:
-    return list(chat.messages.order_by("index").values_list("is_system", flat=True))
-
-
-def assert_indices_hold(chat, lines: list[Line], indices: list[int | None]) -> None:
-    """Each index Synced gives holds exactly the text of its history message (or is None)."""
-    held = dict(chat.messages.values_list("index", "mes"))
-    history = [line for line in lines if line.role != "system"]
-    assert len(indices) == len(history)
-    for line, index in zip(history, indices, strict=True):
-        assert index is None or held[index] == line.content, (index, line.content, held.get(index))
 
 
 def assert_identities_kept(chat, stored_texts: list[str], *, except_tags: tuple[int, ...] = ()) -> None:
@@ -94,7 +88,7 @@ def test_hidden_here_spaced_otherwise_are_shown_and_the_next_request_writes_noth
     sent[20] = Line("assistant", "Turn 20  of the long story. ")
     sent[21] = Line("user", " Turn 21 of the long\nstory.")
     synced = synced_as_sent(user, [SYSTEM, *sent, GO], "long")
-    assert synced.written == {**NOTHING, "shown": 2} and flags(chat) == [False] * 41
+    assert synced.written == {**NOTHING, "shown": 2} and hidden_flags(chat) == [False] * 41
     assert synced.indices[18:24] == [18, 19, None, None, 22, 23]  # spaced otherwise: held, but not word for word
     answered(chat, GO, REPLY)
     synced = synced_as_sent(user, [SYSTEM, *sent, GO, REPLY, THEN], "long")
@@ -189,7 +183,7 @@ def test_repeated_messages_hidden_here_are_shown_again_not_added(user):
     synced = synced_as_sent(user, sent, "long")
     assert_indices_hold(chat, sent, synced.indices)  # holds
     assert synced.written == {**NOTHING, "shown": 2}
-    assert chat.messages.count() == 41 and flags(chat) == [False] * 41
+    assert chat.messages.count() == 41 and hidden_flags(chat) == [False] * 41
 
 
 # 3. chat_patch: pending blocks against a reference of RFC 6902 (plus the retry rule) ------------------------------
