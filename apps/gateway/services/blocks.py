@@ -19,10 +19,10 @@ def dropped_count(history: list[Line], stored: HistoryDigests, same: int, *, ans
     """How many of the chat's messages from position `same` on the history leaves out, going on after them as the
     chat does to its end (then perhaps the person's new turn): messages deleted in the front end. 0 when it does not:
     nothing before them or after them agrees, they outnumber the messages that do (a side request, or a trimmed
-    history not found, that happens to end as the chat does: answered, not stored, below), or only the chat's last
-    message is left out (the comparison deletes that alone). Where they are to be hidden (`hide`: nothing is lost),
-    they may outnumber them, as a long stretch hidden in SillyTavern does, if the history then sends the chat's
-    last HIDDEN_AFTER messages, one saying at least HIDDEN_SAID characters."""
+    history not found, that happens to end as the chat does: services/sync.py answers it unstored), or only the last
+    chat message is left out (the comparison deletes that alone). Where they are to be hidden (`hide`: nothing is
+    lost), they may outnumber them, as a long stretch hidden in SillyTavern does, if the history then sends the
+    chat's last HIDDEN_AFTER messages, one saying at least HIDDEN_SAID characters."""
     count = len(stored.indices)
     if not 0 < same < count - 1:
         return 0
