@@ -184,7 +184,8 @@ def shown_written(
     texts = dict(Message.objects.filter(chat=chat, index__in=list(shown)).values_list("index", "mes"))
     for index, n in shown.items():
         synced.indices[n] = index if texts[index] == history[n].content else None  # (not spaced otherwise)
-    held = [n for n in range(len(history)) if n not in set(shown.values())][: len(stored.indices)]
+    positions = set(shown.values())
+    held = [n for n in range(len(history)) if n not in positions][: len(stored.indices)]
     for n, index in zip(held, stored.indices, strict=False):
         synced.indices[n] = index
     synced.written["shown"] = len(shown)
