@@ -10,7 +10,6 @@ import pytest
 
 from apps.chats.models import Chat
 from apps.gateway.services.request import Line
-from apps.generation.models import Generation
 from tests.gateway.stories import (
     REPLY,
     SYSTEM,
@@ -21,12 +20,21 @@ from tests.gateway.stories import (
     synced_as_sent,
     telling,
 )
-from tests.gateway.test_sync_rules import GO, IMPERSONATE, NOTHING, QUIET, origins, story, texts, without
+from tests.gateway.test_sync_rules import (
+    CONTINUE,
+    GO,
+    IMP,
+    IMPERSONATE,
+    NOTHING,
+    QUIET,
+    SWIPE,
+    origins,
+    story,
+    texts,
+    without,
+)
 
 pytestmark = pytest.mark.django_db
-
-NEW, SWIPE, CONTINUE, IMP = (Generation.Mode.NEW, Generation.Mode.SWIPE, Generation.Mode.CONTINUE,
-                             Generation.Mode.IMPERSONATE)  # fmt: skip
 
 
 def hidden_at(chat) -> list[int]:

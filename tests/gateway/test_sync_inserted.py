@@ -12,7 +12,6 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.chats.models import Chat, Message
 from apps.gateway.services.request import Line
-from apps.generation.models import Generation
 from tests.gateway.stories import (
     REPLY,
     SYSTEM,
@@ -22,11 +21,20 @@ from tests.gateway.stories import (
     synced_as_sent,
     telling,
 )
-from tests.gateway.test_sync_rules import GO, IMPERSONATE, NOTHING, origins, story, texts, without
+from tests.gateway.test_sync_rules import (
+    CONTINUE,
+    GO,
+    IMP,
+    IMPERSONATE,
+    NEW,
+    NOTHING,
+    origins,
+    story,
+    texts,
+    without,
+)
 
 pytestmark = pytest.mark.django_db
-
-NEW, CONTINUE, IMP = Generation.Mode.NEW, Generation.Mode.CONTINUE, Generation.Mode.IMPERSONATE
 
 
 @pytest.mark.parametrize("header", ["long", ""])

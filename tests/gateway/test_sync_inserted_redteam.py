@@ -17,7 +17,6 @@ from apps.chats.services.chats import chat_import
 from apps.chats.services.patch import chat_patch
 from apps.common.exceptions import ApplicationError
 from apps.gateway.services.request import Line
-from apps.generation.models import Generation
 from tests.chats.helpers import exported, stream
 from tests.gateway.stories import (
     REPLY,
@@ -29,12 +28,21 @@ from tests.gateway.stories import (
     synced_as_sent,
     telling,
 )
-from tests.gateway.test_sync_rules import GO, IMPERSONATE, NOTHING, QUIET, origins, story, texts, without
+from tests.gateway.test_sync_rules import (
+    GO,
+    IMP,
+    IMPERSONATE,
+    NEW,
+    NOTHING,
+    QUIET,
+    SWIPE,
+    origins,
+    story,
+    texts,
+    without,
+)
 
 pytestmark = pytest.mark.django_db
-
-NEW, SWIPE, CONTINUE, IMP = (Generation.Mode.NEW, Generation.Mode.SWIPE, Generation.Mode.CONTINUE,
-                             Generation.Mode.IMPERSONATE)  # fmt: skip
 
 
 def assert_identities_kept(chat, stored_texts: list[str], *, except_tags: tuple[int, ...] = ()) -> None:
