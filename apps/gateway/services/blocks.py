@@ -90,11 +90,9 @@ def hidden_at(chat: Chat, history: list[Line], stored: HistoryDigests, same: int
     the last back, for hidden messages saying the same, by the same speakers."""
     place = same
     for _ in range(SLID_MOST):
-        lines = history[place : place + inserted]
-        rows = Message.objects.filter(
-            chat=chat, index__gt=stored.indices[place - 1], index__lt=stored.indices[place], is_system=True
+        shown = shown_between(
+            chat, stored.indices[place - 1], stored.indices[place], history[place : place + inserted]
         )
-        shown = _shown(list(rows.order_by("index").values_list("index", "is_user", "mes")), lines)
         if shown:
             return place, shown
         before, last = history[place - 1], history[place + inserted - 1]
@@ -102,6 +100,13 @@ def hidden_at(chat: Chat, history: list[Line], stored: HistoryDigests, same: int
             break
         place -= 1
     return same, []
+
+
+def shown_between(chat: Chat, low: int, high: int, lines: list[Line]) -> list[tuple[int, bool, str]]:
+    """The chat's messages hidden between indices `low` and `high` (index, is_user, text) that `lines` say, each in
+    turn (below); none unless every line is one of them."""
+    rows = Message.objects.filter(chat=chat, index__gt=low, index__lt=high, is_system=True).order_by("index")
+    return _shown(list(rows.values_list("index", "is_user", "mes")), lines)
 
 
 def _shown(hidden: list[tuple[int, bool, str]], lines: list[Line]) -> list[tuple[int, bool, str]]:
