@@ -1,4 +1,4 @@
-"""Messages deleted amid a history along with other changes, read message by message against the chat
+"""Messages deleted (or added) amid a history along with other changes, read message by message against the chat
 (services/aligning.py): what is written, what stays as it was, and what the reading refuses (a side request, most of
 the chat left out, a guessed chat, a history the alignment could not weigh cheaply)."""
 
@@ -160,10 +160,21 @@ def test_only_edits_or_only_the_end_deleted_are_left_to_the_comparison(user):
     assert _reading(user, turns, turns[:-1], 40) is None  # a regenerate
 
 
-def test_a_message_inserted_amid_the_chat_is_no_reading(user):
+def test_messages_added_amid_the_chat_with_a_deletion_are_read(user):
+    """Messages shown again in the front end (deleted here when hidden there) with another message deleted."""
     turns = telling(40)
-    sent = [*turns[:20], Line("user", "Inserted."), Line("assistant", "Inserted too."), *without(turns, 30)[20:]]
-    assert _reading(user, turns, sent, 20) is None
+    sent = [*turns[:20], Line("user", "Shown again."), Line("assistant", "Shown too."), *without(turns, 30)[20:]]
+    reading = _reading(user, turns, sent, 20)
+    assert (reading.added, reading.gone, reading.edited) == ([20, 21], [30], [])
+    assert reading.held == [*range(20), None, None, *range(20, 30), *range(31, 41)]
+
+
+def test_more_added_amid_the_chat_than_kept_or_added_first_is_no_reading(user):
+    turns = telling(20)
+    many = [Line("user" if n % 2 else "assistant", f"New line {n}.") for n in range(30)]
+    assert _reading(user, turns, [*turns[:5], *many, *without(turns, 12)[5:]], 5) is None
+    first = [Line("assistant", "Before the greeting."), *without(turns, 12)]
+    assert _reading(user, turns, first, 0) is None
 
 
 def test_a_turn_said_over_and_over_is_read_by_the_replies_around_it(user):

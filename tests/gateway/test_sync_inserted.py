@@ -95,21 +95,27 @@ def test_shown_again_ending_with_the_reply_is_a_continue_and_a_draft_writes_them
     assert texts(chat) == [line.content for line in turns]
 
 
-@pytest.mark.parametrize(
-    "sent",
-    [
-        pytest.param(lambda turns: [Line("assistant", "Before the greeting."), *turns, GO], id="before-the-greeting"),
-        pytest.param(lambda turns: [*turns[:20], Line("user", "Amid."), *turns[20:-1], GO], id="the-end-left-out"),
-    ],
-)
-def test_an_insertion_without_the_chat_on_both_sides_is_not_this_reading(user, sent):
-    """Nothing of the chat before the message added, or the chat's end not after it: not messages shown again. The
-    comparison reads these (a named chat: answered, not stored, as they would rewrite it)."""
+def test_a_message_added_before_all_of_the_chat_is_not_this_reading(user):
+    """Nothing of the chat before the message added: not messages shown again. The comparison reads it (a named
+    chat: answered, not stored, as it would rewrite it)."""
     turns = telling(40)
     chat = story(user, turns, "long")
-    synced = synced_as_sent(user, [SYSTEM, *sent(turns)], "long")
+    synced = synced_as_sent(user, [SYSTEM, Line("assistant", "Before the greeting."), *turns, GO], "long")
     assert (synced.mode, synced.written) == (IMP, NOTHING)
     assert origins(chat) == list(range(41))
+
+
+def test_shown_again_with_the_chats_end_cut_is_read_message_by_message(user):
+    """The chat's end not after the message added (its last reply deleted too): read message by message
+    (services/aligning.py), the added message put in its place and the last reply deleted, the others kept."""
+    turns = telling(40)
+    chat = story(user, turns, "long")
+    sent = [*turns[:20], Line("user", "Amid."), *turns[20:-1], GO]
+    synced = synced_as_sent(user, [SYSTEM, *sent], "long")
+    assert (synced.mode, synced.message) == (NEW, GO.content)
+    assert synced.written == {**NOTHING, "appended": 1, "deleted": 1}
+    assert origins(chat) == [*range(20), None, *range(20, 40)]
+    assert texts(chat) == [line.content for line in sent[:-1]]
 
 
 def test_a_large_block_shown_again_amid_a_long_chat_costs_a_few_statements(user):
@@ -165,5 +171,11 @@ def test_hidden_messages_shown_out_of_their_order_are_not_shown_again(user):
     chat = story(user, turns, "long", hidden=(10, 20))
     sent = [*turns[:10], turns[20], *turns[11:20], turns[10], *turns[21:]]
     synced = synced_as_sent(user, [SYSTEM, *sent, GO], "long")
-    assert "shown" not in synced.written
-    assert hidden_flags(chat)[10] and hidden_flags(chat)[20]
+    assert "shown" not in synced.written and synced.written["appended"] == 2  # added in the places they are said
+    assert [(mes, hidden) for mes, hidden in zip(texts(chat), hidden_flags(chat), strict=True) if hidden] == [
+        (turns[10].content, True),
+        (turns[20].content, True),
+    ]
+    assert [mes for mes, hidden in zip(texts(chat), hidden_flags(chat), strict=True) if not hidden] == [
+        line.content for line in sent
+    ]

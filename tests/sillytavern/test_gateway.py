@@ -167,8 +167,10 @@ def test_messages_hidden_in_sillytavern_and_shown_again_come_back_in_their_place
     """SillyTavern sends no hidden message (`/hide`). With the chat named (a header the person adds in SillyTavern's
     Additional Parameters) the gateway deletes it, as it cannot tell it from one deleted; without, it hides it, as a
     guess deletes nothing (it went on in a branch copying the story). Shown again (`/unhide`), it comes back amid the
-    history and is put back in its place, or shown. The later messages keep their swipes throughout (they were read
-    as edited into their neighbours' texts, and the regenerated reply's swipes lost)."""
+    history and is put back in its place, or shown, though an earlier message was edited in the same turn. The later
+    messages keep their swipes throughout (they were read as edited into their neighbours' texts, and the
+    regenerated reply's swipes lost; shown again with an edit, the turn was answered and not stored, or went on in a
+    branch)."""
     token = api_token_create(user=user, name="SillyTavern")[1]
     connection_create(user=user, name="scripted", base_url=llm_server.url, model="scripted-model",
                       api_key="sk-test-1234567890abcd", is_default=True)  # fmt: skip
@@ -202,6 +204,7 @@ def test_messages_hidden_in_sillytavern_and_shown_again_come_back_in_their_place
     assert regenerated.swipes == ["Reply 4, about the tide.", "Reply 4, regenerated."]
 
     harness.run_command(page, "/unhide 5-6")
+    harness.edit_message(page, 9, "Question 5 about the tide, asked again?")  # another change in the same turn
     llm_server.on(lambda prompt: True, "Reply 7, about the tide.")
     harness.send_message(page, "Question 7 about the tide?")
     assert "Question 3 about the tide?" in str(sent_to_model(llm_server))

@@ -1,7 +1,8 @@
-"""A history that leaves out messages amid the chat along with other changes (another block left out, a message
-edited or spaced otherwise, the last reply regenerated), read message by message against the chat: which of its
-messages are the chat's, which edit one, which of the chat's are deleted and which are new. Only those are then
-written (services/sync.py), the chat's other messages kept as they are: their swipes, recalls and extension data.
+"""A history that leaves out or adds messages amid the chat along with other changes (another block left out or
+shown again, a message edited or spaced otherwise, the last reply regenerated), read message by message against the
+chat: which of its messages are the chat's, which edit one, which of the chat's are deleted and which are added or
+new. Only those are then written (services/sync.py), the chat's other messages kept as they are: their swipes,
+recalls and extension data.
 
 The two are aligned in two steps, each of bounded cost whatever the history:
 - anchors: the messages said once in the history and once in the chat (by speaker and digest), the longest run of
@@ -9,10 +10,12 @@ The two are aligned in two steps, each of bounded cost whatever the history:
 - between two anchors, each of the history's messages is paired with one of the chat's, the same speaker, in order,
   the chat's left unpaired being deleted, choosing the pairs that agree most: the same digest, else the same words
   spaced otherwise, else the most words shared (an edit keeps most of its words; this tells "#20 deleted, #22
-  edited" from "#20 edited, #21 and #22 deleted"). At most ALIGNED_CELLS pairs are weighed in all.
-A reading is given only where it is one a person makes in a front end: messages deleted amid the chat (at least
-one, with a message of the chat kept before and after it), messages edited in place, new messages at the end only,
-and no more messages deleted or edited than agree."""
+  edited" from "#20 edited, #21 and #22 deleted"). Where the history says more messages there than the chat
+  (messages hidden in the front end, then shown again), each of the chat's is paired with one of the history's
+  instead, those of the history left unpaired being added there. At most ALIGNED_CELLS pairs are weighed in all.
+A reading is given only where it is one a person makes in a front end: messages deleted amid the chat or added
+amid it (at least one, with a message of the chat kept before it, and after it), messages edited in place, new
+messages at the end, and no more messages deleted, added or edited than agree."""
 
 from __future__ import annotations
 
@@ -38,13 +41,15 @@ SAME = 2.0  # a pair's weight when its texts agree (by digest, or but for spacin
 class Reading:
     """The history against the chat (positions in `stored.indices`): `held[n]` the chat's message the history's
     message n is (None: new), `edited` the history's positions whose words differ from the chat's there, `spaced`
-    those whose text differs only in its spacing (not an edit), `gone` the chat's positions deleted, `regenerate`
-    the chat's last reply left out to be written again (not deleted)."""
+    those whose text differs only in its spacing (not an edit), `gone` the chat's positions deleted, `added` the
+    history's positions added amid the chat (the others held None are new at its end), `regenerate` the chat's
+    last reply left out to be written again (not deleted)."""
 
     held: list[int | None]
     edited: list[int] = field(default_factory=list)
     spaced: list[int] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)
+    added: list[int] = field(default_factory=list)
     regenerate: bool = False
 
 
@@ -142,26 +147,39 @@ def _anchors(ours: list[str], theirs: list[str], start: int) -> list[tuple[int, 
 
 def _paired(them: list[int], us: list[int], theirs: list[str], ours: list[str], texts: _Texts, *, end: bool):
     """Each of `them` (history positions) paired with one of `us` (chat positions), in order and the same speaker,
-    the pairs agreeing most (module docstring); None when no such pairing is. At the `end` (no anchor after them),
-    only messages sharing words pair: a message there sharing none with the chat's is new, not an edit."""
-    rows, cols = len(them), len(us)
+    the pairs agreeing most (module docstring); where `them` outnumber `us` (not at the end), each of `us` paired
+    with one of `them` instead. None when no such pairing is. At the `end` (no anchor after them), only messages
+    sharing words pair: a message there sharing none with the chat's is new, not an edit."""
+
+    def weight(i: int, j: int) -> float | None:
+        if theirs[i][0] != ours[j][0]:
+            return None
+        agree = SAME if theirs[i] == ours[j] else texts.weight(i, j)
+        return agree if agree > 0 or not end else None
+
+    if len(them) > len(us):
+        pairs = _matched(us, them, lambda j, i: weight(i, j))
+        return None if pairs is None else [(i, j) for j, i in pairs]
+    return _matched(them, us, weight)
+
+
+def _matched(rows: list[int], cols: list[int], weight: Callable[[int, int], float | None]):
+    """Each of `rows` paired with one of `cols`, in order, the pairs' weights (None: they may not pair) the most in
+    sum; the `cols` left unpaired. None when no such pairing is."""
     none = float("-inf")
-    best = [[0.0] * (cols + 1)] + [[none] * (cols + 1) for _ in range(rows)]
-    for a, b in itertools.product(range(1, rows + 1), range(1, cols + 1)):
-        best[a][b] = best[a][b - 1]  # the chat's message b left unpaired: deleted
-        i, j = them[a - 1], us[b - 1]
-        if theirs[i][0] == ours[j][0] and best[a - 1][b - 1] > none:
-            weight = SAME if theirs[i] == ours[j] else texts.weight(i, j)
-            if weight > 0 or not end:
-                best[a][b] = max(best[a][b], best[a - 1][b - 1] + weight)
-    if best[rows][cols] == none:
+    best = [[0.0] * (len(cols) + 1)] + [[none] * (len(cols) + 1) for _ in rows]
+    for a, b in itertools.product(range(1, len(rows) + 1), range(1, len(cols) + 1)):
+        best[a][b] = best[a][b - 1]  # col b left unpaired
+        if best[a - 1][b - 1] > none and (agree := weight(rows[a - 1], cols[b - 1])) is not None:
+            best[a][b] = max(best[a][b], best[a - 1][b - 1] + agree)
+    if best[-1][-1] == none:
         return None
-    pairs, a, b = [], rows, cols
+    pairs, a, b = [], len(rows), len(cols)
     while a:
         if best[a][b] == best[a][b - 1]:
             b -= 1
         else:
-            pairs.append((them[a - 1], us[b - 1]))
+            pairs.append((rows[a - 1], cols[b - 1]))
             a, b = a - 1, b - 1
     return pairs[::-1]
 
@@ -177,8 +195,6 @@ def _read(ours: list[str], theirs: list[str], same: int, texts: _Texts) -> Readi
         them, us = list(range(i0 + 1, i1)), list(range(j0 + 1, j1))
         if i1 == len(theirs):  # the end: what the history says past the chat's messages is new
             them = them[: len(us)]
-        elif len(them) > len(us):
-            return None  # a message inserted amid the chat: not a person's edits
         gaps.append((them, us))
     if sum(len(them) * len(us) for them, us in gaps) > ALIGNED_CELLS:
         return None
@@ -196,11 +212,17 @@ def _read(ours: list[str], theirs: list[str], same: int, texts: _Texts) -> Readi
                 (reading.spaced if texts.weight(i, j) == SAME else reading.edited).append(i)
         paired = {j for _, j in pairs}
         reading.gone += [j for j in us if j not in paired]
+        if n < len(gaps):
+            paired = {i for i, _ in pairs}
+            reading.added += [i for i in them if i not in paired]
     reading.gone.sort()
     reading.edited.sort()
     edits = len(reading.edited)
     kept = sorted(j for j in reading.held if j is not None)
-    amid = any(kept and kept[0] < j < kept[-1] for j in reading.gone)
-    if not amid or len(reading.gone) + edits > len(kept) - edits:
+    first = next((i for i, j in enumerate(reading.held) if j is not None), len(theirs))
+    amid = any(kept and kept[0] < j < kept[-1] for j in reading.gone) or reading.added
+    if not amid or (reading.added and reading.added[0] < first):
+        return None
+    if len(reading.gone) + len(reading.added) + edits > len(kept) - edits:
         return None
     return reading

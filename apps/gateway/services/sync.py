@@ -203,7 +203,7 @@ def _early(reading: Reading, last_exchange: int) -> bool:
     """Whether the reading rewrites the chat before its last exchange, as a guessed chat's request may not."""
     edited = [reading.held[n] for n in reading.edited]
     early_edit = any(position < last_exchange for position in edited)
-    return reading.gone[0] < last_exchange or (early_edit and len(edited) >= 2)
+    return bool(reading.gone and reading.gone[0] < last_exchange) or (early_edit and len(edited) >= 2)
 
 
 def _texts_at(chat: Chat, stored: HistoryDigests):

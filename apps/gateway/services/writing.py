@@ -15,7 +15,7 @@ from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
 from apps.chats.services.start import send_date
 from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
 from apps.gateway.services.aligning import Reading
-from apps.gateway.services.blocks import hidden_at
+from apps.gateway.services.blocks import hidden_at, shown_between
 from apps.gateway.services.request import Line
 from apps.generation.models import Generation
 
@@ -89,7 +89,7 @@ def ended(synced: Synced, chat: Chat, history: list[Line], new, kept: list[int |
     if new:
         first = chat.message_count
         chat = appended(chat, [message_value(chat, history[n]) for n in new])
-        synced.written["appended"] = len(new)
+        synced.written["appended"] += len(new)
         synced.indices[new[0] : new[-1] + 1] = range(first, first + len(new))
     if answered:
         synced.mode = Generation.Mode.IMPERSONATE
@@ -204,25 +204,71 @@ def aligned_written(
     hide: bool = False,
 ) -> Synced:
     """The history written as `reading` has it: the messages it edits edited (not those spaced otherwise), those it
-    leaves out deleted (`hide`: hidden from the model where they stand), the others kept (each now as many places
-    earlier as were deleted before it), and what follows the chat's end appended, or the person's turn."""
+    leaves out deleted (`hide`: hidden from the model where they stand), those it adds amid the chat added after the
+    message before them (or the chat's messages hidden there saying the same shown again, as inserted_written does),
+    the others kept (each moved by as many places as were deleted and added before it), and what follows the chat's
+    end appended, or the person's turn."""
     operations = edit_operations(chat, {stored.indices[reading.held[n]]: history[n].content for n in reading.edited})
     gone = [stored.indices[p] for p in reading.gone]
+    runs = _runs(chat, history, stored, reading)  # (read before the hidden are written)
     if hide:
         operations += [{"op": "add", "path": f"/{index}/is_system", "value": True} for index in gone]
     else:
         operations += [{"op": "remove", "path": f"/{index}"} for index in reversed(gone)]
-    chat = patched(chat, operations)
+    removed = [] if hide else gone
+    added: list[int] = []  # the chat's indices after which messages are added, one for each
+
+    def moved(index: int) -> int:  # a kept message's index once the operations are written
+        return index - bisect.bisect_left(removed, index) + bisect.bisect_left(added, index)
+
     synced = Synced(chat, indices=[None] * len(history))
+    for low, lines, shown in runs:
+        if shown:
+            operations += [{"op": "add", "path": f"/{index}/is_system", "value": False} for index, _, _ in shown]
+            synced.written["shown"] = synced.written.get("shown", 0) + len(shown)
+            continue
+        at = moved(low) + 1
+        operations += [
+            {"op": "add", "path": f"/{at + k}", "value": message_value(chat, history[n])} for k, n in enumerate(lines)
+        ]
+        added += [low] * len(lines)
+        synced.written["appended"] += len(lines)
+    chat = patched(chat, operations)
+    synced.chat = chat
     synced.written.update(edited=len(reading.edited))
     synced.written["hidden" if hide else "deleted"] = len(gone)
     spaced = set(reading.spaced)  # held as sent, not as the chat holds it: no index (as the comparison gives none)
     for n, p in enumerate(reading.held):
         if p is not None and n not in spaced:
-            synced.indices[n] = stored.indices[p] - (0 if hide else bisect.bisect_left(gone, stored.indices[p]))
-    new = [n for n, p in enumerate(reading.held) if p is None]
+            synced.indices[n] = moved(stored.indices[p])
+    for low, lines, shown in runs:
+        for k, n in enumerate(lines):
+            if not shown:
+                synced.indices[n] = moved(low) + 1 + k
+            elif shown[k][2] == history[n].content:  # (not spaced otherwise)
+                synced.indices[n] = moved(shown[k][0])
+    placed = set(reading.added)
+    new = [n for n, p in enumerate(reading.held) if p is None and n not in placed]
     if new and history[new[-1]].role == "user" and not answered:
         synced.message, new = history[new[-1]].content, new[:-1]
     if reading.regenerate:  # (the history ends with the person's turn, and is not answered only)
         synced.mode = Generation.Mode.SWIPE
     return ended(synced, chat, history, new, kept, answered=answered)
+
+
+def _runs(chat: Chat, history: list[Line], stored: HistoryDigests, reading: Reading):
+    """The reading's messages added amid the chat, in runs (each after a message of the chat, before the next): the
+    chat's index of the message before each run, its history positions, and the chat's messages hidden there that
+    it shows again (none: it is added)."""
+    runs = []
+    for n in reading.added:
+        if runs and runs[-1][1][-1] == n - 1:
+            runs[-1][1].append(n)
+        else:
+            runs.append((n, [n]))
+    found = []
+    for first, lines in runs:
+        low = stored.indices[reading.held[first - 1]]
+        high = stored.indices[reading.held[lines[-1] + 1]]
+        found.append((low, lines, shown_between(chat, low, high, [history[n] for n in lines])))
+    return found
