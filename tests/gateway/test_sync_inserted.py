@@ -179,3 +179,19 @@ def test_hidden_messages_shown_out_of_their_order_are_not_shown_again(user):
     assert [mes for mes, hidden in zip(texts(chat), hidden_flags(chat), strict=True) if not hidden] == [
         line.content for line in sent
     ]
+
+
+@pytest.mark.parametrize("other", ["", "an edit"])
+@pytest.mark.parametrize("header", ["long", ""])
+def test_a_block_shown_again_past_what_one_patch_may_write_is_written_in_parts(user, settings, header, other):
+    """Each message written carries its fields besides its text, so a block of messages shown again can pass the
+    bytes a patch may write though the request was within its limit (the same figure): the request failed whole."""
+    turns = telling(60)
+    chat = story(user, without(turns, *range(20, 40)), header)
+    settings.LOREKEEPER_MAX_JSON_BYTES = 2_000  # (twenty messages written take about 3,400)
+    sent = list(turns)
+    if other:
+        sent[50] = Line("assistant", "Turn 50, edited.")
+    synced = synced_as_sent(user, [SYSTEM, *sent, GO], header)
+    assert synced.written == {**NOTHING, "appended": 20, "edited": 1 if other else 0}
+    assert texts(chat) == [line.content for line in sent]

@@ -9,11 +9,14 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from apps.chats.models import Chat, Message
 from apps.chats.selectors import HistoryDigests
 from apps.chats.services.patch import MAX_PATCH_OPERATIONS, chat_patch
 from apps.chats.services.start import send_date
 from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
+from apps.common.jsonpatch import json_size
 from apps.gateway.services.aligning import Reading
 from apps.gateway.services.blocks import hidden_at, shown_between
 from apps.gateway.services.request import Line
@@ -56,10 +59,21 @@ def message_value(chat: Chat, line: Line) -> dict[str, Any]:
 
 
 def patched(chat: Chat, operations: list[dict[str, Any]]) -> Chat:
-    for start in range(0, len(operations), MAX_PATCH_OPERATIONS):
-        chat = chat_patch(
-            chat=chat, operations=operations[start : start + MAX_PATCH_OPERATIONS], integrity=chat.integrity
-        ).chat
+    """The operations written in order, in as many patches as a patch's limits ask: MAX_PATCH_OPERATIONS, and the
+    bytes a patch may write (LOREKEEPER_MAX_JSON_BYTES: a block of messages shown again may hold most of a request
+    that was within it, and each message written carries its fields besides its text)."""
+    limit = settings.LOREKEEPER_MAX_JSON_BYTES
+    part: list[dict[str, Any]] = []
+    size = 0
+    for operation in operations:
+        written = json_size(operation["value"]) if "value" in operation else 0
+        if part and (len(part) == MAX_PATCH_OPERATIONS or size + written > limit):
+            chat = chat_patch(chat=chat, operations=part, integrity=chat.integrity).chat
+            part, size = [], 0
+        part.append(operation)
+        size += written
+    if part:
+        chat = chat_patch(chat=chat, operations=part, integrity=chat.integrity).chat
     return chat
 
 
