@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from apps.chats.models import Character, Chat, Message
+from apps.generation.models import Generation
 from apps.llm.services import connection_create
 from apps.memories.services.memories import memory_create
 from tests.servers import free_port, gunicorn, serving
@@ -48,14 +49,22 @@ def lorekeeper(django_db_setup):
 def open_webui(lorekeeper, token, tmp_path):
     """Open WebUI serving on a free port, its OpenAI connection set to Lorekeeper by its environment, signed in."""
     port = free_port()
-    env = {**os.environ, "DATA_DIR": str(tmp_path), "WEBUI_AUTH": "False", "OFFLINE_MODE": "true",
-           "HF_HUB_OFFLINE": "1", "ENABLE_OLLAMA_API": "false", "WEBUI_SECRET_KEY": "tests-only-secret",
-           "OPENAI_API_BASE_URL": f"{lorekeeper}/v1", "OPENAI_API_KEY": token,
-           # Its chat titles, tags and follow-up suggestions are asked of the same model, each a conversation of its
-           # own (one "### Task:" message): through the gateway, each would be a chat. docs/GATEWAY.md says to turn
-           # them off, as here, or to give them a task model of their own.
-           "ENABLE_TITLE_GENERATION": "false", "ENABLE_TAGS_GENERATION": "false",
-           "ENABLE_FOLLOW_UP_GENERATION": "false"}  # fmt: skip
+    env = {
+        **os.environ,
+        "DATA_DIR": str(tmp_path),
+        "WEBUI_AUTH": "False",
+        "OFFLINE_MODE": "true",
+        "HF_HUB_OFFLINE": "1",
+        "ENABLE_OLLAMA_API": "false",
+        "WEBUI_SECRET_KEY": "tests-only-secret",
+        "OPENAI_API_BASE_URL": f"{lorekeeper}/v1",
+        "OPENAI_API_KEY": token,
+        # Each of its chats named by its own id, as docs/GATEWAY.md says (the requests it sends for a chat's page
+        # carry it). Its titles, tags and follow-up suggestions (each a conversation of one "### Task:" message)
+        # are left on, as Open WebUI ships them.
+        "ENABLE_FORWARD_USER_INFO_HEADERS": "true",
+        "FORWARD_SESSION_INFO_HEADER_CHAT_ID": "X-Lorekeeper-Chat",
+    }
     env.pop("DJANGO_SETTINGS_MODULE", None)
     log = open(tmp_path / "open-webui.log", "w")  # noqa: SIM115 — closed below
     server = subprocess.Popen([COMMAND, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=log,
@@ -100,11 +109,23 @@ def test_open_webui_chats_through_the_gateway(open_webui, user, llm_server):
     assert said == [(True, "Any ships tonight?"), (False, "The Gull came in at dawn."), (True, "And?"),
                     (False, "Only the ferry.")]  # fmt: skip
 
+    # Its page then asks for the chat's title (its own template, the chat's newest messages in it): answered, and
+    # neither a chat of its own nor a change to this one (the chat id it names is not one Lorekeeper holds).
+    llm_server.on(lambda prompt: "### Task:" in prompt, '{ "title": "Ships at Dawn" }')
+    history += [{"role": "assistant", "content": "Only the ferry."}]
+    title = open_webui.post("/api/v1/tasks/title/completions", json={"model": "scripted", "messages": history,
+                                                                      "chat_id": "not-held"})  # fmt: skip
+    assert title.status_code == 200, title.text
+    assert "### Task:" in llm_server.requests[-1]["body"]["messages"][-1]["content"]
+    assert Chat.objects.filter(user=user).count() == 1
+    assert [(m.is_user, m.mes) for m in Message.objects.filter(chat=chat).order_by("index")] == said
+    assert Generation.objects.filter(chat=chat, mode=Generation.Mode.IMPERSONATE).count() == 1
+
 
 def test_a_person_chats_in_open_webuis_page_through_the_gateway(open_webui, user, llm_server, monkeypatch):
     from playwright.sync_api import sync_playwright
 
-    from tests.sillytavern.harness import CHROMIUM_FLAGS, chromium_path
+    from tests.sillytavern.harness import CHROMIUM_FLAGS, chromium_path, wait_until
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     connection_create(user=user, name="scripted", base_url=llm_server.url, model="scripted-model",
@@ -126,11 +147,17 @@ def test_a_person_chats_in_open_webuis_page_through_the_gateway(open_webui, user
         page.keyboard.type("Any ships tonight?")
         page.keyboard.press("Enter")
         page.get_by_text("The Gull came in at dawn, her sails torn.").first.wait_for(timeout=60_000)
+        page.wait_for_url("**/c/*")
+        named = page.url.rsplit("/c/", 1)[1]
+        # Its title, tags and follow-up suggestions asked after the reply, each naming the chat
+        wait_until(lambda: len(llm_server.prompts("### Task:")) >= 3, timeout=60, message="its tasks")
         for width in (1280, 390):
             page.set_viewport_size({"width": width, "height": 900 if width > 500 else 844})
             page.wait_for_timeout(500)
             page.screenshot(path=str(shots / f"chat-{width}.png"))
         browser.close()
-    (chat,) = Chat.objects.filter(user=user)
+    (chat,) = Chat.objects.filter(user=user)  # its tasks made no chat of their own
+    assert chat.client_key == named
     said = [(m.is_user, m.mes) for m in Message.objects.filter(chat=chat).order_by("index")]
-    assert said[-2:] == [(True, "Any ships tonight?"), (False, "The Gull came in at dawn, her sails torn.")]
+    assert said == [(True, "Any ships tonight?"), (False, "The Gull came in at dawn, her sails torn.")]
+    assert Generation.objects.filter(chat=chat, mode=Generation.Mode.IMPERSONATE).count() >= 3

@@ -61,14 +61,16 @@ def _composer(lines: list[Line], synced: Synced):
         context = composing.context
         sent = [{"role": line.role, "content": line.content} for line in lines]
         tokenizer = tokenizer_for(composing.connection)
-        lore, lore_info = composing_lore(composing, tokenizer, connection_context_size(composing.connection))
-        held: set = set()
-        if lore is not None:
-            lore, held = lore_unsent(lore, sent)
-        messages, added = memory_placed(
-            sent, slots=context.slots, macros=context.macros, speakers=composing.speakers, lore=lore,
-            metadata=composing.chat.chat_metadata,
-        )  # fmt: skip
+        lore, lore_info, held = None, None, set()
+        messages, added = sent, []  # a front end's own task (synced.plain): its prompt as it came
+        if not synced.plain:
+            lore, lore_info = composing_lore(composing, tokenizer, connection_context_size(composing.connection))
+            if lore is not None:
+                lore, held = lore_unsent(lore, sent)
+            messages, added = memory_placed(
+                sent, slots=context.slots, macros=context.macros, speakers=composing.speakers, lore=lore,
+                metadata=composing.chat.chat_metadata,
+            )  # fmt: skip
         indices = list(synced.indices)
         if synced.message is not None and indices and synced.message == synced.message.strip():
             indices[-1] = composing.chat.message_count - 1  # the person's turn, appended since as it was sent
@@ -80,7 +82,9 @@ def _composer(lines: list[Line], synced: Synced):
             "reply_tokens": composing.connection.reply_tokens,
             "history_messages": sum(line.role != "system" for line in lines),
             "left_out": 0,
-            "slots": [name for name, slot in context.slots.items() if slot["enabled"] and slot["text"].strip()],
+            "slots": [name for name, slot in context.slots.items() if slot["enabled"] and slot["text"].strip()]
+            if not synced.plain
+            else [],
         }
         if lore_info:
             for shown in lore_info.get("entries", []):

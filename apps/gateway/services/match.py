@@ -17,6 +17,11 @@
    keeps the greeting ahead of them, where the two after the greeting stand in a chat that begins with it
    (services/window.py).
 5. Else a new chat, named after the character the system prompt names.
+A front end's own task about a chat (services/request.py `front_end_task`: Open WebUI's title, tags, follow-ups) is
+answered and not stored, and its prompt is sent as it came: it goes to the chat it names, else to the chat the
+person generated in last (a chat the key names is not made for it: Open WebUI asks a new chat's title before its
+first reply, and the chat is made by that request, named after its character). A person with no chat yet gets one
+for it (TASK_KEY), which their first conversation then is.
 
 An edited first message with nothing after it to recognise the story by (edited, then regenerated at once) starts
 a new chat rather than risk merging two stories (the header keeps it in one).
@@ -38,14 +43,16 @@ from django.utils import timezone
 from apps.chats.models import Character, Chat, Message
 from apps.chats.selectors import chat_get
 from apps.chats.services.characters import character_create
-from apps.chats.services.chats import chat_create, client_key_lock
+from apps.chats.services.chats import chat_create, chat_update, client_key_lock
 from apps.chats.services.start import chat_file_title
 from apps.common.exceptions import ApplicationError
 from apps.gateway.services.placing import agreement, kept_at, likeliest
-from apps.gateway.services.request import Line, said
+from apps.gateway.services.request import Line, front_end_task, said
 from apps.gateway.services.window import HEAD_KEPT, kept_window, window_places
+from apps.generation.models import Generation
 
 KEY_PREFIX = "gateway"
+TASK_KEY = f"{KEY_PREFIX}:task"  # the chat made for a front end's task before the person had any: their next new chat
 BRANCH = "/"  # a branch's key: its story's, this, and a suffix of its own
 MAX_KEY = 500
 WINDOW_CHATS = 20  # the chats of the same system prompt searched, the most recently written first
@@ -65,7 +72,7 @@ NAMED = [
 class Found:
     chat: Chat
     start: int  # the index of the chat's message the request's history starts at
-    how: str  # header | fingerprint | edited | window | new
+    how: str  # header | fingerprint | edited | window | new | task
     # Found by a guess (fingerprint, edited opening, window): the key of the branch the request goes on in if it
     # would rewrite the chat before its last exchange (services/sync.py)
     branch_key: str = ""
@@ -109,15 +116,23 @@ def character_named(lines: list[Line]) -> str:
 
 
 def _new_chat(user: AbstractUser, lines: list[Line], client_key: str) -> Chat:
+    """A new chat for the conversation, named after the character its system prompt names; or the chat made for a
+    front end's task before the person had any (TASK_KEY, no messages), which is the one that task was about."""
     name = character_named(lines)
     characters: list[Character] = []
     if name:
         character = Character.objects.filter(user=user, name__iexact=name).order_by("id").first()
         characters = [character or character_create(user=user, name=name)]
     person = next((line.name for line in lines if line.role == "user" and line.name), "")
+    title = chat_file_title([name or "Assistant"], timezone.now())
+    waiting = Chat.objects.filter(user=user, client_key=TASK_KEY, message_count=0).first()
+    if waiting is not None and client_key != TASK_KEY:
+        data = {"title": title, "character_ids": [c.pk for c in characters], "character_name": name or "Assistant",
+                "user_name": person or user.get_username(), "client_key": client_key}  # fmt: skip
+        return chat_update(chat=waiting, data=data)
     return chat_create(
         user=user,
-        title=chat_file_title([name or "Assistant"], timezone.now()),
+        title=title,
         character_ids=[c.pk for c in characters],
         user_name=person,
         character_name=name or "Assistant",
@@ -134,6 +149,7 @@ def _window_at(chat: Chat, lines: list[Line]) -> int:
 def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "") -> Found:
     """The chat the request belongs to, made when there is none (see the module's docstring)."""
     header = header.strip()
+    task = front_end_task(lines)  # answered, not stored (services/sync.py): never a chat of its own
     if header:
         if len(header) > MAX_KEY:
             raise ApplicationError(
@@ -142,12 +158,19 @@ def chat_for_request(*, user: AbstractUser, lines: list[Line], header: str = "")
         if header.isascii() and header.isdigit():  # "²" is a digit to isdigit, not to int(): a client key
             # Another user's: 404. Its characters are not read: the history's sync locks the chat and reads it again.
             chat = chat_get(user=user, chat_id=int(header), characters=False)
-            return Found(chat, _window_at(chat, lines) if _moved(chat, lines) else 0, "header")
-        client_key_lock(user=user, client_key=header)
-        chat = Chat.objects.filter(user=user, client_key=header).first()
-        if chat is None:
-            return Found(_new_chat(user, lines, header), 0, "new")
-        return Found(chat, _window_at(chat, lines) if _moved(chat, lines) else 0, "header")
+        else:
+            client_key_lock(user=user, client_key=header)
+            chat = Chat.objects.filter(user=user, client_key=header).first()
+            if chat is None and not task:
+                return Found(_new_chat(user, lines, header), 0, "new")
+        if chat is not None:
+            return Found(chat, _window_at(chat, lines) if not task and _moved(chat, lines) else 0, "header")
+    if task:  # the chat the person generated in last (nothing is written to it), else the one written last
+        client_key_lock(user=user, client_key=TASK_KEY)  # (two tasks of a person with no chat yet make one)
+        latest = Generation.objects.filter(user=user).order_by("-pk").values_list("chat_id", flat=True).first()
+        chat = Chat.objects.filter(user=user, pk=latest).first() if latest is not None else None
+        chat = chat or Chat.objects.filter(user=user).order_by("-updated_at", "-pk").first()
+        return Found(chat or _new_chat(user, lines, TASK_KEY), 0, "task")
     key = fingerprint(lines)
     client_key_lock(user=user, client_key=key)
     # The story, or the branch of it (services/sync.py) the history agrees with longest, the most recent first

@@ -53,6 +53,23 @@ def words_shared(one: str, other: str) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
+TASK_START = "### Task:"
+TASK_HISTORY = "<chat_history>"
+
+
+def front_end_task(lines: list[Line]) -> bool:
+    """Whether the request is a front end's own task about a chat rather than a turn of it: Open WebUI asks the
+    chat's model for its title, tags, follow-up suggestions, search queries and an image's prompt, each as a
+    conversation of one message of the person's, made from its templates: `### Task:`, then the chat's newest
+    messages between `<chat_history>` tags. (Its answer with a file's or a search's context starts `### Task:` too,
+    as the person's own turn, and holds no chat history.)"""
+    history = [line for line in lines if line.role != "system"]
+    if len(history) != 1 or history[0].role != "user":
+        return False
+    text = history[0].content
+    return text.lstrip().startswith(TASK_START) and TASK_HISTORY in text
+
+
 def _content(value: Any, field: str, limit: int = MAX_MESSAGE) -> str:
     """A message's text: a string, or the text parts of a list of parts (images and the like are not kept)."""
     if value is None:

@@ -19,8 +19,9 @@ From where the request's history starts in the chat (services/match.py), message
   generation, as the web chat does, so its recall is kept on it); a history ending with a reply asks to continue it;
 - a request whose last message is SillyTavern's Impersonate instruction asks for a draft of the person's next
   message, and a history ending with a reply followed by another instruction than SillyTavern's continue nudge
-  asks for something else than the story's next words (a quiet prompt: a summary, `/gen`): answered, never stored
-  (generation's impersonate mode).
+  asks for something else than the story's next words (a quiet prompt: a summary, `/gen`), and a front end's own
+  task about the chat (Open WebUI's title, tags, follow-ups: services/request.py `front_end_task`): answered, never
+  stored (generation's impersonate mode).
 A history whose first messages (at most HEAD_KEPT: the greeting) are the chat's and whose next ones stand in it
 further on, near its end (services/window.py), or whose last ones are the chat's last (too few for that search, or
 the first of them edited), is a front end's cut with the greeting kept ahead of it: compared from there, the
@@ -55,7 +56,7 @@ from apps.chats.services.chats import chat_lock
 from apps.gateway.services.aligning import Reading, aligned
 from apps.gateway.services.blocks import dropped_count, inserted_count, shown_amid
 from apps.gateway.services.placing import compared, kept_place, worded
-from apps.gateway.services.request import Line, said
+from apps.gateway.services.request import Line, front_end_task, said
 from apps.gateway.services.window import HEAD_KEPT
 from apps.gateway.services.writing import (
     Synced,
@@ -93,8 +94,10 @@ def history_sync(
     request named the chat, and a history that does not fit it is not stored (the module's docstring). `head`: the
     history's first messages that are the chat's first, kept by the front end ahead of its cut (its greeting); the
     rest is compared from `start`."""
-    chat = chat_lock(chat=chat)
     history = [line for line in lines if line.role != "system"]
+    if front_end_task(lines):  # a front end's own task about the chat (a title): answered, not stored
+        return Synced(chat, mode=Generation.Mode.IMPERSONATE, indices=[None] * len(history), plain=True)
+    chat = chat_lock(chat=chat)
     if not history:  # only a system prompt: nothing of the chat is said, so nothing of it is deleted
         return Synced(chat)
     kept = _kept(chat, history[:head]) if head else []

@@ -33,6 +33,7 @@ class Synced:
     # exactly its text, or None (the person's turn, not yet appended; a text equal but for whitespace). The prompt
     # is kept with the reply by these (services/complete.py), not copied.
     indices: list[int | None] = field(default_factory=list)
+    plain: bool = False  # a front end's own task: its prompt sent as it came, no memory or World Info added
 
 
 def edit_operations(chat: Chat, texts: dict[int, str]) -> list[dict[str, Any]]:
