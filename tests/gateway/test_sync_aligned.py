@@ -140,9 +140,8 @@ def _reading(user, turns: list[Line], sent: list[Line], same: int, chat: Chat | 
     history = [line for line in sent if line.role != "system"]
     stored = history_digests(chat=chat)
 
-    def read(positions: list[int]) -> dict[int, str]:
-        rows = dict(chat.messages.filter(index__in=[stored.indices[p] for p in positions]).values_list("index", "mes"))
-        return {p: rows[stored.indices[p]] for p in positions}
+    def read(indices: list[int]) -> dict[int, str]:
+        return dict(chat.messages.filter(index__in=indices).values_list("index", "mes"))
 
     return aligned(history, stored, same, answered=False, read=read)
 

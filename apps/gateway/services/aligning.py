@@ -1,21 +1,27 @@
 """A history that leaves out or adds messages amid the chat along with other changes (another block left out or
 shown again, a message edited or spaced otherwise, the last reply regenerated), read message by message against the
-chat: which of its messages are the chat's, which edit one, which of the chat's are deleted and which are added or
-new. Only those are then written (services/sync.py), the chat's other messages kept as they are: their swipes,
-recalls and extension data.
+chat: which of its messages are the chat's, which edit one, which of the chat's are deleted, which of its hidden
+ones are shown again, and which are added or new. Only those are then written (services/sync.py), the chat's other
+messages kept as they are: their swipes, recalls and extension data.
 
-The two are aligned in two steps, each of bounded cost whatever the history:
+The chat's messages are read with those it hides from the model (`is_system`: hidden by the gateway in a guessed
+chat, on the chat page, or by SillyTavern's extension) in their places, so that a history showing them again finds
+them. The two are aligned in two steps, each of bounded cost whatever the history:
 - anchors: the messages said once in the history and once in the chat (by speaker and digest), the longest run of
   them in the same order on both sides (patience sorting: n log n);
-- between two anchors, each of the history's messages is paired with one of the chat's, the same speaker, in order,
-  the chat's left unpaired being deleted, choosing the pairs that agree most: the same digest, else the same words
-  spaced otherwise, else the most words shared (an edit keeps most of its words; this tells "#20 deleted, #22
-  edited" from "#20 edited, #21 and #22 deleted"). Where the history says more messages there than the chat
-  (messages hidden in the front end, then shown again), each of the chat's is paired with one of the history's
-  instead, those of the history left unpaired being added there. At most ALIGNED_CELLS pairs are weighed in all.
-A reading is given only where it is one a person makes in a front end: messages deleted amid the chat or added
-amid it (at least one, with a message of the chat kept before it, and after it), messages edited in place, new
-messages at the end, and no more messages deleted, added or edited than agree."""
+- between two anchors, the pairs of the history's messages and the chat's, the same speaker, in order, that agree
+  most: the same digest (2), else the same words spaced otherwise (2), else the share of the shorter one's words
+  the other says (an edit keeps most of its words, or adds to them; this tells "#20 deleted, #22 edited" from "#20
+  edited, #21 and #22 deleted"), each message of either side left unpaired costing 1: the chat's are deleted, the
+  history's added. A hidden message pairs only with the history saying it (shown again), and left unpaired costs
+  nothing (it stays hidden). After the last anchor, a pair shares words, and the history's messages past the last
+  pair are new. At most ALIGNED_CELLS pairs are weighed in all.
+A reading is given only where it is one a person makes in a front end: messages deleted amid the chat, added amid
+it or shown again (at least one, with a message of the chat kept before it), messages edited in place, new messages
+at the end, no more messages deleted, added or edited than agree, and no more of the chat's messages moved by the
+messages added than ADDED_MOVES. A chat named by the request (the header) deletes what the front end hides, so
+holds no trace of it: shown again next to messages left out, those read as edited into its texts (the texts end
+right; the swipes stand under the others' words)."""
 
 from __future__ import annotations
 
@@ -50,12 +56,13 @@ class Reading:
     spaced: list[int] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)
     added: list[int] = field(default_factory=list)
+    shown: list[tuple[int, int]] = field(default_factory=list)
     regenerate: bool = False
 
 
 class _Texts:
     """The words of both sides' messages, as the pairs between anchors need them: the history's from its lines, the
-    chat's read once for all the positions asked (`read`: stored positions -> their texts)."""
+    chat's read once for all the messages asked (`read`: the chat's indices -> their texts)."""
 
     def __init__(self, history: list[Line], read: Callable[[list[int]], dict[int, str]]) -> None:
         self.history, self.read = history, read
@@ -63,8 +70,8 @@ class _Texts:
         self.said: dict[tuple[str, int], str] = {}
         self.words: dict[tuple[str, int], frozenset[str]] = {}
 
-    def load(self, positions: list[int]) -> None:
-        missing = [p for p in positions if p not in self.ours]
+    def load(self, indices: list[int]) -> None:
+        missing = [index for index in indices if index not in self.ours]
         if missing:
             self.ours.update(self.read(missing))
 
@@ -73,7 +80,7 @@ class _Texts:
         if theirs == ours:
             return SAME
         a, b = self._words("t", i), self._words("o", j)
-        return len(a & b) / len(a | b) if a or b else 0.0
+        return len(a & b) / min(len(a), len(b)) if a and b else 0.0
 
     def _said(self, side: str, n: int) -> str:
         key = (side, n)
@@ -95,11 +102,13 @@ def aligned(
     *,
     answered: bool,
     read: Callable[[list[int]], dict[int, str]],
+    hidden: list[tuple[int, str]] = (),
 ) -> Reading | None:
     """The history read against the chat, its first `same` messages the chat's (module docstring); None where it
-    is not such a reading. A history ending with the person's message is read first as a regenerate (it ends where
-    the chat's last reply was, as the comparison reads one), then as it is, then as their new turn after what the
-    chat ends with."""
+    is not such a reading. `hidden`: the chat's messages hidden from the model past them, (index, speaker and
+    digest) in order, which the history may show again. A history ending with the person's message is read first
+    as a regenerate (it ends where the chat's last reply was, as the comparison reads one, perhaps with messages
+    added before that reply), then as it is, then as their new turn after what the chat ends with."""
     if not stored.indices:
         return None
     ours = [stored.speakers[p] + stored.md5[32 * p : 32 * p + 32] for p in range(len(stored.indices))]
@@ -107,25 +116,29 @@ def aligned(
     texts = _Texts(history, read)
     turn = not answered and history[-1].role == "user"
     if turn and ours[-1][0] == "a" and len(ours) > 1:
-        reading = _read(ours[:-1], theirs, same, texts)
-        if reading is not None and reading.held[-1] == len(ours) - 2:
+        last = stored.indices[-1]  # the reply regenerated: what the history says is before it
+        before = [row for row in hidden if row[0] < last]
+        reading = _read(ours[:-1], theirs, same, texts, stored.indices, before, end=False)
+        # The history ends where the chat's last reply was, or with hidden messages before it shown again (messages
+        # it adds there may as well be the last reply edited and the person's new turn: the plain reading).
+        after = reading.held.index(len(ours) - 2) if reading is not None and len(ours) - 2 in reading.held else None
+        if after is not None and {n for n, _ in reading.shown} >= set(range(after + 1, len(theirs))):
             reading.regenerate = True
             return reading
-    reading = _read(ours, theirs, same, texts)
+    reading = _read(ours, theirs, same, texts, stored.indices, hidden)
     if reading is None and turn and len(theirs) > 1:
-        reading = _read(ours, theirs[:-1], same, texts)
+        reading = _read(ours, theirs[:-1], same, texts, stored.indices, hidden)
         if reading is not None:
             reading.held.append(None)
     return reading
 
 
-def _anchors(ours: list[str], theirs: list[str], start: int) -> list[tuple[int, int]]:
-    """(history position, chat position) of the messages said once on each side past `start`, the longest run of
-    them in the same order on both."""
-    once_ours, once_theirs = Counter(ours[start:]), Counter(theirs[start:])
-    where = {item: j for j, item in enumerate(ours[start:], start) if once_ours[item] == 1}
-    pairs = [(i, where[item]) for i, item in enumerate(theirs[start:], start)
-             if once_theirs[item] == 1 and item in where]  # fmt: skip
+def _anchors(ours: list[str], theirs: list[str]) -> list[tuple[int, int]]:
+    """(history position, chat position) of the messages said once on each side, the longest run of them in the
+    same order on both."""
+    once_ours, once_theirs = Counter(ours), Counter(theirs)
+    where = {item: j for j, item in enumerate(ours) if once_ours[item] == 1}
+    pairs = [(i, where[item]) for i, item in enumerate(theirs) if once_theirs[item] == 1 and item in where]
     # Patience sorting: `ends[k]` the smallest chat position a run of k + 1 can end at, `before` each pair's link.
     ends: list[int] = []
     tails: list[int] = []
@@ -145,84 +158,133 @@ def _anchors(ours: list[str], theirs: list[str], start: int) -> list[tuple[int, 
     return run[::-1]
 
 
-def _paired(them: list[int], us: list[int], theirs: list[str], ours: list[str], texts: _Texts, *, end: bool):
-    """Each of `them` (history positions) paired with one of `us` (chat positions), in order and the same speaker,
-    the pairs agreeing most (module docstring); where `them` outnumber `us` (not at the end), each of `us` paired
-    with one of `them` instead. None when no such pairing is. At the `end` (no anchor after them), only messages
-    sharing words pair: a message there sharing none with the chat's is new, not an edit."""
-
-    def weight(i: int, j: int) -> float | None:
-        if theirs[i][0] != ours[j][0]:
-            return None
-        agree = SAME if theirs[i] == ours[j] else texts.weight(i, j)
-        return agree if agree > 0 or not end else None
-
-    if len(them) > len(us):
-        pairs = _matched(us, them, lambda j, i: weight(i, j))
-        return None if pairs is None else [(i, j) for j, i in pairs]
-    return _matched(them, us, weight)
+LEFT = -1.0  # a message of either side left unpaired between anchors: one of the chat's deleted, or one added
 
 
-def _matched(rows: list[int], cols: list[int], weight: Callable[[int, int], float | None]):
-    """Each of `rows` paired with one of `cols`, in order, the pairs' weights (None: they may not pair) the most in
-    sum; the `cols` left unpaired. None when no such pairing is."""
-    none = float("-inf")
-    best = [[0.0] * (len(cols) + 1)] + [[none] * (len(cols) + 1) for _ in rows]
-    for a, b in itertools.product(range(1, len(rows) + 1), range(1, len(cols) + 1)):
-        best[a][b] = best[a][b - 1]  # col b left unpaired
-        if best[a - 1][b - 1] > none and (agree := weight(rows[a - 1], cols[b - 1])) is not None:
-            best[a][b] = max(best[a][b], best[a - 1][b - 1] + agree)
-    if best[-1][-1] == none:
-        return None
-    pairs, a, b = [], len(rows), len(cols)
-    while a:
-        if best[a][b] == best[a][b - 1]:
+def _paired(
+    them: list[int], us: list[int], hidden: list[bool], weight: Callable[[int, int], float | None], *, end: bool
+) -> list[tuple[int, int]]:
+    """The pairs of `them` (history positions) and `us` (the chat's, places in `_read`'s `seq`) in order whose
+    weights (None: they may not pair) with LEFT for each message of either side left unpaired sum the most: the
+    chat's left are deleted, the history's added. A hidden message of the chat's left unpaired costs nothing: it
+    stays hidden. At the `end` (no anchor after them), the history's messages past the last pair cost nothing:
+    they are new. A pair weighs at least 0, so an edit is read before a message deleted and another added."""
+    left = [0.0 if hidden[s] else LEFT for s in us]
+    best = [[0.0] * (len(us) + 1) for _ in range(len(them) + 1)]
+    for b in range(1, len(us) + 1):
+        best[0][b] = best[0][b - 1] + left[b - 1]
+    for a in range(1, len(them) + 1):
+        row, above = best[a], best[a - 1]
+        row[0] = above[0] + LEFT
+        for b in range(1, len(us) + 1):
+            score = max(above[b] + LEFT, row[b - 1] + left[b - 1])
+            agree = weight(them[a - 1], us[b - 1])
+            if agree is not None:
+                score = max(score, above[b - 1] + agree)
+            row[b] = score
+    rows = len(them)
+    if end:  # the history's last messages new: the most, the fewest paired on ties (one left unpaired costs LEFT)
+        rows = max(range(len(them) + 1), key=lambda a: (best[a][len(us)], -a))
+    pairs, a, b = [], rows, len(us)
+    while a and b:  # on a tie, the later messages left unpaired: those of both sides pair as early as they may
+        if best[a][b] == best[a][b - 1] + left[b - 1]:
             b -= 1
+        elif best[a][b] == best[a - 1][b] + LEFT:
+            a -= 1
         else:
-            pairs.append((rows[a - 1], cols[b - 1]))
+            pairs.append((them[a - 1], us[b - 1]))
             a, b = a - 1, b - 1
     return pairs[::-1]
 
 
-def _read(ours: list[str], theirs: list[str], same: int, texts: _Texts) -> Reading | None:
+# The chat's messages a reading's runs of messages added amid it move, at most, counted once for each run (each run is
+# written apart, and moves the chat's messages after it): past it, the comparison alone reads the history.
+ADDED_MOVES = 20_000
+HIDDEN_BACK = 50  # messages of the first `same` read again where the chat's hidden messages stand among them
+
+
+def _read(
+    ours: list[str],
+    theirs: list[str],
+    same: int,
+    texts: _Texts,
+    indices: list[int],
+    hidden: list[tuple[int, str]],
+    *,
+    end: bool = True,
+) -> Reading | None:
+    """The reading of `theirs` against `ours` past their first `same` (module docstring), the chat's `hidden`
+    messages among its own in their places. `end` False: the chat goes on after `ours` (its last reply, left out to
+    be regenerated), so nothing the history says past them is new: it is added before what follows."""
     start = min(same, len(ours), len(theirs))
+    back = max(0, start - HIDDEN_BACK)
+    if any(index < indices[start - 1] for index, _ in hidden if index > (indices[back - 1] if back else -1)):
+        start = back  # (the first `same` agree by their digests: "ok" and "..." may stand for hidden ones)
     if max(len(ours), len(theirs)) - start > ALIGNED_MOST:
         return None
-    anchors = _anchors(ours, theirs, start)
-    bounds = [(start - 1, start - 1), *anchors, (len(theirs), len(ours))]
-    gaps = []
-    for (i0, j0), (i1, j1) in itertools.pairwise(bounds):
-        them, us = list(range(i0 + 1, i1)), list(range(j0 + 1, j1))
-        if i1 == len(theirs):  # the end: what the history says past the chat's messages is new
-            them = them[: len(us)]
-        gaps.append((them, us))
+    # The chat past `start` in its order: its messages' positions in `ours`, its hidden ones as -1 - k (`hidden`).
+    low = indices[start - 1] if start else -1
+    shown = [(index, digest) for index, digest in hidden if index > low]
+    places = sorted([*[(indices[p], p) for p in range(start, len(ours))],
+                     *[(index, -1 - k) for k, (index, _) in enumerate(shown)]])  # fmt: skip
+    seq = [j for _, j in places]
+    chat = [ours[j] if j >= 0 else shown[-1 - j][1] for j in seq]  # speaker and digest
+    kinds = [j < 0 for j in seq]  # hidden
+    anchors = [(start + i, s) for i, s in _anchors(chat, theirs[start:])]
+    bounds = [(start - 1, -1), *anchors, (len(theirs), len(seq))]
+    gaps = [(list(range(i0 + 1, i1)), list(range(s0 + 1, s1))) for (i0, s0), (i1, s1) in itertools.pairwise(bounds)]
     if sum(len(them) * len(us) for them, us in gaps) > ALIGNED_CELLS:
         return None
-    texts.load([j for them, us in gaps if them for j in us])
-    reading = Reading(held=[*range(start), *[None] * (len(theirs) - start)])
-    for i, j in anchors:
-        reading.held[i] = j
-    for n, (them, us) in enumerate(gaps, start=1):
-        pairs = _paired(them, us, theirs, ours, texts, end=n == len(gaps)) if them else []
-        if pairs is None:
+    at = [indices[j] if j >= 0 else shown[-1 - j][0] for j in seq]  # the chat's index of each
+    texts.load([at[s] for them, us in gaps if them for s in us])
+
+    def weight(i: int, s: int, last: bool) -> float | None:
+        if theirs[i][0] != chat[s][0]:
             return None
-        for i, j in pairs:
-            reading.held[i] = j
-            if theirs[i] != ours[j]:
-                (reading.spaced if texts.weight(i, j) == SAME else reading.edited).append(i)
-        paired = {j for _, j in pairs}
-        reading.gone += [j for j in us if j not in paired]
-        if n < len(gaps):
-            paired = {i for i, _ in pairs}
-            reading.added += [i for i in them if i not in paired]
+        agree = SAME if theirs[i] == chat[s] else texts.weight(i, at[s])
+        if seq[s] < 0:  # a hidden message: shown again where the history says it (spaced otherwise, perhaps)
+            return SAME if agree == SAME else None
+        return agree if agree > 0 or not last else None
+
+    reading = Reading(held=[*range(start), *[None] * (len(theirs) - start)])
+    for i, s in anchors:
+        if seq[s] >= 0:
+            reading.held[i] = seq[s]
+        else:
+            reading.shown.append((i, shown[-1 - seq[s]][0]))
+    for n, (them, us) in enumerate(gaps, start=1):
+        last = n == len(gaps)  # (a pair there shares words, whether the chat ends there or its last reply follows)
+        pairs = _paired(them, us, kinds, lambda i, s, last=last: weight(i, s, last), end=last and end)
+        for i, s in pairs:
+            if theirs[i] != chat[s]:
+                (reading.spaced if texts.weight(i, at[s]) == SAME else reading.edited).append(i)
+            if seq[s] < 0:
+                reading.shown.append((i, at[s]))
+            else:
+                reading.held[i] = seq[s]
+        paired = {s for _, s in pairs}
+        reading.gone += [seq[s] for s in us if s not in paired and seq[s] >= 0]
+        paired = {i for i, _ in pairs}
+        reading.added += [i for i in them if i not in paired and (not (last and end) or paired and i < max(paired))]
+    return _valid(reading, len(theirs), len(ours))
+
+
+def _valid(reading: Reading, count: int, ours: int) -> Reading | None:
+    """The reading where it is one a person makes (module docstring), else None."""
     reading.gone.sort()
     reading.edited.sort()
+    reading.added.sort()
+    reading.shown.sort()
     edits = len(reading.edited)
     kept = sorted(j for j in reading.held if j is not None)
-    first = next((i for i, j in enumerate(reading.held) if j is not None), len(theirs))
-    amid = any(kept and kept[0] < j < kept[-1] for j in reading.gone) or reading.added
+    first = next((i for i, j in enumerate(reading.held) if j is not None), count)
+    amid = any(kept and kept[0] < j < kept[-1] for j in reading.gone) or reading.added or reading.shown
     if not amid or (reading.added and reading.added[0] < first):
         return None
-    if len(reading.gone) + len(reading.added) + edits > len(kept) - edits:
+    after = [next((j for j in reading.held[i:] if j is not None), len(kept)) for n, i in enumerate(reading.added)
+             if not n or reading.added[n - 1] != i - 1]  # fmt: skip
+    if sum(ours - j for j in after) > ADDED_MOVES:
+        return None
+    if len(reading.gone) + len(reading.added) + edits > len(kept) + len(reading.shown) - edits:
         return None
     return reading

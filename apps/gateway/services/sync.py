@@ -53,8 +53,8 @@ from apps.chats.models import Chat, Message
 from apps.chats.selectors import HistoryDigests, history_digests
 from apps.chats.services.branch import chat_branch
 from apps.chats.services.chats import chat_lock
-from apps.gateway.services.aligning import Reading, aligned
-from apps.gateway.services.blocks import dropped_count, inserted_count, shown_amid
+from apps.gateway.services.aligning import HIDDEN_BACK, Reading, aligned
+from apps.gateway.services.blocks import SHOWN_MOST, dropped_count, inserted_count, shown_amid
 from apps.gateway.services.placing import compared, kept_place, worded
 from apps.gateway.services.request import Line, front_end_task, said
 from apps.gateway.services.window import HEAD_KEPT
@@ -146,7 +146,8 @@ def history_sync(
     # too: nothing deleted there, and at most one message edited there, alone; or where it edits nothing there (more
     # blocks left out, the last reply regenerated): those left out are hidden, as above.
     if same < len(stored.indices):
-        reading = aligned(history, stored, same, answered=answered, read=_texts_at(chat, stored))
+        hidden = _hidden_after(chat, stored, same)
+        reading = aligned(history, stored, same, answered=answered, read=_texts_of(chat), hidden=hidden)
         if reading is not None and not (branch_key and _early(reading, last_exchange)):
             return aligned_written(chat, history, stored, reading, kept, answered=answered)
         if reading is not None and not reading.edited:
@@ -210,7 +211,7 @@ def _early(reading: Reading, last_exchange: int) -> bool:
 
 
 def _texts_at(chat: Chat, stored: HistoryDigests):
-    """The texts of the chat's messages at positions of `stored`, read at once (services/aligning.py asks)."""
+    """The texts of the chat's messages at positions of `stored`, read at once."""
 
     def read(positions: list[int]) -> dict[int, str]:
         at = {stored.indices[p]: p for p in positions}
@@ -218,6 +219,27 @@ def _texts_at(chat: Chat, stored: HistoryDigests):
         return {at[index]: mes for index, mes in rows}
 
     return read
+
+
+def _texts_of(chat: Chat):
+    """The texts of the chat's messages at indices, read at once (services/aligning.py asks)."""
+
+    def read(indices: list[int]) -> dict[int, str]:
+        return dict(Message.objects.filter(chat=chat, index__in=indices).values_list("index", "mes"))
+
+    return read
+
+
+def _hidden_after(chat: Chat, stored: HistoryDigests, same: int) -> list[tuple[int, str]]:
+    """The chat's messages hidden from the model among or after its first `same` compared (their last HIDDEN_BACK),
+    (index, speaker and digest) in order, which a history may show again (services/aligning.py); none past
+    SHOWN_MOST of them."""
+    back = max(0, same - HIDDEN_BACK)  # (the first `same` may stand for hidden ones saying the same: aligning reads)
+    rows = Message.objects.filter(chat=chat, is_system=True, index__gt=stored.indices[back - 1] if back else -1)
+    rows = list(rows.order_by("index").values_list("index", "is_user", "mes_md5")[: SHOWN_MOST + 1])
+    if len(rows) > SHOWN_MOST:
+        return []
+    return [(index, ("u" if is_user else "a") + md5) for index, is_user, md5 in rows]
 
 
 def _kept(chat: Chat, head: list[Line]) -> list[int | None]:

@@ -18,7 +18,7 @@ from apps.chats.services.start import send_date
 from apps.chats.services.writes import MAX_APPEND_MESSAGES, chat_append
 from apps.common.jsonpatch import json_size
 from apps.gateway.services.aligning import Reading
-from apps.gateway.services.blocks import hidden_at, shown_between
+from apps.gateway.services.blocks import hidden_at
 from apps.gateway.services.request import Line
 from apps.generation.models import Generation
 
@@ -219,13 +219,11 @@ def aligned_written(
     hide: bool = False,
 ) -> Synced:
     """The history written as `reading` has it: the messages it edits edited (not those spaced otherwise), those it
-    leaves out deleted (`hide`: hidden from the model where they stand), those it adds amid the chat added after the
-    message before them (or the chat's messages hidden there saying the same shown again, as inserted_written does),
-    the others kept (each moved by as many places as were deleted and added before it), and what follows the chat's
-    end appended, or the person's turn."""
+    leaves out deleted (`hide`: hidden from the model where they stand), the chat's hidden messages it says shown
+    again, those it adds amid the chat added after the message before them, the others kept (each moved by as many
+    places as were deleted and added before it), and what follows the chat's end appended, or the person's turn."""
     operations = edit_operations(chat, {stored.indices[reading.held[n]]: history[n].content for n in reading.edited})
     gone = [stored.indices[p] for p in reading.gone]
-    runs = _runs(chat, history, stored, reading)  # (read before the hidden are written)
     if hide:
         operations += [{"op": "add", "path": f"/{index}/is_system", "value": True} for index in gone]
     else:
@@ -237,32 +235,30 @@ def aligned_written(
         return index - bisect.bisect_left(removed, index) + bisect.bisect_left(added, index)
 
     synced = Synced(chat, indices=[None] * len(history))
-    for low, lines, shown in runs:
-        if shown:
-            operations += [{"op": "add", "path": f"/{index}/is_system", "value": False} for index, _, _ in shown]
-            synced.written["shown"] = synced.written.get("shown", 0) + len(shown)
-            continue
+    operations += [{"op": "add", "path": f"/{moved(index)}/is_system", "value": False} for _, index in reading.shown]
+    runs = _runs(stored, reading)
+    for low, lines in runs:
         at = moved(low) + 1
         operations += [
             {"op": "add", "path": f"/{at + k}", "value": message_value(chat, history[n])} for k, n in enumerate(lines)
         ]
         added += [low] * len(lines)
-        synced.written["appended"] += len(lines)
     chat = patched(chat, operations)
     synced.chat = chat
-    synced.written.update(edited=len(reading.edited))
+    synced.written.update(edited=len(reading.edited), appended=len(reading.added))
     synced.written["hidden" if hide else "deleted"] = len(gone)
+    if reading.shown:
+        synced.written["shown"] = len(reading.shown)
     spaced = set(reading.spaced)  # held as sent, not as the chat holds it: no index (as the comparison gives none)
     for n, p in enumerate(reading.held):
         if p is not None and n not in spaced:
             synced.indices[n] = moved(stored.indices[p])
-    for low, lines, shown in runs:
-        for k, n in enumerate(lines):
-            if not shown:
-                synced.indices[n] = moved(low) + 1 + k
-            elif shown[k][2] == history[n].content:  # (not spaced otherwise)
-                synced.indices[n] = moved(shown[k][0])
-    placed = set(reading.added)
+    for n, index in reading.shown:
+        if n not in spaced:
+            synced.indices[n] = moved(index)
+    for low, lines in runs:
+        synced.indices[lines[0] : lines[-1] + 1] = range(moved(low) + 1, moved(low) + 1 + len(lines))
+    placed = {*reading.added, *(n for n, _ in reading.shown)}
     new = [n for n, p in enumerate(reading.held) if p is None and n not in placed]
     if new and history[new[-1]].role == "user" and not answered:
         synced.message, new = history[new[-1]].content, new[:-1]
@@ -271,19 +267,15 @@ def aligned_written(
     return ended(synced, chat, history, new, kept, answered=answered)
 
 
-def _runs(chat: Chat, history: list[Line], stored: HistoryDigests, reading: Reading):
-    """The reading's messages added amid the chat, in runs (each after a message of the chat, before the next): the
-    chat's index of the message before each run, its history positions, and the chat's messages hidden there that
-    it shows again (none: it is added)."""
-    runs = []
+def _runs(stored: HistoryDigests, reading: Reading) -> list[tuple[int, list[int]]]:
+    """The reading's messages added amid the chat, in runs: the chat's index of the message before each run (the
+    history's message before it is the chat's, or one of its hidden ones shown again), and its history positions."""
+    shown = dict(reading.shown)
+    runs: list[tuple[int, list[int]]] = []
     for n in reading.added:
         if runs and runs[-1][1][-1] == n - 1:
             runs[-1][1].append(n)
         else:
-            runs.append((n, [n]))
-    found = []
-    for first, lines in runs:
-        low = stored.indices[reading.held[first - 1]]
-        high = stored.indices[reading.held[lines[-1] + 1]]
-        found.append((low, lines, shown_between(chat, low, high, [history[n] for n in lines])))
-    return found
+            before = reading.held[n - 1]
+            runs.append((stored.indices[before] if before is not None else shown[n - 1], [n]))
+    return runs
