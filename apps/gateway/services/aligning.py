@@ -218,7 +218,7 @@ def _read(
     be regenerated), so nothing the history says past them is new: it is added before what follows."""
     start = min(same, len(ours), len(theirs))
     back = max(0, start - HIDDEN_BACK)
-    if any(index < indices[start - 1] for index, _ in hidden if index > (indices[back - 1] if back else -1)):
+    if start and any(index < indices[start - 1] for index, _ in hidden if index > (indices[back - 1] if back else -1)):
         start = back  # (the first `same` agree by their digests: "ok" and "..." may stand for hidden ones)
     if max(len(ours), len(theirs)) - start > ALIGNED_MOST:
         return None
@@ -281,8 +281,8 @@ def _valid(reading: Reading, count: int, ours: int) -> Reading | None:
     amid = any(kept and kept[0] < j < kept[-1] for j in reading.gone) or reading.added or reading.shown
     if not amid or (reading.added and reading.added[0] < first):
         return None
-    after = [next((j for j in reading.held[i:] if j is not None), len(kept)) for n, i in enumerate(reading.added)
-             if not n or reading.added[n - 1] != i - 1]  # fmt: skip
+    firsts = [i for n, i in enumerate(reading.added) if not n or reading.added[n - 1] != i - 1]  # each run's first
+    after = [next((j for j in reading.held[i:] if j is not None), ours) for i in firsts]  # the chat's message after
     if sum(ours - j for j in after) > ADDED_MOVES:
         return None
     if len(reading.gone) + len(reading.added) + edits > len(kept) + len(reading.shown) - edits:
