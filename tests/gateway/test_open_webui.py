@@ -131,6 +131,7 @@ def test_a_person_chats_in_open_webuis_page_through_the_gateway(open_webui, user
     connection_create(user=user, name="scripted", base_url=llm_server.url, model="scripted-model",
                       api_key="sk-test-1234567890abcd", is_default=True)  # fmt: skip
     llm_server.on(lambda prompt: True, "The Gull came in at dawn, her sails torn.")
+    llm_server.on(lambda prompt: "### Task:" in prompt and '"title"' in prompt, '{ "title": "Ships at Dawn" }')
     shots = Path(__file__).resolve().parents[2] / "var" / "test-artifacts" / "gateway-open-webui"
     shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
@@ -151,6 +152,7 @@ def test_a_person_chats_in_open_webuis_page_through_the_gateway(open_webui, user
         named = page.url.rsplit("/c/", 1)[1]
         # Its title, tags and follow-up suggestions asked after the reply, each naming the chat
         wait_until(lambda: len(llm_server.prompts("### Task:")) >= 3, timeout=60, message="its tasks")
+        page.get_by_text("Ships at Dawn").first.wait_for(timeout=30_000)  # its title, asked through the gateway
         for width in (1280, 390):
             page.set_viewport_size({"width": width, "height": 900 if width > 500 else 844})
             page.wait_for_timeout(500)
