@@ -11,11 +11,12 @@ them. The two are aligned in two steps, each of bounded cost whatever the histor
   them in the same order on both sides (patience sorting: n log n);
 - between two anchors, the pairs of the history's messages and the chat's, the same speaker, in order, that agree
   most: the same digest (2), else the same words spaced otherwise (2), else the share of the shorter one's words
-  the other says (an edit keeps most of its words, or adds to them; this tells "#20 deleted, #22 edited" from "#20
-  edited, #21 and #22 deleted"), each message of either side left unpaired costing 1: the chat's are deleted, the
-  history's added. A hidden message pairs only with the history saying it (shown again), and left unpaired costs
-  nothing (it stays hidden). After the last anchor, a pair shares words, and the history's messages past the last
-  pair are new. At most ALIGNED_CELLS pairs are weighed in all.
+  the other says, then of all their words (an edit keeps most of its words, or adds to them; this tells "#20
+  deleted, #22 edited" from "#20 edited, #21 and #22 deleted", and "ok" from "ok, go north" edited), each message
+  of either side left unpaired costing 1: the chat's are deleted, the history's added. A hidden message pairs only
+  with the history saying it (shown again), and left unpaired costs nothing (it stays hidden). After the last
+  anchor, a pair shares words, and the history's messages past the last pair are new. At most ALIGNED_CELLS pairs
+  are weighed in all.
 A reading is given only where it is one a person makes in a front end: messages deleted amid the chat, added amid
 it or shown again (at least one, with a message of the chat kept before it), messages edited in place, new messages
 at the end, no more messages deleted, added or edited than agree, and no more of the chat's messages moved by the
@@ -41,6 +42,7 @@ from apps.gateway.services.request import Line, said, words
 ALIGNED_MOST = 20_000  # a request's messages, at most (services/request.py MAX_MESSAGES)
 ALIGNED_CELLS = 20_000
 SAME = 2.0  # a pair's weight when its texts agree (by digest, or but for spacing); otherwise the words shared, 0-1
+KEPT = 0.9  # of the words shared's weight, the share of the shorter message's words; the rest, the share of all
 
 
 @dataclass
@@ -80,7 +82,10 @@ class _Texts:
         if theirs == ours:
             return SAME
         a, b = self._words("t", i), self._words("o", j)
-        return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+        if not (a and b):
+            return 0.0
+        shared = len(a & b)  # of the shorter's words (an edit adds to them), then of all (a short one alike says less)
+        return KEPT * shared / min(len(a), len(b)) + (1 - KEPT) * shared / len(a | b)
 
     def _said(self, side: str, n: int) -> str:
         key = (side, n)
