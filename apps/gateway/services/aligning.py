@@ -29,7 +29,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from apps.chats.selectors import HistoryDigests
@@ -107,7 +107,7 @@ def aligned(
     *,
     answered: bool,
     read: Callable[[list[int]], dict[int, str]],
-    hidden: list[tuple[int, str]] = (),
+    hidden: Sequence[tuple[int, str]] = (),
 ) -> Reading | None:
     """The history read against the chat, its first `same` messages the chat's (module docstring); None where it
     is not such a reading. `hidden`: the chat's messages hidden from the model past them, (index, speaker and
@@ -214,7 +214,7 @@ def _read(
     same: int,
     texts: _Texts,
     indices: list[int],
-    hidden: list[tuple[int, str]],
+    hidden: Sequence[tuple[int, str]],
     *,
     end: bool = True,
 ) -> Reading | None:
