@@ -3,6 +3,8 @@ through the gateway's matching and sync as a front end's request."""
 
 from __future__ import annotations
 
+import random
+
 from apps.chats.models import Chat
 from apps.chats.services.writes import chat_append
 from apps.gateway.services.match import chat_for_request
@@ -60,3 +62,41 @@ def assert_indices_hold(chat: Chat, lines: list[Line], indices: list[int | None]
     assert len(indices) == len(history)
     for line, index in zip(history, indices, strict=True):
         assert index is None or held[index] == (line.content, False), (index, line.content, held.get(index))
+
+
+VOCABULARY = (
+    "amber ash bell birch blade bloom bone brook candle canyon cedar chalk cinder cliff cloak clover comet copper "
+    "coral crane crow dawn delta dune dusk ember falcon fern flint fog forge fox frost gale garnet glacier glade "
+    "granite gull harbor hare hawk hazel heath heron hollow honey iris ivory ivy jade juniper kestrel lagoon lantern "
+    "larch lark lichen lily linen lynx maple marble marsh meadow mist moss moth nettle oak onyx orchid otter owl "
+    "pebble pine plume pond poppy quarry quartz quill rain raven reed ridge river robin rook rose rowan rust sable "
+    "saffron sage salt sand shale shell silk slate sleet smoke sorrel sparrow spruce star stone storm swan tallow "
+    "thistle thorn thrush tide timber torch trout tulip vale velvet violet vine wasp willow wind wolf wren yarrow"
+).split()
+
+
+def prose(turns: int, seed: int = 7) -> list[Line]:
+    """A story whose messages say different words (neighbours share few, as a story's do): the greeting, then the
+    person's turns (odd) and the character's."""
+    rng = random.Random(seed)
+    return [
+        Line("user" if n % 2 else "assistant", " ".join(rng.sample(VOCABULARY, 9)).capitalize() + ".")
+        for n in range(turns + 1)
+    ]
+
+
+def visible(chat: Chat) -> list[str]:
+    """The texts of the chat's messages shown to the model (not hidden), in order."""
+    return list(chat.messages.filter(is_system=False).order_by("index").values_list("mes", flat=True))
+
+
+def edited(line: Line) -> Line:
+    return Line(line.role, f"{line.content} And then some more was said.")
+
+
+def assert_as_sent(chat: Chat, sent: list[Line], synced) -> None:
+    """The chat's visible messages are the history (its person's new turn aside), and each index holds its text."""
+    history = [line for line in sent if line.role != "system"]
+    turn = synced.message is not None
+    assert visible(chat) == [line.content for line in history[: len(history) - turn]]
+    assert_indices_hold(chat, sent, synced.indices)

@@ -19,6 +19,7 @@ from tests.gateway.stories import (
     hidden_flags,
     synced_as_sent,
     telling,
+    visible,
 )
 from tests.gateway.test_sync_rules import (
     CONTINUE,
@@ -39,10 +40,6 @@ pytestmark = pytest.mark.django_db
 
 def hidden_at(chat) -> list[int]:
     return [n for n, hidden in enumerate(hidden_flags(chat)) if hidden]
-
-
-def visible(chat) -> list[str]:
-    return list(chat.messages.filter(is_system=False).order_by("index").values_list("mes", flat=True))
 
 
 def chats(user) -> int:

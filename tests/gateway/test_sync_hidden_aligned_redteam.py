@@ -18,9 +18,19 @@ from django.test.utils import CaptureQueriesContext
 from apps.chats.models import Chat, Message
 from apps.gateway.services.request import Line
 from apps.gateway.services.window import HEAD_KEPT
-from tests.gateway.stories import SYSTEM, answered, assert_indices_hold, hidden_flags, synced_as_sent, telling
+from tests.gateway.stories import (
+    SYSTEM,
+    answered,
+    assert_as_sent,
+    assert_indices_hold,
+    edited,
+    hidden_flags,
+    prose,
+    synced_as_sent,
+    telling,
+    visible,
+)
 from tests.gateway.test_sync_rules import CONTINUE, GO, IMP, NEW, NOTHING, QUIET, SWIPE, origins, story, texts, without
-from tests.gateway.test_sync_shown_aligned_redteam import assert_as_sent, edited, prose, visible
 
 pytestmark = pytest.mark.django_db
 

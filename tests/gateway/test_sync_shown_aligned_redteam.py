@@ -21,11 +21,16 @@ from apps.gateway.services.request import Line
 from apps.gateway.services.window import HEAD_KEPT
 from tests.gateway.stories import (
     SYSTEM,
+    VOCABULARY,
     answered,
+    assert_as_sent,
     assert_indices_hold,
+    edited,
     hidden_flags,
+    prose,
     synced_as_sent,
     telling,
+    visible,
 )
 from tests.gateway.test_sync_rules import (
     CONTINUE,
@@ -49,43 +54,6 @@ NAMED_TRACE = (
     "edited into their texts (a pair weighs at least 0, a message of either side left unpaired -1: an edit is "
     "read before a deletion and an addition). The texts end right; the swipes stand under the wrong ones"
 )
-
-VOCABULARY = (
-    "amber ash bell birch blade bloom bone brook candle canyon cedar chalk cinder cliff cloak clover comet copper "
-    "coral crane crow dawn delta dune dusk ember falcon fern flint fog forge fox frost gale garnet glacier glade "
-    "granite gull harbor hare hawk hazel heath heron hollow honey iris ivory ivy jade juniper kestrel lagoon lantern "
-    "larch lark lichen lily linen lynx maple marble marsh meadow mist moss moth nettle oak onyx orchid otter owl "
-    "pebble pine plume pond poppy quarry quartz quill rain raven reed ridge river robin rook rose rowan rust sable "
-    "saffron sage salt sand shale shell silk slate sleet smoke sorrel sparrow spruce star stone storm swan tallow "
-    "thistle thorn thrush tide timber torch trout tulip vale velvet violet vine wasp willow wind wolf wren yarrow"
-).split()
-
-
-def prose(turns: int, seed: int = 7) -> list[Line]:
-    """A story whose messages say different words (neighbours share few, as a story's do): the greeting, then the
-    person's turns (odd) and the character's."""
-    rng = random.Random(seed)
-    return [
-        Line("user" if n % 2 else "assistant", " ".join(rng.sample(VOCABULARY, 9)).capitalize() + ".")
-        for n in range(turns + 1)
-    ]
-
-
-def visible(chat: Chat) -> list[str]:
-    return [mes for mes, hidden in zip(texts(chat), hidden_flags(chat), strict=True) if not hidden]
-
-
-def edited(line: Line) -> Line:
-    return Line(line.role, f"{line.content} And then some more was said.")
-
-
-def assert_as_sent(chat: Chat, sent: list[Line], synced) -> None:
-    """The chat's visible messages are the history (its person's new turn aside), and each index holds its text."""
-    history = [line for line in sent if line.role != "system"]
-    turn = synced.message is not None
-    assert visible(chat) == [line.content for line in history[: len(history) - turn]]
-    assert_indices_hold(chat, sent, synced.indices)
-
 
 # 1. Named: blocks deleted when hidden, shown again with another change ------------------------------------------
 
