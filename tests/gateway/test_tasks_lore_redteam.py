@@ -394,19 +394,23 @@ def test_an_enormous_entry_is_left_out_within_the_connections_context(user):
     assert generation.prompt_info["lorebook"]["overflowed"] is True
 
 
-@pytest.mark.xfail(
-    strict=True, reason="why_key re-tests a matched regex key per message with a fresh RegexBudget each: seconds"
-)
 def test_regex_keys_that_backtrack_cost_a_request_no_more_than_the_builds_allowance(user, connection):
     """Keys whose regex matches the scanned text at once (its oldest message says TRIGGER) but backtracks
-    catastrophically on each newer message alone: the build's allowance for regex keys is a quarter of a second."""
+    catastrophically on each newer message alone: each was tested again on every message, to tell where it stood,
+    with a fresh allowance each time (8 entries x 19 messages x 0.05 s: 7.6 s). Telling where has a quarter of a
+    second of its own, apart from the activation's: every entry is activated, and where it ran out the Prompt page
+    says so."""
     key = r"/^(?=[\s\S]*TRIGGER)|(a|aa)+$/"
     global_book(user, "Harbour", {str(n): {"uid": n, "key": [key], "content": f"Entry {n}.", "position": 0,
-                                           "scanDepth": 20} for n in range(4)})  # fmt: skip
+                                           "scanDepth": 20} for n in range(8)})  # fmt: skip
     history = [{"role": "assistant", "content": "TRIGGER: the lantern is lit."}]
     history += [{"role": "user" if n % 2 else "assistant", "content": "a" * 40 + "!"} for n in range(1, 20)]
     started = time.perf_counter()
     generation = prepared(user, history)
     spent = time.perf_counter() - started
-    assert "Entry 0." in "\n".join(contents(generation))
-    assert spent < 1.0, f"{spent:.2f} s"
+    sent = "\n".join(contents(generation))
+    assert all(f"Entry {n}." in sent for n in range(8))
+    lore = generation.prompt_info["lorebook"]
+    assert lore["regex_ms"] < 700 and not lore["regex_exhausted"]
+    assert any("depth" not in entry["why"] and "recursion" not in entry["why"] for entry in lore["entries"])
+    assert spent < 2.5, f"{spent:.2f} s"

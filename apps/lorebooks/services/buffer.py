@@ -113,19 +113,22 @@ _GLOBAL_FIELDS = {
 }
 
 
-def why_key(buffer: Buffer, entry: dict[str, Any], key: str, scanned: Any) -> dict[str, Any]:
+def why_key(buffer: Buffer, entry: dict[str, Any], key: str, scanned: Any, budget: RegexBudget) -> dict[str, Any]:
     """Where a matching key was found: the newest message holding it (its depth, 0 the newest), else the card
-    field or the text recursion added."""
+    field or the text recursion added. A regex key is tested again on each message within an allowance of the
+    build's (`budget`, apart from the activation's): spent, where it stands is not told."""
     depth = entry["scanDepth"] if entry.get("scanDepth") is not None else buffer.depth()
     case, whole = _case(entry, scanned.settings), _whole(entry, scanned.settings)
     for n in range(min(int(depth), len(buffer.messages))):
-        if key_matches(buffer.message(n), key, case_sensitive=case, whole_words=whole, budget=RegexBudget()):
+        if key_matches(buffer.message(n), key, case_sensitive=case, whole_words=whole, budget=budget):
             return {"why": "key", "key": key, "depth": n}
     for flag, name in _GLOBAL_FIELDS.items():
         text = buffer.globals.get(name) or ""
         if entry.get(flag) and text and key_matches(Haystack(text), key, case_sensitive=case, whole_words=whole,
-                                                    budget=RegexBudget()):  # fmt: skip
+                                                    budget=budget):  # fmt: skip
             return {"why": "key", "key": key, "field": name}
+    if budget.exhausted:
+        return {"why": "key", "key": key}
     return {"why": "key", "key": key, "recursion": True}
 
 
@@ -197,7 +200,7 @@ def _split(keys: list[str], case: bool, whole: bool) -> tuple[frozenset[str], tu
     return frozenset(words), tuple(other)
 
 
-def may_change(entry: dict[str, Any], missed: tuple[int, int] | None, buffer: Buffer) -> bool:
+def may_change(entry: dict[str, Any], missed: tuple[int, int] | None, buffer: Buffer, budget: RegexBudget) -> bool:
     """Whether a recursion step can change the answer for an entry whose plain keys did not hold before. Recursion
     only appends text, after a separator no key can span (a newline and \\x01: not word characters), so a key is
     found in the longer text only if it is found in what was appended; with none of its keys there, the entry
@@ -205,4 +208,4 @@ def may_change(entry: dict[str, Any], missed: tuple[int, int] | None, buffer: Bu
     if missed is None or missed[0] != buffer.skew:
         return True
     added = buffer.added_since(missed[1])
-    return buffer.view(entry).may_hold(added, every=True, budget=RegexBudget())
+    return buffer.view(entry).may_hold(added, every=True, budget=budget)

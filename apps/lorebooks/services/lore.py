@@ -156,7 +156,7 @@ def chat_lore(
         "budget": activation.budget,
         "overflowed": activation.overflowed,
         "books": [book.name for book in books],
-        "regex_ms": round(activation.regex.spent * 1000, 2),
+        "regex_ms": round((activation.regex.spent + activation.told.spent) * 1000, 2),
         "regex_timed_out": activation.regex.timed_out,
         "regex_exhausted": activation.regex.exhausted,
     }

@@ -84,6 +84,7 @@ class Activation:
     overflowed: bool = False
     loops: int = 0
     regex: RegexBudget = field(default_factory=RegexBudget)
+    told: RegexBudget = field(default_factory=RegexBudget)  # for telling where matched regex keys stand (why_key)
     timed_state: dict[str, Any] = field(default_factory=dict)
     timed_changed: bool = False
 
@@ -237,7 +238,7 @@ def scan(books: list[Book], scanned: Scanned) -> Activation:
         for entry in tried:
             if id(entry) in failed or entry["_key"] in activated:
                 continue
-            if PRUNE and state == RECURSION and not may_change(entry, missed.get(id(entry)), buffer):
+            if PRUNE and state == RECURSION and not may_change(entry, missed.get(id(entry)), buffer, result.regex):
                 missed[id(entry)] = (buffer.skew, len(buffer.recurse))  # next time, only what is added after
                 continue
             why = _candidate(entry, buffer=buffer, state=state, scanned=scanned, timed=timed, level=level,
@@ -248,7 +249,7 @@ def scan(books: list[Book], scanned: Scanned) -> Activation:
                 continue
             if why is not None:
                 if "primary" in why:
-                    why = why_key(buffer, entry, why["primary"], scanned) | why
+                    why = why_key(buffer, entry, why["primary"], scanned, result.told) | why
                 entry["why"] = why | ({"loop": count} if count > 1 else {})
                 now.append(entry)
         if len(now) > 1:
