@@ -125,6 +125,8 @@ def _new_chat(user: AbstractUser, lines: list[Line], client_key: str) -> Chat:
         characters = [character or character_create(user=user, name=name)]
     person = next((line.name for line in lines if line.role == "user" and line.name), "")
     title = chat_file_title([name or "Assistant"], timezone.now())
+    if client_key != TASK_KEY:  # a task making the chat it waits in meanwhile: this one then takes it
+        client_key_lock(user=user, client_key=TASK_KEY)
     waiting = Chat.objects.filter(user=user, client_key=TASK_KEY, message_count=0).first()
     if waiting is not None and client_key != TASK_KEY:
         data = {"title": title, "character_ids": [c.pk for c in characters], "character_name": name or "Assistant",
