@@ -189,9 +189,6 @@ def test_a_task_naming_a_chat_with_hidden_messages_changes_nothing_of_it(client,
     assert after["chats"] == before["chats"] and after["messages"] == before["messages"]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a task falling back to a manual-order group chat is refused 400 'Choose who replies'"
-)
 def test_a_task_after_a_manual_order_group_chat_is_answered(client, token, llm, user):
     """A person's only chat is a group of the web chat where they pick who replies; Open WebUI asks a new chat's
     title before its first reply. The task stores nothing and needs no speaker: it is answered."""
@@ -205,6 +202,20 @@ def test_a_task_after_a_manual_order_group_chat_is_answered(client, token, llm, 
     assert response.json()["choices"][0]["message"]["content"] == TITLED
     after = everything()
     assert after["chats"] == before["chats"] and after["messages"] == before["messages"]
+
+
+def test_a_turn_in_a_group_where_the_person_picks_is_answered_by_the_next_in_order(client, token, llm, user):
+    """The person names their web group chat (Mira and Hale, who replies picked by hand) from a front end, which
+    cannot pick: its prompt says who speaks, and the reply is stored under the name natural order gives."""
+    one = Character.objects.create(user=user, name="Mira")
+    two = Character.objects.create(user=user, name="Hale")
+    chat = chat_create(user=user, title="Harbour", character_ids=[one.pk, two.pk], reply_order="manual")
+    llm.server.default.content = REPLY
+    assert ask(client, token, [SYSTEM, ASK], header=str(chat.pk)) == REPLY
+    assert ask(client, token, [SYSTEM, ASK, {"role": "assistant", "content": REPLY}, {"role": "user",
+               "content": "And the ferry?"}], header=str(chat.pk)) == REPLY  # fmt: skip
+    names = list(chat.messages.order_by("index").values_list("is_user", "name"))
+    assert [name for is_user, name in names if not is_user] == ["Mira", "Hale"]
 
 
 def test_a_task_leaves_the_chat_it_is_about_exactly_as_it_was(client, token, llm, user):

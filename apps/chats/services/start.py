@@ -129,18 +129,24 @@ def _last_speaker(chat: Chat, characters: list[Character]) -> Character | None:
 
 
 def next_speaker(
-    *, chat: Chat, text: str = "", exclude_last: bool = False, characters: list[Character] | None = None
+    *,
+    chat: Chat,
+    text: str = "",
+    exclude_last: bool = False,
+    characters: list[Character] | None = None,
+    person_picks: bool = True,
 ) -> Character | None:
     """Who replies next. One character: that one. A group in natural order: the character `text` (the person's new
     message) names first, whole-word and in any case; else the one after the character who spoke last, in the
     chat's character order; else the first. `exclude_last`: the last speaker is not chosen by being named (in
     turn it never is, in a group). A group in manual order: None (the person chooses who replies), as for a chat
-    with no characters. `characters`: the chat's in its order (chat_characters_in_order), when the caller has
-    them."""
+    with no characters; for a client that cannot pick (`person_picks` False: the gateway, whose front end's prompt
+    says who speaks), as in natural order. `characters`: the chat's in its order (chat_characters_in_order), when
+    the caller has them."""
     characters = chat_characters_in_order(chat=chat) if characters is None else characters
     if len(characters) <= 1:
         return characters[0] if characters else None
-    if chat.reply_order == ReplyOrder.MANUAL:
+    if chat.reply_order == ReplyOrder.MANUAL and person_picks:
         return None
     last = _last_speaker(chat, characters)
     candidates = [c for c in characters if not (exclude_last and last is not None and c.pk == last.pk)]

@@ -214,7 +214,7 @@ def completion_prepare(
     prepared = generation_prepare(
         user=user, chat=synced.chat, mode=synced.mode, message=synced.message, connection=connection,
         compose=_composer(lines, synced), options=options, idempotency_key=idempotency_key, body_digest=digest,
-        timings=lap.ms, streams_checked=True, recall_from=_first_sent(synced),
+        timings=lap.ms, streams_checked=True, recall_from=_first_sent(synced), person_picks=False,
     )  # fmt: skip
     return Completion(prepared.generation, model or connection.name, tokenizer_for(connection))
 

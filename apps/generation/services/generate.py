@@ -62,9 +62,11 @@ def _check(chat: Chat, mode: str, message: str | None) -> None:
             )
 
 
-def _responder(chat: Chat, characters: list[Character], character: str | int | None, message: str):
+def _responder(
+    chat: Chat, characters: list[Character], character: str | int | None, message: str, person_picks: bool = True
+):
     if character in (None, ""):
-        chosen = next_speaker(chat=chat, text=message, characters=characters)
+        chosen = next_speaker(chat=chat, text=message, characters=characters, person_picks=person_picks)
         if chosen is None and len(characters) > 1:
             raise ApplicationError("Choose who replies: in this group a person picks.", {"field": "character"})
         return chosen
@@ -107,6 +109,7 @@ def generation_prepare(
     timings: dict[str, float] | None = None,
     streams_checked: bool = False,
     recall_from: int | None = None,
+    person_picks: bool = True,
 ) -> Prepared:
     """Everything before the model is asked: the generation to stream, or for a retry the one the first request
     made (its state says whether it is still streaming or already stored). `compose` makes the prompt once the
@@ -117,7 +120,8 @@ def generation_prepare(
     chosen among the person's (the gateway, by the request's model), not read again. `streams_checked`: the caller
     has made the first check of the caps on streams (before its own work), not made again. `recall_from`: the first
     of the chat's turns the prompt holds, when the caller knows (another client's request sent them): the recall
-    leaves them out (context_build)."""
+    leaves them out (context_build). `person_picks` False: in a group where the person picks who replies, a
+    client that cannot (the gateway) has the reply named as in natural order (next_speaker)."""
     if chat.user_id != user.pk:
         raise ApplicationError("Unknown chat.", {"field": "chat"}, status=404)  # selectors scope chats: a bug
     message = (message or "").replace("\x00", "").strip() or None
@@ -149,7 +153,7 @@ def generation_prepare(
         connection = _connection(user, connection_id if connection is None else connection.pk)
     chat = chat_lock(chat=chat, integrity=integrity)
     characters = chat_characters_in_order(chat=chat)
-    responder = _responder(chat, characters, character, message or "")
+    responder = _responder(chat, characters, character, message or "", person_picks)
     speakers = _speakers(chat, responder, group=len(characters) > 1)
     if mode == Generation.Mode.NEW and message:
         line = _user_line(speakers.user, message)
