@@ -377,11 +377,10 @@ def test_a_key_said_only_in_a_hidden_message_activates_nothing(user, connection)
     assert list(chat.messages.filter(mes__contains="kraken").values_list("is_system", flat=True)) == [True]
 
 
-@pytest.mark.xfail(strict=True, reason="lore_unsent compares entries character for character: respaced, given twice")
 def test_an_entry_the_front_end_sent_with_other_spacing_is_not_given_twice(user, connection):
     """The front end's prompt holds the entry's words with other whitespace (its blank line collapsed, a double space
-    made single). Messages spaced otherwise are the same message to the gateway; an entry spaced otherwise is given
-    again."""
+    made single). Messages spaced otherwise are the same message to the gateway; an entry spaced otherwise was
+    given again."""
     entry = "The Gull is Hale's ship.\n\nShe sails at dawn,  with the tide."
     global_book(user, "Harbour", {"0": {"uid": 0, "key": ["gull"], "content": entry, "position": 0}})
     generation = prepared(

@@ -281,17 +281,37 @@ def prompt_build(
     return Prompt(messages, total, tokenizer.name, tokenizer.exact, budget, info)
 
 
+def _spaced(text: str) -> str:
+    """The words of `text`, each run of whitespace between them one space."""
+    return " ".join(text.split())
+
+
 def lore_unsent(lore: Activation, sent: list[dict[str, str]]) -> tuple[Activation, set[tuple[str, Any]]]:
     """The activation without the entries another client's prompt already holds word for word, and those entries
     (book, uid): a front end with World Info of its own (SillyTavern through the gateway) has put in the entries it
-    activated, and the same book imported here would otherwise give them twice."""
+    activated, and the same book imported here would otherwise give them twice. An entry is also held where the
+    front end's system messages say it spaced otherwise (a blank line collapsed, the ends trimmed: its own copy
+    of the book, or its prompt's formatting); its history, a megabyte on a long chat, is searched word for word
+    only."""
     text = "\n".join(str(line.get("content", "")) for line in sent)
+    system: list[str] = []  # the system messages, spaced as `_spaced` spaces: made when first needed
+
+    def holds(content: str) -> bool:
+        if content in text:
+            return True
+        if not system:
+            system.append(
+                _spaced("\n".join(str(line.get("content", "")) for line in sent if line.get("role") == "system"))
+            )
+        spaced = _spaced(content)
+        return bool(spaced) and spaced in system[0]
+
     held = {
-        (entry["world"], entry["uid"]) for entry in lore.entries if entry.get("content") and entry["content"] in text
+        (entry["world"], entry["uid"]) for entry in lore.entries if entry.get("content") and holds(entry["content"])
     }
 
     def new(contents: list[str]) -> list[str]:
-        return [content for content in contents if content.strip() and content not in text]
+        return [content for content in contents if content.strip() and not holds(content)]
 
     depth = [group | {"entries": new(group["entries"])} for group in lore.depth]
     unsent = dataclasses.replace(
