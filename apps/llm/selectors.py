@@ -24,6 +24,14 @@ def connection_get(*, user: AbstractUser, connection_id: int) -> Connection:
     return connection
 
 
+# Why background memory work waits: no connection, or none ticked for it (a reply needs no tick, so the person may
+# have chatted for an hour with one that is not).
+NO_BACKGROUND_MODEL = (
+    'No connection does background memory work: add one on the Models page, or tick "Use for background memory work"'
+    " on yours"
+)
+
+
 def connection_default(*, user_id: int) -> Connection | None:
     """The connection background memory work uses (the person ticked it), or None."""
     return Connection.objects.filter(user_id=user_id, is_default=True).first()

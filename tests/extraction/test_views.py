@@ -107,7 +107,7 @@ def test_the_panel_polls_while_a_job_asked_for_by_hand_waits_on_a_paused_pipelin
 def test_the_panel_says_there_is_no_model_without_a_connection(web, story):
     panel = html(web.get(f"/chats/{story.pk}/pipeline/"))
     assert '<span class="badge pipeline-no_model">no model</span>' in panel
-    assert "No model connection:" in panel and 'href="/llm/"' in panel
+    assert "No connection does background memory work:" in panel and 'href="/llm/"' in panel
     assert "Nothing extracted yet" in panel and PANEL_POLL not in panel and PANEL_LISTENS in panel
 
 
@@ -413,7 +413,7 @@ def test_the_settings_page_shows_the_defaults_and_that_no_model_is_set(web):
     assert response.status_code == 200
     page = html(response)
     assert "<h1>Extraction settings</h1>" in page and 'name="batch_every" value="10"' in page
-    assert "No model connection yet" in page
+    assert "No connection does background memory work yet" in page
 
 
 def test_the_settings_page_links_to_the_model_test_of_the_default_connection(web, llm):

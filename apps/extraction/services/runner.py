@@ -31,7 +31,7 @@ from apps.extraction.services.pipeline import pipeline_plan
 from apps.extraction.services.settings import extraction_settings_get
 from apps.extraction.services.tiers import PRODUCERS, JobContext, Work
 from apps.llm.client import LimitReached, LlmError
-from apps.llm.selectors import connection_default, day_start
+from apps.llm.selectors import NO_BACKGROUND_MODEL, connection_default, day_start
 from apps.memories.services.lifecycle.scope import scope_locked
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def _context(job: PipelineJob) -> JobContext | str:
         return "the chat was deleted"
     model = connection_default(user_id=job.user_id)
     if model is None:
-        return "No model connection: add one on the Models page, then retry."
+        return NO_BACKGROUND_MODEL + ", then retry."
     pipeline = jobs.pipeline_ensure(chat=chat)
     return JobContext(
         job=job,

@@ -13,7 +13,7 @@ from django.utils import timezone
 from apps.chats.models import Character
 from apps.common.exceptions import ApplicationError
 from apps.llm.client import LlmError
-from apps.llm.selectors import connection_default
+from apps.llm.selectors import NO_BACKGROUND_MODEL, connection_default
 from apps.memories.models import LifecycleJob, LifecycleSettings
 from apps.memories.services import queue
 from apps.memories.services.lifecycle import periods
@@ -43,7 +43,7 @@ def lifecycle_job_run(*, job_id: int) -> Job | None:
         return job
     connection = connection_default(user_id=job.user_id)
     if connection is None:
-        _finish(job, state=Job.State.FAILED, error="No model connection: add one on the Models page.")
+        _finish(job, state=Job.State.FAILED, error=NO_BACKGROUND_MODEL + ".")
         return Job.objects.get(pk=job_id)
     try:
         if job.type == Job.Type.CONSOLIDATION:
