@@ -37,6 +37,16 @@ def generation_for_message(*, user: AbstractUser, chat: Chat, index: int) -> Gen
     return generation
 
 
+def connection_last_used(*, user: AbstractUser, chat: Chat) -> int | None:
+    """The connection the chat's latest reply was asked of (None: none yet, or it was deleted since)."""
+    return (
+        Generation.objects.filter(user=user, chat=chat, connection__isnull=False)
+        .order_by("-pk")
+        .values_list("connection_id", flat=True)
+        .first()
+    )
+
+
 def generation_get(*, user: AbstractUser, uid) -> Generation:
     generation = Generation.objects.select_related("chat").filter(user=user, uid=uid).first()
     if generation is None:

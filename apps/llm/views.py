@@ -35,6 +35,12 @@ def _add_error(form: ConnectionForm, exc: ApplicationError) -> None:
     form.add_error(field if field in form.fields else None, exc.message)
 
 
+def _replies(user) -> int | None:
+    """The connection a chat's replies use unless the composer names another, marked on the list."""
+    connection = selectors.connection_for_replies(user_id=user.pk)
+    return connection.pk if connection else None
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def connection_list(request):
@@ -51,6 +57,7 @@ def connection_list(request):
             return redirect("llm:connections")
     context = {
         "connections": selectors.connection_list(user=request.user),
+        "replies": _replies(request.user),
         "form": form,
         "recent_calls": selectors.call_list(user=request.user)[:RECENT_CALLS],
     }
@@ -142,7 +149,8 @@ def preset_delete_view(request, connection_id: int, preset_id: int):
 def connection_test_view(request, connection_id: int):
     connection = connection_test(connection=selectors.connection_get(user=request.user, connection_id=connection_id))
     if request.htmx:
-        return render(request, "llm/connection_list.html#connection-row", {"connection": connection})
+        context = {"connection": connection, "replies": _replies(request.user)}
+        return render(request, "llm/connection_list.html#connection-row", context)
     if connection.last_test_ok:
         messages.success(request, f"“{connection.name}” {connection.last_test_message}")
     else:

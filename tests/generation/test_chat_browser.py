@@ -203,3 +203,40 @@ def test_a_reply_lorekeeper_failed_says_lorekeeper_failed_not_the_model(site, us
         page.route("**/generate", answer(""))
         send(page, "Any ships at all?")
         expect(notice).to_have_text("The model failed: Model endpoint refused the request (401)")
+
+
+def test_the_model_a_person_chooses_for_a_chat_stays_chosen(site, user, llm_server):
+    """A person's first connection does not answer (a wrong port), the second does; neither is ticked for memory
+    work. The Models page marks which one replies; the person chooses the other under the composer's Options, and
+    after a reload the chat still offers it (it went back to the first, so the next reply failed after 10 s)."""
+    from playwright.sync_api import expect
+
+    base, mira = site
+    Connection.objects.filter(user=user).update(created_at="2026-01-02T00:00:00Z")
+    dead = connection_create(user=user, name="deadport", base_url="http://127.0.0.1:9/v1", model="gone",
+                             api_key="sk-" + "y" * 20)  # fmt: skip
+    Connection.objects.filter(pk=dead.pk).update(created_at="2026-01-01T00:00:00Z")  # added first
+    scripted = Connection.objects.get(user=user, name="scripted")
+    with chromium() as browser:
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        sign_in(page, base, user)
+        page.goto(f"{base}/llm/")
+        expect(page.locator(f"#connection-{dead.pk}")).to_contain_text("replies")
+        expect(page.locator(f"#connection-{scripted.pk} .badge", has_text="replies")).to_have_count(0)
+        for width in (1280, 390):
+            page.set_viewport_size({"width": width, "height": 900})
+            screenshot(page, f"models-replies-{width}", "stop75")
+        page.set_viewport_size({"width": 1280, "height": 900})
+        chat = new_chat(page, base, user, mira)
+        model = page.locator("#composer select[name=connection]")
+        expect(model).to_have_value(str(dead.pk))
+        page.locator("#composer .composer-more summary").click()
+        model.select_option(str(scripted.pk))
+        send(page, "Where does Biscuit sleep?")
+        expect(page.locator("#m2 .text")).to_contain_text("Under the stairs, where it is warm.")
+        page.reload()
+        expect(model).to_have_value(str(scripted.pk))
+        send(page, "Where does Biscuit sleep now?")
+        expect(page.locator("#m4 .text")).to_contain_text("Under the stairs, where it is warm.")
+        assert list(chat.generations.order_by("pk").values_list("connection_id", flat=True)) == [scripted.pk] * 2
+        connections.close_all()

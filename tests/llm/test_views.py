@@ -52,7 +52,8 @@ def test_list_page_shows_connections_and_only_the_key_hint(web, llm, theirs):
     html = _body(response)
     assert f'<tr id="connection-{llm.pk}">' in html and f'href="/llm/{llm.pk}/"' in html
     assert "scripted" in html and "<code>scripted-model</code>" in html and llm.server.url in html
-    assert '<span class="badge">default</span>' in html and "(detected)" in html and "not tested" in html
+    assert '<span class="badge">memory work</span>' in html and ">replies</span>" in html
+    assert "(detected)" in html and "not tested" in html
     assert "…abcd" in html
     _no_key_in(response, FIXTURE_KEY)
     assert "bob-model" not in html and f"connection-{theirs.pk}" not in html

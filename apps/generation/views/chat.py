@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 
 from apps.chats import selectors as chat_selectors
 from apps.generation import selectors
+from apps.llm.models import Connection
 from apps.llm.selectors import connection_list
 
 
@@ -20,10 +21,17 @@ def composer(request, chat_id: int):
     context = {
         "chat": chat,
         "connections": connections,
-        "default_connection": next((c for c in connections if c.is_default), None),
+        "chosen": _chosen(connections, selectors.connection_last_used(user=request.user, chat=chat)),
         "characters": chat_selectors.chat_characters_in_order(chat=chat),
     }
     return render(request, "generation/partials/composer.html", context)
+
+
+def _chosen(connections: list[Connection], last: int | None) -> Connection | None:
+    """The model the composer offers first: the one the chat's last reply was asked of (a choice under Options
+    stays across reloads and devices), else the one replies use when none is named (connection_for_replies)."""
+    used = next((c for c in connections if c.pk == last), None)
+    return used or min(connections, key=lambda c: (not c.is_default, c.created_at, c.pk), default=None)
 
 
 @login_required
