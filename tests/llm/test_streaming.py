@@ -367,7 +367,8 @@ def test_a_server_error_every_time_names_the_status(user, llm_server, api):
 
 @BOTH_APIS
 def test_a_host_that_does_not_listen_fails_with_cannot_connect(user, llm_server, api, settings):
-    settings.LOREKEEPER_LLM = {**settings.LOREKEEPER_LLM, "retries": 1}
+    """Tried once more, not three times: a person watching a reply with a wrong port waited 10-14 s to be told."""
+    settings.LOREKEEPER_LLM = {**settings.LOREKEEPER_LLM, "retries": 3}
     connection = _connection(user, llm_server, api)
     llm_server.stop()
 

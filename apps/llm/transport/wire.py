@@ -37,6 +37,11 @@ class TimedOut(Retryable):
     """Nothing of the answer within the time-out."""
 
 
+class Unreachable(Retryable):
+    """Nothing answered at the connection's address (refused, no route, a name that does not resolve): most often
+    a wrong port or a server not started, which waiting seldom mends."""
+
+
 class Dropped(Retryable):
     """A kept connection closed before the answer began: its server had most likely just closed it as idle (the
     first retry goes at once, on a new connection)."""
@@ -115,7 +120,7 @@ async def _post(session: aiohttp.ClientSession, connection: Connection, request:
     except aiohttp.ClientConnectorError as exc:
         if isinstance(exc.os_error, Blocked):
             raise LlmError(BLOCKED_MESSAGE) from exc
-        raise Retryable(f"cannot connect to {connection.base_url}") from exc
+        raise Unreachable(f"cannot connect to {connection.base_url}") from exc
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionResetError, aiohttp.ClientOSError) as exc:
         if not attempt.reused:  # a new connection: the server failed with the request (not sent again)
             raise
@@ -169,6 +174,16 @@ def _backoff(attempt: int, retry_after: float | None) -> float:
     return min(config["backoff"] * (2**attempt), config["backoff_max"]) * random.uniform(0.5, 1.0)
 
 
+UNREACHABLE_WAIT = 1.0  # seconds before a streamed reply tries an address that did not answer once more
+
+
+def _waited_for(exc: Retryable, attempt: int) -> bool:
+    """Whether a streamed reply, which a person watches, stops trying: a time-out already took the connection's
+    time-out, and an address that did not answer is tried once more, a second later (a server restarting), not
+    three times over 14 s (a wrong port): the person is told at once, and can mend the address."""
+    return isinstance(exc, TimedOut) or (isinstance(exc, Unreachable) and attempt >= 1)
+
+
 async def _open(
     session: aiohttp.ClientSession,
     connection: Connection,
@@ -189,10 +204,14 @@ async def _open(
             return source, None
         except Retryable as exc:
             await source.aclose()
-            if attempt + 1 == attempts or (request.stream and isinstance(exc, TimedOut)):
+            if attempt + 1 == attempts or (request.stream and _waited_for(exc, attempt)):
                 raise _given_up(exc, request=request, attempts=attempt + 1) from exc
-            # A kept connection closed as idle just as it was taken: the next attempt, on a new one, goes at once.
-            await asyncio.sleep(0 if isinstance(exc, Dropped) and attempt == 0 else _backoff(attempt, exc.retry_after))
+            wait = _backoff(attempt, exc.retry_after)
+            if isinstance(exc, Dropped) and attempt == 0:
+                wait = 0  # a kept connection closed as idle just as it was taken: the next, on a new one, at once
+            elif request.stream and isinstance(exc, Unreachable):
+                wait = min(wait, UNREACHABLE_WAIT)
+            await asyncio.sleep(wait)
     raise AssertionError("unreachable")
 
 
