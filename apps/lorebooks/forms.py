@@ -79,6 +79,19 @@ class EntryForm(forms.Form):
         return data
 
 
+class ChatLoreForm(forms.Form):
+    """The book a chat links, among the person's (a name it links that none of theirs has stays offered, marked)."""
+
+    book = forms.ChoiceField(required=False, label="Chat lore")
+
+    def __init__(self, *args: Any, names: list[str], current: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [("", "None (the character's and global books only)"), *((name, name) for name in names)]
+        if current and current not in names:
+            choices.append((current, f"{current} (not imported: nothing is read)"))
+        self.fields["book"].choices = choices
+
+
 class LoreSettingsForm(forms.Form):
     """SillyTavern's World Info settings (apps/lorebooks/services/settings.py), with its bounds."""
 

@@ -19,6 +19,10 @@ def lorebook_list(*, user: AbstractUser, search: str = "") -> QuerySet[Lorebook]
     return books.filter(name__icontains=search) if search else books
 
 
+def lorebook_names(*, user: AbstractUser) -> list[str]:
+    return list(Lorebook.objects.filter(user=user).order_by("name", "id").values_list("name", flat=True))
+
+
 def lorebook_get(*, user: AbstractUser, lorebook_id: int) -> Lorebook:
     """The user's book with its `entry_count`; another user's is a 404."""
     book = lorebook_list(user=user).filter(id=lorebook_id).first()

@@ -14,10 +14,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from apps.accounts.services import SettingsConflict, settings_document_get
+from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
 from apps.common.ids import id_from
 from apps.lorebooks import selectors
-from apps.lorebooks.forms import EntryForm, LoreSettingsForm
+from apps.lorebooks.forms import ChatLoreForm, EntryForm, LoreSettingsForm
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import (
     IMPORT_REPLACED,
@@ -32,6 +33,7 @@ from apps.lorebooks.services.books import (
 )
 from apps.lorebooks.services.fields import LOGICS, POSITION_LABELS, world_file_read
 from apps.lorebooks.services.from_memories import memories_world
+from apps.lorebooks.services.linked import chat_lore, chat_lore_set
 from apps.lorebooks.services.search import lorebook_entries_search
 from apps.lorebooks.services.settings import NAMESPACE, lore_settings_read, lore_settings_save
 
@@ -233,3 +235,32 @@ def entry_delete_view(request, lorebook_id: int, uid: int):
         raise Http404(error.message) from None
     messages.success(request, f"Deleted entry {uid}.")
     return redirect("lorebooks:detail", lorebook_id=book.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def chat_lore_view(request, chat_id: int):
+    """The book the chat links (SillyTavern's Chat Lore): GET the small form (a fragment the chat page loads with
+    htmx), POST a choice (a name of the person's books, or empty for none). An htmx POST answers the form again;
+    another, a redirect to the chat."""
+    chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id, characters=False)
+    names = selectors.lorebook_names(user=request.user)
+    current = chat_lore(chat)
+    form = ChatLoreForm(request.POST or None, names=names, current=current, initial={"book": current})
+    saved = False
+    if request.method == "POST":
+        if form.is_valid():
+            chat = chat_lore_set(chat=chat, name=form.cleaned_data["book"])
+            saved = True
+            current = chat_lore(chat)
+            form = ChatLoreForm(names=names, current=current, initial={"book": current})
+        if not request.htmx:
+            if saved:
+                messages.success(request, "Changed the chat's lorebook.")
+            else:
+                problem = " ".join(form.errors.get("book", []))
+                messages.error(request, f"The chat's lorebook was not changed: {problem}")
+            return redirect("chats:detail", chat.pk)
+    context = {"chat": chat, "form": form, "saved": saved}
+    status = 400 if request.method == "POST" and not saved else 200
+    return render(request, "lorebooks/partials/chat_lore.html", context, status=status)

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from apps.chats.models import Chat
 from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.generation.models import Generation
@@ -231,3 +232,42 @@ def test_a_person_gets_back_an_edit_a_devices_sync_replaced(browser, live_server
     revisions.get_by_role("button", name="Restore").click()
     page.wait_for_load_state()
     assert LorebookEntry.objects.get(lorebook=stored, uid=0).data["content"] == "The Gull is Hale's ship, edited here."
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_person_links_a_book_to_a_chat_on_its_page(browser, live_server, client, user, llm, width):
+    """The Lorebooks page says a chat uses the book it links: the chat page's Chat panel links it (it took editing
+    the metadata's JSON by hand). What else the metadata holds stays, and the next reply scans the book."""
+    from playwright.sync_api import expect
+
+    from apps.lorebooks.services.books import lorebook_import
+
+    lorebook_import(user=user, name="Harbour", data=WORLD)
+    lorebook_import(user=user, name="Inland", data={"entries": {}})
+    mira = CharacterFactory(user=user, name="Mira")
+    chat = chat_create(user=user, title="Harbour", character_ids=[mira.pk], user_name="Rowan")
+    Chat.objects.filter(pk=chat.pk).update(chat_metadata={"note_prompt": "Rain.", "timedWorldInfo": {"sticky": {}}})
+    page = watched_page(browser, width, live_server, session_cookie(client, user))
+    page.goto(f"{live_server.url}/chats/{chat.pk}/")
+    panel = page.locator("details[data-panel=chat]")
+    if panel.get_attribute("open") is None:
+        panel.locator("summary").click()
+    lore = page.get_by_label("Chat lore")
+    expect(lore).to_have_value("")
+    lore.select_option("Harbour")
+    expect(page.locator(".chat-lore .saved")).to_have_text("Saved.")
+    assert Chat.objects.get(pk=chat.pk).chat_metadata == {
+        "note_prompt": "Rain.", "timedWorldInfo": {"sticky": {}}, "world_info": "Harbour"
+    }  # fmt: skip
+    _fits(page, width)
+    screenshot(page, f"chat-lore-{width}", FOLDER)
+    page.reload()
+    if panel.get_attribute("open") is None:
+        panel.locator("summary").click()
+    expect(page.get_by_label("Chat lore")).to_have_value("Harbour")
+    chat = Chat.objects.get(pk=chat.pk)
+    prepared = generation_prepare(user=user, chat=chat, message="Did the Gull come in?")
+    assert any("The Gull is Hale's ship." in line["content"] for line in prepared.generation.prompt)
+    page.get_by_label("Chat lore").select_option("")
+    expect(page.locator(".chat-lore .saved")).to_have_text("Saved.")
+    assert "world_info" not in Chat.objects.get(pk=chat.pk).chat_metadata
