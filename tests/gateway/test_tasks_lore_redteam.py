@@ -1,9 +1,9 @@
 """Red team of the gateway's front-end tasks (services/request.py `front_end_task`, match.py's TASK_KEY, sync.py's
 plain Synced, complete.py's `_composer`) and of the World Info it places in a front end's prompt
-(apps/generation/services/prompt.py `composing_lore`, `lore_unsent`, `memory_placed`), attacked as a hostile or
-unlucky person would: another person's chats and books, retries, races, streams, hidden messages, whitespace,
-macros, enormous entries and regex keys that backtrack. Each test says what a demanding person expects; a test
-marked xfail shows a fault still there."""
+(apps/generation/services/prompt.py `composing_lore`, `memory_placed`; lore_sent.py `lore_unsent`), attacked as a
+hostile or unlucky person would: another person's chats and books, retries, races, streams, hidden messages,
+whitespace, macros, enormous entries and regex keys that backtrack. Each test says what a demanding person
+expects."""
 
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ from apps.gateway.services.sync import Synced, history_sync
 from apps.generation.models import Generation
 from apps.generation.services.generate import generation_prepare
 from apps.generation.services.lease import generation_lapse, streams_check
-from apps.generation.services.prompt import Composing, Prompt, composing_lore, lore_unsent, memory_placed
+from apps.generation.services.lore_sent import lore_unsent
+from apps.generation.services.prompt import Composing, Prompt, composing_lore, memory_placed
 from apps.generation.services.stream import Event, open_streams, replay_event
 from apps.llm.profiles import connection_context_size
 from apps.llm.tokens import ESTIMATE, Tokenizer, tokenizer_for

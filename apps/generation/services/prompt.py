@@ -16,7 +16,6 @@ the model (`is_system`) are left out; in a group, a line of another character is
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -281,47 +280,6 @@ def prompt_build(
     return Prompt(messages, total, tokenizer.name, tokenizer.exact, budget, info)
 
 
-def _spaced(text: str) -> str:
-    """The words of `text`, each run of whitespace between them one space."""
-    return " ".join(text.split())
-
-
-def lore_unsent(lore: Activation, sent: list[dict[str, str]]) -> tuple[Activation, set[tuple[str, Any]]]:
-    """The activation without the entries another client's prompt already holds word for word, and those entries
-    (book, uid): a front end with World Info of its own (SillyTavern through the gateway) has put in the entries it
-    activated, and the same book imported here would otherwise give them twice. An entry is also held where the
-    front end's system messages say it spaced otherwise (a blank line collapsed, the ends trimmed: its own copy
-    of the book, or its prompt's formatting); its history, a megabyte on a long chat, is searched word for word
-    only."""
-    text = "\n".join(str(line.get("content", "")) for line in sent)
-    system: list[str] = []  # the system messages, spaced as `_spaced` spaces: made when first needed
-
-    def holds(content: str) -> bool:
-        if content in text:
-            return True
-        if not system:
-            system.append(
-                _spaced("\n".join(str(line.get("content", "")) for line in sent if line.get("role") == "system"))
-            )
-        spaced = _spaced(content)
-        return bool(spaced) and spaced in system[0]
-
-    held = {
-        (entry["world"], entry["uid"]) for entry in lore.entries if entry.get("content") and holds(entry["content"])
-    }
-
-    def new(contents: list[str]) -> list[str]:
-        return [content for content in contents if content.strip() and not holds(content)]
-
-    depth = [group | {"entries": new(group["entries"])} for group in lore.depth]
-    unsent = dataclasses.replace(
-        lore, before=new(lore.before), after=new(lore.after), an_top=new(lore.an_top), an_bottom=new(lore.an_bottom),
-        examples=[(where, content) for where, content in lore.examples if new([content])],
-        depth=[group for group in depth if group["entries"]],
-    )  # fmt: skip
-    return unsent, held
-
-
 def memory_placed(
     messages: list[dict[str, str]],
     *,
@@ -334,9 +292,10 @@ def memory_placed(
     """Another client's own prompt with the memory slots placed as `prompt_build` places them: the in-prompt
     slots as system messages after its leading system messages, the in-chat slots in the messages after those at
     their depth and role. What the client wrote is kept as it is, its `{{smartmemory-*}}` macros resolved. `lore`,
-    the World Info the chat activated (`lore_unsent` of it): its entries before and after the character and around
-    the examples as one system message before the slots (the client's card is somewhere in its own system
-    messages), those at a depth and of the author's note at theirs (`metadata`: the chat's, for the note's depth).
+    the World Info the chat activated (lore_sent.py `lore_unsent` of it): its entries before and after the
+    character and around the examples as one system message before the slots (the client's card is somewhere in
+    its own system messages), those at a depth and of the author's note at theirs (`metadata`: the chat's, for the
+    note's depth).
     Answers the messages and the positions of those added (the Prompt page marks them)."""
     active = [slot for slot in slots.values() if slot["enabled"] and slot["text"].strip()]
     # The client's messages as they are (its whole history, each turn), copied only where a macro is resolved.
