@@ -164,6 +164,11 @@ def test_a_kill_9_of_each_child_of_serve_leaves_the_platform_serving_within_10_s
     results = redis.Redis(port=valkey_port, socket_timeout=2)
     took: dict[str, float] = {}
     try:
+        said = lambda: (tmp_path / "serve.log").read_text()  # noqa: E731
+        _wait(lambda: "Lorekeeper is up" in said(), timeout=120, what="'Lorekeeper is up'", serve=serve)
+        # Said once the site answers, not once gunicorn listens (its worker then took 15 s more on a first start).
+        assert _api_status(web_port) is not None, said()
+        assert f"PostgreSQL made in {var / 'pgdata'} and started" in said()
         _wait(lambda: _api_status(web_port) == 401, timeout=120, what="the first answer", serve=serve)
         ping = lambda: _ping(app, results)  # noqa: E731
         _wait(ping, timeout=60, what="the worker's first answer", serve=serve)

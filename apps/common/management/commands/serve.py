@@ -15,12 +15,15 @@ its last user, exits. The data stays in var/ for the next run.
 from __future__ import annotations
 
 import faulthandler
+import http.client
 import os
 import signal
 import socket
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 
 from django.conf import settings
@@ -118,7 +121,10 @@ class Command(BaseCommand):
             env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "false")}
             began = time.monotonic()
             supervisor.add(Process("web", web_command(host or "127.0.0.1", port), env=env))
-            self._report_ready("web (listening)", lambda: _wait_port(int(port), lambda: bool(asked)), began)
+            up = self.style.SUCCESS(f"Lorekeeper is up on http://{addrport}/ — Ctrl-C stops it.")
+            self._report_ready(
+                "web (answering)", lambda: _web_answers(int(port), lambda: bool(asked)), began, then=up
+            )  # fmt: skip
             if not no_worker:
                 # Started again whenever Valkey dies: after losing their broker, a worker sometimes exits and sometimes
                 # hangs reconnecting, which serve could not see. One worker, so no neighbours to sync with at start
@@ -129,7 +135,6 @@ class Command(BaseCommand):
                 beat = [*celery, "beat", "--loglevel=INFO", "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME]
                 supervisor.add(Process("beat", beat, needs=valkey))
                 self._report_ready("worker (embedding model loaded, taking tasks)", _worker_answers, began)
-            self._say(self.style.SUCCESS(f"Lorekeeper is up on http://{addrport}/ — Ctrl-C stops it."))
             while not asked:
                 supervisor.check()
                 time.sleep(0.25)
@@ -146,7 +151,8 @@ class Command(BaseCommand):
             embedded.postgres_start()
         except embedded.EmbeddedServiceError as exc:
             raise CommandError(str(exc)) from exc
-        self._step("database (PostgreSQL " + ("made in var/pgdata and started)" if fresh else "started)"), began)
+        made = f"made in {embedded.pgdata_dir()} and started" if fresh else "started"
+        self._step(f"database (PostgreSQL {made})", began)
         supervisor.add(
             Service("postgres", start=embedded.postgres_start, alive=embedded.postgres_running, pid=_postmaster_pid),
             started=True,
@@ -167,13 +173,16 @@ class Command(BaseCommand):
         self._step("Valkey", began)
         return valkey
 
-    def _report_ready(self, what: str, ready: Callable[[], bool], began: float) -> None:
-        """Say how long `what` took to be ready, from a thread: the platform is up meanwhile."""
+    def _report_ready(self, what: str, ready: Callable[[], bool], began: float, then: str = "") -> None:
+        """Say how long `what` took to be ready (and `then`, once it is), from a thread: serve keeps the platform
+        up meanwhile."""
 
         def wait() -> None:
             try:
                 if ready():
                     self._step(what, began)
+                    if then:
+                        self._say(then)
             except Exception as exc:  # noqa: BLE001 — a report, never a reason to stop serving
                 self._say(f"{what}: not ready after {time.monotonic() - began:.0f} s ({exc}).")
 
@@ -187,10 +196,18 @@ class Command(BaseCommand):
         self.stdout.flush()
 
 
-def _wait_port(port: int, stopping: Callable[[], bool]) -> bool:
+def _web_answers(port: int, stopping: Callable[[], bool]) -> bool:
+    """Whether a web worker answers a request (any status), not only gunicorn's socket listening: its workers take
+    a while more to start (the first start exports the embedding model), and the site is up once one answers."""
     deadline = time.monotonic() + READY_TIMEOUT
-    while not _port_open(port):
-        if stopping() or time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
+    while not stopping() and time.monotonic() < deadline:
+        if _port_open(port):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=5):  # noqa: S310
+                    return True
+            except urllib.error.HTTPError:  # answered, with an error page: up all the same
+                return True
+            except (OSError, http.client.HTTPException):  # not answering yet (reset, timed out)
+                pass
+        time.sleep(0.2)
+    return False
