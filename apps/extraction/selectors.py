@@ -7,18 +7,20 @@ from dataclasses import dataclass, field
 from django.contrib.auth.models import AbstractUser
 from django.db.models import Q, QuerySet
 from django.http import Http404
+from django.utils import timezone
 
 from apps.chats.models import Chat
 from apps.extraction.models import ChatPipeline, ContinuityCheck, ModelTest, PipelineJob, Recap, Scene
 from apps.extraction.services.consent import T3, Estimate, awaits_consent, backlog
 from apps.extraction.services.consent import estimate as consent_estimate
-from apps.extraction.services.jobs import ORDER, PENDING
+from apps.extraction.services.jobs import ORDER, PENDING, config
 from apps.extraction.services.settings import extraction_settings_get
 from apps.llm.models import Connection
 from apps.llm.selectors import background_tokens_since, connection_default, daily_limit, day_start
 from apps.memories.models import Kind, Memory, Status
 
 TIER_LABELS = dict(PipelineJob.Tier.choices)
+RETRYING_SHOWN = 5
 PIPELINE_STATES = [
     "running",
     "queued",
@@ -43,6 +45,9 @@ class PipelineStatus:
     coverage: list[dict]
     pending: int
     failed: list[PipelineJob] = field(default_factory=list)
+    # Jobs whose last try failed, waiting to be tried again: each {"job", "in_seconds", "tries"} (how long until the
+    # next try, how many it has in all), so that a model failing every try shows before the job gives up.
+    retrying: list[dict] = field(default_factory=list)
     jobs: list[PipelineJob] = field(default_factory=list)
     continuity: ContinuityCheck | None = None
     active: bool = False  # a job runs, or one waits that can run (on a paused chat: one asked for by hand)
@@ -74,6 +79,13 @@ def pipeline_status(*, user: AbstractUser, chat: Chat, jobs: int = 10) -> Pipeli
     )
     failed_ids = [pk for pk, state in latest if state == PipelineJob.State.FAILED]
     failed = sorted(PipelineJob.objects.filter(pk__in=failed_ids), key=lambda j: ORDER.index(j.tier))
+    now, tries = timezone.now(), config()["max_attempts"]
+    retrying = [
+        {"job": job, "in_seconds": max(0.0, (job.next_attempt_at - now).total_seconds()), "tries": tries}
+        for job in PipelineJob.objects.filter(
+            chat=chat, state=PipelineJob.State.QUEUED, next_attempt_at__isnull=False, attempts__gt=0
+        ).exclude(error="")[:RETRYING_SHOWN]
+    ]
     settings = extraction_settings_get(user=user)
     connection = connection_default(user_id=user.pk)
     tokens_today = background_tokens_since(user_id=user.pk, since=day_start())
@@ -109,6 +121,7 @@ def pipeline_status(*, user: AbstractUser, chat: Chat, jobs: int = 10) -> Pipeli
         coverage=coverage,
         pending=pending,
         failed=failed,
+        retrying=sorted(retrying, key=lambda item: ORDER.index(item["job"].tier)),
         jobs=recent,
         continuity=ContinuityCheck.objects.filter(chat=chat).order_by("-created_at", "-id").first(),
         active=active and state not in ("off", "no_model", "awaiting_consent", "limit_reached"),

@@ -94,6 +94,18 @@ def test_the_panel_polls_while_a_job_is_queued(web, model, story):
     assert PANEL_POLL not in html(web.get(f"/chats/{story.pk}/pipeline/"))
 
 
+def test_the_panel_says_a_tier_whose_tries_fail_before_it_gives_up(web, model, story):
+    """A model answering what cannot be read: each try failed unseen for minutes, the panel saying "waiting" and
+    "under a minute left" until the fifth try gave up. The last try's error shows while the job waits again."""
+    add_turns(story, 4)
+    model.server.on(lambda prompt: True, "I'd rather tell you a story about the sea.")
+    web.post(f"/chats/{story.pk}/pipeline/run/", {"tier": "continuity"}, **HX)
+    chat_run(chat_id=story.pk)
+    panel = html(web.get(f"/chats/{story.pk}/pipeline/"))
+    tried = '<p class="notice retrying-tier" role="status"><strong>continuity check</strong>: attempt 1 failed:'
+    assert tried in panel and "tried again within a minute, 1 of 5 tries so far)" in panel
+
+
 def test_the_panel_polls_while_a_job_asked_for_by_hand_waits_on_a_paused_pipeline(web, model, story):
     add_turns(story, 4)
     pipeline_pause(chat=story)
