@@ -94,6 +94,24 @@ def _in_view(page, selector: str, *, whole: bool = True) -> bool:
     return True
 
 
+# The words of the elements `selector` finds that a line break cuts in two (a hyphen's break aside).
+BROKEN_WORDS = """(selector) => {
+  const broken = [];
+  for (const cell of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const word of node.data.matchAll(/[^\\s-]+/g)) {
+        const range = document.createRange();
+        range.setStart(node, word.index);
+        range.setEnd(node, word.index + word[0].length);
+        if (range.getClientRects().length > 1) broken.push(word[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+
 # About a minute (a 3,000-message import, a streamed reply, two widths): marked slow to keep make test within its
 # 10 minutes; .ci/run runs it after make test.
 @pytest.mark.slow
@@ -165,5 +183,10 @@ def test_the_conversation_and_what_waits_for_the_person_are_in_view(site, user, 
         phone.keyboard.press("Escape")
         expect(phone.locator("#m2 .menu-items")).to_be_hidden()
         assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+        # The extraction panel's table breaks between words, not inside them ("summari|sed", "message|s").
+        phone.locator(".chat-panel[data-panel=extraction] > summary").click()
+        expect(phone.locator("#pipeline table.coverage")).to_be_visible()
+        assert phone.evaluate(BROKEN_WORDS, "#pipeline table.coverage th, #pipeline table.coverage td") == []
+        screenshot(phone, "extraction-390", FOLDER)
         assert phone.errors == []
     connections.close_all()
