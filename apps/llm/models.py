@@ -19,8 +19,8 @@ class Profile(models.TextChoices):
 
 class Connection(models.Model):
     class Api(models.TextChoices):
-        OPENAI = "openai", "OpenAI-compatible /v1/chat/completions"
-        OLLAMA = "ollama", "Ollama /api/chat"
+        OPENAI = "openai", "OpenAI-compatible (/v1)"
+        OLLAMA = "ollama", "Ollama (/api/chat)"
 
     class ProfileChoice(models.TextChoices):
         AUTO = "auto", "Detect from the connection"
