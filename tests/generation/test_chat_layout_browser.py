@@ -112,6 +112,13 @@ BROKEN_WORDS = """(selector) => {
 }"""
 
 
+# Each message's id, and how far below the top of its name the bottom of its menu's button is, in px.
+MENU_BELOW_NAME = """() => [...document.querySelectorAll('article.message header')].map((header) => [
+    header.closest('article').id,
+    header.querySelector('.message-menu').getBoundingClientRect().bottom
+        - header.querySelector('.name').getBoundingClientRect().top])"""
+
+
 # About a minute (a 3,000-message import, a streamed reply, two widths): marked slow to keep make test within its
 # 10 minutes; .ci/run runs it after make test.
 @pytest.mark.slow
@@ -183,6 +190,13 @@ def test_the_conversation_and_what_waits_for_the_person_are_in_view(site, user, 
         phone.keyboard.press("Escape")
         expect(phone.locator("#m2 .menu-items")).to_be_hidden()
         assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+        # Each message's menu stays on its name's line (a new chat's greeting, its › shown, pushed it onto a line
+        # of its own).
+        for shown in (chat, chat_start(user=user, characters=[mira])):
+            phone.goto(f"{base}/chats/{shown.pk}/")
+            expect(phone.locator("#m0 .message-menu")).to_be_visible()
+            apart = phone.evaluate(MENU_BELOW_NAME)
+            assert apart and all(gap < 50 for _, gap in apart), apart
         # The extraction panel's table breaks between words, not inside them ("summari|sed", "message|s").
         phone.locator(".chat-panel[data-panel=extraction] > summary").click()
         expect(phone.locator("#pipeline table.coverage")).to_be_visible()
