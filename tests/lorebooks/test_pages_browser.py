@@ -29,7 +29,9 @@ WORLD = {"entries": {
     "2": {**SAVED, "uid": 2, "key": ["/storms?/i"], "comment": "Storms", "position": 4, "depth": 1, "role": 0,
           "content": "Storms come from the west, and the bells ring twice."},
     **{str(n): {**SAVED, "uid": n, "key": [f"key{n}"], "comment": f"Entry {n}", "content": f"Lore {n}."}
-       for n in range(3, 60)},
+       for n in range(4, 60)},
+    # A text with no space to break at (a URL, a run of letters): the page no wider than the screen for it.
+    "3": {**SAVED, "uid": 3, "key": ["y" * 120], "comment": "Long", "content": "x" * 300},
 }}  # fmt: skip
 
 
