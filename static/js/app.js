@@ -26,6 +26,9 @@
   document.addEventListener("htmx:load", function (event) {
     localize(event.detail.elt);
   });
+  // Messages the chat page fetches itself (a streamed reply, an edit) are shown as the server wrote them: localized
+  // by that page's code, as htmx's are (they read "2026-11-29 14:23" beside "Nov 29, 2026, 2:23 PM").
+  window.lorekeeperLocalize = localize;
 
   // A write on the chat page (an edit, a delete, a reply): the count of messages in its header follows. The
   // extraction panel listens for the same event itself (hx-trigger), to show the work the write started.

@@ -78,6 +78,7 @@
       else list.insertAdjacentHTML("beforeend", html);
       const article = document.getElementById("m" + index);
       if (article && window.htmx) htmx.process(article);
+      if (article) window.lorekeeperLocalize?.(article);
     }
   }
 

@@ -51,6 +51,7 @@
     if (response.ok && article) {
       article.outerHTML = await response.text();
       htmx.process(document.getElementById("m" + index));
+      window.lorekeeperLocalize?.(document.getElementById("m" + index));
     }
   }
 
