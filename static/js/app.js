@@ -36,6 +36,17 @@
     const count = document.getElementById("message-count");
     const total = event.detail && event.detail.total;
     if (count && typeof total === "number") count.textContent = total + (total === 1 ? " message" : " messages");
+    // "Go to message #" offers the messages there are now, not those there were when the page was opened.
+    const jump = document.getElementById("jump-at");
+    if (jump && typeof total === "number") {
+      if (total > 0) {
+        jump.max = String(total - 1);
+        jump.placeholder = "0–" + (total - 1);
+      } else {
+        jump.removeAttribute("max");
+        jump.removeAttribute("placeholder");
+      }
+    }
   });
 
   // On a phone the site's links fold into a menu (static/css/app.css): the button opens and closes it.

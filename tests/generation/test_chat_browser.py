@@ -102,8 +102,9 @@ def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_ed
         assert BISCUIT in asked and "Mira keeps the lantern." in asked
         expect(page.locator("#m1 details.recall-card")).to_have_count(1)
         expect(page.locator("#composer-text")).to_have_value("")
-        # The new messages' times read as the page's others do.
+        # The new messages' times read as the page's others do, and "Go to message #" offers them.
         sent = [page.locator(f"#m{n} header time").inner_text() for n in (0, 1, 2)]
+        expect(page.locator("#jump-at")).to_have_attribute("placeholder", "0–2")
         page.reload()
         assert [page.locator(f"#m{n} header time").inner_text() for n in (0, 1, 2)] == sent
 
