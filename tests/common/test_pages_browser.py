@@ -22,6 +22,14 @@ def _fits(page, name: str, width: int, *, errors_allowed: int = 0) -> None:
     assert len(page.errors) <= errors_allowed, page.errors
 
 
+# The fields of the page's main form whose label is not above them, or that take less than half the form's width.
+LABELS_ABOVE_FIELDS = """() => [...document.querySelectorAll('main form.stacked input:not([type=hidden])')]
+    .filter((field) => {
+        const label = field.labels[0], form = field.form.getBoundingClientRect(), box = field.getBoundingClientRect();
+        return !label || label.getBoundingClientRect().bottom > box.top + 1 || box.width < form.width / 2;
+    }).map((field) => field.name)"""
+
+
 def test_the_pages_a_newcomer_meets_fit_and_say_what_to_do(browser, live_server):
     for width in WIDTHS:
         page = watched_page(browser, width, live_server)
@@ -31,6 +39,13 @@ def test_the_pages_a_newcomer_meets_fit_and_say_what_to_do(browser, live_server)
         page.goto(f"{live_server.url}/no/such/page/")
         assert page.get_by_role("heading", name="There is nothing here").is_visible()
         _fits(page, "404", width, errors_allowed=1)  # the browser reports the 404 itself in the console
+        # The forms Django lays out (sign-up, sign-in): each label above its field, its help under it (they ran
+        # together on one line, the fields a few letters wide).
+        page.errors.clear()  # the 404's
+        for name in ("signup", "login"):
+            page.goto(f"{live_server.url}/accounts/{name}/")
+            assert page.evaluate(LABELS_ABOVE_FIELDS) == [], name
+            _fits(page, name, width)
         page.context.close()
 
 
