@@ -49,6 +49,33 @@
     }
   });
 
+  // A new API token's Copy button (shown where the browser lets a page write the clipboard: a secure context).
+  function copyButtons(root) {
+    if (!navigator.clipboard) return;
+    root.querySelectorAll("button[data-copy]").forEach(function (button) {
+      button.hidden = false;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    copyButtons(document);
+  });
+  document.addEventListener("htmx:load", function (event) {
+    copyButtons(event.detail.elt);
+  });
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest && event.target.closest("button[data-copy]");
+    if (!button) return;
+    const said = button.parentElement.querySelector(".copied");
+    navigator.clipboard.writeText(button.dataset.copy).then(
+      function () {
+        if (said) said.textContent = "Copied.";
+      },
+      function () {
+        if (said) said.textContent = "Not copied: select the token and copy it.";
+      }
+    );
+  });
+
   // On a phone the site's links fold into a menu (static/css/app.css): the button opens and closes it.
   document.addEventListener("click", function (event) {
     const button = event.target.closest && event.target.closest(".menu-toggle");

@@ -38,5 +38,11 @@ def test_a_person_at_the_most_tokens_is_told_why_and_revokes_one(browser, live_s
     page.get_by_label("Name").fill("SillyTavern on the phone")
     page.get_by_role("button", name="Create token").click()
     page.get_by_test_id("new-token").wait_for()
-    assert page.get_by_test_id("new-token").inner_text().startswith("lk_")
+    made = page.get_by_test_id("new-token").inner_text()
+    assert made.startswith("lk_")
+    # Copy puts it on the clipboard, as a person pastes it into SillyTavern or a front end.
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page.get_by_role("button", name="Copy").click()
+    page.get_by_text("Copied.").wait_for()
+    assert page.evaluate("navigator.clipboard.readText()") == made
     assert not page.errors, page.errors
