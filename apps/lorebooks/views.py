@@ -57,7 +57,9 @@ def lorebook_list(request):
                 kept_as=IMPORT_REPLACED,
             )  # fmt: skip
         except ApplicationError as error:
-            messages.error(request, f"Nothing was imported. {error.message}")
+            taken = error.status == 409  # the name: the checkbox that replaces the book is beside the file
+            hint = " Tick “Replace my book of the same name”, or name this one otherwise." if taken else ""
+            messages.error(request, f"Nothing was imported. {error.message}{hint}")
         else:
             messages.success(request, f"Imported “{book.name}”.")
             return redirect("lorebooks:detail", lorebook_id=book.pk)

@@ -162,3 +162,26 @@ def test_another_users_book_is_a_404_on_every_page(client, other_user, user):
     for path in ("change/", "delete/", "entries/0/delete/"):
         assert client.post(f"/lorebooks/{book.pk}/{path}", {"scope": "global"}).status_code == 404
     assert Lorebook.objects.get(pk=book.pk).scope == "linked" and book.entries.count() == 2
+
+
+def test_a_file_refused_says_what_a_person_can_do_in_words_of_the_page(web, user):
+    """The API's words name fields in backticks; the page shows them as code, not as backticks. A name already
+    taken says where the checkbox that replaces the book is."""
+    upload = io.BytesIO(b"[]")
+    upload.name = "Harbour.json"
+    page = web.post("/lorebooks/", {"file": upload}, follow=True).content.decode()
+    assert "A World Info file is an object with <code>entries</code>." in page and "`entries`" not in page
+    lorebook_import(user=user, name="Harbour", data={"entries": {}})
+    upload = io.BytesIO(b'{"entries": {}}')
+    upload.name = "Harbour.json"
+    page = web.post("/lorebooks/", {"file": upload}, follow=True).content.decode()
+    assert "You already have a lorebook named &#x27;Harbour&#x27;." in page
+    assert "Tick “Replace my book of the same name”, or name this one otherwise." in page
+
+
+def test_a_message_with_markup_in_backticks_is_shown_as_text(web, user):
+    upload = io.BytesIO(b'{"entries": {}}')
+    upload.name = "<b>x`<i>y`.json"
+    lorebook_import(user=user, name=upload.name, data={"entries": {}})
+    page = web.post("/lorebooks/", {"file": upload}, follow=True).content.decode()
+    assert "<b>x" not in page and "<i>y" not in page and "&lt;b&gt;x<code>&lt;i&gt;y</code>" in page
