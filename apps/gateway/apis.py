@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from apps.accounts.authentication import BearerTokenAuthentication
 from apps.common.exceptions import ApplicationError
 from apps.common.handler import ARRIVED, client_left
+from apps.common.parsers import LimitedJSONParser
 from apps.common.views import EventStreamResponse, may_close
 from apps.gateway import selectors
 from apps.gateway.services.complete import (
@@ -72,6 +73,10 @@ def gateway_exception_handler(exc: Exception, context: dict) -> Response | None:
             headers = {"WWW-Authenticate": 'Bearer realm="api"'}
         elif isinstance(exc, drf_exceptions.Throttled):
             headers = {"Retry-After": str(int(exc.wait or 1))}
+        elif isinstance(exc, drf_exceptions.UnsupportedMediaType):  # `curl -d '{…}'` sends a form's type
+            came = getattr(context.get("request"), "content_type", "") or "no type"
+            return _error(415, f"The body is JSON, sent with `Content-Type: application/json` (this one came as "
+                               f"{came}).", param="Content-Type")  # fmt: skip
         else:
             headers = None
         return _error(status, _detail(exc.detail), headers=headers)
@@ -82,6 +87,7 @@ class GatewayApi(APIView):
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [IsAuthenticated]
     renderer_classes = [JSONRenderer]
+    parser_classes = [LimitedJSONParser]  # OpenAI's API reads JSON only: a form's body is not read as one
 
     def get_exception_handler(self):
         return gateway_exception_handler

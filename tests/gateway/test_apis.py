@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from asgiref.sync import async_to_sync
 
@@ -134,15 +136,20 @@ def test_messages_holding_lone_surrogates_are_kept_without_them(client, token, l
     assert chat.messages.count() == 3
 
 
-def test_a_body_that_is_not_json_is_a_415_in_openais_shape(client, token, llm, user):
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_that_is_not_json_is_a_415_in_openais_shape(client, token, llm, user, content_type):
+    """`curl -d '{…}'` without a header sends a form's type: it was read as a form, and answered "`messages` is a
+    non-empty list" about a body that held them."""
     response = client.post(
         "/v1/chat/completions",
-        "model=scripted",
-        content_type="text/plain",
+        json.dumps({"model": "scripted", "messages": [{"role": "user", "content": "Hi"}]}),
+        content_type=content_type,
         headers={"Authorization": f"Bearer {token}"},
     )
     error = response.json()["error"]
-    assert response.status_code == 415 and error["type"] == "invalid_request_error" and error["message"]
+    assert response.status_code == 415 and error["type"] == "invalid_request_error"
+    said = f"`Content-Type: application/json` (this one came as {content_type})"
+    assert error["param"] == "Content-Type" and said in error["message"]
     assert not Chat.objects.filter(user=user).exists()
 
 
