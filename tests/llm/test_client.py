@@ -252,6 +252,8 @@ def test_a_server_that_does_not_listen_fails_with_cannot_connect(user, llm_serve
 
     assert error.message == f"cannot connect to {connection.base_url} (after 4 attempts)"
     assert error.call.attempts == 4
+    # Nothing was spent: no estimated prompt counted against the day's limit for background work.
+    assert (error.call.prompt_tokens, error.call.completion_tokens, error.call.tokens_estimated) == (0, 0, False)
 
 
 @pytest.mark.parametrize(

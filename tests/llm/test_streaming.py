@@ -376,6 +376,7 @@ def test_a_host_that_does_not_listen_fails_with_cannot_connect(user, llm_server,
 
     assert (seen, error.message) == ([], f"cannot connect to {connection.base_url} (after 2 attempts)")
     assert error.call.attempts == 2
+    assert (error.call.prompt_tokens, error.call.tokens_estimated) == (0, False)  # nothing was spent
 
 
 @BOTH_APIS

@@ -43,6 +43,7 @@ class Record:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     error: str = ""
+    reached: bool = True  # False: nothing answered at the model's address, at any attempt (no token was spent)
 
     @property
     def raw(self) -> str:
@@ -93,6 +94,9 @@ def call_save(
         response=text[:RECORD_LIMIT],
         reasoning=reasoning[:RECORD_LIMIT],
     )
+    if not record.reached:  # a wrong address spends nothing: not counted against the day's limit either
+        call.save()
+        return call
     call.tokens_estimated = record.prompt_tokens is None or record.completion_tokens is None
     tokenizer = tokenizer_for(connection) if call.tokens_estimated else None
     call.prompt_tokens = (

@@ -195,6 +195,7 @@ async def _open(
 ) -> tuple[AsyncIterator[list[Chunk]], list[Chunk] | None]:
     """The answer and its first read's chunks (None: it ended at once), after retries while it would not open."""
     attempts = 1 + max(0, retries)
+    unanswered = True  # every attempt so far found nothing answering at the address
     for attempt in range(attempts):
         record.attempts = attempt + 1
         source = _source(session, connection, request, timeout)
@@ -204,7 +205,9 @@ async def _open(
             return source, None
         except Retryable as exc:
             await source.aclose()
+            unanswered = unanswered and isinstance(exc, Unreachable)
             if attempt + 1 == attempts or (request.stream and _waited_for(exc, attempt)):
+                record.reached = not unanswered
                 raise _given_up(exc, request=request, attempts=attempt + 1) from exc
             wait = _backoff(attempt, exc.retry_after)
             if isinstance(exc, Dropped) and attempt == 0:
