@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import warnings
 from importlib import metadata
 from pathlib import Path
 
@@ -89,7 +90,11 @@ def onnx_export(name: str, target: Path) -> None:
 
     model = Pooled(AutoModel.from_pretrained(model_path(name), local_files_only=True).eval())
     sample = torch.ones((2, 8), dtype=torch.int64)
-    with written_whole(target) as temporary, torch.no_grad():
+    # The tracer warns of Python branches it fixes in the graph (the model's shape checks): a first start printed a
+    # screenful of them to a person who can do nothing about them. Its vectors are checked against PyTorch's
+    # (tests/memories/test_embedding_local.py).
+    with written_whole(target) as temporary, torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
         torch.onnx.export(
             model,
             (sample, sample),
