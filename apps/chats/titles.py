@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 FILE_NAME = re.compile(
     r"^(?P<names>.+?) - (?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2}) ?@ ?"
     r"(?P<hour>\d{1,2})h ?(?P<minute>\d{1,2})m ?(?P<second>\d{1,2})s(?: ?\d{1,3} ?ms)?(?:\.jsonl)?"
-    r"(?P<branch> \(branch\))?$"  # a branch Lorekeeper made of such a chat (apps/chats/services/branch.py)
+    r"(?P<branch> \(branch(?: at #\d+)?\))?$"  # a branch Lorekeeper made of such a chat (services/branch.py)
 )
 # A title written when the chat was made (within this of `created_at`, both UTC) is Lorekeeper's own, in UTC.
 STARTED_HERE = timedelta(minutes=2)
@@ -26,7 +26,7 @@ class FileNameTitle:
     names: str
     moment: datetime  # naive: the clock of whoever wrote the file name
     utc: bool  # written by Lorekeeper when it started the chat, so the moment is UTC
-    branch: str = ""  # " (branch)" after the moment, as the title had it
+    branch: str = ""  # " (branch at #12)" after the moment, as the title had it
 
     @property
     def shown(self) -> str:

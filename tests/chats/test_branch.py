@@ -17,7 +17,7 @@ def test_a_branch_holds_the_messages_up_to_the_index_exactly(user, chat):
     branch = chat_branch(chat=chat, index=1)
     header, *messages = exported(branch)
     assert messages == before[1:3]
-    assert branch.title == "Seraphina (branch)" and branch.message_count == 2
+    assert branch.title == "Seraphina (branch at #1)" and branch.message_count == 2
     assert list(branch.characters.all()) == list(chat.characters.all())
     metadata = {key: value for key, value in header["chat_metadata"].items() if key not in ("integrity", "main_chat")}
     assert metadata == {k: v for k, v in before[0]["chat_metadata"].items() if k != "integrity"}

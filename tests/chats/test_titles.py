@@ -23,7 +23,8 @@ FILE_NAME = "Mira - 2026-11-23@14h49m06s448ms"
         ("Mira - 2026-5-1@09h03m07s042ms", "Mira, 1 May 2026, 09:03"),  # as Lorekeeper starts one: unpadded
         ("Mira - 2023-05-06 @14h 49m 06s 448ms", "Mira, 6 May 2023, 14:49"),  # SillyTavern before 1.10
         ("Mira - 2026-11-23@14h49m06s", "Mira, 23 Nov 2026, 14:49"),  # no milliseconds
-        (f"{FILE_NAME} (branch)", "Mira, 23 Nov 2026, 14:49 (branch)"),  # a branch Lorekeeper made of one
+        (f"{FILE_NAME} (branch)", "Mira, 23 Nov 2026, 14:49 (branch)"),  # a branch Lorekeeper made of one, before
+        (f"{FILE_NAME} (branch at #12)", "Mira, 23 Nov 2026, 14:49 (branch at #12)"),  # and since
         ("Branch #12 - Mira - 2026-11-23@14h49m06s448ms.jsonl", "Branch #12 - Mira, 23 Nov 2026, 14:49"),
         ("Mira, Bram - 2026-11-23@14h49m06s448ms", "Mira, Bram, 23 Nov 2026, 14:49"),
         ("Mira - 2026-13-40@14h49m06s448ms", "Mira - 2026-13-40@14h49m06s448ms"),  # no such day: as it is
@@ -64,7 +65,7 @@ def test_a_branch_of_a_chat_lorekeeper_started_shows_its_moment_and_that_it_is_a
     moment = file_name_title(chat.title).moment.replace(tzinfo=UTC)
     html = web.get("/chats/").content.decode()
     assert f'{character.name}, <time datetime="{moment.isoformat()}" data-local="title"' in html
-    assert " UTC</time> (branch)</a>" in html and chat.title not in html.replace(f'title="{chat.title}"', "")
+    assert " UTC</time> (branch at #0)</a>" in html and chat.title not in html.replace(f'title="{chat.title}"', "")
 
 
 def test_a_chat_lorekeeper_started_shows_its_moment_in_the_readers_zone(web, user, character):

@@ -18,7 +18,7 @@ from apps.chats.services.chats import (
 )
 from apps.common.exceptions import ApplicationError
 
-BRANCH_SUFFIX = " (branch)"
+BRANCH_SUFFIX = " (branch at #{index})"  # which message it branched at: a chat's branches are told apart
 
 
 @transaction.atomic
@@ -37,9 +37,10 @@ def chat_branch(*, chat: Chat, index: int) -> Chat:
         )
     metadata = dict(source.chat_metadata) if isinstance(source.chat_metadata, dict) else {}
     metadata.update(main_chat=source.title, integrity=str(uuid.uuid4()))
+    suffix = BRANCH_SUFFIX.format(index=index)
     branch = chat_create(
         user=source.user,
-        title=source.title[: 300 - len(BRANCH_SUFFIX)] + BRANCH_SUFFIX,
+        title=source.title[: 300 - len(suffix)] + suffix,
         character_ids=[character.pk for character in chat_characters_in_order(chat=source)],
         user_name=source.user_name,
         character_name=source.character_name,
