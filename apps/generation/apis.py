@@ -34,8 +34,9 @@ EVENT_STATUS = {"done": 200, "conflict": 409, "error": 502}
 
 class GenerateInputSerializer(StorableInputSerializer):
     message = serializers.CharField(
-        required=False, allow_blank=True, max_length=100_000, help_text="The person's message (mode `new`)."
-    )
+        required=False, allow_blank=True, max_length=100_000, help_text="The person's message (mode `new`).",
+        error_messages={"max_length": "A message holds at most {max_length} characters: send it in parts."},
+    )  # fmt: skip
     mode = serializers.ChoiceField(
         Generation.Mode.choices,
         default=Generation.Mode.NEW,

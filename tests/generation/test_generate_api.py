@@ -231,6 +231,9 @@ def test_bad_requests_are_refused_naming_the_field_and_change_nothing(api, story
     )  # fmt: skip
     assert stale.status_code == 409
     assert generate(other_api, story, message="x").status_code == 404
+    long = generate(api, story, message="x" * 200_000)  # pasted: it says what to do, not "Ensure this field…"
+    said = ["A message holds at most 100000 characters: send it in parts."]
+    assert long.status_code == 400 and long.json()["message"] == said
     assert Chat.objects.get(pk=story.pk).message_count == 2  # the one append above, nothing else
 
 
