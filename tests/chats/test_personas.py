@@ -152,3 +152,12 @@ def test_a_chats_persona_is_changed_on_the_chat(web, user, mira_chat):
     assert Chat.objects.get(pk=mira_chat.pk).persona == ash
     assert web.post(f"/chats/{mira_chat.pk}/persona/", {"persona": ""}).status_code == 302
     assert Chat.objects.get(pk=mira_chat.pk).persona is None
+
+
+def test_the_personas_page_says_which_lorebook_each_links(web, user):
+    """A persona's Lorebook field takes any name (SillyTavern's persona may link a book not imported yet): the list
+    says which it links, so a name mistyped shows."""
+    persona_create(user=user, name="Wren", description="", lorebook="No Such Book")
+    persona_create(user=user, name="Ash", description="")
+    page = web.get("/personas/").content.decode()
+    assert page.count('class="meta persona-lorebook"') == 1 and "Lorebook: “No Such Book”" in page
