@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET
 from apps.chats import selectors as chat_selectors
 from apps.generation import selectors
 from apps.llm.models import Connection
-from apps.llm.selectors import connection_list
+from apps.llm.selectors import connection_for_replies, connection_list
 
 
 @login_required
@@ -21,17 +21,17 @@ def composer(request, chat_id: int):
     context = {
         "chat": chat,
         "connections": connections,
-        "chosen": _chosen(connections, selectors.connection_last_used(user=request.user, chat=chat)),
+        "chosen": _chosen(request.user, connections, selectors.connection_last_used(user=request.user, chat=chat)),
         "characters": chat_selectors.chat_characters_in_order(chat=chat),
     }
     return render(request, "generation/partials/composer.html", context)
 
 
-def _chosen(connections: list[Connection], last: int | None) -> Connection | None:
+def _chosen(user, connections: list[Connection], last: int | None) -> Connection | None:
     """The model the composer offers first: the one the chat's last reply was asked of (a choice under Options
-    stays across reloads and devices), else the one replies use when none is named (connection_for_replies)."""
+    stays across reloads and devices), else the one replies use when none is named."""
     used = next((c for c in connections if c.pk == last), None)
-    return used or min(connections, key=lambda c: (not c.is_default, c.created_at, c.pk), default=None)
+    return used or (connection_for_replies(user_id=user.pk) if connections else None)
 
 
 @login_required
