@@ -75,7 +75,7 @@ def gateway_exception_handler(exc: Exception, context: dict) -> Response | None:
             headers = {"Retry-After": str(int(exc.wait or 1))}
         elif isinstance(exc, drf_exceptions.UnsupportedMediaType):  # `curl -d '{…}'` sends a form's type
             came = getattr(context.get("request"), "content_type", "") or "no type"
-            return _error(415, f"The body is JSON, sent with `Content-Type: application/json` (this one came as "
+            return _error(415, f"Send the body as JSON, with `Content-Type: application/json` (this one came as "
                                f"{came}).", param="Content-Type")  # fmt: skip
         else:
             headers = None

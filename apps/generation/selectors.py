@@ -38,7 +38,7 @@ def generation_for_message(*, user: AbstractUser, chat: Chat, index: int) -> Gen
 
 
 def connection_last_used(*, user: AbstractUser, chat: Chat) -> int | None:
-    """The connection the chat's latest reply was asked of (None: none yet, or it was deleted since)."""
+    """The connection of the chat's latest reply asked of one that still exists (None: no such reply)."""
     return (
         Generation.objects.filter(user=user, chat=chat, connection__isnull=False)
         .order_by("-pk")
