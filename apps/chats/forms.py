@@ -186,3 +186,7 @@ class ChatPersonaForm(forms.Form):
     def __init__(self, *args, personas=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["persona"].choices = [("", "None (the chat's own user name)"), *_persona_choices(personas)]
+
+
+class ChatReplyOrderForm(forms.Form):
+    reply_order = forms.ChoiceField(choices=ReplyOrder.choices, label="Who replies")

@@ -19,6 +19,7 @@ urlpatterns = [
     path("chats/<int:chat_id>/delete/", chats.chat_delete_view, name="delete"),
     path("chats/<int:chat_id>/branch/", start.chat_branch_view, name="branch"),
     path("chats/<int:chat_id>/persona/", start.chat_persona, name="chat-persona"),
+    path("chats/<int:chat_id>/reply-order/", start.chat_reply_order, name="chat-reply-order"),
     path(
         "chats/<int:chat_id>/revisions/<int:revision_id>/restore/",
         chats.chat_revision_restore_view,

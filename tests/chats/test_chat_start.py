@@ -224,3 +224,23 @@ def test_the_reply_order_is_changed_through_the_chat_api(api, user, seraphina, c
     assert Chat.objects.get(pk=chat.pk).reply_order == "natural"
     response = api.patch(url, {"reply_order": "manual"}, format="json", HTTP_IF_MATCH=f'"{chat.integrity}"')
     assert response.status_code == 200 and response.json()["reply_order"] == "manual"
+
+
+def test_a_groups_reply_order_is_changed_on_its_page(web, client, user, other_user, seraphina, character):
+    """It was set only when the group was started; the chat panel changes it (a group's only: one character needs
+    no order). A choice there is not is a 400 naming the field; another person's chat is a 404."""
+    group = chat_start(user=user, characters=[seraphina, character], reply_order="natural")
+    alone = chat_start(user=user, characters=[character])
+    assert f"/chats/{group.pk}/reply-order/" in web.get(f"/chats/{group.pk}/").content.decode()
+    assert "/reply-order/" not in web.get(f"/chats/{alone.pk}/").content.decode()
+    fragment = web.get(f"/chats/{group.pk}/reply-order/").content.decode()
+    assert '<option value="natural" selected>' in fragment and "<html" not in fragment
+    response = web.post(f"/chats/{group.pk}/reply-order/", {"reply_order": "manual"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and "Saved" in response.content.decode()
+    assert Chat.objects.get(pk=group.pk).reply_order == "manual"
+    refused = web.post(f"/chats/{group.pk}/reply-order/", {"reply_order": "shuffle"}, HTTP_HX_REQUEST="true")
+    assert refused.status_code == 400 and 'class="field-error"' in refused.content.decode()
+    assert Chat.objects.get(pk=group.pk).reply_order == "manual"
+    client.force_login(other_user)
+    assert client.post(f"/chats/{group.pk}/reply-order/", {"reply_order": "natural"}).status_code == 404
+    assert Chat.objects.get(pk=group.pk).reply_order == "manual"

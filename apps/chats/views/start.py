@@ -1,5 +1,5 @@
 """Starting a chat from the pages (with a character, or a group from the characters list), branching one at a
-message, and changing a chat's persona."""
+message, and changing a chat's persona and a group's reply order."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -9,7 +9,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chats import selectors
-from apps.chats.forms import BranchForm, ChatPersonaForm, ChatStartForm
+from apps.chats.forms import BranchForm, ChatPersonaForm, ChatReplyOrderForm, ChatStartForm
 from apps.chats.services.branch import chat_branch
 from apps.chats.services.chats import chat_update
 from apps.chats.services.start import chat_start
@@ -115,3 +115,27 @@ def chat_persona(request, chat_id: int):
     context = {"chat": chat, "form": form, "saved": saved}
     status = 400 if request.method == "POST" and not saved else 200
     return render(request, "chats/partials/chat_persona.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def chat_reply_order(request, chat_id: int):
+    """A group chat's reply order, as chat_persona changes the persona: GET the small form (the chat page loads it
+    for a group), POST a choice. It was set only when the group was started."""
+    chat = selectors.chat_get(user=request.user, chat_id=chat_id)
+    form = ChatReplyOrderForm(request.POST or None, initial={"reply_order": chat.reply_order})
+    saved = False
+    if request.method == "POST":
+        if form.is_valid():
+            chat = chat_update(chat=chat, data={"reply_order": form.cleaned_data["reply_order"]})
+            saved = True
+        if not request.htmx:
+            if saved:
+                messages.success(request, "Changed who replies in this chat.")
+            else:
+                messages.error(request, f"Who replies was not changed: {_form_problem(form)}.")
+            return redirect("chats:detail", chat.pk)
+        form = ChatReplyOrderForm(initial={"reply_order": chat.reply_order}) if saved else form
+    context = {"chat": chat, "form": form, "saved": saved}
+    status = 400 if request.method == "POST" and not saved else 200
+    return render(request, "chats/partials/chat_reply_order.html", context, status=status)
