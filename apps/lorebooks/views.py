@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -17,6 +18,7 @@ from apps.accounts.services import SettingsConflict, settings_document_get
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
 from apps.common.ids import id_from
+from apps.common.panels import panel_form
 from apps.lorebooks import selectors
 from apps.lorebooks.forms import ChatLoreForm, EntryForm, LoreSettingsForm
 from apps.lorebooks.models import Lorebook
@@ -248,21 +250,14 @@ def chat_lore_view(request, chat_id: int):
     chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id, characters=False)
     names = selectors.lorebook_names(user=request.user)
     current = chat_lore(chat)
-    form = ChatLoreForm(request.POST or None, names=names, current=current, initial={"book": current})
-    saved = False
-    if request.method == "POST":
-        if form.is_valid():
-            chat = chat_lore_set(chat=chat, name=form.cleaned_data["book"])
-            saved = True
-            current = chat_lore(chat)
-            form = ChatLoreForm(names=names, current=current, initial={"book": current})
-        if not request.htmx:
-            if saved:
-                messages.success(request, "Changed the chat's lorebook.")
-            else:
-                problem = " ".join(form.errors.get("book", []))
-                messages.error(request, f"The chat's lorebook was not changed: {problem}")
-            return redirect("chats:detail", chat.pk)
-    context = {"chat": chat, "form": form, "saved": saved}
-    status = 400 if request.method == "POST" and not saved else 200
-    return render(request, "lorebooks/partials/chat_lore.html", context, status=status)
+    return panel_form(
+        request,
+        form=ChatLoreForm(request.POST or None, names=names, current=current, initial={"book": current}),
+        save=lambda data: chat_lore_set(chat=chat, name=data["book"]),
+        fresh=lambda saved: ChatLoreForm(names=names, current=chat_lore(saved), initial={"book": chat_lore(saved)}),
+        template="lorebooks/partials/chat_lore.html",
+        context={"chat": chat},
+        done="Changed the chat's lorebook.",
+        failed="The chat's lorebook was not changed",
+        back=reverse("chats:detail", args=[chat.pk]),
+    )

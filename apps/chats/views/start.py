@@ -3,7 +3,7 @@ message, and changing a chat's persona and a group's reply order."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -15,20 +15,17 @@ from apps.chats.services.chats import chat_update
 from apps.chats.services.start import chat_start
 from apps.common.exceptions import ApplicationError
 from apps.common.ids import id_from
+from apps.common.panels import form_problem, panel_form
 
 
 def _to(request, url: str):
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-def _form_problem(form) -> str:
-    return "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
-
-
 def _start(request, form: ChatStartForm, character_ids: list[int], back: str):
     """Start the chat the valid form asks for and go to it; else back, saying why."""
     if not form.is_valid():
-        messages.error(request, f"The chat was not started: {_form_problem(form)}.")
+        messages.error(request, f"The chat was not started: {form_problem(form)}.")
         return _to(request, back)
     data = form.cleaned_data
     characters = selectors.characters_get(user=request.user, character_ids=character_ids)
@@ -80,7 +77,7 @@ def chat_branch_view(request, chat_id: int):
     form = BranchForm(request.POST)
     back = reverse("chats:detail", args=[chat.pk])
     if not form.is_valid():
-        messages.error(request, f"No branch made: {_form_problem(form)}.")
+        messages.error(request, f"No branch made: {form_problem(form)}.")
         return _to(request, back)
     try:
         branch = chat_branch(chat=chat, index=form.cleaned_data["index"])
@@ -98,23 +95,17 @@ def chat_persona(request, chat_id: int):
     persona id, or empty for none). An htmx POST answers the form again; another, a redirect to the chat."""
     chat = selectors.chat_get(user=request.user, chat_id=chat_id)
     personas = list(selectors.persona_list(user=request.user))
-    form = ChatPersonaForm(request.POST or None, personas=personas, initial={"persona": chat.persona_id or ""})
-    saved = False
-    if request.method == "POST":
-        if form.is_valid():
-            chosen = form.cleaned_data["persona"]
-            chat = chat_update(chat=chat, data={"persona": int(chosen) if chosen else None})
-            saved = True
-        if not request.htmx:
-            if saved:
-                messages.success(request, "Changed the chat's persona.")
-            else:
-                messages.error(request, f"The persona was not changed: {_form_problem(form)}.")
-            return redirect("chats:detail", chat.pk)
-        form = ChatPersonaForm(personas=personas, initial={"persona": chat.persona_id or ""}) if saved else form
-    context = {"chat": chat, "form": form, "saved": saved}
-    status = 400 if request.method == "POST" and not saved else 200
-    return render(request, "chats/partials/chat_persona.html", context, status=status)
+    return panel_form(
+        request,
+        form=ChatPersonaForm(request.POST or None, personas=personas, initial={"persona": chat.persona_id or ""}),
+        save=lambda data: chat_update(chat=chat, data={"persona": int(data["persona"]) if data["persona"] else None}),
+        fresh=lambda saved: ChatPersonaForm(personas=personas, initial={"persona": saved.persona_id or ""}),
+        template="chats/partials/chat_persona.html",
+        context={"chat": chat},
+        done="Changed the chat's persona.",
+        failed="The persona was not changed",
+        back=reverse("chats:detail", args=[chat.pk]),
+    )
 
 
 @login_required
@@ -123,19 +114,14 @@ def chat_reply_order(request, chat_id: int):
     """A group chat's reply order, as chat_persona changes the persona: GET the small form (the chat page loads it
     for a group), POST a choice. It was set only when the group was started."""
     chat = selectors.chat_get(user=request.user, chat_id=chat_id)
-    form = ChatReplyOrderForm(request.POST or None, initial={"reply_order": chat.reply_order})
-    saved = False
-    if request.method == "POST":
-        if form.is_valid():
-            chat = chat_update(chat=chat, data={"reply_order": form.cleaned_data["reply_order"]})
-            saved = True
-        if not request.htmx:
-            if saved:
-                messages.success(request, "Changed who replies in this chat.")
-            else:
-                messages.error(request, f"Who replies was not changed: {_form_problem(form)}.")
-            return redirect("chats:detail", chat.pk)
-        form = ChatReplyOrderForm(initial={"reply_order": chat.reply_order}) if saved else form
-    context = {"chat": chat, "form": form, "saved": saved}
-    status = 400 if request.method == "POST" and not saved else 200
-    return render(request, "chats/partials/chat_reply_order.html", context, status=status)
+    return panel_form(
+        request,
+        form=ChatReplyOrderForm(request.POST or None, initial={"reply_order": chat.reply_order}),
+        save=lambda data: chat_update(chat=chat, data={"reply_order": data["reply_order"]}),
+        fresh=lambda saved: ChatReplyOrderForm(initial={"reply_order": saved.reply_order}),
+        template="chats/partials/chat_reply_order.html",
+        context={"chat": chat},
+        done="Changed who replies in this chat.",
+        failed="Who replies was not changed",
+        back=reverse("chats:detail", args=[chat.pk]),
+    )
