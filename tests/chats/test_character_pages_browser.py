@@ -62,6 +62,15 @@ def test_pages_fit_a_phone_and_start_chats(phone, live_server, user):
     phone.wait_for_url(f"{live_server.url}/chats/*/")
     group = Chat.objects.get(user=user, reply_order="manual")
     assert chat_characters_in_order(chat=group) == [bram, seraphina] and group.persona == ash
+    # The order is changed afterwards in the group's chat panel, as a person picks it there.
+    phone.click("details[data-panel=chat] > summary")
+    phone.locator(".chat-reply-order select[name=reply_order]").select_option("natural")
+    phone.locator(".chat-reply-order .saved").wait_for()
+    assert Chat.objects.get(pk=group.pk).reply_order == "natural"
+    fits(phone, "group-chat-panel")
+    phone.set_viewport_size({"width": 1280, "height": 900})
+    screenshot(phone, "group-chat-panel-1280")
+    phone.set_viewport_size({"width": WIDTH, "height": 844})
 
     phone.goto(f"{live_server.url}/characters/{seraphina.pk}/")
     fits(phone, "character")
