@@ -113,10 +113,13 @@ BROKEN_WORDS = """(selector) => {
 
 
 # Each message's id, and how far below the top of its name the bottom of its menu's button is, in px.
-MENU_BELOW_NAME = """() => [...document.querySelectorAll('article.message header')].map((header) => [
-    header.closest('article').id,
-    header.querySelector('.message-menu').getBoundingClientRect().bottom
-        - header.querySelector('.name').getBoundingClientRect().top])"""
+# How far below its name's box each message's menu, and a lone › shown, begin: on the name's line it is below 0.
+BELOW_NAME = """() => [...document.querySelectorAll(
+        'article.message header .message-menu, article.message header .swipe-nav.single')]
+    .filter((node) => node.offsetParent !== null)
+    .map((node) => [node.closest('article').id + ' ' + node.className,
+                    node.getBoundingClientRect().top
+                        - node.closest('header').querySelector('.name').getBoundingClientRect().bottom])"""
 
 
 # About a minute (a 3,000-message import, a streamed reply, two widths): marked slow to keep make test within its
@@ -191,12 +194,18 @@ def test_the_conversation_and_what_waits_for_the_person_are_in_view(site, user, 
         expect(phone.locator("#m2 .menu-items")).to_be_hidden()
         assert phone.evaluate("document.documentElement.scrollWidth") <= 390
         # Each message's menu stays on its name's line (a new chat's greeting, its › shown, pushed it onto a line
-        # of its own).
-        for shown in (chat, chat_start(user=user, characters=[mira])):
+        # of its own; so did a long name, or a name and a date that filled the line). A greeting's lone › stays
+        # on that line too.
+        long_named = CharacterFactory(
+            user=user, name="Captain Evangeline Harrowgate of the Northern Reach", first_mes="Well met, {{user}}."
+        )
+        shown_chats = (chat, chat_start(user=user, characters=[mira]), chat_start(user=user, characters=[long_named]))
+        for n, shown in enumerate(shown_chats):
             phone.goto(f"{base}/chats/{shown.pk}/")
             expect(phone.locator("#m0 .message-menu")).to_be_visible()
-            apart = phone.evaluate(MENU_BELOW_NAME)
-            assert apart and all(gap < 50 for _, gap in apart), apart
+            below = phone.evaluate(BELOW_NAME)
+            assert below and all(gap < 0 for _, gap in below), below
+            screenshot(phone, f"names-390-{n}", FOLDER)
         # The extraction panel's table breaks between words, not inside them ("summari|sed", "message|s").
         phone.locator(".chat-panel[data-panel=extraction] > summary").click()
         expect(phone.locator("#pipeline table.coverage")).to_be_visible()
