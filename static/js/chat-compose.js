@@ -104,28 +104,47 @@
     document.body.dispatchEvent(new CustomEvent("lorekeeper:written", { bubbles: true, detail: { total } }));
   }
 
-  function streamingArticle(mode) {
+  // `name`: who the server said replies (the `context` event). A continuation streams into a block of its own after
+  // the message's text, which keeps its formatting; the stored message replaces both once it ends.
+  function streamingArticle(mode, name) {
     if (mode === "swipe" || mode === "continue") {
       const last = document.getElementById("m" + (Number(list.dataset.total) - 1));
       const text = last?.querySelector(".text");
       if (!text) return null;
       last.classList.add("streaming");
-      if (mode === "swipe") text.textContent = "";
-      return { article: last, text, base: mode === "continue" ? text.textContent : "", writer: smoothWriter(text) };
+      let target = text;
+      if (mode === "continue") {
+        target = document.createElement("div");
+        target.className = "continuation";
+        text.append(target);
+      } else {
+        text.textContent = "";
+      }
+      return { article: last, text, writer: smoothWriter(target) };
     }
     const article = document.createElement("article");
     article.className = "message " + (mode === "impersonate" ? "user" : "char") + " streaming";
     article.innerHTML = '<header><span class="name"></span><span class="meta">writing…</span></header><div class="text"></div>';
-    article.querySelector(".name").textContent = mode === "impersonate" ? "Draft" : "…";
+    article.querySelector(".name").textContent = mode === "impersonate" ? "Draft" : name || "…";
     list.append(article);
     follow();
     const text = article.querySelector(".text");
-    return { article, text, base: "", writer: smoothWriter(text) };
+    return { article, text, writer: smoothWriter(text) };
+  }
+
+  // The reply as it streams reads as it will once stored: Markdown (*actions*, **bold**, paragraphs) rendered by
+  // markdown-it, the library whose Python port renders stored messages (apps/chats/templatetags/chat_text.py). Raw
+  // HTML is shown as text until then (html: false): the server's renderer cleans it, this one never inserts it.
+  const markdown = window.markdownit ? window.markdownit("commonmark", { html: false, breaks: true }) : null;
+  function render(node, text) {
+    if (markdown) node.innerHTML = markdown.render(text);
+    else node.textContent = text;
   }
 
   // Shows a stream's text a few characters a frame, so that it reads as written rather than in the pieces the server
   // sends (one every 100 ms, up to 400 ms on a busy server): what arrived is shown within the gap between pieces.
   function smoothWriter(node) {
+    let shown = "";
     let pending = "";
     let gap = 100; // ms between the last two pieces
     let lastPiece = 0;
@@ -134,8 +153,9 @@
       const elapsed = lastFrame ? now - lastFrame : 16;
       lastFrame = now;
       const count = Math.max(1, Math.ceil(pending.length * Math.min(1, elapsed / gap)));
-      node.textContent += pending.slice(0, count);
+      shown += pending.slice(0, count);
       pending = pending.slice(count);
+      render(node, shown);
       follow();
       if (pending) requestAnimationFrame(frame);
       else lastFrame = 0;
@@ -149,8 +169,9 @@
         pending += text;
       },
       flush() {
-        node.textContent += pending;
+        shown += pending;
         pending = "";
+        render(node, shown);
       },
     };
   }
@@ -265,7 +286,7 @@
             follow();
           }
           say("Writing…");
-          shown = streamingArticle(mode);
+          shown = streamingArticle(mode, data.name);
         } else if (name === "delta" && shown) {
           shown.writer.push(data.text);
         } else if (name === "done" || name === "error" || name === "conflict") {

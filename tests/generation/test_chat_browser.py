@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 PASSWORD = "correct horse battery"  # the `user` fixture's
 BISCUIT = "Biscuit the lurcher sleeps under the lighthouse stairs."
 LONG = " ".join(f"wave{i}" for i in range(80))
+SEA = "*Mira looks out at the water.*\n\n" + LONG  # Markdown, as roleplay replies are
 
 
 @pytest.fixture
@@ -50,7 +51,7 @@ def site(monkeypatch, user, llm_server, broker):
         user=user, name="scripted", base_url=llm_server.url, model="scripted-model", api_key="sk-" + "x" * 20
     )
     llm_server.on("Where does Biscuit sleep", "Under the stairs, where it is warm.")
-    llm_server.on("Tell me about the sea", Reply(LONG, tokens_per_second=15))
+    llm_server.on("Tell me about the sea", Reply(SEA, tokens_per_second=15))
     with gunicorn(broker=broker, workers=1, asgi=True, pages=True, LOREKEEPER_PROVIDER_PRIVATE_HOSTS="true") as url:
         # localhost, not 127.0.0.1: the production settings' Secure cookies are kept for it over plain HTTP.
         yield url.replace("127.0.0.1", "localhost"), mira
@@ -112,16 +113,20 @@ def test_a_story_is_written_streamed_stopped_regenerated_swiped_continued_and_ed
         send(page, "Tell me about the sea.")
         streaming = page.locator("article.message.streaming .text")
         expect(streaming).to_contain_text("wave5")
+        # As it streams, the reply reads as it will once stored: its speaker named, its Markdown rendered.
+        expect(page.locator("article.message.streaming .name")).to_have_text("Mira")
+        expect(streaming.locator("em")).to_have_text("Mira looks out at the water.")
+        expect(streaming).not_to_contain_text("*")
         # The server's only worker is streaming that reply: it answers another request meanwhile (ASGI).
         token = api_token_create(user=user, name="meanwhile")[1]
         meanwhile = httpx.get(f"{base}/api/v1/chats/", headers={"Authorization": f"Bearer {token}"}, timeout=10)
         assert meanwhile.status_code == 200 and meanwhile.json()["results"][0]["id"] == chat.pk
-        expect(streaming).not_to_contain_text(LONG)  # still streaming when that answer came
+        expect(streaming).not_to_contain_text("wave79")  # still streaming when that answer came
         page.locator("#composer .stop").click()
         expect(page.locator("#m4 .reply-state")).to_have_text("stopped")
         expect(page.locator("article.message:not([id])")).to_have_count(0)  # the stream's own article gave way to #m4
         stopped = Message.objects.get(chat=chat, index=4)
-        assert stopped.mes.startswith("wave0 wave1") and stopped.mes != LONG
+        assert stopped.mes.startswith("*Mira looks out at the water.*\n\nwave0 wave1") and stopped.mes != SEA
 
         # Regenerate: a second swipe of the reply; then back to the first.
         llm_server.on("Tell me about the sea", "The sea is grey tonight.")

@@ -141,6 +141,7 @@ async def generation_events(generation: Generation) -> AsyncIterator[Event]:
         "context",
         {
             "generation": str(generation.uid),
+            "name": generation.character_name,
             "prompt_tokens": generation.prompt_tokens,
             "recall": generation.prompt_info.get("recall"),
             "integrity": str(generation.chat.integrity),
