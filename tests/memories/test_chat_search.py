@@ -76,3 +76,15 @@ def test_with_embeddings_off_a_neighbouring_hit_is_not_labelled_meaning(web, use
     assert f'href="/chats/{indexed_chat.pk}/?at=3">#3</a>' in hits  # the turn after: by the neighbour spread
     assert "match-next-to-a-match" in hits and "meaning" not in hits
     assert scripted.requests == []  # no vector made: nothing can have been found by meaning
+
+
+def test_a_hit_shows_its_message_as_the_chat_does_markdown_rendered_and_html_cleaned(
+    web, user, scripted, django_capture_on_commit_callbacks
+):
+    text = '*Corvin bows low.* "The **tower** is yours." <script>alert(1)</script>'
+    with django_capture_on_commit_callbacks(execute=True):
+        chat = chat_import(user=user, stream=jsonl(("Mira", text)), title="Bow")
+    body = web.get(search_url(chat), {"q": "Corvin tower"}, **HX).content.decode()
+    hits = body[body.index('<ol class="plain search-hits">') :]
+    assert "<em>Corvin bows low.</em>" in hits and "<strong>tower</strong>" in hits
+    assert "*Corvin" not in hits and "<script>" not in hits
