@@ -13,6 +13,7 @@ from apps.accounts.models import ApiToken
 from apps.accounts.selectors import api_token_list, api_tokens_revoked_count
 from apps.accounts.services import api_token_create, api_token_revoke, user_signup
 from apps.common.exceptions import ApplicationError
+from apps.common.forms import posted
 
 
 @require_http_methods(["GET", "POST"])
@@ -21,7 +22,7 @@ def signup(request):
         raise Http404("Sign-up is closed on this server.")
     if request.user.is_authenticated:
         return redirect("chats:home")
-    form = SignupForm(request.POST or None)
+    form = SignupForm(posted(request))
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         user = user_signup(username=data["username"], email=data["email"], password=data["password1"])
@@ -34,7 +35,7 @@ def signup(request):
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
 def token_list(request):
-    form = ApiTokenForm(request.POST or None)
+    form = ApiTokenForm(posted(request))
     new_token = None
     if request.method == "POST" and form.is_valid():
         try:

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.common.charts import day_chart
 from apps.common.exceptions import ApplicationError
+from apps.common.forms import posted
 from apps.common.ids import id_from
 from apps.llm import selectors
 from apps.llm.forms import ConnectionForm, SamplerForm
@@ -45,7 +46,7 @@ def _replies(user) -> int | None:
 @require_http_methods(["GET", "POST"])
 def connection_list(request):
     initial = {"api": "openai", "profile": "auto", "reply_tokens": REPLY_TOKENS_DEFAULT}
-    form = ConnectionForm(request.POST or None, initial=initial)
+    form = ConnectionForm(posted(request), initial=initial)
     if request.method == "POST" and form.is_valid():
         data, api_key = form.service_data()
         try:

@@ -17,6 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 from apps.accounts.services import SettingsConflict, settings_document_get
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
+from apps.common.forms import posted
 from apps.common.ids import id_from
 from apps.common.panels import panel_form
 from apps.lorebooks import selectors
@@ -252,7 +253,7 @@ def chat_lore_view(request, chat_id: int):
     current = chat_lore(chat)
     return panel_form(
         request,
-        form=ChatLoreForm(request.POST or None, names=names, current=current, initial={"book": current}),
+        form=ChatLoreForm(posted(request), names=names, current=current, initial={"book": current}),
         save=lambda data: chat_lore_set(chat=chat, name=data["book"]),
         fresh=lambda saved: ChatLoreForm(names=names, current=chat_lore(saved), initial={"book": chat_lore(saved)}),
         template="lorebooks/partials/chat_lore.html",

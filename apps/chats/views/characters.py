@@ -21,6 +21,7 @@ from apps.chats.services.characters import (
     character_update,
 )
 from apps.common.exceptions import ApplicationError
+from apps.common.forms import posted
 
 CHARACTERS_PER_PAGE = 25
 
@@ -75,7 +76,7 @@ def character_detail(request, character_id: int | None = None):
             tags=", ".join(character.tags),
             extra_books="\n".join(character.extra_books or []),
         )
-    form = CharacterForm(request.POST or None, initial=initial)
+    form = CharacterForm(posted(request), initial=initial)
     if request.method == "POST" and form.is_valid():
         if character is None:
             character = character_create(user=request.user, **form.cleaned_data)

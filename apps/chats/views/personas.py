@@ -9,6 +9,7 @@ from apps.chats import selectors
 from apps.chats.forms import PersonaForm
 from apps.chats.services.personas import persona_create, persona_delete, persona_update
 from apps.common.exceptions import ApplicationError
+from apps.common.forms import posted
 
 
 def _saved(request, form: PersonaForm, save) -> bool:
@@ -28,7 +29,7 @@ def _saved(request, form: PersonaForm, save) -> bool:
 @require_http_methods(["GET", "POST"])
 def persona_list(request):
     """The personas, and a form for a new one."""
-    form = PersonaForm(request.POST or None)
+    form = PersonaForm(posted(request))
     if request.method == "POST" and _saved(request, form, lambda data: persona_create(user=request.user, **data)):
         return redirect("chats:personas")
     personas = selectors.persona_list(user=request.user)
@@ -42,7 +43,7 @@ def persona_detail(request, persona_id: int):
     persona = selectors.persona_get(user=request.user, persona_id=persona_id)
     initial = {"name": persona.name, "description": persona.description, "is_default": persona.is_default,
                "lorebook": persona.lorebook}  # fmt: skip
-    form = PersonaForm(request.POST or None, initial=initial)
+    form = PersonaForm(posted(request), initial=initial)
     if request.method == "POST" and _saved(request, form, lambda data: persona_update(persona=persona, data=data)):
         return redirect("chats:personas")
     status = 400 if request.method == "POST" else 200

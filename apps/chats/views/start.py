@@ -14,6 +14,7 @@ from apps.chats.services.branch import chat_branch
 from apps.chats.services.chats import chat_update
 from apps.chats.services.start import chat_start
 from apps.common.exceptions import ApplicationError
+from apps.common.forms import posted
 from apps.common.ids import id_from
 from apps.common.panels import form_problem, panel_form
 
@@ -97,7 +98,7 @@ def chat_persona(request, chat_id: int):
     personas = list(selectors.persona_list(user=request.user))
     return panel_form(
         request,
-        form=ChatPersonaForm(request.POST or None, personas=personas, initial={"persona": chat.persona_id or ""}),
+        form=ChatPersonaForm(posted(request), personas=personas, initial={"persona": chat.persona_id or ""}),
         save=lambda data: chat_update(chat=chat, data={"persona": int(data["persona"]) if data["persona"] else None}),
         fresh=lambda saved: ChatPersonaForm(personas=personas, initial={"persona": saved.persona_id or ""}),
         template="chats/partials/chat_persona.html",
@@ -116,7 +117,7 @@ def chat_reply_order(request, chat_id: int):
     chat = selectors.chat_get(user=request.user, chat_id=chat_id)
     return panel_form(
         request,
-        form=ChatReplyOrderForm(request.POST or None, initial={"reply_order": chat.reply_order}),
+        form=ChatReplyOrderForm(posted(request), initial={"reply_order": chat.reply_order}),
         save=lambda data: chat_update(chat=chat, data={"reply_order": data["reply_order"]}),
         fresh=lambda saved: ChatReplyOrderForm(initial={"reply_order": saved.reply_order}),
         template="chats/partials/chat_reply_order.html",

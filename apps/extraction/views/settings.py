@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.common.exceptions import ApplicationError
+from apps.common.forms import posted
 from apps.extraction import selectors
 from apps.extraction.forms import ExtractionSettingsForm
 from apps.extraction.models import ModelTest
@@ -21,7 +22,7 @@ from apps.llm.selectors import connection_default
 @require_http_methods(["GET", "POST"])
 def settings_page(request):
     current = extraction_settings_get(user=request.user)
-    form = ExtractionSettingsForm(request.POST or None, instance=current)
+    form = ExtractionSettingsForm(posted(request), instance=current)
     if request.method == "POST" and form.is_valid():
         data = {name: form.cleaned_data[name] for name in form.fields}
         try:

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
+from apps.common.forms import posted
 from apps.llm.selectors import connection_default
 from apps.memories import selectors
 from apps.memories.forms import HierarchyRunForm, LifecycleSettingsForm
@@ -44,7 +45,7 @@ def _jobs_context(user) -> dict:
 def lifecycle_page(request):
     own = lifecycle_settings_get(user=request.user)
     initial = {"time_zone": own.time_zone, "hierarchy_enabled": own.hierarchy_enabled}
-    form = LifecycleSettingsForm(request.POST or None, initial=initial)
+    form = LifecycleSettingsForm(posted(request), initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
             lifecycle_settings_set(user=request.user, **form.cleaned_data)

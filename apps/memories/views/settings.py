@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.chats import selectors as chat_selectors
 from apps.common.exceptions import ApplicationError
+from apps.common.forms import posted
 from apps.memories import selectors
 from apps.memories.embeddings import config_for, deployment_config
 from apps.memories.forms import EmbeddingSettingsForm
@@ -26,7 +27,7 @@ def embedding_settings(request):
     initial = {"provider": current.provider}
     if current.provider != "deployment":
         initial.update(model=current.model, base_url=current.base_url, dimensions=current.dimensions)
-    form = EmbeddingSettingsForm(request.POST or None, initial=initial)
+    form = EmbeddingSettingsForm(posted(request), initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         fields = {
