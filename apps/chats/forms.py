@@ -181,7 +181,9 @@ class BranchForm(forms.Form):
 
 
 class ChatPersonaForm(forms.Form):
-    persona = forms.ChoiceField(required=False, label="Persona")
+    persona = forms.ChoiceField(
+        required=False, label="Persona", error_messages={"invalid_choice": "Not one of your personas."}
+    )
 
     def __init__(self, *args, personas=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -189,4 +191,7 @@ class ChatPersonaForm(forms.Form):
 
 
 class ChatReplyOrderForm(forms.Form):
-    reply_order = forms.ChoiceField(choices=ReplyOrder.choices, label="Who replies")
+    reply_order = forms.ChoiceField(
+        choices=ReplyOrder.choices, label="Who replies",
+        error_messages={"invalid_choice": f"Not a reply order: one of {', '.join(ReplyOrder.values)}."},
+    )  # fmt: skip

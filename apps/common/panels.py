@@ -11,9 +11,18 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
+# The most of a field's errors a notice tells: an error may quote the value refused, and a notice is kept in the
+# session until it is shown.
+PROBLEM_CHARS = 300
+
 
 def form_problem(form: forms.Form) -> str:
-    return "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+    """The form's errors, a field's at a time, for a notice."""
+    said = []
+    for field, errors in form.errors.items():
+        text = " ".join(errors)
+        said.append(f"{field}: {text if len(text) <= PROBLEM_CHARS else text[:PROBLEM_CHARS] + '…'}")
+    return "; ".join(said)
 
 
 def panel_form(

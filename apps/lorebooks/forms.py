@@ -82,7 +82,9 @@ class EntryForm(forms.Form):
 class ChatLoreForm(forms.Form):
     """The book a chat links, among the person's (a name it links that none of theirs has stays offered, marked)."""
 
-    book = forms.ChoiceField(required=False, label="Chat lore")
+    book = forms.ChoiceField(
+        required=False, label="Chat lore", error_messages={"invalid_choice": "Not one of your lorebooks."}
+    )
 
     def __init__(self, *args: Any, names: list[str], current: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
