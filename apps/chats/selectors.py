@@ -13,6 +13,7 @@ from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
 from apps.chats.models import Character, Chat, ChatRevision, Message, Persona
+from apps.common.holds import holds
 
 MAX_PAGE = 500
 REVISION_LIST_LIMIT = 100
@@ -28,7 +29,7 @@ def character_list(*, user: AbstractUser, search: str = "", by_name: bool = Fals
     search = _search_term(search)
     qs = Character.objects.filter(user=user)
     if search:
-        qs = qs.filter(name__icontains=search)
+        qs = qs.filter(holds("name", search))
     return qs.order_by("name", "id") if by_name else qs
 
 
@@ -64,8 +65,8 @@ def chat_list(
         qs = qs.filter(client_key=client_key.replace("\x00", ""))
     if search:
         # A subquery, not a join, so a chat matching through two characters is listed once.
-        by_character = Character.objects.filter(user=user, name__icontains=search).values("chats")
-        qs = qs.filter(Q(title__icontains=search) | Q(character_name__icontains=search) | Q(pk__in=by_character))
+        by_character = Character.objects.filter(holds("name", search), user=user).values("chats")
+        qs = qs.filter(holds("title", search) | holds("character_name", search) | Q(pk__in=by_character))
     return qs
 
 

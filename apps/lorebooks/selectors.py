@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractUser
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, QuerySet
+from django.db.models.fields.json import KT
 from django.http import Http404
 
+from apps.common.holds import holds
 from apps.common.jsonsafe import text_stored
 from apps.lorebooks.models import Lorebook, LorebookEntry, LorebookRevision
 
@@ -16,7 +18,7 @@ def lorebook_list(*, user: AbstractUser, search: str = "") -> QuerySet[Lorebook]
     # Ordered here: a query that counts (GROUP BY) takes no model's default order.
     books = Lorebook.objects.filter(user=user).annotate(entry_count=Count("entries")).order_by("name", "id")
     search = text_stored(search).strip()
-    return books.filter(name__icontains=search) if search else books
+    return books.filter(holds("name", search)) if search else books
 
 
 def lorebook_names(*, user: AbstractUser) -> list[str]:
@@ -38,7 +40,7 @@ def lorebook_entries(*, book: Lorebook, query: str = "") -> QuerySet[LorebookEnt
     entries = book.entries.order_by("uid")
     if query:
         entries = entries.filter(
-            Q(data__comment__icontains=query) | Q(data__content__icontains=query) | Q(data__key__icontains=query)
+            holds(KT("data__comment"), query) | holds(KT("data__content"), query) | holds(KT("data__key"), query)
         )
     return entries
 

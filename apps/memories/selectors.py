@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from apps.chats import selectors as chat_selectors
 from apps.chats.models import Character
+from apps.common.holds import holds
 from apps.memories.embeddings import config_for
 from apps.memories.models import Decision, Entity, LifecycleJob, Memory, Status
 
@@ -165,7 +166,7 @@ def entity_list(
         qs = qs.filter(Q(character__in=chat.characters.all()) | Q(character__isnull=True))
     search = search.replace("\x00", "").strip()
     if search:
-        qs = qs.filter(Q(name__icontains=search) | Q(aliases__contains=[search]))
+        qs = qs.filter(holds("name", search) | Q(aliases__contains=[search]))
     return qs.annotate(memory_count=Count("memories", filter=Q(memories__status="active")))
 
 
