@@ -22,7 +22,7 @@ from apps.memories.services.lifecycle.counters import consolidation_count
 from apps.memories.services.lifecycle.hierarchy import user_time_zone
 from apps.memories.services.lifecycle.judge import NO_CONNECTION, Candidate, Judgement, judge
 from apps.memories.services.lifecycle.neighbours import Neighbour, NeighbourFinder
-from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey, lifecycle_config, scope_locked
+from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey, lifecycle_config, scope_locked, thresholds
 from apps.memories.services.memories import memory_create, memory_reconfirm, memory_supersede, scope_check
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,8 @@ def _write(
     judgement, related = _recheck_related(judgement)
     decision = _decision(user=user, candidate=candidate, judgement=judgement, related=related, method=method)
     if judgement.outcome == Outcome.REJECTED:
-        memory_reconfirm(memory=related, source_message_indices=candidate.source_message_indices)
+        if not judgement.retired:
+            memory_reconfirm(memory=related, source_message_indices=candidate.source_message_indices)
         decision.save()
         return Classified(judgement.outcome, None, related, decision)
     memory = _create_memory(
@@ -92,6 +93,8 @@ def _recheck_related(judgement: Judgement) -> tuple[Judgement, Memory | None]:
         return judgement, None
     # Another writer may have retired it while the model thought; then there is nothing left to compare with.
     current = Memory.objects.select_for_update().defer("embedding").filter(pk=related.pk).first()
+    if judgement.retired:  # refused as like a retired memory: that it is retired is the point
+        return judgement, current
     if judgement.outcome != Outcome.PASSED and (current is None or current.status != Status.ACTIVE):
         judgement = Judgement(Outcome.PASSED, None, "new: the similar memory was retired meanwhile", judgement.scores)
         current = None
@@ -251,6 +254,26 @@ def _model_to_ask(
     return connection, NO_CONNECTION
 
 
+def _retired_by_person(candidate, finder, vector, model_key, *, profile) -> Judgement | None:
+    """Extraction writing again what the person retired (the same text, or a duplicate's likeness) is refused: a
+    memory taken out by hand stays out. A person writing it again (the API, the memories page) is not refused."""
+    duplicate = thresholds(profile)["embedding"]["duplicate"]
+    content_hash = text_hash(candidate.content)
+    like = finder.retired_by_person(
+        kind=candidate.kind, content_hash=content_hash, vector=vector, model_key=model_key, duplicate=duplicate
+    )
+    if like is None:
+        return None
+    memory = like.memory
+    return Judgement(
+        Outcome.REJECTED,
+        like,
+        f"like #{memory.pk}, which was retired by hand ({memory.retired_reason}; {like.method} {like.similarity:.2f})",
+        {"profile": profile, "method": like.method, "same_kind": round(like.similarity, 4), "same_kind_id": memory.pk},
+        retired=True,
+    )
+
+
 def _classify_one(candidate, finder, vector, model_key, *, profile, connection, interactive, no_model="") -> Judgement:
     if candidate.kind not in DEDUP_KINDS:
         return Judgement(
@@ -267,6 +290,10 @@ def _classify_one(candidate, finder, vector, model_key, *, profile, connection, 
             f"same text as #{exact.pk}",
             {"profile": profile, "method": "hash", "same_kind": 1.0, "same_kind_id": exact.pk},
         )
+    if candidate.origin == "extraction":
+        refused = _retired_by_person(candidate, finder, vector, model_key, profile=profile)
+        if refused is not None:
+            return refused
     neighbours: list[Neighbour] = []
     if vector is not None:
         neighbours += finder.by_vector(kind=candidate.kind, vector=vector, model_key=model_key)

@@ -70,6 +70,7 @@ class Judgement:
     reason: str = ""
     scores: dict[str, Any] = field(default_factory=dict)
     llm_call_id: int | None = None
+    retired: bool = False  # refused as like a memory the person retired: that one stays retired, nothing reconfirmed
 
 
 def best(neighbours: list[Neighbour], *, same_kind: bool) -> Neighbour | None:

@@ -13,6 +13,9 @@ from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey, lifecy
 from apps.memories.services.lifecycle.similarity import jaccard, words
 
 TEXT_PRESELECT = 200
+# Why a memory is retired when no person retired it: what retired it may write it again (a rebuild, a memory seen
+# again after decaying). Any other reason ("deleted", a reason typed on the memory's page, "moderator") is a person's.
+RETIRED_BY_LIFECYCLE = ["superseded", "consolidated", "decayed", "rolled_back"]
 
 
 @dataclass
@@ -68,6 +71,31 @@ class NeighbourFinder:
             .defer("embedding")
             .first()
         )
+
+    def retired_by_person(
+        self, *, kind: str, content_hash: str, vector: list[float] | None, model_key: str, duplicate: float
+    ) -> Neighbour | None:
+        """A memory of `kind` a person retired whose text is the candidate's, or whose vector is at least
+        `duplicate` like it: what extraction must not write again."""
+        retired = Memory.objects.filter(
+            self.scope.q(), kind=kind, status=Status.RETIRED, superseded_by__isnull=True
+        ).exclude(retired_reason__in=RETIRED_BY_LIFECYCLE)
+        same = retired.filter(content_hash=content_hash).defer("embedding").first()
+        if same is not None:
+            return Neighbour(same, 1.0, "hash", True)
+        if vector is None:
+            return None
+        sql, params = self.scope.sql()
+        where = _Where(
+            f"{sql} AND m.status = %s AND m.kind = %s AND m.superseded_by_id IS NULL "
+            f"AND NOT (m.retired_reason = ANY(%s))",
+            [*params, Status.RETIRED, kind, RETIRED_BY_LIFECYCLE],
+            self.scope.user_id,
+        )
+        found = vector_candidates(where, vectors=[vector], model_key=model_key, k=1, size=0)
+        best = [(pk, sim, True) for pk, sim in found.items() if sim >= duplicate]
+        loaded = self._load(best, "embedding")
+        return loaded[0] if loaded else None
 
     def by_vector(self, *, kind: str, vector: list[float], model_key: str) -> list[Neighbour]:
         found: list[tuple[int, float, bool]] = []
