@@ -1,8 +1,13 @@
+from html.parser import HTMLParser
+
 import pytest
 from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.auth import get_user_model
 
 from apps.chats.models import Chat, Message
+from apps.chats.services.personas import persona_create
+from apps.memories.models import Entity
+from apps.memories.services.memories import memory_create
 from tests.chats.factories import CharacterFactory
 
 pytestmark = pytest.mark.django_db
@@ -89,3 +94,76 @@ def test_deleting_a_message_in_the_admin_keeps_indices_contiguous(staff, group_c
 
 def test_non_staff_cannot_open_the_admin(web):
     assert web.get("/admin/chats/chat/").status_code == 302
+
+
+class _Form(HTMLParser):
+    """The fields of a page's form as a browser would post them: inputs, textareas, and selected options."""
+
+    def __init__(self):
+        super().__init__()
+        self.data: dict[str, list[str]] = {}
+        self._select = self._textarea = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        name = attrs.get("name")
+        if tag == "input" and name and attrs.get("type") not in ("submit", "button", "file"):
+            if attrs.get("type") not in ("checkbox", "radio") or "checked" in attrs:
+                self.data.setdefault(name, []).append(attrs.get("value", "on" if "checked" in attrs else ""))
+        elif tag == "select" and name:
+            self._select = name
+            self.data.setdefault(name, [])
+        elif tag == "option" and self._select and "selected" in attrs:
+            self.data[self._select].append(attrs.get("value", ""))
+        elif tag == "textarea" and name:
+            self._textarea = name
+            self.data[name] = [""]
+
+    def handle_data(self, data):
+        if self._textarea:
+            self.data[self._textarea][0] += data
+
+    def handle_endtag(self, tag):
+        if tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+
+
+def test_a_chat_in_the_admin_links_only_its_own_users_characters_and_persona(staff, group_chat, other_user):
+    theirs = CharacterFactory(user=other_user, name="Bram")  # the same name as one of the chat's own
+    their_persona = persona_create(user=other_user, name="Ash")
+    url = f"/admin/chats/chat/{group_chat.pk}/change/"
+    page = staff.get(url).content.decode()
+    assert f'<option value="{theirs.pk}"' not in page  # not offered beside the chat's own "Bram"
+    form = _Form()
+    form.feed(page)
+    before = (list(group_chat.characters.values_list("pk", flat=True)), group_chat.persona_id)
+    form.data["characters"] = [*map(str, before[0]), str(theirs.pk)]
+    form.data["persona"] = [str(their_persona.pk)]
+
+    response = staff.post(url, form.data)
+
+    assert response.status_code == 200  # the form again, with its errors
+    errors = response.context["adminform"].form.errors
+    assert set(errors) == {"characters", "persona"}, errors
+    chat = Chat.objects.get(pk=group_chat.pk)
+    assert (list(chat.characters.values_list("pk", flat=True)), chat.persona_id) == before
+    # The same page posted as it was saves: the check refuses only another account's objects.
+    form.data["characters"], form.data["persona"] = list(map(str, before[0])), [""]
+    assert staff.post(url, form.data).status_code == 302
+
+
+def test_a_memorys_and_an_entitys_admin_pages_open_and_refuse_another_accounts_links(staff, user, other_user):
+    mira = CharacterFactory(user=user, name="Mira")
+    memory = memory_create(user=user, kind="fact", content="Mira keeps the lantern.", character=mira)
+    entity = Entity.objects.create(user=user, name="Lantern", type="item")
+    theirs = Entity.objects.create(user=other_user, name="Lantern", type="item")
+    assert staff.get(f"/admin/memories/memory/{memory.pk}/change/").status_code == 200
+    url = f"/admin/memories/entity/{entity.pk}/change/"
+    form = _Form()
+    form.feed(staff.get(url).content.decode())
+    form.data["character"] = [str(CharacterFactory(user=other_user).pk)]
+    response = staff.post(url, form.data)
+    assert response.status_code == 200 and set(response.context["adminform"].form.errors) == {"character"}
+    assert Entity.objects.get(pk=entity.pk).character_id is None and theirs.user_id == other_user.pk

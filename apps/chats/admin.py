@@ -4,6 +4,7 @@ from django.db import models
 from apps.chats.models import Character, Chat, ChatRevision, Message, Persona
 from apps.chats.services.chats import chat_delete, chat_lock, chat_touch
 from apps.chats.services.messages import message_delete
+from apps.common.owned import SameOwnerForm
 
 
 @admin.register(Character)
@@ -50,6 +51,7 @@ class MessageInline(admin.TabularInline):
 
 @admin.register(Chat)
 class ChatAdmin(admin.ModelAdmin):
+    form = SameOwnerForm  # its characters and persona are its user's
     list_display = ["title", "user", "message_count", "has_header", "updated_at"]
     search_fields = ["title", "character_name", "user__username"]
     list_filter = ["has_header", "updated_at", "created_at"]

@@ -4,6 +4,7 @@ hashes are read-only here."""
 from django.conf import settings
 from django.contrib import admin, messages
 
+from apps.common.owned import SameOwnerForm
 from apps.memories.models import (
     ConsolidationCounter,
     Decision,
@@ -31,6 +32,7 @@ def retire_memories(modeladmin, request, queryset):
 
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
+    form = SameOwnerForm  # what it links (entities, contradictions) is its user's
     list_display = [
         "id",
         "kind",
@@ -100,6 +102,7 @@ class MemoryAdmin(admin.ModelAdmin):
 
 @admin.register(Entity)
 class EntityAdmin(admin.ModelAdmin):
+    form = SameOwnerForm  # its character is its user's
     list_display = ["name", "type", "user", "character", "updated_at"]
     search_fields = ["name", "user__username"]
     list_filter = ["type"]
