@@ -16,6 +16,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractUser
 from django.db import IntegrityError, transaction
+from django.db.models.fields.json import KT
 
 from apps.chats.models import Character, Chat, Message
 from apps.chats.selectors import chat_characters_in_order
@@ -159,6 +160,8 @@ def generation_prepare(
         line = _user_line(speakers.user, message)
         chat = chat_append(chat=chat, messages=[line], integrity=chat.integrity).chat
     steps = {"append": _ms(started)}  # where the time before the first token goes (bench/chat.py reads them)
+    if recall_from is None and mode == Generation.Mode.NEW and message:
+        recall_from = _history_held(chat)
     context = context_build(
         user=user, chat=chat, message=message if mode == Generation.Mode.NEW else None, character=responder,
         characters=characters, recall_from=recall_from,
@@ -183,6 +186,21 @@ def generation_prepare(
             "This request is still generating; ask again when it has ended.", status=409, code="generation_in_progress"
         ) from exc
     return Prepared(generation, fresh=True)
+
+
+def _history_held(chat: Chat) -> int | None:
+    """The first message the prompt of the chat's latest reply held (prompt_build's `history_from`). The next
+    prompt's history starts about there, later as the chat grows: the turn's recall leaves out the turns from there
+    on, which the history holds, rather than only the last `recent_messages` (a history of 60 messages had #12 and
+    #13 recalled beside it, word for word). None before a first reply: the recall then takes the last
+    `recent_messages` to be in the prompt."""
+    held = (
+        Generation.objects.filter(chat=chat, message_index__isnull=False)
+        .order_by("-message_index", "-id")
+        .values_list(KT("prompt_info__history_from"), flat=True)
+        .first()
+    )
+    return int(held) if held is not None else None
 
 
 def _record(user, chat, connection, mode, speakers, idempotency_key, asked, prompt, context) -> Generation:
