@@ -3,6 +3,7 @@ from django.utils.html import format_html, format_html_join
 
 from apps.chats.models import ReplyOrder
 from apps.chats.services.characters import MAX_BOOK_NAME, MAX_EXTRA_BOOKS, extra_books_clean
+from apps.common.forms import TextareaField
 
 MAX_ALTERNATE_GREETINGS = 100
 
@@ -83,16 +84,16 @@ class CharacterCardForm(forms.Form):
 
 class CharacterForm(forms.Form):
     name = forms.CharField(max_length=200)
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}), required=False, strip=False)
-    personality = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False, strip=False)
-    scenario = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, strip=False)
-    first_mes = forms.CharField(
+    description = TextareaField(widget=forms.Textarea(attrs={"rows": 5}), required=False, strip=False)
+    personality = TextareaField(widget=forms.Textarea(attrs={"rows": 2}), required=False, strip=False)
+    scenario = TextareaField(widget=forms.Textarea(attrs={"rows": 3}), required=False, strip=False)
+    first_mes = TextareaField(
         label="First message", widget=forms.Textarea(attrs={"rows": 4}), required=False, strip=False
     )
-    mes_example = forms.CharField(
+    mes_example = TextareaField(
         label="Example messages", widget=forms.Textarea(attrs={"rows": 4}), required=False, strip=False
     )
-    system_prompt = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, strip=False)
+    system_prompt = TextareaField(widget=forms.Textarea(attrs={"rows": 3}), required=False, strip=False)
     alternate_greetings = TextListField(
         label="Alternate greetings",
         max_items=MAX_ALTERNATE_GREETINGS,
@@ -100,16 +101,16 @@ class CharacterForm(forms.Form):
         widget=TextareaList(attrs={"rows": 3}, item_label="Alternate greeting"),
         help_text="Each one a swipe of the first message when a chat starts. Empty a box to remove its greeting.",
     )
-    post_history_instructions = forms.CharField(
+    post_history_instructions = TextareaField(
         label="Post-history instructions",
         widget=forms.Textarea(attrs={"rows": 2}),
         required=False,
         strip=False,
         help_text="Sent after the chat history, just before the reply (SillyTavern's jailbreak slot).",
     )
-    creator_notes = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False, strip=False)
+    creator_notes = TextareaField(widget=forms.Textarea(attrs={"rows": 2}), required=False, strip=False)
     tags = forms.CharField(required=False, help_text="Comma-separated.")
-    extra_books = forms.CharField(
+    extra_books = TextareaField(
         label="Additional lorebooks",
         widget=forms.Textarea(attrs={"rows": 2}),
         required=False,
@@ -138,7 +139,7 @@ class AvatarForm(forms.Form):
 
 class PersonaForm(forms.Form):
     name = forms.CharField(max_length=100)
-    description = forms.CharField(
+    description = TextareaField(
         widget=forms.Textarea(attrs={"rows": 4}),
         required=False,
         strip=False,

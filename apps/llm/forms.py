@@ -1,6 +1,7 @@
 from django import forms
 
 from apps.common.exceptions import ApplicationError
+from apps.common.forms import TextareaField
 from apps.llm.models import Connection
 from apps.llm.sampler import CONTEXT_WINDOW_MAX, REPLY_TOKENS_MAX, sampler_clean
 
@@ -42,7 +43,7 @@ class SamplerForm(forms.Form):
     frequency_penalty = _number("Frequency penalty", "−2 to 2")
     presence_penalty = _number("Presence penalty", "−2 to 2")
     seed = _number("Seed", "The same seed and prompt give the same reply.", integer=True)
-    stop = forms.CharField(
+    stop = TextareaField(
         required=False,
         strip=False,
         label="Stop strings",

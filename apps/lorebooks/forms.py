@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from apps.common.forms import TextareaField
 from apps.lorebooks.services.fields import LOGICS, MAX_KEY_LENGTH, MAX_KEYS, POSITION_LABELS, ROLES
 from apps.lorebooks.services.settings import FIELDS as SETTINGS
 from apps.lorebooks.services.settings import STRATEGIES
@@ -46,7 +47,7 @@ class EntryForm(forms.Form):
     )
     keysecondary = forms.CharField(label="Secondary keys", required=False, max_length=KEYS_LENGTH)
     selectiveLogic = forms.TypedChoiceField(label="Secondary logic", choices=list(LOGICS.items()), coerce=int)
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), required=False)
+    content = TextareaField(widget=forms.Textarea(attrs={"rows": 6}), required=False)
     constant = forms.BooleanField(required=False, help_text="Always in the prompt, without keys.")
     disable = forms.BooleanField(label="Disabled", required=False)
     position = forms.TypedChoiceField(choices=list(POSITION_LABELS.items()), coerce=int)

@@ -2,6 +2,7 @@
 
 from django import forms
 
+from apps.common.forms import TextareaField
 from apps.common.ids import id_from
 from apps.common.serializers import INT_MAX
 from apps.memories.embeddings import DEFAULT_MODELS
@@ -61,7 +62,7 @@ class MemoryEditForm(forms.Form):
         widget=forms.HiddenInput,
         error_messages={"required": "This form does not say which version it edits: reload the page and edit again."},
     )
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), max_length=50_000)
+    content = TextareaField(widget=forms.Textarea(attrs={"rows": 6}), max_length=50_000)
     kind = forms.ChoiceField(choices=EDITABLE_KINDS)
     importance = forms.TypedChoiceField(choices=[(1, "1 · minor"), (2, "2 · normal"), (3, "3 · major")], coerce=int)
     confidence = forms.FloatField(

@@ -20,6 +20,8 @@ def test_the_editor_shows_a_box_per_greeting_and_saves_a_new_one(browser, live_s
         first_mes="*Mira trims the lantern's wick.* Evening, {{user}}.",
         alternate_greetings=["*The bell rings twice.* You're late, {{user}}."],
         post_history_instructions="Write one or two paragraphs; never speak for {{user}}.",
+        description="Keeper of the lighthouse.\nSpeaks little.",
+        mes_example="<START>\n{{char}}: The wick again.\n{{user}}: Again.",
     )
     page = watched_page(browser, width, live_server, session_cookie(client, user))
     page.goto(f"{live_server.url}/characters/{mira.pk}/")
@@ -29,6 +31,11 @@ def test_the_editor_shows_a_box_per_greeting_and_saves_a_new_one(browser, live_s
     page.locator("form.stacked button[type=submit]").click()
     page.wait_for_load_state()
     assert page.locator("textarea[name=alternate_greetings]").count() == 3
+    # The boxes the person did not touch are kept as they were: the browser sends their lines ended "\r\n".
+    mira.refresh_from_db()
+    assert (mira.description, mira.mes_example) == (
+        "Keeper of the lighthouse.\nSpeaks little.", "<START>\n{{char}}: The wick again.\n{{user}}: Again."
+    )  # fmt: skip
     screenshot(page, f"character-editor-{width}")
     assert page.locator("textarea[name=post_history_instructions]").input_value().startswith("Write one or two")
     assert page.evaluate("document.documentElement.scrollWidth") <= width
