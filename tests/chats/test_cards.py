@@ -1,5 +1,6 @@
 import base64
 import io
+import html
 import json
 import struct
 import zlib
@@ -96,6 +97,9 @@ def test_character_pages(web, user, other_user):
     assert response.url == f"/characters/{character.pk}/"
     page = web.get(response.url).content.decode()
     assert "A guardian of the forest glade." in page and "The card as imported" in page
+    # The card is shown as the JSON it is (escaped in the page), not as Python's repr of it.
+    shown = html.unescape(page.split('<pre class="card-json">')[1].split("</pre>")[0])
+    assert json.loads(shown) == character.card_data
     response = web.post(f"/characters/{character.pk}/", {"name": "Seraphina", "personality": "stern", "tags": "a, b"})
     character.refresh_from_db()
     assert character.personality == "stern" and character.tags == ["a", "b"]
