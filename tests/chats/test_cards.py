@@ -1,6 +1,6 @@
 import base64
-import io
 import html
+import io
 import json
 import struct
 import zlib
