@@ -6,7 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import pytest
+
 from apps.common.views import EventStreamResponse
+
+# Closing an answer sends Django's request_finished, which tidies the database connections a test before left
+# open in this process: allowed, or the test fails by where it happened to run.
+pytestmark = pytest.mark.django_db
 
 
 async def _events():
