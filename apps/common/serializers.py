@@ -72,3 +72,22 @@ def paginated(child: type[serializers.Serializer]) -> serializers.Serializer:
             "results": child(many=True),
         },
     )
+
+
+def patch_checked(
+    serializer_class: type[serializers.Serializer], data, *, answered: type[serializers.Serializer] | None = None
+) -> serializers.Serializer:
+    """A PATCH's (or partial PUT's) body checked by `serializer_class`, its fields' names included: one it does
+    not take is refused by name, as a misspelt "importanse" was answered 200 with nothing changed. A field of the
+    answer (`answered`: an `id` or `version` a client sends back with the object it read) is taken and left alone."""
+    serializer = serializer_class(data=data, partial=True)
+    if isinstance(data, dict):
+        known = set(serializer.fields) | (set(answered().fields) if answered is not None else set())
+        unknown = sorted(str(name) for name in data if name not in known)
+        if unknown:
+            taken = ", ".join(name for name, field in serializer.fields.items() if not field.read_only)
+            raise serializers.ValidationError(
+                {name: [f"Not a field this takes (it takes {taken})."] for name in unknown[:20]}
+            )
+    serializer.is_valid(raise_exception=True)
+    return serializer

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
 from apps.common.pagination import ListPagination
-from apps.common.serializers import DictField, StorableInputSerializer, paginated
+from apps.common.serializers import DictField, StorableInputSerializer, paginated, patch_checked
 from apps.llm import selectors
 from apps.llm.models import Call, Connection, SamplerPreset
 from apps.llm.sampler import INTEGERS, RANGES, REPLY_TOKENS_MAX, STOP_LENGTH, STOP_MAX
@@ -152,8 +152,7 @@ class ConnectionDetailApi(APIView):
     @idempotent
     def patch(self, request, connection_id: int):
         connection = selectors.connection_get(user=request.user, connection_id=connection_id)
-        serializer = ConnectionInputSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
+        serializer = patch_checked(ConnectionInputSerializer, request.data, answered=ConnectionOutputSerializer)
         data = dict(serializer.validated_data)
         api_key = data.pop("api_key", None)
         connection = connection_update(connection=connection, data=data, api_key=api_key)

@@ -22,7 +22,7 @@ from apps.chats.services.characters import (
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
 from apps.common.pagination import ListPagination
-from apps.common.serializers import DictField, StorableInputSerializer, paginated
+from apps.common.serializers import DictField, StorableInputSerializer, paginated, patch_checked
 
 
 class CharacterOutputSerializer(serializers.Serializer):
@@ -118,8 +118,7 @@ class CharacterDetailApi(APIView):
     @idempotent
     def patch(self, request, character_id: int):
         character = selectors.character_get(user=request.user, character_id=character_id)
-        serializer = CharacterInputSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
+        serializer = patch_checked(CharacterInputSerializer, request.data, answered=CharacterOutputSerializer)
         character = character_update(character=character, data=serializer.validated_data)
         return Response(CharacterOutputSerializer(character).data)
 

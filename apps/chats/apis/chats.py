@@ -23,7 +23,7 @@ from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
 from apps.common.integrity import IDEMPOTENCY_KEY, IF_MATCH, IF_MATCH_REQUIRED, request_integrity, with_etag
 from apps.common.pagination import ListPagination
-from apps.common.serializers import DictField, JSONField, StorableInputSerializer, paginated
+from apps.common.serializers import DictField, JSONField, StorableInputSerializer, paginated, patch_checked
 
 
 class CharacterRefSerializer(serializers.Serializer):
@@ -134,8 +134,7 @@ class ChatDetailApi(APIView):
     @idempotent
     def patch(self, request, chat_id: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
-        serializer = ChatInputSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
+        serializer = patch_checked(ChatInputSerializer, request.data, answered=ChatDetailSerializer)
         chat = chat_update(
             chat=chat, data=serializer.validated_data, integrity=request_integrity(request, required=True)
         )

@@ -11,7 +11,7 @@ from apps.chats import selectors
 from apps.chats.services.personas import persona_create, persona_delete, persona_update
 from apps.common.idempotency import idempotent
 from apps.common.pagination import ListPagination
-from apps.common.serializers import StorableInputSerializer, paginated
+from apps.common.serializers import StorableInputSerializer, paginated, patch_checked
 
 
 class PersonaOutputSerializer(serializers.Serializer):
@@ -68,8 +68,7 @@ class PersonaDetailApi(APIView):
     @idempotent
     def patch(self, request, persona_id: int):
         persona = selectors.persona_get(user=request.user, persona_id=persona_id)
-        serializer = PersonaInputSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
+        serializer = patch_checked(PersonaInputSerializer, request.data, answered=PersonaOutputSerializer)
         persona = persona_update(persona=persona, data=serializer.validated_data)
         return Response(PersonaOutputSerializer(persona).data)
 

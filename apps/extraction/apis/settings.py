@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from apps.common.idempotency import idempotent
 from apps.common.pagination import ListPagination
-from apps.common.serializers import paginated
+from apps.common.serializers import paginated, patch_checked
 from apps.extraction import selectors
 from apps.extraction.models import AutoChoice, ExtractionSettings, ModelTest
 from apps.extraction.services.model_test import model_test_start
@@ -68,8 +68,7 @@ class ExtractionSettingsApi(APIView):
     )
     @idempotent
     def put(self, request):
-        serializer = ExtractionSettingsSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
+        serializer = patch_checked(ExtractionSettingsSerializer, request.data, answered=ExtractionSettingsSerializer)
         own = extraction_settings_set(user=request.user, data=serializer.validated_data)
         return Response(ExtractionSettingsSerializer(own).data)
 

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
 from apps.common.pagination import ListPagination
-from apps.common.serializers import StorableInputSerializer, paginated
+from apps.common.serializers import StorableInputSerializer, paginated, patch_checked
 from apps.memories import selectors
 from apps.memories.apis.memories import (
     EntityInputSerializer,
@@ -96,8 +96,7 @@ class EntityDetailApi(APIView):
     @idempotent
     def patch(self, request, entity_id: int):
         entity = selectors.entity_get(user=request.user, entity_id=entity_id)
-        serializer = EntityUpdateInputSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
+        serializer = patch_checked(EntityUpdateInputSerializer, request.data, answered=EntityDetailOutputSerializer)
         entity = entity_update(user=request.user, entity=entity, data=serializer.validated_data)
         return Response(EntityDetailOutputSerializer(entity).data)
 

@@ -13,7 +13,7 @@ from apps.chats.apis.common import parse_ids
 from apps.common.exceptions import ApplicationError
 from apps.common.idempotency import idempotent
 from apps.common.pagination import ListPagination
-from apps.common.serializers import INT_MAX, DictField, MomentField, StorableInputSerializer, paginated
+from apps.common.serializers import INT_MAX, DictField, MomentField, StorableInputSerializer, paginated, patch_checked
 from apps.memories import selectors
 from apps.memories.models import Decision, Kind, Memory, Status
 from apps.memories.services.lifecycle.classify import Candidate, Classified, memories_submit
@@ -289,8 +289,7 @@ class MemoryDetailApi(APIView):
     @idempotent
     def patch(self, request, memory_id: int):
         memory = selectors.memory_get(user=request.user, memory_id=memory_id)
-        serializer = MemoryUpdateInputSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
+        serializer = patch_checked(MemoryUpdateInputSerializer, request.data, answered=MemoryOutputSerializer)
         data = dict(serializer.validated_data)
         entities = data.pop("entities", None)
         edited_by = request.META.get(INSTANCE_HEADER, "")[:64] or "api"
