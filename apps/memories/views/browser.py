@@ -30,7 +30,10 @@ NON_MESSAGE_KINDS = [kind for kind in Kind.values if kind != Kind.MESSAGE]
 METHOD_NOTES = {
     "hybrid": "vector similarity and full-text ranking, fused",
     "vector": "vector similarity only (no memory shares a word with the query)",
-    "text": "full-text ranking only (no query vector: embeddings are off or the provider is unavailable)",
+    # No query vector: the query's words are none the embedding model knows (a name, which meaning would match to
+    # anything: ranking.py's meaning_needs_a_known_word), or embeddings are off or unreachable.
+    "text": "full-text ranking only (matched by its words: the embedding model knows none of them, as with a "
+    "name, or embeddings are off or unavailable)",
 }
 
 
