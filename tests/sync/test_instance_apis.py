@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from apps.memories.models import Memory
+from apps.memories.services.memories import memory_create
 from apps.sync.models import FeedEntry, Instance
 
 pytestmark = pytest.mark.django_db
@@ -170,3 +171,17 @@ def test_a_device_name_with_a_nul_character_is_refused_on_the_page_and_the_api(a
     answer = api.patch("/api/v1/sync/instances/laptop", {"name": "a\x00b"}, format="json")
     assert answer.status_code == 400
     assert api.get("/api/v1/sync/instances/laptop").json()["name"] == "Laptop"
+
+
+def test_the_devices_page_counts_what_is_kept_in_words_that_agree(web, api, user, character):
+    def said() -> str:
+        page = web.get("/devices/").content.decode()
+        return " ".join(page.split('<p class="feed">')[1].split("</p>")[0].split())
+
+    memory_create(user=user, character=character, kind="fact", content="Mira keeps a lantern.")
+    kept = FeedEntry.objects.filter(user=user, deleted_at__isnull=True).count()
+    things = "1 thing is" if kept == 1 else f"{kept} things are"
+    assert f"{things} kept in sync so far; changes are numbered when a device first fetches them" in said()
+    api.post("/api/v1/sync/instances", {"key": "laptop", "name": "Laptop", "kind": "desktop"}, format="json")
+    assert api.post("/api/v1/sync/pull", {"instance": "laptop"}, format="json").status_code == 200
+    assert "kept in sync so far; the latest change is number " in said()
