@@ -1,7 +1,8 @@
 """Account archives: a zip of everything an account holds, and its import into an empty or existing account.
 
     manifest.json      {"format": "lorekeeper-archive", "version": 1, "created_at", "counts"}
-    characters.jsonl   one character per line: its uid, clock and card fields
+    characters.jsonl   one character per line: its uid, clock and card fields, and `avatar`, its picture's member
+    avatars/<uid>.<png|jpg|webp>  a character's picture, as uploaded (checked again as an upload is on import)
     chats.jsonl        one chat per line: uid, title, the characters' uids, integrity, file
     chats/<uid>.jsonl  the chat as SillyTavern JSONL (header line first), as the chat export writes it
     entities.jsonl     the entity registry (name, type, aliases, the character's uid or none)

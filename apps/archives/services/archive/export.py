@@ -17,6 +17,7 @@ from django.utils import timezone
 from apps.accounts.services import settings_document_get
 from apps.archives.services.archive.format import BATCH, FORMAT, VERSION, Progress, quiet
 from apps.chats.models import Character, Chat
+from apps.chats.services.avatars import avatar_bytes
 from apps.chats.services.characters import CHARACTER_FIELDS
 from apps.chats.services.chats import chat_export_lines, repeatable_read
 from apps.lorebooks.models import Lorebook
@@ -92,10 +93,24 @@ def _memory_lines(user: AbstractUser) -> Iterator[bytes]:
         last = rows[-1]["id"]
 
 
+def _avatar_write(archive: zipfile.ZipFile, character: Character) -> str | None:
+    """The character's avatar as the member avatars/<uid>.<suffix> (stored: a picture does not compress), and that
+    member's name; None when it has none, or its file is gone."""
+    data = avatar_bytes(character)
+    if data is None:
+        return None
+    name = f"avatars/{character.uid}.{character.avatar.name.rsplit('.', 1)[-1].lower()}"
+    archive.writestr(name, data, compress_type=zipfile.ZIP_STORED)
+    return name
+
+
 def _characters_write(archive: zipfile.ZipFile, characters: list[Character]) -> None:
+    # The pictures first: a zip takes no other member while one is open for writing.
+    avatars = {character.pk: _avatar_write(archive, character) for character in characters}
     with archive.open("characters.jsonl", "w") as out:
         for character in characters:
             fields = {name: getattr(character, name) for name in CHARACTER_FIELDS}
+            fields["avatar"] = avatars[character.pk]
             out.write(
                 _line(
                     {

@@ -19,6 +19,7 @@ from apps.archives.services.archive.reader import ArchiveMember
 from apps.archives.services.archive.records import CharacterRecordSerializer, ChatRecordSerializer, record_check
 from apps.chats.jsonl import ImportLineError, is_header, iter_objects
 from apps.chats.models import Character, Chat, ChatRevision
+from apps.chats.services.avatars import MAX_AVATAR_BYTES, character_avatar_clear, character_avatar_set
 from apps.chats.services.characters import CHARACTER_FIELDS
 from apps.chats.services.chats import chat_import
 from apps.chats.services.writes import _replace_contents, _snapshot
@@ -49,6 +50,7 @@ def characters_in(job: ArchiveImport) -> None:
                 participating_instances=record["participating_instances"],
                 **fields,
             )
+            _avatar_in(job, character, row, record, line=number)
             if (FeedType.CHARACTER, uid) in job.tombstoned:
                 feed_revive(user_id=job.user.pk, kind=FeedType.CHARACTER, uid=uid)
                 job.count("characters", "revived")
@@ -67,11 +69,33 @@ def characters_in(job: ArchiveImport) -> None:
                 record["changed_by"],
             )
             stored.save()
+            _avatar_in(job, stored, row, record, line=number)
             job.count("characters", "updated")
         else:
             if kept_clock != stored.clock:
                 Character.objects.filter(pk=stored.pk).update(clock=kept_clock)
             job.count("characters", "kept")
+
+
+def _avatar_in(job: ArchiveImport, character: Character, row: dict, record: dict, *, line: int) -> None:
+    """The archived character's picture (its member, checked as an upload is) made its avatar; none, when the
+    archive says it has none. An archive written before pictures were kept says nothing: the avatar stays."""
+    if "avatar" not in row:
+        return
+    if record["avatar"] is None:
+        character_avatar_clear(character=character)
+        return
+    member = job.archive.member(record["avatar"])
+    if member is None:
+        raise ArchiveError(f"the picture {record['avatar']} is not in the archive", file="characters.jsonl", line=line)
+    with member:
+        data = member.read(MAX_AVATAR_BYTES + 1)
+    if len(data) > MAX_AVATAR_BYTES:
+        raise ArchiveError("the picture is larger than 5 MB", file=record["avatar"])
+    try:
+        character_avatar_set(character=character, data=data)
+    except ApplicationError as exc:
+        raise ArchiveError(exc.message, file=record["avatar"]) from exc
 
 
 class _Tee:

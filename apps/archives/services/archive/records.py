@@ -29,6 +29,10 @@ class _Clocked(serializers.Serializer):
         return value
 
 
+# Where an archive keeps a character's picture (export.py `_avatar_write`).
+AVATAR_MEMBER = r"^avatars/[0-9a-f-]{36}\.(png|jpg|webp)$"
+
+
 class _Synced(_Clocked):
     changed_at = MomentField(required=False, allow_null=True, default=None)
     changed_by = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
@@ -40,6 +44,7 @@ class _Synced(_Clocked):
 
 class CharacterRecordSerializer(_Synced, CharacterDataSerializer):
     uid = serializers.UUIDField()
+    avatar = serializers.RegexField(AVATAR_MEMBER, required=False, allow_null=True, default=None)
 
     class Meta:
         ref_name = None
