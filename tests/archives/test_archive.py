@@ -6,8 +6,10 @@ import io
 import json
 import uuid
 import zipfile
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from apps.accounts.models import SettingsDocument
 from apps.accounts.services import settings_document_get, settings_document_patch
@@ -221,3 +223,11 @@ def test_an_archive_of_another_kind_is_refused(user):
     target.seek(0)
     with pytest.raises(ArchiveError, match="not a Lorekeeper archive"):
         archive_import(user=user, source=target)
+
+
+def test_memories_imported_keep_when_they_were_made(user, other_user, account):
+    made = timezone.now() - timedelta(days=40)
+    Memory.objects.filter(user=user).update(created_at=made)
+    archive_import(user=other_user, source=written(user))
+    imported = Memory.objects.filter(user=other_user).exclude(kind="message")
+    assert imported.count() == 6 and set(imported.values_list("created_at", flat=True)) == {made}

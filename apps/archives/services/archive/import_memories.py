@@ -99,6 +99,7 @@ def _memory_values(job: ArchiveImport, record: dict[str, Any], *, file: str, lin
         "clock": record["clock"],
         "changed_at": record["changed_at"],
         "changed_by": record["changed_by"],
+        "created_at": record.get("created_at") or timezone.now(),
     }
 
 
@@ -194,7 +195,12 @@ def _memories_store(
         if deleted:
             feed_revive(user_id=job.user.pk, kind=FeedType.MEMORY, uid=uid)
         job.count("memories", "revived" if deleted else "updated")
+    created = [memory.created_at for memory in fresh]
     Memory.objects.bulk_create(fresh, batch_size=BATCH)
+    # Written as the archive has it: bulk_create stamps a new memory's creation with now (auto_now_add).
+    for memory, at in zip(fresh, created, strict=True):
+        memory.created_at = at
+    Memory.objects.bulk_update(fresh, ["created_at"], batch_size=BATCH)
     for memory in fresh:
         if (FeedType.MEMORY, memory.uid) in job.tombstoned:
             feed_revive(user_id=job.user.pk, kind=FeedType.MEMORY, uid=memory.uid)
