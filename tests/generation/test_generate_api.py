@@ -4,6 +4,7 @@ retries, a conflict while the reply was written, and the prompt shown after the 
 
 import json
 import time
+import uuid
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -253,6 +254,11 @@ def test_the_prompt_of_a_reply_is_shown_after_the_fact(api, web, story, llm, oth
     assert other_api.get(f"/api/v1/chats/{story.pk}/messages/2/prompt").status_code == 404
     page = web.get(f"/chats/{story.pk}/messages/2/prompt/").content.decode()
     assert "Any ships?" in page and "Prompt of message #2" in page
+    # A reply written elsewhere (an imported chat keeps its reference to the generation) says why there is none.
+    elsewhere_made = {"lorekeeper": {"generation": str(uuid.uuid4())}}
+    Message.objects.filter(chat=story, index=2).update(extra=elsewhere_made, swipe_info=[{"extra": elsewhere_made}])
+    elsewhere = web.get(f"/chats/{story.pk}/messages/2/prompt/")
+    assert elsewhere.status_code == 404 and "No prompt is kept for this reply" in elsewhere.content.decode()
 
 
 def test_an_ollama_connection_streams_the_reply_too(api, user, story, llm_server):

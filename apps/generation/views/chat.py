@@ -4,6 +4,7 @@ fact. Sending and streaming go through the API (apps/generation/apis.py) from st
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -38,5 +39,12 @@ def _chosen(user, connections: list[Connection], last: int | None) -> Connection
 @require_GET
 def message_prompt(request, chat_id: int, index: int):
     chat = chat_selectors.chat_get(user=request.user, chat_id=chat_id)
-    generation = selectors.generation_for_message(user=request.user, chat=chat, index=index)
+    try:
+        generation = selectors.generation_for_message(user=request.user, chat=chat, index=index)
+    except Http404:
+        # A reply generated elsewhere: in a chat imported or restored from a backup, its menu still offers Prompt.
+        return render(request, "error.html", {"heading": "No prompt is kept for this reply", "explanation": (
+            f"Message #{index} of this chat was not generated here (in a chat imported, or restored from a backup, "
+            "it was generated where the chat came from): a reply's prompt is kept only where it was written."
+        )}, status=404)  # fmt: skip
     return render(request, "generation/prompt.html", {"chat": chat, "index": index, "generation": generation})
