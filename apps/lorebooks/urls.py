@@ -9,6 +9,7 @@ urlpatterns = [
     path("lorebooks/search/", views.lorebook_search_view, name="search"),
     path("lorebooks/from-memories/", views.memories_world_view, name="from-memories"),
     path("lorebooks/chats/<int:chat_id>/", views.chat_lore_view, name="chat-lore"),
+    path("lorebooks/from-card/<int:character_id>/", views.card_book_import_view, name="from-card"),
     path("lorebooks/<int:lorebook_id>/", views.lorebook_detail, name="detail"),
     path("lorebooks/<int:lorebook_id>/change/", views.lorebook_change, name="change"),
     path("lorebooks/<int:lorebook_id>/delete/", views.lorebook_delete_view, name="delete"),

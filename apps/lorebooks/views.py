@@ -34,6 +34,7 @@ from apps.lorebooks.services.books import (
     lorebook_revision_restore,
     lorebook_update,
 )
+from apps.lorebooks.services.card_book import card_book_import
 from apps.lorebooks.services.fields import LOGICS, POSITION_LABELS, world_file_read
 from apps.lorebooks.services.from_memories import memories_world
 from apps.lorebooks.services.linked import chat_lore, chat_lore_set
@@ -262,3 +263,21 @@ def chat_lore_view(request, chat_id: int):
         failed="The chat's lorebook was not changed",
         back=reverse("chats:detail", args=[chat.pk]),
     )
+
+
+@login_required
+@require_POST
+def card_book_import_view(request, character_id: int):
+    """The character card's embedded book made one of the person's books, which the card then links."""
+    character = chat_selectors.character_get(user=request.user, character_id=character_id)
+    try:
+        book, count = card_book_import(user=request.user, character=character)
+    except ApplicationError as exc:
+        messages.error(request, f"Nothing was imported: {exc.message}")
+        return redirect("chats:character", character.pk)
+    messages.success(
+        request,
+        f"Imported the card's lorebook as “{book.name}” ({count} entr{'y' if count == 1 else 'ies'}): "
+        f"{character.name}'s card links it now, and its chats read it here.",
+    )
+    return redirect("lorebooks:detail", book.pk)

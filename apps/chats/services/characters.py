@@ -57,6 +57,20 @@ def card_with_world(card_data: Any, world: str) -> dict[str, Any]:
     return body
 
 
+def card_book(character: Character) -> tuple[str, int] | None:
+    """(its name, how many entries) of the lorebook the character's card carries (`character_book`) while it links
+    none in its place (`extensions.world`, which SillyTavern then reads); None otherwise. A book without a name
+    is the character's ("Mira's book"), as SillyTavern names it."""
+    book = card_body(character.card_data).get("character_book")
+    if card_extensions(character.card_data).get("world") or not isinstance(book, dict):
+        return None
+    entries = book.get("entries")
+    if not isinstance(entries, list) or not entries:
+        return None
+    name = book.get("name") if isinstance(book.get("name"), str) else ""
+    return name.strip() or f"{character.name}'s book", len(entries)
+
+
 def character_greetings(character: Character) -> list[str]:
     """The character's greetings, raw (macros unresolved): the first message, then the card's alternate greetings.
     Empty ones are left out, as SillyTavern does (a card with only alternate greetings opens with the first)."""

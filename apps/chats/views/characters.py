@@ -14,6 +14,7 @@ from apps.chats.forms import AvatarForm, CharacterCardForm, CharacterForm, ChatS
 from apps.chats.services.avatars import avatar_content_type, character_avatar_clear, character_avatar_upload
 from apps.chats.services.cards import character_import_card
 from apps.chats.services.characters import (
+    card_book,
     character_card_fields,
     character_create,
     character_delete,
@@ -87,6 +88,7 @@ def character_detail(request, character_id: int | None = None):
     chats = selectors.chat_list(user=request.user, character=character)[:50] if character else []
     context = {"character": character, "form": form, "chats": chats}
     if character is not None:
+        context["card_book"] = card_book(character)
         personas = list(selectors.persona_list(user=request.user))
         context.update(start_form=ChatStartForm(personas=personas), avatar_form=AvatarForm())
     return render(request, "chats/character_detail.html", context)
