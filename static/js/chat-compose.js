@@ -355,6 +355,17 @@
     }
   }
 
+  // A group's reply order changed in its chat panel: the composer's default choice says what it now means (a
+  // person picks under "manual", else natural order answers), without reloading the composer and what is typed in it.
+  // (htmx:load: the panel's answer replaces its form, whose own events no longer reach the page.)
+  document.body.addEventListener("htmx:load", (event) => {
+    const form = event.target;
+    if (!form?.matches?.(".chat-reply-order") || !form.querySelector(".saved")) return;
+    const order = form.querySelector("select[name=reply_order]")?.value;
+    const option = composer()?.querySelector('select[name=character] option[value=""]');
+    if (option && order) option.textContent = order === "manual" ? "(choose)" : "Natural order";
+  });
+
   document.addEventListener("submit", (event) => {
     if (!event.target.matches(".composer-form")) return;
     event.preventDefault();

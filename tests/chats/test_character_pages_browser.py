@@ -48,6 +48,8 @@ def fits(page, name: str) -> None:
 
 
 def test_pages_fit_a_phone_and_start_chats(phone, live_server, user):
+    from playwright.sync_api import expect
+
     card = base64.b64encode(json.dumps({"data": {"name": "Seraphina", "first_mes": "Hello, {{user}}."}}).encode())
     seraphina = character_import_card(user=user, stream=io.BytesIO(png_with_card(image_bytes("PNG", (40, 60)), card)))
     bram = CharacterFactory(user=user, name="Bram of the very long name and title", first_mes="Bram nods.")
@@ -62,11 +64,15 @@ def test_pages_fit_a_phone_and_start_chats(phone, live_server, user):
     phone.wait_for_url(f"{live_server.url}/chats/*/")
     group = Chat.objects.get(user=user, reply_order="manual")
     assert chat_characters_in_order(chat=group) == [bram, seraphina] and group.persona == ash
-    # The order is changed afterwards in the group's chat panel, as a person picks it there.
+    # The order is changed afterwards in the group's chat panel, as a person picks it there; the composer's
+    # default choice follows at once, without a reload.
+    default = phone.locator('#composer select[name=character] option[value=""]')
+    assert default.text_content() == "(choose)"
     phone.click("details[data-panel=chat] > summary")
     phone.locator(".chat-reply-order select[name=reply_order]").select_option("natural")
     phone.locator(".chat-reply-order .saved").wait_for()
     assert Chat.objects.get(pk=group.pk).reply_order == "natural"
+    expect(default).to_have_text("Natural order")
     fits(phone, "group-chat-panel")
     phone.set_viewport_size({"width": 1280, "height": 900})
     screenshot(phone, "group-chat-panel-1280")
