@@ -258,7 +258,7 @@
       }
       say("");
       const why = timedOut ? "no answer within a minute" : error.message;
-      warn("Could not reach Lorekeeper: " + why + ". Your message is still in the box.", message);
+      warn("Could not reach Lorekeeper: " + why + ". Your message is still in the box.", null);
       return false;
     } finally {
       clearTimeout(started);
@@ -268,9 +268,9 @@
       setBusy(null);
       say("");
       if (response.status === 409 && data.error === "integrity") {
-        warn("This chat was changed in another tab or on another device. Reload to see it; your message is kept in the box.", message);
+        warn("This chat was changed in another tab or on another device. Reload to see it; your message is kept in the box.", null);
       } else {
-        warn("Not sent: " + (data.message || response.statusText), message);
+        warn("Not sent: " + (data.message || response.statusText), null);
       }
       return false;
     }

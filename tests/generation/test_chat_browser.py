@@ -213,6 +213,16 @@ def test_a_reply_lorekeeper_failed_says_lorekeeper_failed_not_the_model(site, us
         page.route("**/generate", answer(""))
         send(page, "Any ships at all?")
         expect(notice).to_have_text("The model failed: Model endpoint refused the request (401)")
+        # A message refused before it was sent stays in the box: the notice says why in a line, without a second
+        # copy of the message (on a phone that copy, sticky at the top, covered the chat).
+        page.unroute("**/generate")
+        refused = {"message": "Choose who replies.", "extra": {"field": "character"}}
+        page.route("**/generate", lambda route: route.fulfill(status=400, json=refused))
+        send(page, "Who is there?")
+        expect(notice).to_have_text("Not sent: Choose who replies.")
+        expect(page.locator(".sync-pending")).to_be_hidden()
+        assert page.input_value("#composer-text") == "Who is there?"
+        screenshot(page, "chat-not-sent-390", "stop76")
 
 
 def test_the_model_a_person_chooses_for_a_chat_stays_chosen(site, user, llm_server):
