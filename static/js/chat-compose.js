@@ -355,15 +355,12 @@
     }
   }
 
-  // A group's reply order changed in its chat panel: the composer's default choice says what it now means (a
-  // person picks under "manual", else natural order answers), without reloading the composer and what is typed in it.
-  // (htmx:load: the panel's answer replaces its form, whose own events no longer reach the page.)
-  document.body.addEventListener("htmx:load", (event) => {
-    const form = event.target;
-    if (!form?.matches?.(".chat-reply-order") || !form.querySelector(".saved")) return;
-    const order = form.querySelector("select[name=reply_order]")?.value;
+  // A group's reply order changed in its chat panel (its answer's event, apps/chats/views/start.py): the composer's
+  // default choice says what it now means (a person picks under "manual", else natural order answers), without
+  // reloading the composer and what is typed in it.
+  document.body.addEventListener("lorekeeper:reply-order", (event) => {
     const option = composer()?.querySelector('select[name=character] option[value=""]');
-    if (option && order) option.textContent = order === "manual" ? "(choose)" : "Natural order";
+    if (option) option.textContent = event.detail.order === "manual" ? "(choose)" : "Natural order";
   });
 
   document.addEventListener("submit", (event) => {

@@ -1,3 +1,4 @@
+import json
 import re
 
 import pytest
@@ -237,9 +238,11 @@ def test_a_groups_reply_order_is_changed_on_its_page(web, client, user, other_us
     assert '<option value="natural" selected>' in fragment and "<html" not in fragment
     response = web.post(f"/chats/{group.pk}/reply-order/", {"reply_order": "manual"}, HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and "Saved" in response.content.decode()
+    assert json.loads(response["HX-Trigger"]) == {"lorekeeper:reply-order": {"order": "manual"}}  # to the composer
     assert Chat.objects.get(pk=group.pk).reply_order == "manual"
     refused = web.post(f"/chats/{group.pk}/reply-order/", {"reply_order": "shuffle"}, HTTP_HX_REQUEST="true")
     assert refused.status_code == 400 and 'class="field-error"' in refused.content.decode()
+    assert "HX-Trigger" not in refused
     assert Chat.objects.get(pk=group.pk).reply_order == "manual"
     client.force_login(other_user)
     assert client.post(f"/chats/{group.pk}/reply-order/", {"reply_order": "natural"}).status_code == 404

@@ -6,7 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from apps.chats import selectors
 from apps.chats.forms import BranchForm, ChatPersonaForm, ChatReplyOrderForm, ChatStartForm
@@ -115,10 +115,16 @@ def chat_reply_order(request, chat_id: int):
     """A group chat's reply order, as chat_persona changes the persona: GET the small form (the chat page loads it
     for a group), POST a choice. It was set only when the group was started."""
     chat = selectors.chat_get(user=request.user, chat_id=chat_id)
-    return panel_form(
+    changed: list[str] = []
+
+    def save(data):
+        changed.append(data["reply_order"])
+        return chat_update(chat=chat, data={"reply_order": data["reply_order"]})
+
+    response = panel_form(
         request,
         form=ChatReplyOrderForm(posted(request), initial={"reply_order": chat.reply_order}),
-        save=lambda data: chat_update(chat=chat, data={"reply_order": data["reply_order"]}),
+        save=save,
         fresh=lambda saved: ChatReplyOrderForm(initial={"reply_order": saved.reply_order}),
         template="chats/partials/chat_reply_order.html",
         context={"chat": chat},
@@ -126,3 +132,6 @@ def chat_reply_order(request, chat_id: int):
         failed="Who replies was not changed",
         back=reverse("chats:detail", args=[chat.pk]),
     )
+    if changed and request.htmx:  # the composer's Options follow (static/js/chat-compose.js)
+        trigger_client_event(response, "lorekeeper:reply-order", {"order": changed[0]})
+    return response
