@@ -79,3 +79,22 @@ def watched_page(browser, width: int, live_server, cookie: str | None = None, **
     page.on("console", lambda message: message.type == "error" and page.errors.append(message.text))
     page.on("pageerror", lambda error: page.errors.append(str(error)))
     return page
+
+
+# The words of the elements `selector` finds that a line break cuts in two (a hyphen's or a comma's
+# break aside).
+BROKEN_WORDS = """(selector) => {
+  const broken = [];
+  for (const cell of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const word of node.data.matchAll(/[^\\s,-]+/g)) {
+        const range = document.createRange();
+        range.setStart(node, word.index);
+        range.setEnd(node, word.index + word[0].length);
+        if (range.getClientRects().length > 1) broken.push(word[0]);
+      }
+    }
+  }
+  return broken;
+}"""

@@ -10,7 +10,7 @@ import pytest
 
 from apps.lorebooks.services.books import lorebook_import
 from apps.sync.services.instances import instance_register
-from tests.browsers import screenshot, session_cookie, watched_page
+from tests.browsers import BROKEN_WORDS, screenshot, session_cookie, watched_page
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -32,22 +32,6 @@ WORLD = {"entries": {
     for uid, (keys, position, _, order) in enumerate(ENTRIES)
 }}  # fmt: skip
 
-# Each word of the selected cells drawn over more than one line box: a word broken in two.
-BROKEN = """(selector) => {
-  const broken = [];
-  for (const cell of document.querySelectorAll(selector)) {
-    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
-    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      for (const word of node.data.matchAll(/[^\\s,-]+/g)) {
-        const range = document.createRange();
-        range.setStart(node, word.index);
-        range.setEnd(node, word.index + word[0].length);
-        if (range.getClientRects().length > 1) broken.push(word[0]);
-      }
-    }
-  }
-  return broken;
-}"""
 
 # The box of a label's text and of its input, for each label of the backups form: [text, input's box, text's boxes].
 FORM_LINES = """() => [...document.querySelectorAll('#backups-card form[action$="/mode/"] label')].map(label => {
@@ -86,7 +70,7 @@ def test_a_lorebooks_entries_keep_their_keys_whole_and_show_position_and_order(b
     page = watched_page(browser, width, live_server, cookie)
     page.goto(f"{live_server.url}/lorebooks/{book.pk}/")
     screenshot(page, f"lorebook-{width}", FOLDER)
-    assert page.evaluate(BROKEN, "table.lore-entries td.keys") == [], "a key is broken inside a word"
+    assert page.evaluate(BROKEN_WORDS, "table.lore-entries td.keys") == [], "a key is broken inside a word"
     for uid, (_, _, position, order) in enumerate(ENTRIES):
         row = page.locator("table.lore-entries tbody tr").filter(has=page.get_by_role("link", name=f"Lore {uid}"))
         shown = row.inner_text()  # the text drawn: none of a hidden cell's

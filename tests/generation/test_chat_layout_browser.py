@@ -18,7 +18,7 @@ from apps.chats.models import Message
 from apps.chats.services.chats import chat_import
 from apps.chats.services.start import chat_start
 from apps.llm.services import connection_create
-from tests.browsers import chromium, screenshot
+from tests.browsers import BROKEN_WORDS, chromium, screenshot
 from tests.chats.factories import CharacterFactory
 from tests.llm_server import Reply
 from tests.servers import gunicorn
@@ -92,24 +92,6 @@ def _in_view(page, selector: str, *, whole: bool = True) -> bool:
     except Exception:  # noqa: BLE001 — Playwright's TimeoutError: answered as False, with the assert's message
         return False
     return True
-
-
-# The words of the elements `selector` finds that a line break cuts in two (a hyphen's break aside).
-BROKEN_WORDS = """(selector) => {
-  const broken = [];
-  for (const cell of document.querySelectorAll(selector)) {
-    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
-    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      for (const word of node.data.matchAll(/[^\\s-]+/g)) {
-        const range = document.createRange();
-        range.setStart(node, word.index);
-        range.setEnd(node, word.index + word[0].length);
-        if (range.getClientRects().length > 1) broken.push(word[0]);
-      }
-    }
-  }
-  return broken;
-}"""
 
 
 # Each message's id, and how far below the top of its name the bottom of its menu's button is, in px.
