@@ -18,7 +18,7 @@ from apps.archives.services.archive.format import ArchiveError
 from apps.archives.services.archive.importing import archive_import
 from apps.chats.models import Character, Chat, ChatRevision
 from apps.chats.services.chats import chat_export_lines, chat_import
-from apps.memories.models import Entity, Memory
+from apps.memories.models import Decision, Entity, Memory
 from apps.memories.services.memories import memory_create, memory_update
 from apps.sync.models import FeedEntry
 from tests.chats.helpers import fixture_bytes
@@ -75,8 +75,8 @@ def test_an_archive_holds_the_whole_account(user, account):
     manifest = json.loads(archive.read("manifest.json"))
     assert manifest["format"] == "lorekeeper-archive" and manifest["version"] == 1
     assert manifest["counts"] == {
-        "characters": 1, "chats": 1, "messages": account["chat"].message_count, "memories": 6, "lorebooks": 0,
-        "tombstones": 1,
+        "characters": 1, "chats": 1, "messages": account["chat"].message_count, "memories": 6, "decisions": 0,
+        "lorebooks": 0, "tombstones": 1,
     }  # fmt: skip
     chat = account["chat"]
     assert archive.read(f"chats/{chat.uid}.jsonl") == b"".join(chat_export_lines(chat=Chat.objects.get(pk=chat.pk)))
@@ -231,3 +231,30 @@ def test_memories_imported_keep_when_they_were_made(user, other_user, account):
     archive_import(user=other_user, source=written(user))
     imported = Memory.objects.filter(user=other_user).exclude(kind="message")
     assert imported.count() == 6 and set(imported.values_list("created_at", flat=True)) == {made}
+
+
+def test_a_memorys_decisions_come_with_it_and_twice_imported_are_not_doubled(user, other_user, account):
+    made = timezone.now() - timedelta(days=3)
+    Decision.objects.create(
+        user=user, memory=account["new"], related=account["old"], outcome="superseded", kind="fact",
+        content="Mira moved inland.", method="embedding", similarity=0.71, scores={"cue": "moved"},
+        reason="same topic as #1 and a state change", created_at=made,
+    )  # fmt: skip
+    Decision.objects.filter(user=user).update(created_at=made)
+    Decision.objects.create(user=user, outcome="rejected", kind="fact", content="Mira lives by the sea!",
+                            related=account["old"], reason="same text")  # fmt: skip
+    backup = written(user).getvalue()
+    assert len(zipfile.ZipFile(io.BytesIO(backup)).read("decisions.jsonl").splitlines()) == 2
+
+    counts = archive_import(user=other_user, source=io.BytesIO(backup))
+
+    assert counts["decisions"] == {"created": 2}
+    new = Memory.objects.get(user=other_user, content="Mira moved inland.")
+    old = Memory.objects.get(user=other_user, content="Mira lives by the sea.")
+    superseded = Decision.objects.get(user=other_user, outcome="superseded")
+    assert (superseded.memory, superseded.related, superseded.created_at) == (new, old, made)
+    assert (superseded.similarity, superseded.scores, superseded.method) == (0.71, {"cue": "moved"}, "embedding")
+    assert Decision.objects.get(user=other_user, outcome="rejected").related == old
+    assert archive_import(user=other_user, source=io.BytesIO(backup))["decisions"] == {"same": 2}
+    assert archive_import(user=user, source=io.BytesIO(backup), restore=True)["decisions"] == {"same": 2}
+    assert Decision.objects.filter(user=other_user).count() == 2 and Decision.objects.filter(user=user).count() == 2

@@ -8,6 +8,7 @@
     entities.jsonl     the entity registry (name, type, aliases, the character's uid or none)
     memories.jsonl     one memory per line, message memories left out (they are made again from the chats),
                        with its chain by uid: superseded_by, contradicts; vectors left out (embedded again)
+    decisions.jsonl    each memory's decisions (why it is here, why it left), naming memories by uid
     lorebooks.jsonl    one lorebook per line: uid, clock, name, scope, the World Info file's own keys, file
     lorebooks/<uid>.jsonl  the book's entries, one per line, as SillyTavern writes an entry
     settings.json      the settings document with its clock
@@ -27,6 +28,6 @@ every member is streamed, its bytes counted as they are unpacked (apps/archives/
 
 The modules: format.py (the format's name and version, ArchiveError), export.py (`archive_write`), importing.py
 (`archive_import`, its steps in order) with merge.py (the import's state and merge rules), import_chats.py,
-import_memories.py and import_lorebooks.py (the steps by kind), reader.py and records.py (reading and checking what
-an archive holds).
+import_memories.py, decisions.py and import_lorebooks.py (the steps by kind), reader.py and records.py (reading and
+checking what an archive holds).
 """

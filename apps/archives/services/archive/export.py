@@ -15,6 +15,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from apps.accounts.services import settings_document_get
+from apps.archives.services.archive.decisions import decisions_write
 from apps.archives.services.archive.format import BATCH, FORMAT, VERSION, Progress, quiet
 from apps.chats.models import Character, Chat
 from apps.chats.services.avatars import avatar_bytes
@@ -255,6 +256,7 @@ def archive_write(*, user: AbstractUser, target: BinaryIO, progress: Progress = 
         _entities_write(archive, user, uid_of)
         progress("memories", 65)
         counts["memories"] = _memories_write(archive, user)
+        counts["decisions"] = decisions_write(archive, user)
         progress("lorebooks", 90)
         counts["lorebooks"] = _lorebooks_write(archive, user)
         progress("settings", 95)

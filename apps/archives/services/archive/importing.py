@@ -14,6 +14,7 @@ from django.db import connection, transaction
 
 from apps.accounts.models import SettingsDocument
 from apps.accounts.services import settings_document_get
+from apps.archives.services.archive.decisions import decisions_in
 from apps.archives.services.archive.format import Progress, quiet
 from apps.archives.services.archive.import_chats import characters_in, chats_in
 from apps.archives.services.archive.import_lorebooks import lorebooks_in
@@ -99,6 +100,7 @@ def archive_import(
         progress("entities", 50)
         entities_in(job)
         memories_in(job)
+        decisions_in(job)
         progress("lorebooks", 90)
         lorebooks_in(job)
         progress("settings", 95)
