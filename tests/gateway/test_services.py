@@ -10,7 +10,7 @@ from apps.chats.selectors import history_digests
 from apps.chats.services.chats import chat_create
 from apps.chats.services.writes import chat_append
 from apps.common.exceptions import ApplicationError
-from apps.gateway.services.match import character_named, fingerprint
+from apps.gateway.services.match import character_named, fingerprint, person_named
 from apps.gateway.services.placing import Digests, agreeing
 from apps.gateway.services.request import Line, messages_parse
 from apps.gateway.services.sync import history_sync
@@ -41,6 +41,21 @@ def test_a_storys_fingerprint_stays_as_it_grows_and_parts_at_the_first_message()
 )
 def test_the_character_is_named_by_the_system_prompt(system, name):
     assert character_named([Line("system", system), Line("user", "Hi")]) == name
+
+
+@pytest.mark.parametrize(
+    ("lines", "name"),
+    [
+        ([Line("system", "Write Mira's next reply in a fictional chat between Mira and Rowan."), Line("user", "Hi")],
+         "Rowan"),
+        ([Line("system", "A fictional chat between Mira and Rowan the Bold.\nMira keeps a lantern.")],
+         "Rowan the Bold"),
+        ([Line("system", "Write Mira's next reply."), Line("user", "Hi", name="Ash")], "Ash"),
+        ([Line("system", "You are a helpful assistant."), Line("user", "Hi")], ""),
+    ],
+)  # fmt: skip
+def test_who_the_person_plays_is_named_by_their_messages_or_sillytaverns_main_prompt(lines, name):
+    assert person_named(lines) == name
 
 
 @pytest.mark.parametrize("role", ["tool", None, ["user"], {"user": 1}, 3])

@@ -115,6 +115,21 @@ def character_named(lines: list[Line]) -> str:
     return ""
 
 
+# SillyTavern's main prompt names both: "Write Mira's next reply in a fictional chat between Mira and Rowan." (its
+# {{char}} and {{user}}). Each name's length is bounded: the search stays linear over a long prompt.
+BETWEEN = re.compile(r"\bchat between ([^\n]{1,60}?) and ([^\n.]{1,60})")
+
+
+def person_named(lines: list[Line]) -> str:
+    """Who the person plays: the name their messages carry, else the one SillyTavern's main prompt gives (so that
+    the chat's lines, and a `{{user}}` in its lore, say the name the front end shows, not the account's)."""
+    named = next((line.name for line in lines if line.role == "user" and line.name), "")
+    if named:
+        return named
+    found = BETWEEN.search(next((line.content for line in lines if line.role == "system"), ""))
+    return found.group(2).strip()[:200] if found else ""
+
+
 def _new_chat(user: AbstractUser, lines: list[Line], client_key: str) -> Chat:
     """A new chat for the conversation, named after the character its system prompt names; or the chat made for a
     front end's task before the person had any (TASK_KEY, no messages), which is the one that task was about."""
@@ -123,7 +138,7 @@ def _new_chat(user: AbstractUser, lines: list[Line], client_key: str) -> Chat:
     if name:
         character = Character.objects.filter(user=user, name__iexact=name).order_by("id").first()
         characters = [character or character_create(user=user, name=name)]
-    person = next((line.name for line in lines if line.role == "user" and line.name), "")
+    person = person_named(lines)
     title = chat_file_title([name or "Assistant"], timezone.now())
     if client_key != TASK_KEY:  # a task making the chat it waits in meanwhile: this one then takes it
         client_key_lock(user=user, client_key=TASK_KEY)
