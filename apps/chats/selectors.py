@@ -90,6 +90,22 @@ def chat_characters_in_order(*, chat: Chat) -> list[Character]:
     return [link.character for link in links]
 
 
+# What SillyTavern's current header style writes instead of the names (a chat's import reads past it too).
+NO_NAME = {"", "unused"}
+
+
+def chat_person_name(*, chat: Chat) -> str:
+    """The name the person goes by in the chat: its persona's; else the chat's `user_name`, unless that is
+    SillyTavern's header placeholder ("unused"), when the name on their latest message says it; "" when nothing
+    does. A SillyTavern chat synced by the extension had its person called "unused" in every prompt."""
+    if chat.persona_id is not None and chat.persona.name:
+        return chat.persona.name
+    if chat.user_name not in NO_NAME:
+        return chat.user_name
+    named = Message.objects.filter(chat=chat, is_user=True).exclude(name__in=NO_NAME).order_by("-index")
+    return named.values_list("name", flat=True).first() or ""
+
+
 def chat_get(*, user: AbstractUser, chat_id: int, characters: bool = True) -> Chat:
     """The user's chat (another user's, or none, is a 404), with its characters read beside it unless `characters`
     is False: a caller that locks the chat next reads it again, and would drop them unused."""

@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from apps.chats.jsonl import HEADER_FIELDS, MESSAGE_FIELDS, is_header, iter_objects, join_fields, split_fields
 from apps.chats.models import Character, Chat, Message, ReplyOrder
+from apps.chats.selectors import NO_NAME
 from apps.chats.services.characters import characters_for_names
 from apps.chats.services.personas import owned_persona
 from apps.chats.signals import chat_written
@@ -23,8 +24,6 @@ from apps.common.services import model_update
 IMPORT_BATCH = 1000
 EXPORT_CHUNK = 500
 MAX_IMPORTED_SPEAKERS = 20
-# SillyTavern's current header style writes this placeholder instead of names.
-PLACEHOLDER_NAMES = {"", "unused"}
 MESSAGE_COLUMNS = (*MESSAGE_FIELDS, "other_fields", "absent_fields")
 SAMPLE_PATH = Path(__file__).resolve().parent.parent / "samples" / "the-lantern-keeper.jsonl"
 
@@ -228,7 +227,7 @@ def chat_import(
     chat = Chat.objects.create(user=user, title=title or "Imported chat", client_key=client_key)
     speakers = chat_load_jsonl(chat=chat, stream=stream)
     if not characters:
-        names = [chat.character_name] if chat.character_name not in PLACEHOLDER_NAMES else speakers
+        names = [chat.character_name] if chat.character_name not in NO_NAME else speakers
         characters = characters_for_names(user=user, names=names)
     chat_characters_set(chat=chat, characters=list(characters))
     if not title:

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.fields.json import KT
 
 from apps.chats.models import Character, Chat, Message
-from apps.chats.selectors import chat_characters_in_order
+from apps.chats.selectors import chat_characters_in_order, chat_person_name
 from apps.chats.services.chats import chat_lock
 from apps.chats.services.start import next_speaker, send_date
 from apps.chats.services.writes import chat_append, chat_metadata_patch
@@ -231,7 +231,7 @@ def _user_line(name: str, message: str) -> dict[str, Any]:
 
 def _speakers(chat: Chat, responder: Character | None, *, group: bool) -> Speakers:
     persona = chat.persona
-    user = (persona.name if persona else "") or chat.user_name or "You"
+    user = chat_person_name(chat=chat) or "You"
     return Speakers(
         char=responder.name if responder else (chat.character_name or "Assistant"),
         user=user,

@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.chats.models import Character, Chat
+from apps.chats.selectors import chat_person_name
 from apps.extraction.models import ChatPipeline, ExtractionSettings, PipelineJob
 from apps.extraction.services import transcript
 from apps.llm.client import Completion, LlmError, complete_prompt
@@ -126,8 +127,9 @@ class JobContext:
 
     def speaker_names(self) -> str:
         names = [c.name for c in self.characters]
-        if self.chat.user_name and self.chat.user_name not in names:
-            names.append(f"{self.chat.user_name} (the user's character)")
+        person = chat_person_name(chat=self.chat)
+        if person and person not in names:
+            names.append(f"{person} (the user's character)")
         return ", ".join(names) or "(not named)"
 
     def persistent_scope_q(self) -> Q:
