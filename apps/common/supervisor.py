@@ -224,3 +224,47 @@ class Supervisor:
             return
         pids = {c.name: c.pid() for c in self.children if c.restart_at is None}
         write_whole(self.pids_file, json.dumps(pids))
+
+
+def read_pids(path: Path) -> dict[str, int]:
+    """{name: pid} as a Supervisor's pids file holds them; none when there is no file or it cannot be read."""
+    try:
+        pids = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {name: pid for name, pid in pids.items() if isinstance(pid, int)} if isinstance(pids, dict) else {}
+
+
+def runs(pid: int, word: str) -> bool:
+    """Whether process `pid` is alive and its command line holds `word` (Linux's /proc; elsewhere, never)."""
+    try:
+        return word in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+
+
+def stop_group(pid: int, *, timeout: float = 10) -> None:
+    """Stop the process group `pid` leads (a child a Supervisor started): SIGTERM, then SIGKILL after `timeout`."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _gone(pid):
+                return
+            time.sleep(0.1)
+
+
+def _gone(pid: int) -> bool:
+    """Ended: no such process, or a zombie waiting for whoever adopted it to reap it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    return stat.rpartition(")")[2].split()[0] == "Z"

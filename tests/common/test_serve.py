@@ -130,16 +130,18 @@ def _kill_and_time(name: str, *, var: Path, web_port: int, serve: subprocess.Pop
     return time.monotonic() - killed
 
 
-# About a minute (a whole platform started, five children killed one by one): past what make test can spend, so
-# marked slow, and .ci/run runs it after make test.
-@pytest.mark.slow
-def test_a_kill_9_of_each_child_of_serve_leaves_the_platform_serving_within_10_seconds(tmp_path):
-    # Run as root, PostgreSQL runs as a system user of its own, which must reach the data folder: not under pytest's
-    # own temporary root, which every pytest session starting on the machine makes private again (0700).
+def _var() -> Path:
+    """A fresh var dir. Run as root, PostgreSQL runs as a system user of its own, which must reach the data folder:
+    not under pytest's own temporary root, which every pytest session starting on the machine makes private again
+    (0700)."""
     var = Path(tempfile.mkdtemp(prefix="lorekeeper-serve-")) / "var"
     var.parent.chmod(0o755)
     var.mkdir()
-    web_port, valkey_port = _free_port(), _free_port()
+    return var
+
+
+def _serve(var: Path, web_port: int, valkey_port: int, log) -> subprocess.Popen:
+    """serve on its own var dir, ports and process group, no model loaded."""
     gone = ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CACHE_URL", "LOREKEEPER_DATABASE_NAME")
     env = {k: v for k, v in os.environ.items() if k not in gone}
     env.update(
@@ -150,8 +152,7 @@ def test_a_kill_9_of_each_child_of_serve_leaves_the_platform_serving_within_10_s
         LOREKEEPER_WEB_WORKERS="1",
         PYTHONUNBUFFERED="1",
     )
-    log = (tmp_path / "serve.log").open("w")
-    serve = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--addrport", f"127.0.0.1:{web_port}"],
         cwd=ROOT,
         env=env,
@@ -159,6 +160,16 @@ def test_a_kill_9_of_each_child_of_serve_leaves_the_platform_serving_within_10_s
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+
+
+# About a minute (a whole platform started, five children killed one by one): past what make test can spend, so
+# marked slow, and .ci/run runs it after make test.
+@pytest.mark.slow
+def test_a_kill_9_of_each_child_of_serve_leaves_the_platform_serving_within_10_seconds(tmp_path):
+    var = _var()
+    web_port, valkey_port = _free_port(), _free_port()
+    log = (tmp_path / "serve.log").open("w")
+    serve = _serve(var, web_port, valkey_port, log)
     broker = f"redis://127.0.0.1:{valkey_port}/0"
     app = Celery("test_serve", broker=broker, set_as_current=False)
     results = redis.Redis(port=valkey_port, socket_timeout=2)
@@ -197,3 +208,67 @@ def test_a_kill_9_of_each_child_of_serve_leaves_the_platform_serving_within_10_s
         log.close()
         app.close()
         results.close()
+
+
+def _celery_of(var: Path) -> list[list[str]]:
+    """The command lines of the Celery processes running for the var dir `var`."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if "celery" in (process.info["cmdline"] or []) and process.environ().get("LOREKEEPER_VAR_DIR") == str(var):
+                found.append(process.info["cmdline"])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_a_serve_killed_outright_leaves_nothing_running_beside_the_next_one(tmp_path):
+    """serve itself killed (kill -9, the out-of-memory killer) cannot stop its children: the next serve stops them
+    first, says so, and serves alone (one worker, one beat); a port another program holds is refused by name."""
+    var = _var()
+    web_port, valkey_port = _free_port(), _free_port()
+    log = (tmp_path / "serve.log").open("w")
+    said = lambda: (tmp_path / "serve.log").read_text()  # noqa: E731
+    first = _serve(var, web_port, valkey_port, log)
+    second, left = None, {}
+    try:
+        _wait(lambda: "Lorekeeper is up" in said(), timeout=120, what="'Lorekeeper is up'", serve=first)
+        _wait(lambda: set(CHILDREN) <= set(_pids(var)), timeout=60, what="every child up", serve=first)
+        left = {name: pid for name, pid in _pids(var).items() if name != "postgres"}
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        assert all(_running(pid) for pid in left.values()), left  # each in a group of its own: still running
+
+        second = _serve(var, web_port, valkey_port, log)
+        _wait(lambda: said().count("Lorekeeper is up") == 2, timeout=120, what="the second 'up'", serve=second)
+        assert "left " in said() and "running: stopping them first." in said()
+        assert not [name for name, pid in left.items() if _running(pid)], left
+        assert _api_status(web_port) == 401
+        assert len(_celery_of(var)) <= 4, _celery_of(var)  # one worker (with its pool of 2) and one beat
+
+        # Something else on the port: refused, naming it, before anything is started there.
+        second.send_signal(signal.SIGINT)
+        second.wait(timeout=60)
+        with socket.socket() as holder:
+            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the port's closed connections wait
+            holder.bind(("127.0.0.1", web_port))
+            holder.listen()
+            third = _serve(var, web_port, valkey_port, log)
+            third.wait(timeout=120)
+        assert third.returncode != 0 and f"Another program already listens on port {web_port}" in said()
+    except BaseException:
+        log.flush()
+        print(said()[-6000:])
+        raise
+    finally:
+        for serve in (first, second):
+            if serve is not None:
+                _kill_everything(serve, var)
+        for pid in left.values():  # the first's, should the second not have stopped them
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        shutil.rmtree(var.parent, ignore_errors=True)
+        log.close()

@@ -9,7 +9,8 @@ It keeps them up (apps/common/supervisor.py): a process that dies, or a PostgreS
 again after a back-off (half a second, doubling to ten), with a line saying which, how it ended and when it comes
 back; the others keep serving. var/serve.pids holds {name: pid} of those up (web is gunicorn's master, postgres the
 postmaster). Only Ctrl-C (SIGINT or SIGTERM) stops them all, the last started first; PostgreSQL stops when serve,
-its last user, exits. The data stays in var/ for the next run.
+its last user, exits. The data stays in var/ for the next run. A serve killed outright leaves its children running:
+the next one stops them first (serve.pids still names them).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from apps.common import embedded
-from apps.common.supervisor import Child, Process, Service, Supervisor
+from apps.common.supervisor import Child, Process, Service, Supervisor, read_pids, runs, stop_group
 
 # Not 8000: that is SillyTavern's own port, and a person using the extension runs both on one machine.
 DEFAULT_ADDRPORT = "127.0.0.1:8720"
@@ -72,6 +73,10 @@ def valkey_command(port: int) -> list[str]:
     return [__valkey_executable__, str(config)]
 
 
+# What each child serve starts runs, as its command line says (a pid serve.pids names may since be another program's).
+STARTS = {"web": "gunicorn", "worker": "celery", "beat": "celery", "valkey": "valkey"}
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.3)
@@ -107,7 +112,9 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, lambda signum, _frame: asked.append(signum))
         # `kill -USR1` prints where each of serve's threads is, for a serve that seems stuck.
         faulthandler.register(signal.SIGUSR1, all_threads=True)
-        supervisor = Supervisor(write=self._say, pids_file=embedded.VAR_DIR / "serve.pids")
+        pids_file = embedded.VAR_DIR / "serve.pids"
+        self._stop_left_behind(pids_file)
+        supervisor = Supervisor(write=self._say, pids_file=pids_file)
         try:
             self._start_database(supervisor)
             valkey = None if os.environ.get("CELERY_BROKER_URL") else self._start_valkey(supervisor)
@@ -119,6 +126,11 @@ class Command(BaseCommand):
             host, _, port = addrport.rpartition(":")
             # People see the site's own error pages, not Django's debug pages (DEBUG=true make run shows those).
             env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "false")}
+            if _port_open(int(port)):
+                raise CommandError(
+                    f"Another program already listens on port {port}: Lorekeeper cannot serve there. Stop it, or "
+                    "start Lorekeeper on another port (LOREKEEPER_ADDRPORT=127.0.0.1:8721 make run)."
+                )
             began = time.monotonic()
             supervisor.add(Process("web", web_command(host or "127.0.0.1", port), env=env))
             up = self.style.SUCCESS(f"Lorekeeper is up on http://{addrport}/ — Ctrl-C stops it.")
@@ -141,6 +153,22 @@ class Command(BaseCommand):
         finally:
             supervisor.stop()
             self._say("Stopped.")
+
+    def _stop_left_behind(self, pids_file) -> None:
+        """A serve that was killed (kill -9, the out-of-memory killer) could not stop its children, each in a
+        process group of its own: they go on serving and running tasks, and a second worker and beat would run
+        beside them. serve.pids still names them: those still running what serve starts are stopped now. The
+        embedded PostgreSQL, which pg_ctl runs, is used again as it is."""
+        left = [
+            (name, pid) for name, pid in read_pids(pids_file).items() if name in STARTS and runs(pid, STARTS[name])
+        ]
+        if not left:
+            return
+        named = ", ".join(f"{name} (pid {pid})" for name, pid in left)
+        self._say(f"A run that did not stop by Ctrl-C (killed?) left {named} running: stopping them first.")
+        for _, pid in left:
+            stop_group(pid)
+        pids_file.unlink(missing_ok=True)
 
     def _start_database(self, supervisor: Supervisor) -> None:
         if not embedded.postgres_in_use():
