@@ -31,9 +31,10 @@ export function pipelineText(pipeline) {
         limit_reached: 'paused: daily limit reached',
     };
     const state = states[pipeline.state] ?? pipeline.state;
-    // The rolling summary holds only the older messages by design: it is not a measure of progress.
+    // Not measures of progress: the rolling summary holds only the older messages by design, and the profiles are
+    // rebuilt every so many messages (a chat of 15 read "0 of 15" while its memories were made from 10).
     const covered = (pipeline.coverage ?? [])
-        .filter((/** @type {any} */ c) => c.tier !== 'compaction')
+        .filter((/** @type {any} */ c) => c.tier !== 'compaction' && c.tier !== 'profiles')
         .map((/** @type {any} */ c) => c.through);
     const through = covered.length ? Math.min(...covered) : null;
     const progress = through !== null && pipeline.message_count ? `${through} of ${pipeline.message_count} messages` : '';

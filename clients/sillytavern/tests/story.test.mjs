@@ -29,6 +29,15 @@ test('progress is the tier that has read least, the rolling summary aside', () =
     assert.equal(pipelineText(pipeline), '80 of 120 messages · running');
 });
 
+test('the profiles, rebuilt every so many messages, are not the progress either', () => {
+    const pipeline = {
+        state: 'gathering',
+        message_count: 15,
+        coverage: [{ tier: 'session', through: 10 }, { tier: 'longterm', through: 10 }, { tier: 'profiles', through: 0 }],
+    };
+    assert.equal(pipelineText(pipeline), '10 of 15 messages · waiting for more messages');
+});
+
 test('failed jobs are counted, and a state the panel does not know is shown as given', () => {
     assert.equal(pipelineText({ state: 'idle', message_count: 0, coverage: [], failed: [{}, {}] }), 'up to date · 2 failed (retry in Lorekeeper)');
     assert.equal(pipelineText({ state: 'awaiting_consent', message_count: 40, coverage: [] }), 'waiting for you to run it in Lorekeeper');
