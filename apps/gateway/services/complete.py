@@ -31,6 +31,7 @@ from apps.generation.services.lease import generation_lapse, streams_check
 from apps.generation.services.lore_sent import lore_unsent
 from apps.generation.services.prompt import Composing, Prompt, composing_lore, memory_placed
 from apps.generation.services.stream import Event, open_streams, replay_event
+from apps.injection.services.settings import SLOTS
 from apps.llm.profiles import connection_context_size
 from apps.llm.tokens import ESTIMATE, Tokenizer, tokenizer_for
 
@@ -54,6 +55,24 @@ class Completion:
         return int(self.generation.created_at.timestamp())
 
 
+# What a rendered memory slot begins with: its label alone on a line (apps/injection/services/slots.py `render`).
+SLOT_HEADS = frozenset(f"[{slot.label}]" for slot in SLOTS)
+
+
+def memory_carried(lines: list[Line]) -> bool:
+    """Whether the front end's prompt carries Lorekeeper's memory already: two slots' heads or more on lines of their
+    own. SillyTavern with Lorekeeper's extension on and its chat pointed at the gateway too sends such a prompt, and
+    placing the memory again gave the model every block twice."""
+    heads = {
+        text.strip()
+        for line in lines
+        if line.role == "system"  # where the extension puts them; a history's lines are not read again
+        for text in line.content.splitlines()
+        if text.strip() in SLOT_HEADS
+    }
+    return len(heads) >= 2
+
+
 def _composer(lines: list[Line], synced: Synced):
     """The prompt: the front end's messages as it sent them, the memory slots and the World Info the chat activates
     placed in them (an entry the front end's prompt already holds is not given twice)."""
@@ -64,13 +83,14 @@ def _composer(lines: list[Line], synced: Synced):
         tokenizer = tokenizer_for(composing.connection)
         lore, lore_info, held = None, None, set()
         messages, added = sent, []  # a front end's own task (synced.plain): its prompt as it came
+        carried = not synced.plain and memory_carried(lines)
         if not synced.plain:
             lore, lore_info = composing_lore(composing, tokenizer, connection_context_size(composing.connection))
             if lore is not None:
                 lore, held = lore_unsent(lore, sent)
             messages, added = memory_placed(
-                sent, slots=context.slots, macros=context.macros, speakers=composing.speakers, lore=lore,
-                metadata=composing.chat.chat_metadata,
+                sent, slots={} if carried else context.slots, macros=context.macros, speakers=composing.speakers,
+                lore=lore, metadata=composing.chat.chat_metadata,
             )  # fmt: skip
         indices = list(synced.indices)
         if synced.message is not None and indices and synced.message == synced.message.strip():
@@ -87,6 +107,9 @@ def _composer(lines: list[Line], synced: Synced):
             if not synced.plain
             else [],
         }
+        if carried:
+            info["carried"] = True
+            info["slots"] = []
         if lore_info:
             for shown in lore_info.get("entries", []):
                 shown["held"] = (shown["world"], shown["uid"]) in held
