@@ -103,6 +103,20 @@ function promptListHtml(record) {
     return items.length ? `<ul class="lorekeeper-recall-prompt">${items.join('')}</ul>` : '';
 }
 
+// What the card's editor changes: the turn's recalled text only (the other slots are Lorekeeper's memory pages').
+const EDIT_HINT = 'The text recalled for this turn, as the model is given it: the memories of the other slots are not changed here';
+
+/**
+ * The summary's words for the turn's own recall: "0 memories" read as a failure beside slots that gave the prompt ten.
+ * @param {number} count
+ * @param {number} tokens
+ * @param {boolean} others whether other slots were named before it
+ */
+function recalledWords(count, tokens, others) {
+    if (count) return `Lorekeeper recalled ${memoriesWord(count)} (~${tokens} tokens)`;
+    return others ? 'nothing more recalled for this turn' : 'Lorekeeper recalled nothing for this turn';
+}
+
 /**
  * @param {number} index
  * @param {any} record
@@ -115,12 +129,12 @@ export function cardHtml(index, record) {
         ? escapeHtml(record.injectionText)
         : `Nothing was recalled for this message${others ? '; the prompt held the memories below' : ''}.`;
     return `<details class="lorekeeper-recall" data-index="${index}">
-        <summary>${others}Lorekeeper recalled ${memoriesWord(memories.length)} (~${Number(record.tokenEstimate) || 0} tokens)${edited}</summary>
+        <summary>${others}${recalledWords(memories.length, Number(record.tokenEstimate) || 0, Boolean(others))}${edited}</summary>
         <div class="lorekeeper-recall-body">
             <pre class="lorekeeper-recall-text">${text}</pre>
             ${promptListHtml(record)}
             <div class="lorekeeper-recall-editor" hidden>
-                <textarea class="text_pole lorekeeper-recall-input" rows="6">${escapeHtml(record.injectionText)}</textarea>
+                <textarea class="text_pole lorekeeper-recall-input" rows="6" aria-label="${EDIT_HINT}" placeholder="${EDIT_HINT}">${escapeHtml(record.injectionText)}</textarea>
                 <div class="menu_button lorekeeper-recall-save">Save</div>
                 <div class="menu_button lorekeeper-recall-cancel">Cancel</div>
             </div>

@@ -11,7 +11,9 @@ test('a card whose recall found nothing names the memory the long-term slot gave
     const record = { injectionText: '', memories: [], tokenEstimate: 0, prompt: [longTerm] };
     assert.deepEqual(otherSlots(record), ['Long-term: 1 memory']);
     const html = cardHtml(1, record);
-    assert.match(html, /<summary>Long-term: 1 memory · Lorekeeper recalled 0 memories/);
+    assert.match(html, /<summary>Long-term: 1 memory · nothing more recalled for this turn<\/summary>/);
+    assert.match(cardHtml(1, { injectionText: '', memories: [] }), /<summary>Lorekeeper recalled nothing for this turn</);
+    assert.match(html, /placeholder="The text recalled for this turn, as the model is given it/);
     assert.match(html, /the prompt held the memories below/);
     assert.match(html, /<li><b>Long-term<\/b> Biscuit sleeps by the lamp.<\/li>/);
 });
