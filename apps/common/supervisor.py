@@ -243,6 +243,27 @@ def runs(pid: int, word: str) -> bool:
         return False
 
 
+def leads(pid: int) -> bool:
+    """Whether `pid` leads its own process group, as every child a Supervisor starts does."""
+    try:
+        return os.getpgid(pid) == pid
+    except OSError:
+        return False
+
+
+def started_before(pid: int, moment: float) -> bool:
+    """Whether process `pid` began before `moment` (seconds since the epoch): a pid named in a file written at
+    `moment` and running a process begun after it is another process's since."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
+        booted = next(
+            float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime")
+        )
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
+    return booted + ticks / os.sysconf("SC_CLK_TCK") <= moment + 1
+
+
 def stop_group(pid: int, *, timeout: float = 10) -> None:
     """Stop the process group `pid` leads (a child a Supervisor started): SIGTERM, then SIGKILL after `timeout`."""
     for signum in (signal.SIGTERM, signal.SIGKILL):

@@ -16,6 +16,7 @@ the next one stops them first (serve.pids still names them).
 from __future__ import annotations
 
 import faulthandler
+import fcntl
 import http.client
 import os
 import signal
@@ -33,7 +34,17 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from apps.common import embedded
-from apps.common.supervisor import Child, Process, Service, Supervisor, read_pids, runs, stop_group
+from apps.common.supervisor import (
+    Child,
+    Process,
+    Service,
+    Supervisor,
+    leads,
+    read_pids,
+    runs,
+    started_before,
+    stop_group,
+)
 
 # Not 8000: that is SillyTavern's own port, and a person using the extension runs both on one machine.
 DEFAULT_ADDRPORT = "127.0.0.1:8720"
@@ -112,6 +123,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, lambda signum, _frame: asked.append(signum))
         # `kill -USR1` prints where each of serve's threads is, for a serve that seems stuck.
         faulthandler.register(signal.SIGUSR1, all_threads=True)
+        self._hold_var_dir()
         pids_file = embedded.VAR_DIR / "serve.pids"
         self._stop_left_behind(pids_file)
         supervisor = Supervisor(write=self._say, pids_file=pids_file)
@@ -154,13 +166,34 @@ class Command(BaseCommand):
             supervisor.stop()
             self._say("Stopped.")
 
+    def _hold_var_dir(self) -> None:
+        """One serve a var dir: a lock on var/serve.lock, held until serve's process ends (the kernel lets go of it
+        however it ends, kill -9 too). A second serve of the same folder is refused, as it would stop the first's
+        children as left behind and run its own beside them."""
+        embedded.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        self._lock = (embedded.VAR_DIR / "serve.lock").open("a+")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CommandError(
+                f"Lorekeeper already runs from {embedded.VAR_DIR} (another make run): stop that one (Ctrl-C in its "
+                "terminal) first, or give this one another folder (LOREKEEPER_VAR_DIR)."
+            ) from None
+
     def _stop_left_behind(self, pids_file) -> None:
         """A serve that was killed (kill -9, the out-of-memory killer) could not stop its children, each in a
         process group of its own: they go on serving and running tasks, and a second worker and beat would run
-        beside them. serve.pids still names them: those still running what serve starts are stopped now. The
+        beside them. serve.pids still names them (no serve holds the folder: _hold_var_dir): those that still lead
+        their group, began before the file was last written and run what serve starts are stopped now. The
         embedded PostgreSQL, which pg_ctl runs, is used again as it is."""
+        try:
+            written = pids_file.stat().st_mtime
+        except OSError:
+            return
         left = [
-            (name, pid) for name, pid in read_pids(pids_file).items() if name in STARTS and runs(pid, STARTS[name])
+            (name, pid)
+            for name, pid in read_pids(pids_file).items()
+            if name in STARTS and runs(pid, STARTS[name]) and leads(pid) and started_before(pid, written)
         ]
         if not left:
             return
