@@ -1,3 +1,6 @@
+from collections.abc import Mapping
+from typing import Any
+
 from rest_framework import serializers
 
 from apps.common.jsonsafe import loads_strict, unstorable_reason
@@ -75,19 +78,23 @@ def paginated(child: type[serializers.Serializer]) -> serializers.Serializer:
 
 
 def patch_checked(
-    serializer_class: type[serializers.Serializer], data, *, answered: type[serializers.Serializer] | None = None
+    serializer_class: type[serializers.Serializer], data, *, answered: Mapping[str, Any] | None = None
 ) -> serializers.Serializer:
     """A PATCH's (or partial PUT's) body checked by `serializer_class`, its fields' names included: one it does
-    not take is refused by name, as a misspelt "importanse" was answered 200 with nothing changed. A field of the
-    answer (`answered`: an `id` or `version` a client sends back with the object it read) is taken and left alone."""
+    not take is refused by name, as a misspelt "importanse" was answered 200 with nothing changed. `answered`: the
+    object as its answer shows it now; a field only answered (an `id`, a `version`) may be sent back as it is, with
+    the rest of what a client read, but not changed."""
     serializer = serializer_class(data=data, partial=True)
     if isinstance(data, dict):
-        known = set(serializer.fields) | (set(answered().fields) if answered is not None else set())
-        unknown = sorted(str(name) for name in data if name not in known)
+        shown = answered or {}
+        unknown = sorted(
+            str(name) for name, value in data.items()
+            if name not in serializer.fields and (name not in shown or shown[name] != value)
+        )  # fmt: skip
         if unknown:
             taken = ", ".join(name for name, field in serializer.fields.items() if not field.read_only)
             raise serializers.ValidationError(
-                {name: [f"Not a field this takes (it takes {taken})."] for name in unknown[:20]}
+                {name: [f"Not a field this changes (it changes {taken})."] for name in unknown[:20]}
             )
     serializer.is_valid(raise_exception=True)
     return serializer

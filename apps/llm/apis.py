@@ -152,7 +152,9 @@ class ConnectionDetailApi(APIView):
     @idempotent
     def patch(self, request, connection_id: int):
         connection = selectors.connection_get(user=request.user, connection_id=connection_id)
-        serializer = patch_checked(ConnectionInputSerializer, request.data, answered=ConnectionOutputSerializer)
+        serializer = patch_checked(
+            ConnectionInputSerializer, request.data, answered=ConnectionOutputSerializer(connection).data
+        )
         data = dict(serializer.validated_data)
         api_key = data.pop("api_key", None)
         connection = connection_update(connection=connection, data=data, api_key=api_key)

@@ -1,6 +1,6 @@
 """A PATCH names a field it does not take, with a 400, and changes nothing: a misspelt `importanse` was answered
-200 with nothing changed, and the person believed it saved. A field the answer holds (an `id` sent back) is taken
-and left alone."""
+200 with nothing changed, and the person believed it saved. A field the answer holds (an `id` sent back with the
+object read) is taken as it is, and refused when it would change (`status`, which a PATCH does not change)."""
 
 import pytest
 
@@ -41,8 +41,15 @@ def test_a_patch_names_a_field_it_does_not_take_and_changes_nothing(api, user, c
         send = api.put if headers.pop("put", False) else api.patch  # the settings are PUT, in part as a PATCH
         response = send(url, {misspelt: "x"}, format="json", **headers)
         assert response.status_code == 400, (url, response.content)
-        assert misspelt in response.json() and "Not a field this takes" in response.json()[misspelt][0], url
+        assert misspelt in response.json() and "Not a field this changes" in response.json()[misspelt][0], url
         assert _row(model, pk, user) == before, url
+
+
+def test_a_field_only_answered_is_refused_when_it_would_change(api, user, character):
+    memory = memory_create(user=user, character=character, kind="fact", content="Mira likes tea.")
+    response = api.patch(f"/api/v1/memories/{memory.pk}/", {"status": "retired"}, format="json")
+    assert response.status_code == 400 and "status" in response.json()
+    assert Memory.objects.get(pk=memory.pk).status == "active"
 
 
 def test_a_field_the_answer_holds_may_be_sent_back(api, user, character):

@@ -118,7 +118,9 @@ class CharacterDetailApi(APIView):
     @idempotent
     def patch(self, request, character_id: int):
         character = selectors.character_get(user=request.user, character_id=character_id)
-        serializer = patch_checked(CharacterInputSerializer, request.data, answered=CharacterOutputSerializer)
+        serializer = patch_checked(
+            CharacterInputSerializer, request.data, answered=CharacterOutputSerializer(character).data
+        )
         character = character_update(character=character, data=serializer.validated_data)
         return Response(CharacterOutputSerializer(character).data)
 

@@ -134,7 +134,7 @@ class ChatDetailApi(APIView):
     @idempotent
     def patch(self, request, chat_id: int):
         chat = selectors.chat_get(user=request.user, chat_id=chat_id)
-        serializer = patch_checked(ChatInputSerializer, request.data, answered=ChatDetailSerializer)
+        serializer = patch_checked(ChatInputSerializer, request.data, answered=ChatDetailSerializer(chat).data)
         chat = chat_update(
             chat=chat, data=serializer.validated_data, integrity=request_integrity(request, required=True)
         )

@@ -68,7 +68,9 @@ class PersonaDetailApi(APIView):
     @idempotent
     def patch(self, request, persona_id: int):
         persona = selectors.persona_get(user=request.user, persona_id=persona_id)
-        serializer = patch_checked(PersonaInputSerializer, request.data, answered=PersonaOutputSerializer)
+        serializer = patch_checked(
+            PersonaInputSerializer, request.data, answered=PersonaOutputSerializer(persona).data
+        )
         persona = persona_update(persona=persona, data=serializer.validated_data)
         return Response(PersonaOutputSerializer(persona).data)
 

@@ -68,7 +68,11 @@ class ExtractionSettingsApi(APIView):
     )
     @idempotent
     def put(self, request):
-        serializer = patch_checked(ExtractionSettingsSerializer, request.data, answered=ExtractionSettingsSerializer)
+        serializer = patch_checked(
+            ExtractionSettingsSerializer,
+            request.data,
+            answered=ExtractionSettingsSerializer(extraction_settings_get(user=request.user)).data,
+        )
         own = extraction_settings_set(user=request.user, data=serializer.validated_data)
         return Response(ExtractionSettingsSerializer(own).data)
 

@@ -96,7 +96,9 @@ class EntityDetailApi(APIView):
     @idempotent
     def patch(self, request, entity_id: int):
         entity = selectors.entity_get(user=request.user, entity_id=entity_id)
-        serializer = patch_checked(EntityUpdateInputSerializer, request.data, answered=EntityDetailOutputSerializer)
+        serializer = patch_checked(
+            EntityUpdateInputSerializer, request.data, answered=EntityDetailOutputSerializer(entity).data
+        )
         entity = entity_update(user=request.user, entity=entity, data=serializer.validated_data)
         return Response(EntityDetailOutputSerializer(entity).data)
 

@@ -289,7 +289,9 @@ class MemoryDetailApi(APIView):
     @idempotent
     def patch(self, request, memory_id: int):
         memory = selectors.memory_get(user=request.user, memory_id=memory_id)
-        serializer = patch_checked(MemoryUpdateInputSerializer, request.data, answered=MemoryOutputSerializer)
+        serializer = patch_checked(
+            MemoryUpdateInputSerializer, request.data, answered=MemoryOutputSerializer(memory).data
+        )
         data = dict(serializer.validated_data)
         entities = data.pop("entities", None)
         edited_by = request.META.get(INSTANCE_HEADER, "")[:64] or "api"
