@@ -78,3 +78,14 @@ def test_another_persons_character_is_a_404_and_a_card_without_a_book_imports_no
         "Nothing was imported: This character&#x27;s card carries no lorebook to import." in response.content.decode()
     )
     assert not Lorebook.objects.exists() and Character.objects.get(pk=theirs.pk).card_data == mira.card_data
+
+
+def test_a_book_name_no_book_may_hold_is_made_one_and_numbered_when_taken(web, user, mira):
+    card = {
+        **mira.card_data,
+        "data": {**mira.card_data["data"], "character_book": {**CARD_BOOK, "name": "Sea/Old.json"}},
+    }
+    Character.objects.filter(pk=mira.pk).update(card_data=card)
+    lorebook_import(user=user, name="Sea-Old", data={"entries": {}})
+    web.post(f"/lorebooks/from-card/{mira.pk}/")
+    assert sorted(Lorebook.objects.filter(user=user).values_list("name", flat=True)) == ["Sea-Old", "Sea-Old (2)"]

@@ -36,6 +36,10 @@ def card_book_import(*, user: AbstractUser, character: Character) -> tuple[Loreb
         raise ApplicationError("This character's card carries no lorebook to import.", {"field": "character"})
     entries = card_book_entries(card_body(character.card_data)["character_book"])
     data = {"entries": {str(entry["uid"]): entry for entry in entries}}
-    book = lorebook_import(user=user, name=_free_name(user, found[0][:MAX_NAME]), data=data)
+    # A book's name may hold no slash, and SillyTavern's file name drops its .json (lorebook_name_clean's rules).
+    name = found[0].replace("/", "-").replace("\\", "-").strip().removesuffix(".json").strip()
+    book = lorebook_import(
+        user=user, name=_free_name(user, (name or f"{character.name}'s book")[:MAX_NAME]), data=data
+    )
     character_update(character=character, data={"card_data": card_with_world(character.card_data, book.name)})
     return book, len(entries)
