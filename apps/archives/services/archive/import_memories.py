@@ -188,6 +188,7 @@ def _memories_store(
             _memory_kept(job, memory, values, clock)
             continue
         values["clock"] = clock
+        values.pop("created_at")  # a memory here keeps when it was made: a line without one must not move it
         if values["content_hash"] != memory.content_hash:
             values |= {"embedding": None, "embedding_model": "", "embedding_dim": None}
             job.embed = True
