@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
 
 
 def _owner_id(value) -> int | None:
@@ -33,7 +34,7 @@ class SameOwnerForm(forms.ModelForm):
         for name, value in cleaned.items():
             if name == "user" or value is None:
                 continue
-            linked = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "model") else [value]
+            linked = list(value) if isinstance(value, (list, tuple, QuerySet)) else [value]
             others = [item for item in linked if _owner_id(item) not in (None, owner)]
             if others:
                 self.add_error(name, ValidationError(
