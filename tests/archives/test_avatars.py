@@ -83,3 +83,17 @@ def test_a_character_naming_a_picture_the_archive_lacks_is_refused(user, other_u
     with pytest.raises(ArchiveError, match=r"characters.jsonl, line 1: the picture avatars/.*\.webp is not in"):
         archive_import(user=other_user, source=missing)
     assert not Character.objects.filter(user=other_user).exists()
+
+
+def test_pictures_stored_before_an_import_failed_are_not_left_on_disk(user, other_user, media, scripted):
+    character_avatar_set(character=CharacterFactory(user=user, name="Mira"), data=image_bytes("PNG"))
+    bad = character_avatar_set(character=CharacterFactory(user=user, name="Sera"), data=image_bytes("PNG"))
+    backup = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(_written(user))) as source, zipfile.ZipFile(backup, "w") as out:
+        for name in source.namelist():
+            out.writestr(name, b"not a picture" if name == f"avatars/{bad.uid}.png" else source.read(name))
+    backup.seek(0)
+    with pytest.raises(ArchiveError, match="Not an image"):
+        archive_import(user=other_user, source=backup)
+    theirs = media / "avatars" / str(other_user.pk)
+    assert not theirs.exists() or not any(theirs.iterdir()), list(theirs.iterdir())  # Mira's, stored first, gone

@@ -19,7 +19,7 @@ from apps.archives.services.archive.reader import ArchiveMember
 from apps.archives.services.archive.records import CharacterRecordSerializer, ChatRecordSerializer, record_check
 from apps.chats.jsonl import ImportLineError, is_header, iter_objects
 from apps.chats.models import Character, Chat, ChatRevision
-from apps.chats.services.avatars import MAX_AVATAR_BYTES, character_avatar_clear, character_avatar_set
+from apps.chats.services.avatars import avatar_read, character_avatar_clear, character_avatar_set
 from apps.chats.services.characters import CHARACTER_FIELDS
 from apps.chats.services.chats import chat_import
 from apps.chats.services.writes import _replace_contents, _snapshot
@@ -89,13 +89,15 @@ def _avatar_in(job: ArchiveImport, character: Character, row: dict, record: dict
     if member is None:
         raise ArchiveError(f"the picture {record['avatar']} is not in the archive", file="characters.jsonl", line=line)
     with member:
-        data = member.read(MAX_AVATAR_BYTES + 1)
-    if len(data) > MAX_AVATAR_BYTES:
-        raise ArchiveError("the picture is larger than 5 MB", file=record["avatar"])
+        try:
+            data = avatar_read(member)
+        except ApplicationError as exc:
+            raise ArchiveError(exc.message, file=record["avatar"]) from exc
     try:
         character_avatar_set(character=character, data=data)
     except ApplicationError as exc:
         raise ArchiveError(exc.message, file=record["avatar"]) from exc
+    job.files.append((character.avatar.storage, character.avatar.name))
 
 
 class _Tee:

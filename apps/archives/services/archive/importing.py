@@ -93,6 +93,19 @@ def archive_import(
     happened, by kind."""
     archive = ArchiveReader(source)
     job = ArchiveImport(user, archive, restore, progress)
+    try:
+        _steps(job)
+    except BaseException:
+        for storage, name in job.files:  # pictures stored for rows the failed import rolled back
+            storage.delete(name)
+        raise
+    progress("done", 100)
+    return job.counts
+
+
+def _steps(job: ArchiveImport) -> None:
+    """The import's steps, in order, in one transaction."""
+    user, progress = job.user, job.progress
     with transaction.atomic():
         progress("characters", 5)
         characters_in(job)
@@ -108,5 +121,3 @@ def archive_import(
         _tombstones_in(job)
         if job.embed:
             embed_later(user_id=user.pk)
-    progress("done", 100)
-    return job.counts

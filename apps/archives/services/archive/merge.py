@@ -38,6 +38,7 @@ class ArchiveImport:
             for kind, uid in FeedEntry.objects.filter(user=user, deleted_at__isnull=False).values_list("type", "uid")
         }
         self.characters: dict[str, int] = {}  # archive uid → character id here
+        self.files: list = []  # (storage, name) of the pictures stored: deleted should the import roll back
         self.chats: dict[str, int] = {}  # archive uid → chat id here
         self.uids: dict[uuid.UUID, uuid.UUID] = {}  # a memory's archive uid → its uid here
         self.entity_ids: dict[tuple[int | None, str], int] = {}  # (character id, lower-cased name) → entity id
