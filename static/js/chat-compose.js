@@ -134,10 +134,14 @@
 
   // The reply as it streams reads as it will once stored: Markdown (*actions*, **bold**, paragraphs) rendered by
   // markdown-it, the library whose Python port renders stored messages (apps/chats/templatetags/chat_text.py). Raw
-  // HTML is shown as text until then (html: false): the server's renderer cleans it, this one never inserts it.
+  // HTML (<br>, <font>) is shown as text until the reply is stored: this renderer never inserts it, the server's
+  // cleans it. The whole text is rendered again at most every RENDER_MS, and past RENDER_MOST characters (where
+  // the page folds a stored message) it is shown as text: each rendering costs the length of all that arrived.
   const markdown = window.markdownit ? window.markdownit("commonmark", { html: false, breaks: true }) : null;
+  const RENDER_MS = 100;
+  const RENDER_MOST = 20000;
   function render(node, text) {
-    if (markdown) node.innerHTML = markdown.render(text);
+    if (markdown && text.length <= RENDER_MOST) node.innerHTML = markdown.render(text);
     else node.textContent = text;
   }
 
@@ -149,13 +153,17 @@
     let gap = 100; // ms between the last two pieces
     let lastPiece = 0;
     let lastFrame = 0;
+    let rendered = 0;
     function frame(now) {
       const elapsed = lastFrame ? now - lastFrame : 16;
       lastFrame = now;
       const count = Math.max(1, Math.ceil(pending.length * Math.min(1, elapsed / gap)));
       shown += pending.slice(0, count);
       pending = pending.slice(count);
-      render(node, shown);
+      if (!pending || now - rendered >= RENDER_MS) {
+        render(node, shown);
+        rendered = now;
+      }
       follow();
       if (pending) requestAnimationFrame(frame);
       else lastFrame = 0;
