@@ -258,7 +258,7 @@ def test_the_prompt_of_a_reply_is_shown_after_the_fact(api, web, story, llm, oth
     elsewhere_made = {"lorekeeper": {"generation": str(uuid.uuid4())}}
     Message.objects.filter(chat=story, index=2).update(extra=elsewhere_made, swipe_info=[{"extra": elsewhere_made}])
     elsewhere = web.get(f"/chats/{story.pk}/messages/2/prompt/")
-    assert elsewhere.status_code == 404 and "No prompt is kept for this reply" in elsewhere.content.decode()
+    assert elsewhere.status_code == 404 and "No prompt is kept for this message" in elsewhere.content.decode()
 
 
 def test_an_ollama_connection_streams_the_reply_too(api, user, story, llm_server):

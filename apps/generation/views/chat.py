@@ -43,8 +43,8 @@ def message_prompt(request, chat_id: int, index: int):
         generation = selectors.generation_for_message(user=request.user, chat=chat, index=index)
     except Http404:
         # A reply generated elsewhere: in a chat imported or restored from a backup, its menu still offers Prompt.
-        return render(request, "error.html", {"heading": "No prompt is kept for this reply", "explanation": (
+        return render(request, "error.html", {"heading": "No prompt is kept for this message", "explanation": (
             f"Message #{index} of this chat was not generated here (in a chat imported, or restored from a backup, "
-            "it was generated where the chat came from): a reply's prompt is kept only where it was written."
+            "a reply was generated where the chat came from): a reply's prompt is kept only where it was written."
         )}, status=404)  # fmt: skip
     return render(request, "generation/prompt.html", {"chat": chat, "index": index, "generation": generation})
