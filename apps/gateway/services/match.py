@@ -127,7 +127,7 @@ def person_named(lines: list[Line]) -> str:
     if named:
         return named
     found = BETWEEN.search(next((line.content for line in lines if line.role == "system"), ""))
-    return found.group(2).strip()[:200] if found else ""
+    return found.group(2).strip() if found else ""
 
 
 def _new_chat(user: AbstractUser, lines: list[Line], client_key: str) -> Chat:
