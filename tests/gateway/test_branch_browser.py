@@ -39,7 +39,7 @@ def test_a_conversation_sharing_a_storys_opening_is_a_branch_on_the_chats_page(
     for width in (1280, 390):
         page = watched_page(browser, width, live_server, session_cookie(client, user))
         page.goto(f"{live_server.url}/chats/")
-        screenshot(page, f"gateway-branch-chats-{width}", folder="stop61")
+        screenshot(page, f"gateway-branch-chats-{width}", folder="gateway-branch")
         assert page.locator(f'a[href="/chats/{branch.pk}/"]').count() >= 1
         assert page.locator(f'a[href="/chats/{first.pk}/"]').count() >= 1
         assert page.errors == []

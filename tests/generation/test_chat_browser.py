@@ -208,7 +208,7 @@ def test_a_reply_lorekeeper_failed_says_lorekeeper_failed_not_the_model(site, us
         expect(notice).to_have_text(f"Lorekeeper failed: {INTERNAL_ERROR}")
         for width in (1280, 390):
             page.set_viewport_size({"width": width, "height": 900})
-            screenshot(page, f"chat-lorekeeper-failed-{width}", "stop62")
+            screenshot(page, f"chat-lorekeeper-failed-{width}", "chat-notices")
         page.unroute("**/generate")
         page.route("**/generate", answer(""))
         send(page, "Any ships at all?")
@@ -222,7 +222,7 @@ def test_a_reply_lorekeeper_failed_says_lorekeeper_failed_not_the_model(site, us
         expect(notice).to_have_text("Not sent: Choose who replies.")
         expect(page.locator(".sync-pending")).to_be_hidden()
         assert page.input_value("#composer-text") == "Who is there?"
-        screenshot(page, "chat-not-sent-390", "stop76")
+        screenshot(page, "chat-not-sent-390", "chat-notices")
 
 
 def test_the_model_a_person_chooses_for_a_chat_stays_chosen(site, user, llm_server):
@@ -245,7 +245,7 @@ def test_the_model_a_person_chooses_for_a_chat_stays_chosen(site, user, llm_serv
         expect(page.locator(f"#connection-{scripted.pk} .badge", has_text="replies")).to_have_count(0)
         for width in (1280, 390):
             page.set_viewport_size({"width": width, "height": 900})
-            screenshot(page, f"models-replies-{width}", "stop75")
+            screenshot(page, f"models-replies-{width}", "models")
         page.set_viewport_size({"width": 1280, "height": 900})
         chat = new_chat(page, base, user, mira)
         model = page.locator("#composer select[name=connection]")
