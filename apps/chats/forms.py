@@ -3,7 +3,7 @@ from django.utils.html import format_html, format_html_join
 
 from apps.chats.models import ReplyOrder
 from apps.chats.services.characters import MAX_BOOK_NAME, MAX_EXTRA_BOOKS, extra_books_clean
-from apps.common.forms import TextareaField
+from apps.common.forms import TextareaField, as_typed
 
 MAX_ALTERNATE_GREETINGS = 100
 
@@ -57,7 +57,7 @@ class TextListField(forms.Field):
         if value in self.empty_values:
             return []
         items = [value] if isinstance(value, str) else list(value)
-        return [item.replace("\r\n", "\n") for item in items if isinstance(item, str) and item.strip()]
+        return [as_typed(item) for item in items if isinstance(item, str) and item.strip()]
 
     def validate(self, value: list[str]) -> None:
         super().validate(value)

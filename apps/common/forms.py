@@ -20,4 +20,9 @@ class TextareaField(forms.CharField):
 
     def to_python(self, value):
         value = super().to_python(value)
-        return value.replace("\r\n", "\n").replace("\r", "\n") if isinstance(value, str) else value
+        return as_typed(value) if isinstance(value, str) else value
+
+
+def as_typed(text: str) -> str:
+    """A textarea's text with its lines ended "\n", as typed (a browser sends "\r\n")."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
