@@ -162,7 +162,8 @@ def test_search_fragment_shows_method_scores_and_signals(web, user, character, m
     scores = re.findall(r'<span class="score"[^>]*>([^<]+)</span>', html)
     assert len(scores) == 1 and re.fullmatch(r"\d\.\d\d", scores[0])
     for signal in ("relevance", "vector", "text", "recency", "graph", "instance"):
-        assert f"<dt>{signal}</dt>" in html
+        assert re.search(rf"<dt( title=\"[^\"]+\")?>{signal}</dt>", html), signal
+    assert "title=\"Full-text rank of the query's words: not on a 0 to 1 scale" in html
     assert "Chat messages are left out" in html
 
 
