@@ -533,11 +533,6 @@ def test_a_window_in_the_part_two_stories_share(user):
     assert rows(a) == expected_rows(a_turns) and rows(b) == expected_rows(b_turns)
 
 
-@pytest.fixture
-def no_embeddings(settings):
-    settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "none"
-
-
 @BOTH
 def test_prompt_kept_and_recall_with_a_kept_greeting_and_hidden_messages(user, connection, no_embeddings, header):
     """Through completion_prepare: the kept prompt's runs skip the cut and the hidden messages, and read back are

@@ -14,7 +14,7 @@ from apps.llm.services import connection_create
 from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import lorebook_import
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_embeddings")]
 
 SYSTEM = "Write Mira's next reply in a fictional chat between Mira and Rowan."
 GULL = "The Gull is Hale's ship."
@@ -25,11 +25,6 @@ WORLD = {"entries": {
           "sticky": 2},
     "2": {"uid": 2, "key": ["kraken"], "content": "Nobody has seen the kraken.", "comment": "Kraken"},
 }}  # fmt: skip
-
-
-@pytest.fixture(autouse=True)
-def no_embeddings(settings):
-    settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "none"
 
 
 @pytest.fixture

@@ -13,15 +13,10 @@ from apps.chats.services.chats import chat_create
 from apps.gateway.services.complete import completion_prepare
 from apps.memories.services.memories import memory_create
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_embeddings")]
 
 SYSTEM = "Write Mira's next reply in a fictional chat between Mira and Rowan."
 CARRIED = "[Long-term memories]\n- Mira owes Hale eleven crowns.\n\n[Relationships]\n- Mira → Rowan: wary trust"
-
-
-@pytest.fixture(autouse=True)
-def no_embeddings(settings):
-    settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "none"
 
 
 @pytest.fixture

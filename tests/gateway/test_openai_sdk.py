@@ -21,7 +21,11 @@ from apps.memories.services.memories import memory_create
 from tests.llm_server import Reply, start_llm_server
 from tests.servers import gunicorn
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]  # .ci/run runs it after make test
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,  # .ci/run runs it after make test
+    pytest.mark.usefixtures("no_embeddings"),
+]
 
 SYSTEM = "Write Mira's next reply in a fictional chat between Mira and Rowan."
 GREETING = "The lantern is lit. What brings you to the harbour?"
@@ -53,12 +57,6 @@ def gateway(django_db_setup, model):
             yield f"{url}/v1"
     finally:
         valkey.stop()
-
-
-@pytest.fixture(autouse=True)
-def no_embeddings(settings):
-    """Memories made here are not embedded, as the server serving the gateway does not embed (tests/servers.py)."""
-    settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "none"
 
 
 @pytest.fixture

@@ -14,14 +14,9 @@ from apps.generation.models import Generation
 from apps.generation.selectors import prompt_messages
 from apps.memories.services.memories import memory_create
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_embeddings")]
 
 SYSTEM = "Write Mira's next reply in a fictional chat between Mira and Rowan."
-
-
-@pytest.fixture(autouse=True)
-def no_embeddings(settings):
-    settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "none"
 
 
 @pytest.fixture

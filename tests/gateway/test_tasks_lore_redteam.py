@@ -28,7 +28,7 @@ from apps.lorebooks.models import Lorebook
 from apps.lorebooks.services.books import lorebook_import
 from apps.memories.services.memories import memory_create
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_embeddings")]
 
 SYSTEM = {"role": "system", "content": "You are Mira, a harbour clerk with a sharp eye."}
 ASK = {"role": "user", "content": "Any ships in tonight, Mira?"}
@@ -45,11 +45,6 @@ USER: Any ships in tonight, Mira?
 ASSISTANT: One ship, the Gull, with a torn sail.
 </chat_history>"""
 TASK = {"role": "user", "content": TITLE}
-
-
-@pytest.fixture(autouse=True)
-def no_embeddings(settings):
-    settings.LOREKEEPER_EMBEDDINGS_PROVIDER = "none"
 
 
 def post(client, token, messages, *, header="", key="", model="scripted", **body):
