@@ -59,6 +59,17 @@ class Status(models.TextChoices):
     RETIRED = "retired"
 
 
+class Retired:
+    """Why the lifecycle retires a memory (`Memory.retired_reason`). Any other reason ("deleted", one typed on the
+    memory's page, "moderator") is a person's, and extraction does not write that memory again."""
+
+    SUPERSEDED = "superseded"
+    CONSOLIDATED = "consolidated"
+    DECAYED = "decayed"
+    ROLLED_BACK = "rolled_back"
+    BY_LIFECYCLE = (SUPERSEDED, CONSOLIDATED, DECAYED, ROLLED_BACK)
+
+
 class Entity(models.Model):
     """A named thing of a user's stories (a person, place, object, faction…), per character or user-wide."""
 

@@ -8,7 +8,7 @@ from django.db.models import F, Q
 from django.db.models.expressions import RawSQL
 
 from apps.chats.models import Chat
-from apps.memories.models import Decision, Kind, Memory, Status
+from apps.memories.models import Decision, Kind, Memory, Retired, Status
 
 # Kinds whose memories carry the messages they came from; summaries, scenes, profiles and canon are rebuilt by
 # their own tiers.
@@ -53,7 +53,7 @@ def memories_rollback(*, chat: Chat, from_index: int, kinds=SOURCED_KINDS, reaso
         for m in targets
     )
     Memory.objects.filter(pk__in=ids).update(
-        status=Status.RETIRED, retired_reason="rolled_back", version=F("version") + 1
+        status=Status.RETIRED, retired_reason=Retired.ROLLED_BACK, version=F("version") + 1
     )
     replaced = list(
         Memory.objects.filter(superseded_by__in=ids, status=Status.RETIRED)
@@ -98,7 +98,7 @@ def summary_rollback(*, chat: Chat, to_index: int) -> int:
     while version is not None and version.data_field("summary_end", int, 0) > to_index:
         version = Memory.objects.filter(superseded_by=version, kind=Kind.SUMMARY).defer("embedding").first()
     Memory.objects.filter(pk=current.pk).update(
-        status=Status.RETIRED, retired_reason="rolled_back", version=F("version") + 1
+        status=Status.RETIRED, retired_reason=Retired.ROLLED_BACK, version=F("version") + 1
     )
     Decision.objects.create(
         user_id=chat.user_id,

@@ -20,7 +20,7 @@ from apps.chats.models import Character, Chat
 from apps.common.exceptions import ApplicationError
 from apps.common.tasks import on_commit_once
 from apps.memories.embeddings import text_hash
-from apps.memories.models import Kind, Memory, Status
+from apps.memories.models import Kind, Memory, Retired, Status
 from apps.memories.services import queue
 from apps.memories.services.entities import entities_ensure
 from apps.memories.services.lifecycle.scope import lifecycle_config
@@ -201,7 +201,7 @@ def memory_supersede(*, old: Memory, new: Memory) -> None:
     valid_to = new.valid_from if new.valid_from is not None else old.valid_to
     Memory.objects.filter(pk=old.pk).update(
         status=Status.RETIRED,
-        retired_reason="superseded",
+        retired_reason=Retired.SUPERSEDED,
         superseded_by=new,
         valid_to=valid_to,
         version=F("version") + 1,

@@ -16,7 +16,7 @@ from apps.chats.models import Character, Chat
 from apps.common.serializers import INT_MAX
 from apps.extraction.models import ChatPipeline
 from apps.memories.embeddings import text_hash
-from apps.memories.models import Kind, Memory, Status
+from apps.memories.models import Kind, Memory, Retired, Status
 from apps.memories.services.memories import embed_later, entities_ensure
 
 # Where auto-recap keeps its data: a message's extra, and the chat's running recap (counted as "auto_recap").
@@ -130,7 +130,7 @@ def _items_store(
         later = made.get(item.superseded_by or "")
         if later is not None:
             Memory.objects.filter(pk=memory.pk).update(
-                superseded_by=later, status=Status.RETIRED, retired_reason="superseded", version=F("version") + 1
+                superseded_by=later, status=Status.RETIRED, retired_reason=Retired.SUPERSEDED, version=F("version") + 1
             )
         for other in item.contradicts:
             if other in made:

@@ -13,7 +13,7 @@ from apps.extraction.services.batches import BATCH_TIERS, batch_start, batches_f
 from apps.extraction.services.jobs import jobs_cancel_pending
 from apps.extraction.services.rollback import memories_rollback, summary_rollback
 from apps.extraction.services.tiers.base import JobContext, Work
-from apps.memories.models import Decision, Memory, Status
+from apps.memories.models import Decision, Memory, Retired, Status
 
 
 def produce_rebuild(ctx: JobContext) -> Work | None:
@@ -41,7 +41,7 @@ def produce_rebuild(ctx: JobContext) -> Work | None:
                 reason=f"its scene reaches message #{index}, which changed",
             )
         Memory.objects.filter(pk__in=recaps, status=Status.ACTIVE).update(
-            status=Status.RETIRED, retired_reason="rolled_back", version=F("version") + 1
+            status=Status.RETIRED, retired_reason=Retired.ROLLED_BACK, version=F("version") + 1
         )
         Scene.objects.filter(pk__in=[s.pk for s in scenes]).delete()
         ContinuityCheck.objects.filter(chat=ctx.chat, message_index__gte=index).delete()

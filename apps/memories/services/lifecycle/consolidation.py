@@ -15,7 +15,7 @@ from apps.llm.client import UnreadableAnswer, complete_prompt
 from apps.llm.models import Connection
 from apps.llm.prompts import prompt_get
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, embed_texts
-from apps.memories.models import ConsolidationCounter, Decision, Memory, Status
+from apps.memories.models import ConsolidationCounter, Decision, Memory, Retired, Status
 from apps.memories.services.lifecycle.scope import ScopeKey, lifecycle_config, scope_locked
 from apps.memories.services.memories import memory_create
 
@@ -160,6 +160,6 @@ def _apply(merge: Merge, *, kind: str, vector, model_key: str, call_id: int) -> 
             llm_call_id=call_id,
         )
     Memory.objects.filter(pk__in=[m.pk for m in members]).update(
-        status=Status.RETIRED, retired_reason="consolidated", superseded_by=memory, version=F("version") + 1
+        status=Status.RETIRED, retired_reason=Retired.CONSOLIDATED, superseded_by=memory, version=F("version") + 1
     )
     return memory

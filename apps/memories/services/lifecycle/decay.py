@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.functions import Greatest
 
-from apps.memories.models import Decision, Memory, Status
+from apps.memories.models import Decision, Memory, Retired, Status
 from apps.memories.services.lifecycle.scope import ScopeKey, lifecycle_config
 
 FLOOR_EPSILON = 1e-9
@@ -58,6 +58,6 @@ def memories_pass_end(*, scope: ScopeKey, kinds: Iterable[str], seen_ids: Iterab
             reason=f"not extracted again in {memory.unconfirmed_count} passes: confidence decayed to {floor}",
         )
     retired = Memory.objects.filter(pk__in=[m.pk for m in at_floor]).update(
-        status=Status.RETIRED, retired_reason="decayed", version=F("version") + 1
+        status=Status.RETIRED, retired_reason=Retired.DECAYED, version=F("version") + 1
     )
     return {"unconfirmed": counted, "retired": retired}

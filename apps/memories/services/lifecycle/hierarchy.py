@@ -26,7 +26,7 @@ from apps.llm.models import Connection
 from apps.llm.prompts import prompt_get
 from apps.llm.tokens import count_tokens
 from apps.memories.embeddings import EmbeddingUnavailable, config_for, embed_texts
-from apps.memories.models import Decision, Kind, LifecycleSettings, Memory, Status
+from apps.memories.models import Decision, Kind, LifecycleSettings, Memory, Retired, Status
 from apps.memories.services.lifecycle import periods
 from apps.memories.services.lifecycle.periods import CHILD, LEVELS, Period
 from apps.memories.services.lifecycle.scope import ScopeKey, lifecycle_config, scope_locked
@@ -259,7 +259,7 @@ def _store(character, period, completion, source_ids, used, left_out, replaced, 
     )
     if replaced is not None:
         Memory.objects.filter(pk=replaced.pk).update(
-            status=Status.RETIRED, retired_reason="superseded", superseded_by=memory, version=F("version") + 1
+            status=Status.RETIRED, retired_reason=Retired.SUPERSEDED, superseded_by=memory, version=F("version") + 1
         )
     Decision.objects.create(
         user_id=character.user_id,

@@ -7,15 +7,12 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from apps.memories.models import Memory, Status
+from apps.memories.models import Memory, Retired, Status
 from apps.memories.search.candidates import OWN_WORDS, owner_word, scope_size, vector_candidates
 from apps.memories.services.lifecycle.scope import DEDUP_KINDS, ScopeKey, lifecycle_config
 from apps.memories.services.lifecycle.similarity import jaccard, words
 
 TEXT_PRESELECT = 200
-# Why a memory is retired when no person retired it: what retired it may write it again (a rebuild, a memory seen
-# again after decaying). Any other reason ("deleted", a reason typed on the memory's page, "moderator") is a person's.
-RETIRED_BY_LIFECYCLE = ["superseded", "consolidated", "decayed", "rolled_back"]
 
 
 @dataclass
@@ -79,7 +76,7 @@ class NeighbourFinder:
         `duplicate` like it: what extraction must not write again."""
         retired = Memory.objects.filter(
             self.scope.q(), kind=kind, status=Status.RETIRED, superseded_by__isnull=True
-        ).exclude(retired_reason__in=RETIRED_BY_LIFECYCLE)
+        ).exclude(retired_reason__in=Retired.BY_LIFECYCLE)
         same = retired.filter(content_hash=content_hash).defer("embedding").first()
         if same is not None:
             return Neighbour(same, 1.0, "hash", True)
@@ -89,7 +86,7 @@ class NeighbourFinder:
         where = _Where(
             f"{sql} AND m.status = %s AND m.kind = %s AND m.superseded_by_id IS NULL "
             f"AND NOT (m.retired_reason = ANY(%s))",
-            [*params, Status.RETIRED, kind, RETIRED_BY_LIFECYCLE],
+            [*params, Status.RETIRED, kind, list(Retired.BY_LIFECYCLE)],
             self.scope.user_id,
         )
         found = vector_candidates(where, vectors=[vector], model_key=model_key, k=1, size=0)
